@@ -1,0 +1,257 @@
+/* compile.c - a small job runner: posix_spawn, at most `parallel` children,
+ * SIGCHLD waited for with sigtimedwait so no time is spent polling, and a
+ * deadline per child after which it is killed. */
+#define _GNU_SOURCE
+#include "compile.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "diag.h"
+#include "util.h"
+
+extern char **environ;
+
+void argv_add(sg_argv *a, const char *s)
+{
+    ARRAY_PUSH(a->items, a->count, a->cap, xstrdup(s));
+}
+
+void argv_addf(sg_argv *a, const char *fmt, ...)
+{
+    strbuf sb = {0};
+    va_list ap;
+    va_start(ap, fmt);
+    sb_vprintf(&sb, fmt, ap);
+    va_end(ap);
+    ARRAY_PUSH(a->items, a->count, a->cap, sb.data);
+}
+
+void argv_add_split(sg_argv *a, const char *flags)
+{
+    const char *p = flags;
+    while (*p) {
+        while (*p == ' ' || *p == '\t' || *p == '\n')
+            p++;
+        if (!*p)
+            break;
+        strbuf word = {0};
+        char quote = 0;
+        for (; *p && (quote || (*p != ' ' && *p != '\t' && *p != '\n')); p++) {
+            if (quote && *p == quote)
+                quote = 0;
+            else if (!quote && (*p == '\'' || *p == '"'))
+                quote = *p;
+            else
+                sb_putc(&word, *p);
+        }
+        if (!word.data)
+            sb_puts(&word, "");
+        ARRAY_PUSH(a->items, a->count, a->cap, word.data);
+    }
+}
+
+char **argv_finish(sg_argv *a)
+{
+    ARRAY_PUSH(a->items, a->count, a->cap, NULL);
+    char **r = a->items;
+    *a = (sg_argv){0};
+    return r;
+}
+
+void argv_free(char **argv)
+{
+    if (!argv)
+        return;
+    for (char **p = argv; *p; p++)
+        free(*p);
+    free(argv);
+}
+
+char *find_program(const char *name)
+{
+    if (strchr(name, '/'))
+        return access(name, X_OK) == 0 ? xstrdup(name) : NULL;
+    const char *path = getenv("PATH");
+    if (!path)
+        path = "/usr/bin:/bin";
+    while (*path) {
+        const char *end = strchr(path, ':');
+        size_t n = end ? (size_t)(end - path) : strlen(path);
+        char *dir = xstrndup(path, n);
+        char *full = path_join(*dir ? dir : ".", name);
+        free(dir);
+        struct stat st;
+        if (stat(full, &st) == 0 && S_ISREG(st.st_mode) && access(full, X_OK) == 0)
+            return full;
+        free(full);
+        path += n + (end != NULL);
+    }
+    return NULL;
+}
+
+typedef struct running {
+    pid_t pid;
+    size_t job;
+    double deadline;
+} running;
+
+static pid_t spawn_job(sg_job *job, sigset_t *child_mask)
+{
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t attr;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 2, job->log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawnattr_init(&attr);
+    posix_spawnattr_setsigmask(&attr, child_mask);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
+    pid_t pid;
+    int rc = posix_spawnp(&pid, job->argv[0], &fa, &attr, job->argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&attr);
+    if (rc != 0) {
+        diag_error("%s: cannot run '%s': %s", job->label, job->argv[0], strerror(rc));
+        return -1;
+    }
+    return pid;
+}
+
+/* Print what the command wrote to stderr, if anything, under its label. */
+static void show_log(const sg_job *job, bool failed)
+{
+    uint8_t *text;
+    size_t size;
+    if (!read_file(job->log, &text, &size))
+        return;
+    if (size || failed) {
+        if (failed)
+            diag_error("%s: compile failed%s", job->label, size ? ":" : "");
+        else
+            fprintf(stderr, "stencilgen: %s: compiler output:\n", job->label);
+        fwrite(text, 1, size, stderr);
+    }
+    free(text);
+}
+
+static void print_command(const sg_job *job)
+{
+    strbuf sb = {0};
+    for (char **p = job->argv; *p; p++)
+        sb_printf(&sb, "%s%s", p == job->argv ? "" : " ", *p);
+    fprintf(stderr, "%s\n", sb.data);
+    sb_free(&sb);
+}
+
+static void progress_line(const sg_compile_opts *o, size_t done, size_t total, const char *label)
+{
+    if (o->progress)
+        fprintf(stderr, "\r\033[K[%zu/%zu] %s", done, total, label);
+}
+
+/* Wait until a child changes state or the earliest deadline passes. */
+static void wait_for_child(const sigset_t *chld, const running *run, size_t nrun)
+{
+    double earliest = run[0].deadline;
+    for (size_t i = 1; i < nrun; i++)
+        earliest = run[i].deadline < earliest ? run[i].deadline : earliest;
+    double wait = earliest - now_seconds();
+    if (wait <= 0)
+        return;
+    if (wait > 0.5)
+        wait = 0.5; /* re-check now and then: a SIGCHLD may have been merged */
+    struct timespec ts = {(time_t)wait, (long)((wait - (double)(time_t)wait) * 1e9)};
+    sigtimedwait(chld, NULL, &ts);
+}
+
+static void finish_job(sg_job *job, int wstatus)
+{
+    if (WIFEXITED(wstatus))
+        job->status = WEXITSTATUS(wstatus);
+    else
+        job->status = 128 + (WIFSIGNALED(wstatus) ? WTERMSIG(wstatus) : 0);
+}
+
+size_t compile_run(sg_job *jobs, size_t n, const sg_compile_opts *opts, sg_job_done *done,
+                   void *ctx, bool *spawn_failed)
+{
+    sigset_t chld, old, child_mask;
+    sigemptyset(&chld);
+    sigaddset(&chld, SIGCHLD);
+    sigprocmask(SIG_BLOCK, &chld, &old);
+    sigemptyset(&child_mask);
+
+    size_t total = 0, finished = 0, failures = 0, next = 0, nrun = 0;
+    for (size_t i = 0; i < n; i++)
+        total += !jobs[i].skip;
+    size_t parallel = opts->parallel > 0 ? (size_t)opts->parallel : 1;
+    running *run = xcalloc(parallel, sizeof *run);
+    *spawn_failed = false;
+
+    while (next < n || nrun > 0) {
+        while (nrun < parallel && next < n && !*spawn_failed) {
+            sg_job *job = &jobs[next];
+            if (job->skip) {
+                next++;
+                continue;
+            }
+            if (opts->verbose)
+                print_command(job);
+            pid_t pid = spawn_job(job, &child_mask);
+            if (pid < 0) {
+                job->status = -1;
+                failures++;
+                *spawn_failed = true; /* the compiler itself is missing: stop */
+                break;
+            }
+            run[nrun++] = (running){pid, next, now_seconds() + opts->timeout};
+            next++;
+        }
+        if (*spawn_failed)
+            next = n;
+        if (nrun == 0)
+            break;
+        wait_for_child(&chld, run, nrun);
+        for (size_t i = 0; i < nrun;) {
+            sg_job *job = &jobs[run[i].job];
+            int wstatus;
+            pid_t r = waitpid(run[i].pid, &wstatus, WNOHANG);
+            if (r == 0 && now_seconds() > run[i].deadline) {
+                kill(run[i].pid, SIGKILL);
+                waitpid(run[i].pid, &wstatus, 0);
+                diag_error("%s: compile timed out after %.0f s", job->label, opts->timeout);
+                job->status = -1;
+            } else if (r == run[i].pid) {
+                finish_job(job, wstatus);
+            } else {
+                i++;
+                continue;
+            }
+            finished++;
+            progress_line(opts, finished, total, job->label);
+            bool ok = job->status == 0;
+            show_log(job, !ok);
+            if (ok && done && !done(job, ctx)) {
+                job->status = -1;
+                ok = false;
+            }
+            failures += !ok;
+            run[i] = run[--nrun];
+        }
+    }
+    if (opts->progress && total)
+        fputs("\r\033[K", stderr);
+    free(run);
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    return failures;
+}

@@ -1,0 +1,51 @@
+/* compile.h - run clang compiles in parallel, with a timeout each. */
+#ifndef STENCILGEN_COMPILE_H
+#define STENCILGEN_COMPILE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef struct sg_job {
+    char **argv;   /* NULL-terminated: [launcher] clang args... */
+    char *output;  /* object file the command writes */
+    char *log;     /* file that receives the command's stderr */
+    char *label;   /* "op add (x86_64-unknown-linux-gnu)", for messages */
+    bool skip;     /* already up to date (cache hit): not run */
+    int status;    /* 0 ok; otherwise the exit status, or -1 spawn/timeout failure */
+    void *user;
+} sg_job;
+
+typedef struct sg_compile_opts {
+    int parallel;
+    double timeout; /* seconds per command */
+    bool verbose;   /* print every command */
+    bool progress;  /* ninja-style "[n/N] label" status line (on a terminal) */
+} sg_compile_opts;
+
+/* Called in the parent as soon as a job finishes successfully, so reading its
+ * object overlaps the remaining compiles. Returns false to record a failure. */
+typedef bool sg_job_done(sg_job *job, void *ctx);
+
+/* Run every job not marked skip. Each job's stderr is printed (prefixed with its
+ * label) when it fails or produced warnings. Returns the number of failures.
+ * *spawn_failed is set when a command could not be started at all. */
+size_t compile_run(sg_job *jobs, size_t n, const sg_compile_opts *opts, sg_job_done *done,
+                   void *ctx, bool *spawn_failed);
+
+/* argv helpers */
+typedef struct sg_argv {
+    char **items;
+    size_t count, cap;
+} sg_argv;
+
+void argv_add(sg_argv *a, const char *s);
+void argv_addf(sg_argv *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Split a flags string on blanks (single/double quotes group words). */
+void argv_add_split(sg_argv *a, const char *flags);
+char **argv_finish(sg_argv *a); /* NULL-terminates and hands the array over */
+void argv_free(char **argv);
+
+/* Resolve a program name through PATH; NULL if it is not an executable. */
+char *find_program(const char *name);
+
+#endif

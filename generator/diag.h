@@ -1,0 +1,26 @@
+/* diag.h - GCC-style diagnostics and the tool's exit codes. */
+#ifndef STENCILGEN_DIAG_H
+#define STENCILGEN_DIAG_H
+
+enum sg_exit {
+    SG_EXIT_OK = 0,
+    SG_EXIT_CHECK = 1,     /* invariant, frame shape, unsupported relocation */
+    SG_EXIT_USAGE = 2,     /* command line or manifest */
+    SG_EXIT_TOOLCHAIN = 3, /* clang missing, or a source that does not compile */
+};
+
+/* "file:line:col: error: ..." (line/col omitted when 0). */
+void diag_error_at(const char *file, unsigned line, unsigned col, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* "stencilgen: error: ..." */
+void diag_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void diag_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void diag_warning(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Keep the worst (highest) exit code seen so far. */
+static inline int exit_worst(int a, int b)
+{
+    return a > b ? a : b;
+}
+
+#endif

@@ -1,0 +1,27 @@
+/* discover.h - find the ops in the op sources with libclang (no text scraping). */
+#ifndef STENCILGEN_DISCOVER_H
+#define STENCILGEN_DISCOVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef struct sg_op {
+    char *name;   /* "add" for OP(add) */
+    char *source; /* absolute path of the op source */
+    unsigned line, col;
+} sg_op;
+
+typedef struct sg_oplist {
+    sg_op *items;
+    size_t count, cap;
+} sg_oplist;
+
+/* Parse `source` with the given compiler arguments (the template is force-included
+ * with STENCILGEN_DISCOVER defined) and append every function the template marked
+ * as an op, in source order. Compile errors are printed clang-style; returns
+ * false (exit code 3) if the source does not parse. */
+bool discover_ops(const char *source, const char *const *args, size_t nargs, sg_oplist *out);
+
+void oplist_free(sg_oplist *l);
+
+#endif

@@ -1,0 +1,330 @@
+// llvm_bridge.cpp - the one C++ file: LLVM's C API has no relocation addends,
+// section flags, symbol binding or instruction register definitions, so this
+// file reads them through the C++ API and hands plain C structs back.
+#include "llvm_bridge.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "llvm/ADT/SmallString.h"
+#include "llvm/BinaryFormat/ELF.h"
+#include "llvm/Config/llvm-config.h"
+#include "llvm/MC/MCAsmInfo.h"
+#include "llvm/MC/MCContext.h"
+#include "llvm/MC/MCDisassembler/MCDisassembler.h"
+#include "llvm/MC/MCInst.h"
+#include "llvm/MC/MCInstPrinter.h"
+#include "llvm/MC/MCInstrAnalysis.h"
+#include "llvm/MC/MCInstrInfo.h"
+#include "llvm/MC/MCRegisterInfo.h"
+#include "llvm/MC/MCSubtargetInfo.h"
+#include "llvm/MC/MCTargetOptions.h"
+#include "llvm/MC/TargetRegistry.h"
+#include "llvm/Object/ELFObjectFile.h"
+#include "llvm/Object/ObjectFile.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Support/raw_ostream.h"
+#include "llvm/TargetParser/Triple.h"
+
+using namespace llvm;
+using namespace llvm::object;
+
+namespace {
+
+char *dup_string(StringRef s)
+{
+    char *p = static_cast<char *>(malloc(s.size() + 1));
+    if (!p) {
+        fputs("stencilgen: error: out of memory\n", stderr);
+        exit(3);
+    }
+    memcpy(p, s.data(), s.size());
+    p[s.size()] = '\0';
+    return p;
+}
+
+template <typename T> T *alloc_array(size_t n)
+{
+    T *p = static_cast<T *>(calloc(n ? n : 1, sizeof(T)));
+    if (!p) {
+        fputs("stencilgen: error: out of memory\n", stderr);
+        exit(3);
+    }
+    return p;
+}
+
+bool fail(char *err, size_t errsz, const std::string &what, Error e)
+{
+    snprintf(err, errsz, "%s: %s", what.c_str(), toString(std::move(e)).c_str());
+    return false;
+}
+
+obj_sec_kind classify_section(const SectionRef &s, StringRef name)
+{
+    if (name == ".eh_frame")
+        return OBJ_SEC_EH_FRAME;
+    ELFSectionRef es(s);
+    uint64_t flags = es.getFlags();
+    if (!(flags & ELF::SHF_ALLOC))
+        return OBJ_SEC_OTHER;
+    if (flags & ELF::SHF_EXECINSTR)
+        return OBJ_SEC_CODE;
+    if (es.getType() == ELF::SHT_NOBITS)
+        return OBJ_SEC_BSS;
+    return (flags & ELF::SHF_WRITE) ? OBJ_SEC_DATA : OBJ_SEC_RODATA;
+}
+
+bool read_sections(const ObjectFile &obj, objfile *out, std::vector<uint64_t> &index_of,
+                   char *err, size_t errsz)
+{
+    std::vector<SectionRef> secs(obj.section_begin(), obj.section_end());
+    out->secs = alloc_array<obj_section>(secs.size());
+    for (const SectionRef &s : secs) {
+        Expected<StringRef> name = s.getName();
+        if (!name)
+            return fail(err, errsz, "section name", name.takeError());
+        obj_section *o = &out->secs[out->nsecs++];
+        index_of.push_back(s.getIndex());
+        o->name = dup_string(*name);
+        o->kind = classify_section(s, *name);
+        o->size = s.getSize();
+        o->align = s.getAlignment().value();
+        if (o->kind == OBJ_SEC_BSS || o->kind == OBJ_SEC_OTHER)
+            continue;
+        Expected<StringRef> contents = s.getContents();
+        if (!contents)
+            return fail(err, errsz, "section " + name->str(), contents.takeError());
+        o->bytes = alloc_array<uint8_t>(contents->size());
+        memcpy(o->bytes, contents->data(), contents->size());
+    }
+    return true;
+}
+
+int section_position(const std::vector<uint64_t> &index_of, uint64_t index)
+{
+    for (size_t i = 0; i < index_of.size(); i++) {
+        if (index_of[i] == index)
+            return (int)i;
+    }
+    return -1;
+}
+
+bool read_symbols(const ObjectFile &obj, objfile *out, const std::vector<uint64_t> &index_of,
+                  std::vector<SymbolRef> &syms, char *err, size_t errsz)
+{
+    syms.assign(obj.symbol_begin(), obj.symbol_end());
+    out->syms = alloc_array<obj_symbol>(syms.size());
+    for (const SymbolRef &s : syms) {
+        obj_symbol *o = &out->syms[out->nsyms++];
+        Expected<StringRef> name = s.getName();
+        Expected<uint64_t> value = s.getValue();
+        Expected<uint32_t> flags = s.getFlags();
+        Expected<section_iterator> sec = s.getSection();
+        if (!name)
+            return fail(err, errsz, "symbol name", name.takeError());
+        if (!value)
+            return fail(err, errsz, "symbol " + name->str(), value.takeError());
+        if (!flags)
+            return fail(err, errsz, "symbol " + name->str(), flags.takeError());
+        if (!sec)
+            return fail(err, errsz, "symbol " + name->str(), sec.takeError());
+        ELFSymbolRef es(s);
+        o->name = dup_string(*name);
+        o->value = *value;
+        o->size = es.getSize();
+        o->global = es.getBinding() != ELF::STB_LOCAL;
+        o->undefined = (*flags & SymbolRef::SF_Undefined) != 0;
+        o->is_section = es.getELFType() == ELF::STT_SECTION;
+        o->is_function = es.getELFType() == ELF::STT_FUNC;
+        o->section = *sec == obj.section_end() ? -1 : section_position(index_of, (*sec)->getIndex());
+    }
+    return true;
+}
+
+bool read_relocations(const ObjectFile &obj, objfile *out, const std::vector<uint64_t> &index_of,
+                      const std::vector<SymbolRef> &syms, char *err, size_t errsz)
+{
+    std::vector<obj_reloc> relocs;
+    for (const SectionRef &s : obj.sections()) {
+        Expected<section_iterator> target = s.getRelocatedSection();
+        if (!target)
+            return fail(err, errsz, "relocation section", target.takeError());
+        if (*target == obj.section_end())
+            continue;
+        int applies_to = section_position(index_of, (*target)->getIndex());
+        for (const RelocationRef &r : s.relocations()) {
+            obj_reloc o{};
+            o.section = applies_to;
+            o.offset = r.getOffset();
+            o.type = (uint32_t)r.getType();
+            SmallString<40> tn;
+            r.getTypeName(tn);
+            snprintf(o.type_name, sizeof o.type_name, "%s", tn.c_str());
+            o.symbol = -1;
+            symbol_iterator sym = r.getSymbol();
+            for (size_t i = 0; sym != obj.symbol_end() && i < syms.size(); i++) {
+                if (syms[i] == *sym)
+                    o.symbol = (int)i;
+            }
+            // REL sections (no explicit addend) report an error here: addend 0.
+            Expected<int64_t> addend = ELFRelocationRef(r).getAddend();
+            if (addend)
+                o.addend = *addend;
+            else
+                consumeError(addend.takeError());
+            relocs.push_back(o);
+        }
+    }
+    std::stable_sort(relocs.begin(), relocs.end(), [](const obj_reloc &a, const obj_reloc &b) {
+        return a.section != b.section ? a.section < b.section : a.offset < b.offset;
+    });
+    out->relocs = alloc_array<obj_reloc>(relocs.size());
+    std::copy(relocs.begin(), relocs.end(), out->relocs);
+    out->nrelocs = relocs.size();
+    return true;
+}
+
+void init_llvm_once()
+{
+    static std::once_flag once;
+    std::call_once(once, [] {
+        InitializeAllTargetInfos();
+        InitializeAllTargetMCs();
+        InitializeAllDisassemblers();
+    });
+}
+
+} // namespace
+
+extern "C" bool lb_read_object(const uint8_t *buf, size_t size, objfile *out, char *err,
+                               size_t errsz)
+{
+    *out = objfile{};
+    MemoryBufferRef ref(StringRef(reinterpret_cast<const char *>(buf), size), "object");
+    Expected<std::unique_ptr<ObjectFile>> obj = ObjectFile::createObjectFile(ref);
+    if (!obj)
+        return fail(err, errsz, "not an object file", obj.takeError());
+    if (!isa<ELFObjectFileBase>(**obj)) {
+        snprintf(err, errsz, "object format '%s' is not supported yet (ELF only)",
+                 (*obj)->getFileFormatName().str().c_str());
+        return false;
+    }
+    snprintf(out->format, sizeof out->format, "%s", (*obj)->getFileFormatName().str().c_str());
+    std::vector<uint64_t> index_of;
+    std::vector<SymbolRef> syms;
+    return read_sections(**obj, out, index_of, err, errsz) &&
+           read_symbols(**obj, out, index_of, syms, err, errsz) &&
+           read_relocations(**obj, out, index_of, syms, err, errsz);
+}
+
+struct lb_disasm {
+    Triple triple;
+    std::unique_ptr<MCRegisterInfo> mri;
+    std::unique_ptr<MCAsmInfo> mai;
+    std::unique_ptr<MCSubtargetInfo> sti;
+    std::unique_ptr<MCInstrInfo> mii;
+    std::unique_ptr<MCContext> ctx;
+    std::unique_ptr<MCDisassembler> dis;
+    std::unique_ptr<MCInstPrinter> printer;
+    std::unique_ptr<MCInstrAnalysis> mia;
+    MCRegister fp;
+};
+
+extern "C" lb_disasm *lb_disasm_create(const char *triple, uint32_t fp_dwarf_reg, char *err,
+                                       size_t errsz)
+{
+    init_llvm_once();
+    auto d = std::make_unique<lb_disasm>();
+    d->triple = Triple(triple);
+    std::string error;
+    const Target *t = TargetRegistry::lookupTarget(d->triple, error);
+    if (!t) {
+        snprintf(err, errsz, "LLVM has no target for '%s': %s", triple, error.c_str());
+        return nullptr;
+    }
+    d->mri.reset(t->createMCRegInfo(d->triple));
+    d->mai.reset(t->createMCAsmInfo(*d->mri, d->triple, MCTargetOptions()));
+    d->sti.reset(t->createMCSubtargetInfo(d->triple, "", ""));
+    d->mii.reset(t->createMCInstrInfo());
+    if (!d->mri || !d->mai || !d->sti || !d->mii) {
+        snprintf(err, errsz, "LLVM cannot describe target '%s'", triple);
+        return nullptr;
+    }
+    d->ctx = std::make_unique<MCContext>(d->triple, d->mai.get(), d->mri.get(), d->sti.get());
+    d->dis.reset(t->createMCDisassembler(*d->sti, *d->ctx));
+    d->printer.reset(t->createMCInstPrinter(d->triple, 0, *d->mai, *d->mii, *d->mri));
+    d->mia.reset(t->createMCInstrAnalysis(d->mii.get()));
+    std::optional<MCRegister> fp = d->mri->getLLVMRegNum(fp_dwarf_reg, true);
+    if (!d->dis || !d->printer || !d->mia || !fp) {
+        snprintf(err, errsz, "LLVM has no disassembler for '%s'", triple);
+        return nullptr;
+    }
+    d->fp = *fp;
+    d->printer->setPrintBranchImmAsAddress(true); /* "je 0x3a", not "je 11" */
+    return d.release();
+}
+
+static bool writes_register(const lb_disasm *d, const MCInst &inst, MCRegister reg)
+{
+    const MCInstrDesc &desc = d->mii->get(inst.getOpcode());
+    for (unsigned i = 0; i < desc.getNumDefs() && i < inst.getNumOperands(); i++) {
+        const MCOperand &op = inst.getOperand(i);
+        if (op.isReg() && op.getReg() && d->mri->regsOverlap(op.getReg(), reg))
+            return true;
+    }
+    for (MCPhysReg r : desc.implicit_defs()) {
+        if (d->mri->regsOverlap(r, reg))
+            return true;
+    }
+    return false;
+}
+
+extern "C" void lb_disasm_one(lb_disasm *d, const uint8_t *code, size_t size, uint64_t pc,
+                              lb_insn *out)
+{
+    *out = lb_insn{};
+    MCInst inst;
+    uint64_t len = 0;
+    ArrayRef<uint8_t> bytes(code, size);
+    if (d->dis->getInstruction(inst, len, bytes, pc, nulls()) != MCDisassembler::Success ||
+        len == 0) {
+        snprintf(out->text, sizeof out->text, "<undecodable>");
+        return;
+    }
+    out->size = (unsigned)len;
+    std::string text;
+    raw_string_ostream os(text);
+    d->printer->printInst(&inst, pc, "", *d->sti, os);
+    os.flush();
+    size_t start = text.find_first_not_of(" \t");
+    std::string trimmed = start == std::string::npos ? text : text.substr(start);
+    for (char &c : trimmed) {
+        if (c == '\t')
+            c = ' ';
+    }
+    snprintf(out->text, sizeof out->text, "%s", trimmed.c_str());
+    out->writes_fp = writes_register(d, inst, d->fp);
+    out->is_call = d->mia->isCall(inst);
+    out->is_return = d->mia->isReturn(inst);
+    out->is_branch = !out->is_call && d->mia->isBranch(inst);
+    if (out->is_call || out->is_branch) {
+        uint64_t target = 0;
+        out->is_indirect = !d->mia->evaluateBranch(inst, pc, len, target);
+        out->target = target;
+    }
+}
+
+extern "C" void lb_disasm_destroy(lb_disasm *d)
+{
+    delete d;
+}
+
+extern "C" const char *lb_llvm_version(void)
+{
+    return LLVM_VERSION_STRING;
+}

@@ -1,0 +1,45 @@
+/* llvm_bridge.h - the few things the LLVM C API cannot give us, behind a C
+ * interface: relocation addends, section flags and symbol binding (object
+ * reading), and the registers an instruction writes (disassembly). */
+#ifndef STENCILGEN_LLVM_BRIDGE_H
+#define STENCILGEN_LLVM_BRIDGE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "objfile.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+bool lb_read_object(const uint8_t *buf, size_t size, objfile *out, char *err, size_t errsz);
+
+typedef struct lb_disasm lb_disasm;
+
+typedef struct lb_insn {
+    unsigned size;      /* 0 when the bytes do not decode */
+    bool writes_fp;     /* defines the frame-pointer register or any part of it */
+    bool is_call;
+    bool is_return;
+    bool is_branch;     /* jumps, conditional or not (not calls) */
+    bool is_indirect;   /* a call or branch whose target is not in the instruction */
+    uint64_t target;    /* direct call/branch target */
+    char text[128];     /* e.g. "movq %rsp, %rbp" */
+} lb_insn;
+
+/* fp_dwarf_reg: DWARF number of the frame-pointer register (6 = rbp, 29 = x29). */
+lb_disasm *lb_disasm_create(const char *triple, uint32_t fp_dwarf_reg, char *err, size_t errsz);
+/* Decode one instruction of code[0..size) located at address pc. */
+void lb_disasm_one(lb_disasm *d, const uint8_t *code, size_t size, uint64_t pc, lb_insn *out);
+void lb_disasm_destroy(lb_disasm *d);
+
+/* LLVM version string, e.g. "22.1.0" (for cache keys and --version). */
+const char *lb_llvm_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

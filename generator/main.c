@@ -1,0 +1,145 @@
+/* main.c - the stencilgen command line. */
+#define _GNU_SOURCE
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "diag.h"
+#include "llvm_bridge.h"
+#include "pipeline.h"
+#include "util.h"
+
+static const char usage_text[] =
+    "usage: stencilgen build --manifest FILE [--target TRIPLE]... --outdir DIR [-j N]\n"
+    "                        [--cache-dir DIR] [--depfile FILE] [--clang PATH]\n"
+    "                        [--launcher PROG] [--compile-commands FILE] [-v]\n"
+    "                        [--extra-cflags STR] [--extra-shim-cflags STR]\n"
+    "       stencilgen check --manifest FILE [--target TRIPLE]...   (all checks, writes nothing)\n"
+    "       stencilgen dump  --manifest FILE --target TRIPLE [--op NAME]\n"
+    "       stencilgen --version\n"
+    "\n"
+    "Exit codes: 0 ok, 1 a check failed, 2 usage or manifest error, 3 toolchain failure.\n";
+
+enum {
+    OPT_MANIFEST = 256, OPT_TARGET, OPT_OUTDIR, OPT_CACHE_DIR, OPT_DEPFILE, OPT_CLANG,
+    OPT_LAUNCHER, OPT_COMPILE_COMMANDS, OPT_EXTRA_CFLAGS, OPT_EXTRA_SHIM_CFLAGS, OPT_OP,
+    OPT_HELP,
+};
+
+static const struct option long_opts[] = {
+    {"manifest", required_argument, NULL, OPT_MANIFEST},
+    {"target", required_argument, NULL, OPT_TARGET},
+    {"outdir", required_argument, NULL, OPT_OUTDIR},
+    {"jobs", required_argument, NULL, 'j'},
+    {"cache-dir", required_argument, NULL, OPT_CACHE_DIR},
+    {"depfile", required_argument, NULL, OPT_DEPFILE},
+    {"clang", required_argument, NULL, OPT_CLANG},
+    {"launcher", required_argument, NULL, OPT_LAUNCHER},
+    {"compile-commands", required_argument, NULL, OPT_COMPILE_COMMANDS},
+    {"extra-cflags", required_argument, NULL, OPT_EXTRA_CFLAGS},
+    {"extra-shim-cflags", required_argument, NULL, OPT_EXTRA_SHIM_CFLAGS},
+    {"op", required_argument, NULL, OPT_OP},
+    {"verbose", no_argument, NULL, 'v'},
+    {"help", no_argument, NULL, OPT_HELP},
+    {NULL, 0, NULL, 0},
+};
+
+static int usage_error(const char *msg, const char *arg)
+{
+    fprintf(stderr, "stencilgen: error: ");
+    fprintf(stderr, msg, arg);
+    fprintf(stderr, "\n%s", usage_text);
+    return SG_EXIT_USAGE;
+}
+
+static bool parse_jobs(const char *s, int *out)
+{
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (*s == '\0' || *end || v < 1 || v > 1024)
+        return false;
+    *out = (int)v;
+    return true;
+}
+
+/* Returns -1 when parsing succeeded, else an exit code. */
+static int parse_options(int argc, char **argv, sg_options *o)
+{
+    int c;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "j:v", long_opts, NULL)) != -1) {
+        switch (c) {
+        case OPT_MANIFEST: o->manifest = optarg; break;
+        case OPT_TARGET:
+            o->targets = xrealloc(o->targets, (o->ntargets + 1) * sizeof *o->targets);
+            o->targets[o->ntargets++] = optarg;
+            break;
+        case OPT_OUTDIR: o->outdir = optarg; break;
+        case 'j':
+            if (!parse_jobs(optarg, &o->jobs))
+                return usage_error("-j wants a number from 1 to 1024, got '%s'", optarg);
+            break;
+        case OPT_CACHE_DIR: o->cache_dir = optarg; break;
+        case OPT_DEPFILE: o->depfile = optarg; break;
+        case OPT_CLANG: o->clang = optarg; break;
+        case OPT_LAUNCHER: o->launcher = optarg; break;
+        case OPT_COMPILE_COMMANDS: o->compile_commands = optarg; break;
+        case OPT_EXTRA_CFLAGS: o->extra_cflags = optarg; break;
+        case OPT_EXTRA_SHIM_CFLAGS: o->extra_shim_cflags = optarg; break;
+        case OPT_OP: o->dump_op = optarg; break;
+        case 'v': o->verbose = true; break;
+        case OPT_HELP: fputs(usage_text, stdout); return SG_EXIT_OK;
+        default:
+            return usage_error("unknown or incomplete option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind < argc)
+        return usage_error("unexpected argument '%s'", argv[optind]);
+    return -1;
+}
+
+static int check_required(const sg_options *o)
+{
+    if (!o->manifest)
+        return usage_error("%s needs --manifest FILE", o->command);
+    if (!strcmp(o->command, "build") && !o->outdir)
+        return usage_error("%s needs --outdir DIR", o->command);
+    if (!strcmp(o->command, "dump") && o->ntargets != 1)
+        return usage_error("%s needs exactly one --target TRIPLE", o->command);
+    if (strcmp(o->command, "build") &&
+        (o->outdir || o->depfile || o->compile_commands))
+        return usage_error("%s writes nothing: --outdir, --depfile and --compile-commands "
+                           "belong to build",
+                           o->command);
+    if (strcmp(o->command, "dump") && o->dump_op)
+        return usage_error("--op belongs to %s", "dump");
+    return -1;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2)
+        return usage_error("%s", "no command given");
+    if (!strcmp(argv[1], "--version")) {
+        printf("stencilgen 0.1 (LLVM %s)\n", lb_llvm_version());
+        return SG_EXIT_OK;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        fputs(usage_text, stdout);
+        return SG_EXIT_OK;
+    }
+    sg_options o = {.command = argv[1]};
+    if (strcmp(o.command, "build") && strcmp(o.command, "check") && strcmp(o.command, "dump"))
+        return usage_error("unknown command '%s'", o.command);
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    o.jobs = ncpu > 0 ? (int)ncpu : 1;
+    int rc = parse_options(argc - 1, argv + 1, &o);
+    if (rc < 0)
+        rc = check_required(&o);
+    if (rc < 0)
+        rc = pipeline_run(&o);
+    free(o.targets);
+    return rc;
+}

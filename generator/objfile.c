@@ -1,0 +1,57 @@
+/* objfile.c - load an object file into the format-neutral model (objfile.h). */
+#include "objfile.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "llvm_bridge.h"
+#include "util.h"
+
+bool objfile_load(const char *path, objfile *o, char *err, size_t errsz)
+{
+    uint8_t *buf;
+    size_t size;
+    if (!read_file(path, &buf, &size)) {
+        snprintf(err, errsz, "cannot read '%s': %s", path, strerror(errno));
+        return false;
+    }
+    bool ok = lb_read_object(buf, size, o, err, errsz);
+    free(buf);
+    if (!ok)
+        objfile_free(o);
+    return ok;
+}
+
+void objfile_free(objfile *o)
+{
+    for (size_t i = 0; i < o->nsecs; i++) {
+        free(o->secs[i].name);
+        free(o->secs[i].bytes);
+    }
+    for (size_t i = 0; i < o->nsyms; i++)
+        free(o->syms[i].name);
+    free(o->secs);
+    free(o->syms);
+    free(o->relocs);
+    *o = (objfile){0};
+}
+
+int objfile_find_defined(const objfile *o, const char *name)
+{
+    for (size_t i = 0; i < o->nsyms; i++) {
+        if (!o->syms[i].undefined && o->syms[i].section >= 0 && !strcmp(o->syms[i].name, name))
+            return (int)i;
+    }
+    return -1;
+}
+
+int objfile_find_section(const objfile *o, const char *name)
+{
+    for (size_t i = 0; i < o->nsecs; i++) {
+        if (!strcmp(o->secs[i].name, name))
+            return (int)i;
+    }
+    return -1;
+}

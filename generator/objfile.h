@@ -1,0 +1,67 @@
+/* objfile.h - a format-neutral view of one relocatable object file.
+ *
+ * Filled by llvm_bridge.cpp from LLVM's object library; everything after this
+ * stage works on these plain structs only. */
+#ifndef STENCILGEN_OBJFILE_H
+#define STENCILGEN_OBJFILE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum obj_sec_kind {
+    OBJ_SEC_OTHER,    /* not loaded: symbol tables, notes, relocation sections */
+    OBJ_SEC_CODE,     /* allocated, executable */
+    OBJ_SEC_RODATA,   /* allocated, read-only */
+    OBJ_SEC_DATA,     /* allocated, writable */
+    OBJ_SEC_BSS,      /* allocated, no file contents */
+    OBJ_SEC_EH_FRAME, /* unwind tables */
+} obj_sec_kind;
+
+typedef struct obj_section {
+    char *name;
+    obj_sec_kind kind;
+    uint8_t *bytes; /* owned copy; NULL for OBJ_SEC_BSS */
+    uint64_t size;
+    uint64_t align;
+} obj_section;
+
+typedef struct obj_symbol {
+    char *name;
+    int section; /* index into secs, -1 when undefined or absolute */
+    uint64_t value;
+    uint64_t size;
+    bool global;
+    bool undefined;
+    bool is_section;  /* a section symbol (names the section itself) */
+    bool is_function;
+} obj_symbol;
+
+typedef struct obj_reloc {
+    int section; /* index of the section the relocation applies to */
+    uint64_t offset;
+    uint32_t type;
+    char type_name[40]; /* e.g. "R_X86_64_PLT32" */
+    int symbol;         /* index into syms, -1 for none */
+    int64_t addend;
+} obj_reloc;
+
+typedef struct objfile {
+    char format[32]; /* e.g. "elf64-x86-64" */
+    obj_section *secs;
+    size_t nsecs;
+    obj_symbol *syms;
+    size_t nsyms;
+    obj_reloc *relocs; /* sorted by (section, offset) */
+    size_t nrelocs;
+} objfile;
+
+/* Read and parse `path`. On failure writes a message into err. */
+bool objfile_load(const char *path, objfile *o, char *err, size_t errsz);
+void objfile_free(objfile *o);
+/* Index of the symbol named `name` that is defined, or -1. */
+int objfile_find_defined(const objfile *o, const char *name);
+/* Index of the first section named `name`, or -1. */
+int objfile_find_section(const objfile *o, const char *name);
+
+#endif

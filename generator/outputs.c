@@ -1,0 +1,190 @@
+/* outputs.c - see outputs.h. */
+#define _GNU_SOURCE
+#include "outputs.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "diag.h"
+
+void outputs_add(sg_outputs *o, char *path, strbuf content)
+{
+    sg_output out = {path, content};
+    ARRAY_PUSH(o->items, o->count, o->cap, out);
+}
+
+void outputs_discard(sg_outputs *o)
+{
+    for (size_t i = 0; i < o->count; i++) {
+        free(o->items[i].path);
+        sb_free(&o->items[i].content);
+    }
+    free(o->items);
+    *o = (sg_outputs){0};
+}
+
+bool outputs_publish(sg_outputs *o)
+{
+    char **temps = xcalloc(o->count, sizeof *temps);
+    bool ok = true;
+    for (size_t i = 0; i < o->count && ok; i++) {
+        char *dir = path_dirname(o->items[i].path);
+        if (!mkdir_p(dir)) {
+            diag_error("cannot create directory '%s': %s", dir, strerror(errno));
+            ok = false;
+        }
+        free(dir);
+        if (!ok)
+            break;
+        temps[i] = write_temp_beside(o->items[i].path, o->items[i].content.data,
+                                     o->items[i].content.len);
+        if (!temps[i]) {
+            diag_error("cannot write '%s': %s", o->items[i].path, strerror(errno));
+            ok = false;
+        }
+    }
+    for (size_t i = 0; i < o->count; i++) {
+        if (!temps[i])
+            continue;
+        if (ok && rename(temps[i], o->items[i].path) != 0) {
+            diag_error("cannot rename '%s' to '%s': %s", temps[i], o->items[i].path,
+                       strerror(errno));
+            ok = false;
+        }
+        if (!ok)
+            unlink(temps[i]);
+        free(temps[i]);
+    }
+    free(temps);
+    outputs_discard(o);
+    return ok;
+}
+
+/* Depfiles escape spaces; ninja and make agree on backslash-space. */
+static void put_dep(strbuf *sb, const char *path)
+{
+    sb_puts(sb, " \\\n  ");
+    for (const char *p = path; *p; p++) {
+        if (*p == ' ' || *p == '#')
+            sb_putc(sb, '\\');
+        else if (*p == '$')
+            sb_putc(sb, '$');
+        sb_putc(sb, *p);
+    }
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Read the prerequisites of a compiler-written depfile into *list. */
+static void read_deps(const char *dfile, char ***list, size_t *count, size_t *cap)
+{
+    uint8_t *text;
+    size_t size;
+    if (!read_file(dfile, &text, &size))
+        return;
+    char *s = (char *)text;
+    char *p = strstr(s, ": ");
+    p = p ? p + 2 : s + size;
+    strbuf word = {0};
+    for (; p <= s + size; p++) {
+        char c = p < s + size ? *p : ' ';
+        if (c == '\\' && p + 1 < s + size && (p[1] == '\n' || p[1] == ' ')) {
+            if (p[1] == ' ')
+                sb_putc(&word, ' ');
+            p++;
+            continue;
+        }
+        if (c == ' ' || c == '\n' || c == '\t') {
+            if (word.len) {
+                char *abs = path_absolute(word.data);
+                ARRAY_PUSH(*list, *count, *cap, abs);
+                word.len = 0;
+            }
+            continue;
+        }
+        sb_putc(&word, c);
+    }
+    sb_free(&word);
+    free(text);
+}
+
+strbuf outputs_depfile(const sg_run *run, const sg_job *jobs, size_t n, const char *target)
+{
+    char **deps = NULL;
+    size_t count = 0, cap = 0;
+    ARRAY_PUSH(deps, count, cap, path_absolute(run->manifest.path));
+    for (size_t i = 0; i < n; i++) {
+        char *dfile = xasprintf("%s.d", jobs[i].output);
+        read_deps(dfile, &deps, &count, &cap);
+        free(dfile);
+    }
+    qsort(deps, count, sizeof *deps, cmp_str);
+    strbuf sb = {0};
+    for (const char *p = target; *p; p++) {
+        if (*p == ' ')
+            sb_putc(&sb, '\\');
+        sb_putc(&sb, *p);
+    }
+    sb_putc(&sb, ':');
+    for (size_t i = 0; i < count; i++) {
+        if (i == 0 || strcmp(deps[i], deps[i - 1]))
+            put_dep(&sb, deps[i]);
+        free(deps[i]);
+    }
+    sb_putc(&sb, '\n');
+    free(deps);
+    return sb;
+}
+
+static void put_json_string(strbuf *sb, const char *s)
+{
+    sb_putc(sb, '"');
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            sb_printf(sb, "\\%c", c);
+        else if (c < 0x20)
+            sb_printf(sb, "\\u%04x", c);
+        else
+            sb_putc(sb, (char)c);
+    }
+    sb_putc(sb, '"');
+}
+
+strbuf outputs_compile_commands(const sg_job *jobs, size_t n)
+{
+    char cwd[PATH_MAX];
+    if (!getcwd(cwd, sizeof cwd))
+        snprintf(cwd, sizeof cwd, ".");
+    strbuf sb = {0};
+    sb_puts(&sb, "[");
+    for (size_t i = 0; i < n; i++) {
+        const char *file = NULL;
+        for (char **a = jobs[i].argv; *a; a++) {
+            if (!strcmp(*a, "-c") && a[1])
+                file = a[1];
+        }
+        sb_puts(&sb, i ? ",\n  {\"directory\": " : "\n  {\"directory\": ");
+        put_json_string(&sb, cwd);
+        sb_puts(&sb, ", \"file\": ");
+        put_json_string(&sb, file ? file : "");
+        sb_puts(&sb, ", \"output\": ");
+        put_json_string(&sb, jobs[i].output);
+        sb_puts(&sb, ", \"arguments\": [");
+        for (char **a = jobs[i].argv; *a; a++) {
+            if (a != jobs[i].argv)
+                sb_puts(&sb, ", ");
+            put_json_string(&sb, *a);
+        }
+        sb_puts(&sb, "]}");
+    }
+    sb_puts(&sb, "\n]\n");
+    return sb;
+}

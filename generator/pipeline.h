@@ -1,0 +1,52 @@
+/* pipeline.h - what one run of the generator produces, target by target. */
+#ifndef STENCILGEN_PIPELINE_H
+#define STENCILGEN_PIPELINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "discover.h"
+#include "manifest.h"
+#include "stencil.h"
+#include "target.h"
+
+typedef struct sg_options {
+    const char *command;   /* "build", "check" or "dump" */
+    const char *manifest;
+    const char **targets;  /* --target (empty: the manifest's) */
+    size_t ntargets;
+    const char *outdir;
+    int jobs;
+    const char *cache_dir;
+    const char *depfile;
+    const char *clang;
+    const char *launcher;
+    const char *compile_commands;
+    const char *extra_cflags;
+    const char *extra_shim_cflags;
+    const char *dump_op;
+    bool verbose;
+} sg_options;
+
+typedef struct sg_target_result {
+    const sg_target *target;
+    const sg_manifest_target *mt;
+    sg_stencil *ops;  /* one per discovered op, in op order */
+    sg_stencil shim;
+    size_t compiled;  /* compiles run for this target */
+} sg_target_result;
+
+typedef struct sg_run {
+    sg_options opt;
+    sg_manifest manifest;
+    sg_oplist ops;
+    sg_target_result *results;
+    size_t nresults;
+    char *workdir;
+    char *clang;      /* resolved compiler path */
+} sg_run;
+
+/* Run a command end to end; returns the process exit code. */
+int pipeline_run(const sg_options *opt);
+
+#endif

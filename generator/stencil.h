@@ -1,0 +1,59 @@
+/* stencil.h - turn a compiled op (or the shim) into a stencil: code and
+ * read-only data laid out back to back, and the holes the runtime patches. */
+#ifndef STENCILGEN_STENCIL_H
+#define STENCILGEN_STENCIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "abi.h"
+#include "objfile.h"
+#include "target.h"
+
+typedef struct sg_hole {
+    uint32_t offset; /* in the stencil's code or data */
+    sg_patch patch;
+    sg_value value;
+    uint32_t index;      /* operand or symbol number */
+    int64_t addend;
+    char reloc[40];      /* the relocation it came from, for comments */
+    char symbol[64];     /* the symbol it referred to, for comments */
+} sg_hole;
+
+typedef struct sg_stencil {
+    char *name;    /* op name, or the shim function's name */
+    char *source;  /* manifest-relative path of the source, for comments */
+    unsigned line, col;
+    uint8_t *code;
+    size_t code_size;
+    uint8_t *data;
+    size_t data_size;
+    size_t data_align;
+    sg_hole *code_holes;
+    size_t ncode_holes;
+    sg_hole *data_holes;
+    size_t ndata_holes;
+    size_t entry;            /* offset of the entry point in code */
+    size_t removed_jump;     /* bytes of trailing jump to the continuation removed */
+} sg_stencil;
+
+/* Everything the extraction needs to know besides the object itself. */
+typedef struct sg_extract_ctx {
+    const sg_target *target;
+    const char *label;         /* "op add (x86_64-unknown-linux-gnu)" for messages */
+    const char *entry_symbol;  /* "_JIT_ENTRY" or the shim function */
+    char *const *symbols;      /* run-time symbols from the manifest */
+    size_t nsymbols;
+    bool remove_trailing_jump; /* ops: yes; the shim: no */
+} sg_extract_ctx;
+
+/* Fills *s from the object. On a problem prints a diagnostic naming the op,
+ * target, section, offset and relocation, and returns false (exit code 1). */
+bool stencil_extract(const objfile *obj, const sg_extract_ctx *ctx, sg_stencil *s);
+void stencil_free(sg_stencil *s);
+
+/* Hole counts per patch kind, summed over stencils (for summaries). */
+void stencil_count_holes(const sg_stencil *s, size_t counts[SG_PATCH__COUNT]);
+
+#endif

@@ -1,0 +1,22 @@
+/* target.c - the registry of supported targets. */
+#include "target.h"
+
+#include <string.h>
+
+static const sg_target *const registry[] = {
+    &sg_target_x86_64_linux,
+};
+
+const sg_target *target_lookup(const char *triple)
+{
+    for (size_t i = 0; i < sizeof registry / sizeof *registry; i++) {
+        if (!strcmp(registry[i]->triple, triple))
+            return registry[i];
+    }
+    return NULL;
+}
+
+const char *target_supported_list(void)
+{
+    return "x86_64-unknown-linux-gnu";
+}

@@ -1,0 +1,38 @@
+/* target.h - everything architecture- or object-format-specific, behind one table.
+ *
+ * The pipeline never tests for an architecture; it asks the target. Adding
+ * AArch64, Mach-O or COFF means adding a table, not editing the stages. */
+#ifndef STENCILGEN_TARGET_H
+#define STENCILGEN_TARGET_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "abi.h"
+#include "cfi.h"
+
+typedef struct sg_target {
+    const char *triple;         /* canonical LLVM triple, as written in manifests */
+    const char *host_condition; /* preprocessor test that is true on this host */
+    const char *const *op_cflags;   /* NULL-terminated; flags every op needs here */
+    const char *const *shim_cflags; /* NULL-terminated; flags the shim needs here */
+    uint32_t fp_reg, sp_reg, ra_reg; /* DWARF register numbers */
+    cfi_reg_namer *reg_name;
+    /* Map an object-file relocation type to a patch; false if unsupported. */
+    bool (*classify_reloc)(uint32_t type, sg_patch *patch);
+    /* Bytes taken by a final jump to the continuation whose hole starts at
+     * `hole_offset` (0 when the code does not end with one). */
+    size_t (*trailing_jump)(const uint8_t *code, size_t size, uint32_t hole_offset,
+                            sg_patch patch, int64_t addend);
+} sg_target;
+
+/* NULL when the triple is not supported. */
+const sg_target *target_lookup(const char *triple);
+/* Comma-separated list of supported triples, for error messages. */
+const char *target_supported_list(void);
+
+/* Per-architecture tables (target_<arch>.c). */
+extern const sg_target sg_target_x86_64_linux;
+
+#endif

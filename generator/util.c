@@ -1,0 +1,347 @@
+/* util.c - see util.h. */
+#define _GNU_SOURCE
+#include "util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static void out_of_memory(void)
+{
+    fputs("stencilgen: error: out of memory\n", stderr);
+    exit(3);
+}
+
+void *xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (!p)
+        out_of_memory();
+    return p;
+}
+
+void *xcalloc(size_t n, size_t size)
+{
+    void *p = calloc(n ? n : 1, size ? size : 1);
+    if (!p)
+        out_of_memory();
+    return p;
+}
+
+void *xrealloc(void *p, size_t n)
+{
+    p = realloc(p, n ? n : 1);
+    if (!p)
+        out_of_memory();
+    return p;
+}
+
+char *xstrdup(const char *s)
+{
+    return xstrndup(s, strlen(s));
+}
+
+char *xstrndup(const char *s, size_t n)
+{
+    char *p = xmalloc(n + 1);
+    memcpy(p, s, n);
+    p[n] = '\0';
+    return p;
+}
+
+char *xasprintf(const char *fmt, ...)
+{
+    strbuf sb = {0};
+    va_list ap;
+    va_start(ap, fmt);
+    sb_vprintf(&sb, fmt, ap);
+    va_end(ap);
+    return sb.data;
+}
+
+void grow_array(void **items, size_t *cap, size_t need, size_t elem_size)
+{
+    if (need <= *cap)
+        return;
+    size_t ncap = *cap ? *cap : 8;
+    while (ncap < need) {
+        if (ncap > SIZE_MAX / 2 / elem_size)
+            out_of_memory();
+        ncap *= 2;
+    }
+    *items = xrealloc(*items, ncap * elem_size);
+    *cap = ncap;
+}
+
+static void sb_reserve(strbuf *sb, size_t extra)
+{
+    if (extra > SIZE_MAX - sb->len - 1)
+        out_of_memory();
+    grow_array((void **)&sb->data, &sb->cap, sb->len + extra + 1, 1);
+}
+
+void sb_putn(strbuf *sb, const void *p, size_t n)
+{
+    sb_reserve(sb, n);
+    memcpy(sb->data + sb->len, p, n);
+    sb->len += n;
+    sb->data[sb->len] = '\0';
+}
+
+void sb_putc(strbuf *sb, char c)
+{
+    sb_putn(sb, &c, 1);
+}
+
+void sb_puts(strbuf *sb, const char *s)
+{
+    sb_putn(sb, s, strlen(s));
+}
+
+void sb_vprintf(strbuf *sb, const char *fmt, va_list ap)
+{
+    va_list ap2;
+    va_copy(ap2, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap2);
+    va_end(ap2);
+    if (n < 0)
+        return;
+    sb_reserve(sb, (size_t)n);
+    vsnprintf(sb->data + sb->len, (size_t)n + 1, fmt, ap);
+    sb->len += (size_t)n;
+}
+
+void sb_printf(strbuf *sb, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    sb_vprintf(sb, fmt, ap);
+    va_end(ap);
+}
+
+void sb_free(strbuf *sb)
+{
+    free(sb->data);
+    *sb = (strbuf){0};
+}
+
+bool read_file(const char *path, uint8_t **data, size_t *size)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return false;
+    strbuf sb = {0};
+    char buf[65536];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+        sb_putn(&sb, buf, n);
+    bool ok = !ferror(f);
+    int saved = errno;
+    fclose(f);
+    if (!ok) {
+        sb_free(&sb);
+        errno = saved;
+        return false;
+    }
+    if (!sb.data)
+        sb_putn(&sb, "", 0);
+    *data = (uint8_t *)sb.data;
+    *size = sb.len;
+    return true;
+}
+
+static bool write_all(int fd, const void *data, size_t size)
+{
+    const char *p = data;
+    while (size > 0) {
+        ssize_t n = write(fd, p, size);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return false;
+        }
+        p += n;
+        size -= (size_t)n;
+    }
+    return true;
+}
+
+char *write_temp_beside(const char *path, const void *data, size_t size)
+{
+    char *tmp = xasprintf("%s.tmpXXXXXX", path);
+    int fd = mkstemp(tmp);
+    if (fd < 0) {
+        free(tmp);
+        return NULL;
+    }
+    bool ok = write_all(fd, data, size) && fchmod(fd, 0644) == 0;
+    int saved = errno;
+    if (close(fd) != 0)
+        ok = false;
+    if (!ok) {
+        unlink(tmp);
+        free(tmp);
+        errno = saved;
+        return NULL;
+    }
+    return tmp;
+}
+
+bool write_file_atomic(const char *path, const void *data, size_t size)
+{
+    char *tmp = write_temp_beside(path, data, size);
+    if (!tmp)
+        return false;
+    bool ok = rename(tmp, path) == 0;
+    if (!ok) {
+        int saved = errno;
+        unlink(tmp);
+        errno = saved;
+    }
+    free(tmp);
+    return ok;
+}
+
+bool mkdir_p(const char *path)
+{
+    char *p = xstrdup(path);
+    for (char *s = p + 1; *s; s++) {
+        if (*s != '/')
+            continue;
+        *s = '\0';
+        if (mkdir(p, 0755) != 0 && errno != EEXIST) {
+            free(p);
+            return false;
+        }
+        *s = '/';
+    }
+    bool ok = mkdir(p, 0755) == 0 || errno == EEXIST;
+    free(p);
+    return ok;
+}
+
+char *path_join(const char *dir, const char *name)
+{
+    if (name[0] == '/' || !dir[0])
+        return xstrdup(name);
+    size_t n = strlen(dir);
+    return xasprintf("%s%s%s", dir, dir[n - 1] == '/' ? "" : "/", name);
+}
+
+char *path_dirname(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        return xstrdup(".");
+    if (slash == path)
+        return xstrdup("/");
+    return xstrndup(path, (size_t)(slash - path));
+}
+
+/* Collapse "//", "." and ".." components of an absolute path in place. */
+static void normalise(char *p)
+{
+    char *out = p;
+    const char *in = p;
+    while (*in) {
+        while (*in == '/')
+            in++;
+        const char *end = strchr(in, '/');
+        size_t n = end ? (size_t)(end - in) : strlen(in);
+        if (n == 0)
+            break;
+        if (n == 1 && in[0] == '.') {
+            /* skip */
+        } else if (n == 2 && in[0] == '.' && in[1] == '.') {
+            while (out > p && *--out != '/')
+                ;
+        } else {
+            *out++ = '/';
+            memmove(out, in, n);
+            out += n;
+        }
+        in += n;
+    }
+    if (out == p)
+        *out++ = '/';
+    *out = '\0';
+}
+
+char *path_absolute(const char *path)
+{
+    char *abs;
+    if (path[0] == '/') {
+        abs = xstrdup(path);
+    } else {
+        char cwd[PATH_MAX];
+        if (!getcwd(cwd, sizeof cwd))
+            return xstrdup(path);
+        abs = path_join(cwd, path);
+    }
+    normalise(abs);
+    return abs;
+}
+
+char *path_relative_to(const char *path, const char *base)
+{
+    /* Both are absolute and normalised: drop the common directory prefix, then
+     * climb out of what remains of base with "..". */
+    size_t common = 0;
+    for (size_t i = 0;; i++) {
+        bool path_end = path[i] == '\0' || path[i] == '/';
+        bool base_end = base[i] == '\0' || base[i] == '/';
+        if (path_end && base_end)
+            common = i;
+        if (path[i] != base[i] || !path[i] || !base[i])
+            break;
+    }
+    strbuf sb = {0};
+    for (const char *b = base + common; *b; b++) {
+        if (*b == '/')
+            sb_puts(&sb, "../");
+    }
+    const char *rest = path + common + (path[common] == '/');
+    sb_puts(&sb, rest);
+    if (!sb.len)
+        sb_puts(&sb, ".");
+    return sb.data;
+}
+
+uint64_t hash64(const void *data, size_t size, uint64_t seed)
+{
+    const uint8_t *p = data;
+    uint64_t h = 0xcbf29ce484222325ull ^ seed;
+    for (size_t i = 0; i < size; i++) {
+        h ^= p[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    remove(path);
+    return 0;
+}
+
+void remove_tree(const char *path)
+{
+    nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}

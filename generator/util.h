@@ -1,0 +1,66 @@
+/* util.h - small shared helpers: checked allocation, growable buffers, files. */
+#ifndef STENCILGEN_UTIL_H
+#define STENCILGEN_UTIL_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Allocation failure is not an input error: the tool prints a message and exits. */
+void *xmalloc(size_t n);
+void *xcalloc(size_t n, size_t size);
+void *xrealloc(void *p, size_t n);
+char *xstrdup(const char *s);
+char *xstrndup(const char *s, size_t n);
+char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Grow *items (of elem_size bytes) so that it can hold at least need elements. */
+void grow_array(void **items, size_t *cap, size_t need, size_t elem_size);
+#define ARRAY_PUSH(arr, count, cap, value)                                                     \
+    do {                                                                                       \
+        grow_array((void **)&(arr), &(cap), (count) + 1, sizeof *(arr));                       \
+        (arr)[(count)++] = (value);                                                            \
+    } while (0)
+
+/* A growable byte/string buffer; data is always NUL-terminated. */
+typedef struct strbuf {
+    char *data;
+    size_t len;
+    size_t cap;
+} strbuf;
+
+void sb_putc(strbuf *sb, char c);
+void sb_puts(strbuf *sb, const char *s);
+void sb_putn(strbuf *sb, const void *p, size_t n);
+void sb_printf(strbuf *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void sb_vprintf(strbuf *sb, const char *fmt, va_list ap);
+void sb_free(strbuf *sb);
+
+/* Whole-file read; returns false and sets errno on failure. */
+bool read_file(const char *path, uint8_t **data, size_t *size);
+
+/* Write `data` to `path` through a temporary file in the same directory and a
+ * rename, so readers never see a partial file. */
+bool write_file_atomic(const char *path, const void *data, size_t size);
+
+/* Temporary-file half of write_file_atomic, for callers that must write several
+ * files and only publish them once all were written. */
+char *write_temp_beside(const char *path, const void *data, size_t size);
+
+bool mkdir_p(const char *path);
+/* rm -r, best effort (for the generator's own temporary directories). */
+void remove_tree(const char *path);
+char *path_join(const char *dir, const char *name);
+char *path_dirname(const char *path);
+/* Absolute, normalised path (the file need not exist). */
+char *path_absolute(const char *path);
+/* `path` relative to directory `base` (both absolute and normalised), e.g. "../templates/t.h". */
+char *path_relative_to(const char *path, const char *base);
+
+/* FNV-1a, 64-bit: used for cache keys, not for security. */
+uint64_t hash64(const void *data, size_t size, uint64_t seed);
+
+double now_seconds(void);
+
+#endif

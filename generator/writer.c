@@ -1,0 +1,283 @@
+/* writer.c - generated headers are for humans too: every stencil carries its
+ * disassembly with the holes marked, so a review of a diff makes sense. The
+ * output depends only on the inputs (no paths, no times), byte for byte. */
+#include "writer.h"
+
+#include <ctype.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "abi.h"
+
+static const char *short_patch(sg_patch p)
+{
+    return sg_patch_names[p] + strlen("SG_PATCH_");
+}
+
+static void describe_hole(strbuf *sb, const sg_hole *h, const sg_run *run)
+{
+    sb_printf(sb, "hole +0x%" PRIx32 ": %s <- ", h->offset, short_patch(h->patch));
+    switch (h->value) {
+    case SG_VALUE_OPERAND: sb_printf(sb, "OPERAND%" PRIu32, h->index); break;
+    case SG_VALUE_SYMBOL:
+        sb_printf(sb, "SYMBOL %s", run->manifest.symbols.items[h->index]);
+        break;
+    default: sb_puts(sb, sg_value_names[h->value] + strlen("SG_VALUE_")); break;
+    }
+    if (h->addend)
+        sb_printf(sb, " %c 0x%" PRIx64, h->addend < 0 ? '-' : '+',
+                  h->addend < 0 ? (uint64_t)0 - (uint64_t)h->addend : (uint64_t)h->addend);
+    sb_printf(sb, "  (%s %s)", h->reloc, h->symbol);
+}
+
+/* Instruction text goes into a C comment: never let it close the comment. */
+static void put_comment_safe(strbuf *sb, const char *text)
+{
+    for (const char *p = text; *p; p++) {
+        sb_putc(sb, *p);
+        if (p[0] == '*' && p[1] == '/')
+            sb_putc(sb, ' ');
+    }
+}
+
+static void listing_with(strbuf *sb, const sg_stencil *s, lb_disasm *d, const char *prefix,
+                         const sg_run *run)
+{
+    size_t h = 0;
+    for (size_t pc = 0; pc < s->code_size;) {
+        lb_insn in;
+        lb_disasm_one(d, s->code + pc, s->code_size - pc, pc, &in);
+        size_t len = in.size ? in.size : 1;
+        strbuf bytes = {0};
+        for (size_t i = 0; i < len && pc + i < s->code_size; i++)
+            sb_printf(&bytes, "%s%02x", i ? " " : "", s->code[pc + i]);
+        sb_printf(sb, "%s%04zx: %-30s ", prefix, pc, bytes.data);
+        put_comment_safe(sb, in.text);
+        sb_putc(sb, '\n');
+        sb_free(&bytes);
+        for (; h < s->ncode_holes && s->code_holes[h].offset < pc + len; h++) {
+            sb_printf(sb, "%s      ^ ", prefix);
+            describe_hole(sb, &s->code_holes[h], run);
+            sb_putc(sb, '\n');
+        }
+        pc += len;
+    }
+    if (s->removed_jump)
+        sb_printf(sb, "%s%04zx: (jump to the continuation removed: %zu bytes)\n", prefix,
+                  s->code_size, s->removed_jump);
+    if (s->data_size)
+        sb_printf(sb, "%sdata: %zu bytes, aligned to %zu\n", prefix, s->data_size, s->data_align);
+    for (size_t i = 0; i < s->ndata_holes; i++) {
+        sb_printf(sb, "%s  data ", prefix);
+        describe_hole(sb, &s->data_holes[i], run);
+        sb_putc(sb, '\n');
+    }
+}
+
+void writer_listing(strbuf *sb, const sg_run *run, const sg_stencil *s, lb_disasm *d,
+                    const char *prefix)
+{
+    listing_with(sb, s, d, prefix, run);
+}
+
+static void put_bytes(strbuf *sb, const char *type, const char *name, const uint8_t *p,
+                      size_t n)
+{
+    sb_printf(sb, "static const %s %s[%zu] = {", type, name, n);
+    for (size_t i = 0; i < n; i++)
+        sb_printf(sb, "%s0x%02x,", i % 16 ? " " : "\n    ", p[i]);
+    sb_puts(sb, "\n};\n");
+}
+
+static void put_holes(strbuf *sb, const char *name, const sg_hole *h, size_t n)
+{
+    sb_printf(sb, "static const sg_hole %s[%zu] = {\n", name, n);
+    for (size_t i = 0; i < n; i++)
+        sb_printf(sb, "    {0x%" PRIx32 ", %s, %s, %" PRIu32 ", %" PRId64 "}, /* %s %s */\n",
+                  h[i].offset, sg_patch_names[h[i].patch], sg_value_names[h[i].value],
+                  h[i].index, h[i].addend, h[i].reloc, h[i].symbol);
+    sb_puts(sb, "};\n");
+}
+
+static void put_types(strbuf *sb)
+{
+    sb_puts(sb, "#ifndef SG_STENCIL_TYPES\n#define SG_STENCIL_TYPES\n"
+                "/* How a hole is written: P = hole address, S = value, A = addend. */\n"
+                "typedef enum sg_patch {\n");
+    for (int i = 0; i < SG_PATCH__COUNT; i++)
+        sb_printf(sb, "    %s = %d, /* %s */\n", sg_patch_names[i], i, sg_patch_docs[i]);
+    sb_puts(sb, "} sg_patch;\n\n/* What S is. */\ntypedef enum sg_value {\n");
+    for (int i = 0; i < SG_VALUE__COUNT; i++)
+        sb_printf(sb, "    %s = %d, /* %s */\n", sg_value_names[i], i, sg_value_docs[i]);
+    sb_puts(sb,
+            "} sg_value;\n\n"
+            "typedef struct sg_hole {\n"
+            "    uint32_t offset; /* in the stencil's code (or data) */\n"
+            "    uint8_t patch;   /* sg_patch */\n"
+            "    uint8_t value;   /* sg_value */\n"
+            "    uint16_t index;  /* operand or symbol number */\n"
+            "    int64_t addend;\n"
+            "} sg_hole;\n\n"
+            "typedef struct sg_stencil {\n"
+            "    const char *name;\n"
+            "    const uint8_t *code;\n"
+            "    size_t code_size;\n"
+            "    const uint8_t *data; /* read-only data, placed apart from code */\n"
+            "    size_t data_size;\n"
+            "    size_t data_align;\n"
+            "    const sg_hole *code_holes;\n"
+            "    size_t code_hole_count;\n"
+            "    const sg_hole *data_holes;\n"
+            "    size_t data_hole_count;\n"
+            "} sg_stencil;\n"
+            "#endif /* SG_STENCIL_TYPES */\n\n");
+}
+
+static char *ident_upper(const char *s)
+{
+    char *r = xstrdup(s);
+    for (char *p = r; *p; p++)
+        *p = isalnum((unsigned char)*p) ? (char)toupper((unsigned char)*p) : '_';
+    return r;
+}
+
+static void put_stencil_arrays(strbuf *sb, const sg_stencil *s, const char *id, lb_disasm *d,
+                               const sg_run *run)
+{
+    sb_printf(sb, "/* %s - %s:%u:%u\n", s->name, s->source, s->line, s->col);
+    listing_with(sb, s, d, " *   ", run);
+    sb_puts(sb, " */\n");
+    char *name = xasprintf("sg_code_%s", id);
+    put_bytes(sb, "uint8_t", name, s->code, s->code_size);
+    free(name);
+    if (s->data_size) {
+        name = xasprintf("sg_data_%s", id);
+        put_bytes(sb, "uint8_t", name, s->data, s->data_size);
+        free(name);
+    }
+    if (s->ncode_holes) {
+        name = xasprintf("sg_code_holes_%s", id);
+        put_holes(sb, name, s->code_holes, s->ncode_holes);
+        free(name);
+    }
+    if (s->ndata_holes) {
+        name = xasprintf("sg_data_holes_%s", id);
+        put_holes(sb, name, s->data_holes, s->ndata_holes);
+        free(name);
+    }
+    sb_putc(sb, '\n');
+}
+
+static void put_stencil_init(strbuf *sb, const sg_stencil *s, const char *id)
+{
+    sb_printf(sb, "{\"%s\", sg_code_%s, %zu, ", s->name, id, s->code_size);
+    if (s->data_size)
+        sb_printf(sb, "sg_data_%s, %zu, %zu, ", id, s->data_size, s->data_align);
+    else
+        sb_puts(sb, "NULL, 0, 1, ");
+    if (s->ncode_holes)
+        sb_printf(sb, "sg_code_holes_%s, %zu, ", id, s->ncode_holes);
+    else
+        sb_puts(sb, "NULL, 0, ");
+    if (s->ndata_holes)
+        sb_printf(sb, "sg_data_holes_%s, %zu}", id, s->ndata_holes);
+    else
+        sb_puts(sb, "NULL, 0}");
+}
+
+static void put_summary(strbuf *sb, const sg_run *run, const sg_target_result *r)
+{
+    size_t code = 0, data = 0, holes[SG_PATCH__COUNT] = {0};
+    for (size_t i = 0; i < run->ops.count; i++) {
+        code += r->ops[i].code_size;
+        data += r->ops[i].data_size;
+        stencil_count_holes(&r->ops[i], holes);
+    }
+    sb_printf(sb, " * %zu ops, %zu bytes of code, %zu bytes of data; holes:", run->ops.count,
+              code, data);
+    for (int k = 0; k < SG_PATCH__COUNT; k++) {
+        if (holes[k])
+            sb_printf(sb, " %s %zu", short_patch((sg_patch)k), holes[k]);
+    }
+    sb_puts(sb, ".\n");
+}
+
+char *writer_target_filename(const sg_target *t)
+{
+    return xasprintf("jit_stencils-%s.h", t->triple);
+}
+
+void writer_target_header(strbuf *sb, const sg_run *run, const sg_target_result *r,
+                          lb_disasm *d)
+{
+    char *file = writer_target_filename(r->target);
+    char *guard = ident_upper(file);
+    char *manifest = xstrdup(strrchr(run->manifest.path, '/') ? strrchr(run->manifest.path, '/') + 1
+                                                               : run->manifest.path);
+    sb_printf(sb, "/* %s - stencils for %s.\n * Generated by stencilgen from %s with LLVM %s; "
+                  "do not edit.\n",
+              file, r->target->triple, manifest, lb_llvm_version());
+    put_summary(sb, run, r);
+    sb_puts(sb, " */\n");
+    sb_printf(sb, "#ifndef %s\n#define %s\n\n#include <stddef.h>\n#include <stdint.h>\n\n", guard,
+              guard);
+    put_types(sb);
+    sb_printf(sb, "#define SG_TARGET_TRIPLE \"%s\"\n\n", r->target->triple);
+
+    sb_puts(sb, "/* Run-time symbols the stencils may refer to (SG_VALUE_SYMBOL). */\n"
+                "enum sg_symbol {\n");
+    for (size_t i = 0; i < run->manifest.symbols.count; i++)
+        sb_printf(sb, "    SG_SYM_%s = %zu,\n", run->manifest.symbols.items[i], i);
+    sb_printf(sb, "    SG_SYM__COUNT = %zu\n};\n", run->manifest.symbols.count);
+    sb_puts(sb, "static const char *const sg_symbol_names[SG_SYM__COUNT + 1] = {\n");
+    for (size_t i = 0; i < run->manifest.symbols.count; i++)
+        sb_printf(sb, "    \"%s\",\n", run->manifest.symbols.items[i]);
+    sb_puts(sb, "    NULL\n};\n\n");
+
+    sb_puts(sb, "enum sg_op {\n");
+    for (size_t i = 0; i < run->ops.count; i++)
+        sb_printf(sb, "    SG_OP_%s = %zu,\n", run->ops.items[i].name, i);
+    sb_printf(sb, "    SG_OP__COUNT = %zu\n};\n\n", run->ops.count);
+
+    for (size_t i = 0; i < run->ops.count; i++)
+        put_stencil_arrays(sb, &r->ops[i], r->ops[i].name, d, run);
+    sb_puts(sb, "static const sg_stencil sg_stencils[SG_OP__COUNT] = {\n");
+    for (size_t i = 0; i < run->ops.count; i++) {
+        sb_printf(sb, "    [SG_OP_%s] = ", r->ops[i].name);
+        put_stencil_init(sb, &r->ops[i], r->ops[i].name);
+        sb_puts(sb, ",\n");
+    }
+    sb_puts(sb, "};\n\n");
+
+    sb_puts(sb, "/* The shim: the C function that calls into JIT code. */\n");
+    put_stencil_arrays(sb, &r->shim, "shim", d, run);
+    sb_puts(sb, "static const sg_stencil sg_shim = ");
+    put_stencil_init(sb, &r->shim, "shim");
+    sb_printf(sb, ";\n#define SG_SHIM_ENTRY %zu /* offset of %s in sg_shim.code */\n\n",
+              r->shim.entry, r->shim.name);
+    sb_printf(sb, "#endif /* %s */\n", guard);
+    free(manifest);
+    free(guard);
+    free(file);
+}
+
+void writer_dispatcher(strbuf *sb, const sg_run *run)
+{
+    sb_puts(sb, "/* jit_stencils.h - includes the stencils generated for the host.\n"
+                " * Generated by stencilgen; do not edit. */\n");
+    strbuf list = {0};
+    for (size_t i = 0; i < run->nresults; i++) {
+        const sg_target *t = run->results[i].target;
+        char *file = writer_target_filename(t);
+        sb_printf(sb, "#%s %s\n#include \"%s\"\n", i ? "elif" : "if", t->host_condition, file);
+        sb_printf(&list, "%s%s", i ? ", " : "", t->triple);
+        free(file);
+    }
+    sb_printf(sb, "#else\n#error \"jit_stencils.h: no stencils were generated for this host "
+                  "(generated for: %s)\"\n#endif\n",
+              list.data);
+    sb_free(&list);
+}
+

@@ -1,0 +1,21 @@
+/* writer.h - render jit_stencils-<triple>.h and the jit_stencils.h dispatcher. */
+#ifndef STENCILGEN_WRITER_H
+#define STENCILGEN_WRITER_H
+
+#include "llvm_bridge.h"
+#include "pipeline.h"
+#include "util.h"
+
+/* Annotated disassembly of a stencil, every line starting with `prefix`. */
+void writer_listing(strbuf *sb, const sg_run *run, const sg_stencil *s, lb_disasm *d,
+                    const char *prefix);
+
+/* The whole per-target header. */
+void writer_target_header(strbuf *sb, const sg_run *run, const sg_target_result *r,
+                          lb_disasm *d);
+void writer_dispatcher(strbuf *sb, const sg_run *run);
+
+/* File name of the per-target header: "jit_stencils-<triple>.h" (caller frees). */
+char *writer_target_filename(const sg_target *t);
+
+#endif
