@@ -161,8 +161,8 @@ typedef struct job_ref {
 
 typedef struct job_set {
     sg_job *jobs;
-    job_ref *refs;
-    size_t count, cap, refs_cap;
+    job_ref *refs; /* refs[i] describes jobs[i] */
+    size_t count, cap;
 } job_set;
 
 static void add_job(job_set *js, sg_run *run, sg_target_result *r, const sg_op *op)
@@ -197,9 +197,7 @@ static void add_job(job_set *js, sg_run *run, sg_target_result *r, const sg_op *
     grow_array((void **)&js->jobs, &js->cap, js->count + 1, sizeof *js->jobs);
     grow_array((void **)&js->refs, &cap, js->count + 1, sizeof *js->refs);
     js->refs[js->count] = (job_ref){r, op ? &r->ops[op - run->ops.items] : &r->shim, op, false};
-    js->jobs[js->count] = job;
-    js->jobs[js->count].user = &js->refs[js->count];
-    js->count++;
+    js->jobs[js->count++] = job;
     free(dir);
 }
 
@@ -267,6 +265,8 @@ static int compile_all(sg_run *run, job_set *js)
         for (size_t i = 0; i < run->ops.count; i++)
             add_job(js, run, r, &run->ops.items[i]);
     }
+    for (size_t i = 0; i < js->count; i++) /* refs no longer moves */
+        js->jobs[i].user = &js->refs[i];
     sg_compile_opts co = {
         .parallel = run->opt.jobs,
         .timeout = COMPILE_TIMEOUT_S,

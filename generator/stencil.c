@@ -47,11 +47,13 @@ static bool lay_out(const objfile *obj, const sg_extract_ctx *ctx, int entry_sec
     place(&obj->secs[entry_sec], &s->code, &s->code_size, &code_align, &l->code_base[entry_sec]);
     for (size_t i = 0; i < obj->nsecs; i++) {
         const obj_section *sec = &obj->secs[i];
+        if (sec->size == 0)
+            continue; /* e.g. an empty .text beside .ltext: no padding for it */
         if (sec->kind == OBJ_SEC_CODE && (int)i != entry_sec)
             place(sec, &s->code, &s->code_size, &code_align, &l->code_base[i]);
         else if (sec->kind == OBJ_SEC_RODATA)
             place(sec, &s->data, &s->data_size, &s->data_align, &l->data_base[i]);
-        else if ((sec->kind == OBJ_SEC_DATA || sec->kind == OBJ_SEC_BSS) && sec->size) {
+        else if (sec->kind == OBJ_SEC_DATA || sec->kind == OBJ_SEC_BSS) {
             diag_error("%s: writable section '%s' (%" PRIu64 " bytes): stencils cannot have "
                        "mutable static data; make it const or pass it as an operand",
                        ctx->label, sec->name, sec->size);

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# run.sh - install what is missing, build, and run one of:
+#   demo   generate the bundled stencils and show what they contain
+#   test   every test suite (also under ASan+UBSan); last line "N passed, N failed"
+#   bench  benchmarks (ratios measured side by side in one run)
+#   fuzz   longer fuzzing of the parsers of untrusted bytes (FUZZ_SECONDS, default 600)
+set -euo pipefail
+cd "$(dirname "$0")"
+
+PACKAGES=(clang-22 llvm-22 llvm-22-dev libclang-22-dev libclang-rt-22-dev lld-22
+          libyaml-dev meson ninja-build pkg-config gcc g++ python3 gdb)
+
+ensure_packages() {
+    local missing=() p
+    for p in "${PACKAGES[@]}"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
+            missing+=("$p")
+    done
+    ((${#missing[@]})) || return 0
+    echo "run.sh: installing ${missing[*]}"
+    local sudo=""
+    [ "$(id -u)" = 0 ] || sudo="sudo"
+    timeout 900 $sudo apt-get update -q
+    DEBIAN_FRONTEND=noninteractive timeout 1800 \
+        $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+}
+
+# build DIR [meson options...]: configure once, then let ninja decide what to redo.
+build() {
+    local dir=$1
+    shift
+    if [ ! -f "$dir/build.ninja" ]; then
+        meson setup "$dir" "$@" >"$dir.setup.log" 2>&1 || { cat "$dir.setup.log"; exit 1; }
+    fi
+    ninja -C "$dir" >"$dir.build.log" 2>&1 || { cat "$dir.build.log"; exit 1; }
+}
+
+cmd=${1:-}
+case "$cmd" in
+demo)
+    ensure_packages
+    build build
+    build/generator/stencilgen build --manifest stencils/stencils.yaml --outdir build/demo
+    echo
+    echo "One stencil, as the header shows it (build/demo/jit_stencils-*.h has them all):"
+    build/generator/stencilgen dump --manifest stencils/stencils.yaml \
+        --target x86_64-unknown-linux-gnu --op call
+    ;;
+test)
+    ensure_packages
+    build build
+    build build-asan -Db_sanitize=address,undefined -Db_lundef=false
+    exec python3 tests/run.py --build build --asan-build build-asan
+    ;;
+bench)
+    ensure_packages
+    build build
+    exec python3 tests/bench/run.py --build build
+    ;;
+fuzz)
+    ensure_packages
+    build build
+    exec python3 tests/fuzz/run.py --build build --seconds "${FUZZ_SECONDS:-600}"
+    ;;
+*)
+    echo "usage: ./run.sh demo|test|bench|fuzz" >&2
+    exit 2
+    ;;
+esac

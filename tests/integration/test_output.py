@@ -1,0 +1,101 @@
+"""Generated headers: byte-identical across runs, -j values and checkout paths;
+they compile cleanly as C11; the dispatcher picks the host's header."""
+import os
+
+from sgtest import TRIPLE, check, read, write
+
+ASAN = True
+HEADERS = ["jit_stencils.h", "jit_stencils-%s.h" % TRIPLE]
+
+
+def headers(outdir):
+    return {h: read(os.path.join(outdir, h), "rb") for h in HEADERS}
+
+
+def test_deterministic_across_jobs_and_paths(ctx):
+    # Two checkouts at different depths and names, built with -j1 and -j2.
+    a = ctx.bundled_copy("a")
+    b = ctx.bundled_copy(os.path.join("deeper", "checkout-b"))
+    out_a = os.path.join(a, "out")
+    out_b = os.path.join(ctx.tmp, "elsewhere", "out")
+    ctx.build_stencils(os.path.join(a, "stencils", "stencils.yaml"), out_a, "-j", "1")
+    ctx.build_stencils(os.path.join(b, "stencils", "stencils.yaml"), out_b, "-j", "2")
+    ha, hb = headers(out_a), headers(out_b)
+    for h in HEADERS:
+        check(ha[h] == hb[h], "%s differs between the two builds", h)
+        for path in (a, b):
+            check(path.encode() not in ha[h] and path.encode() not in hb[h],
+                  "%s contains the checkout path", h)
+    # And once more in place: a rebuild changes nothing.
+    ctx.build_stencils(os.path.join(a, "stencils", "stencils.yaml"), out_a, "-j", "2")
+    check(headers(out_a) == ha, "a second build in place changed the headers")
+
+
+def test_header_compiles_as_c11(ctx):
+    out = os.path.join(ctx.tmp, "out")
+    ctx.build_stencils(ctx.path("stencils", "stencils.yaml"), out)
+    src = os.path.join(ctx.tmp, "use.c")
+    write(src, """#include "jit_stencils.h"
+#include <stdio.h>
+int main(void)
+{
+    size_t code = 0, holes = 0;
+    for (int i = 0; i < SG_OP__COUNT; i++) {
+        code += sg_stencils[i].code_size;
+        holes += sg_stencils[i].code_hole_count + sg_stencils[i].data_hole_count;
+        for (size_t h = 0; h < sg_stencils[i].code_hole_count; h++)
+            if (sg_stencils[i].code_holes[h].offset + 4 > sg_stencils[i].code_size)
+                return 1;
+    }
+    printf("%d %zu %zu %s %zu\\n", SG_OP__COUNT, code, holes, sg_symbol_names[SG_SYM_vm_call],
+           sg_shim.code_size);
+    return 0;
+}
+""")
+    for cc in ("gcc", "clang-22"):
+        exe = os.path.join(ctx.tmp, "use-" + cc)
+        ctx.run([cc, "-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic", "-I", out, src,
+                 "-o", exe], check=True)
+        p = ctx.run([exe], check=True)
+        fields = p.stdout.split()
+        check(fields[0] == "21" and fields[3] == "vm_call", "unexpected: %s", p.stdout)
+        check(int(fields[1]) > 0 and int(fields[2]) > 0 and int(fields[4]) > 0,
+              "empty stencils: %s", p.stdout)
+
+
+def test_dispatcher_rejects_unknown_host(ctx):
+    out = os.path.join(ctx.tmp, "out")
+    ctx.build_stencils(ctx.path("stencils", "stencils.yaml"), out)
+    src = os.path.join(ctx.tmp, "use.c")
+    write(src, '#include "jit_stencils.h"\n')
+    p = ctx.run(["clang-22", "--target=riscv64-unknown-linux-gnu", "-fsyntax-only", "-I", out,
+                 src])
+    check(p.returncode != 0 and "no stencils were generated for this host" in p.stderr,
+          "riscv64 include did not #error: %s", p.stderr)
+
+
+def test_depfile_and_compile_commands(ctx):
+    base = ctx.bundled_copy()
+    out = os.path.join(base, "out")
+    dep = os.path.join(base, "stencils.d")
+    cc = os.path.join(base, "compile_commands.json")
+    ctx.build_stencils(os.path.join(base, "stencils", "stencils.yaml"), out, "--depfile", dep,
+                       "--compile-commands", cc)
+    text = read(dep)
+    check(text.startswith(os.path.join(out, "jit_stencils.h") + ":"), "depfile target: %s",
+          text[:200])
+    for f in ("stencils/stencils.yaml", "templates/stencil_template.h", "stencils/shim.c",
+              "stencils/ops/arith.c", "stencils/tinyvm.h"):
+        check(os.path.join(base, f) in text, "depfile misses %s", f)
+    import json
+    entries = json.loads(read(cc))
+    files = {e["file"] for e in entries}
+    check(os.path.join(base, "stencils", "ops", "calls.c") in files, "no entry for calls.c")
+    check(len(entries) == 22, "%d compile commands, want 21 ops + shim", len(entries))
+    # The recorded command really compiles (what clangd relies on).
+    e = next(e for e in entries if e["file"].endswith("arith.c"))
+    args = [a for a in e["arguments"] if a not in ("-MD",)]
+    i = args.index("-MF")
+    del args[i:i + 2]
+    args[args.index("-o") + 1] = os.path.join(ctx.tmp, "x.o")
+    ctx.run(args, cwd=e["directory"], check=True)

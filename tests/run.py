@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""Run every test suite; the last line is "N passed, N failed".
+
+  tests/run.py --build build [--asan-build build-asan] [-k SUBSTRING]
+
+Integration tests (tests/integration/test_*.py) run against --build; the unit
+test programs run from both builds; with --asan-build the generator tests that
+exercise parsing and error paths run again with the sanitized generator.
+"""
+import argparse
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+import time
+import traceback
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import sgtest  # noqa: E402
+
+UNIT_PROGRAMS = ["tests/unit/test_cfi"]
+UNIT_TIMEOUT = 300
+
+
+def load_tests(pattern):
+    tests = []
+    d = os.path.join(sgtest.ROOT, "tests", "integration")
+    for fname in sorted(os.listdir(d)):
+        if not (fname.startswith("test_") and fname.endswith(".py")):
+            continue
+        spec = importlib.util.spec_from_file_location(fname[:-3], os.path.join(d, fname))
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        for name in sorted(vars(mod)):
+            fn = getattr(mod, name)
+            full = "%s.%s" % (fname[:-3], name)
+            if name.startswith("test_") and callable(fn) and (not pattern or pattern in full):
+                tests.append((full, fn, getattr(mod, "ASAN", False)))
+    return tests
+
+
+def run_unit(build, label):
+    """Run the C unit-test programs; each prints its own 'N passed, N failed'."""
+    passed = failed = 0
+    for prog in UNIT_PROGRAMS:
+        path = os.path.join(build, prog)
+        name = "%s%s" % (prog, label)
+        try:
+            p = subprocess.run([path], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               text=True, timeout=UNIT_TIMEOUT)
+            out, rc = p.stdout, p.returncode
+        except (OSError, subprocess.TimeoutExpired) as e:
+            out, rc = str(e), -1
+        m = re.search(r"^(\d+) passed, (\d+) failed$", out, re.M)
+        if m and rc == 0 and int(m.group(2)) == 0:
+            passed += int(m.group(1))
+            print("ok   %s (%s cases)" % (name, m.group(1)), flush=True)
+        else:
+            failed += 1 + (int(m.group(2)) if m else 0)
+            print("FAIL %s (exit %s)\n%s" % (name, rc, out[-3000:]), flush=True)
+    return passed, failed
+
+
+def run_one(full, fn, build, label):
+    ctx = sgtest.Ctx(build, full.split(".")[-1])
+    t0 = time.monotonic()
+    try:
+        fn(ctx)
+    except Exception as e:  # a test failure or a harness error: both fail the test
+        detail = str(e) if isinstance(e, sgtest.TestFailure) else traceback.format_exc()
+        print("FAIL %s%s (%.1fs)\n     %s" % (full, label, time.monotonic() - t0,
+                                             detail.replace("\n", "\n     ")), flush=True)
+        return False
+    finally:
+        ctx.cleanup()
+    print("ok   %s%s (%.1fs)" % (full, label, time.monotonic() - t0), flush=True)
+    return True
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", required=True)
+    ap.add_argument("--asan-build")
+    ap.add_argument("-k", dest="pattern")
+    args = ap.parse_args()
+    passed = failed = 0
+    p, f = run_unit(args.build, "")
+    passed, failed = passed + p, failed + f
+    builds = [(args.build, "")]
+    if args.asan_build:
+        p, f = run_unit(args.asan_build, " [asan]")
+        passed, failed = passed + p, failed + f
+        builds.append((args.asan_build, " [asan]"))
+    for full, fn, asan in load_tests(args.pattern):
+        for build, label in builds:
+            if label and not asan:
+                continue
+            if run_one(full, fn, build, label):
+                passed += 1
+            else:
+                failed += 1
+    print("%d passed, %d failed" % (passed, failed))
+    return 0 if failed == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,126 @@
+"""sgtest - the small test harness behind ./run.sh test.
+
+A test is a function named test_* in tests/integration/test_*.py taking one
+argument, a Ctx. Every external command goes through Ctx.run, which enforces a
+timeout, so no test can hang the suite.
+"""
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TRIPLE = "x86_64-unknown-linux-gnu"
+
+
+class TestFailure(AssertionError):
+    pass
+
+
+class Ctx:
+    def __init__(self, build, name):
+        self.root = ROOT
+        self.build = os.path.abspath(build)
+        self.stencilgen = os.path.join(self.build, "generator", "stencilgen")
+        self.tmp = tempfile.mkdtemp(prefix="sgtest-%s-" % name)
+
+    def path(self, *parts):
+        return os.path.join(self.root, *parts)
+
+    def run(self, cmd, timeout=300, cwd=None, env=None, check=False, input=None):
+        """Run cmd (a list), capture text output, enforce a timeout."""
+        full_env = dict(os.environ)
+        full_env.update(env or {})
+        try:
+            p = subprocess.run(cmd, cwd=cwd, env=full_env, input=input,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise TestFailure("timed out after %ss: %s" % (timeout, " ".join(cmd)))
+        if check and p.returncode != 0:
+            raise TestFailure("%s exited %d\nstdout:\n%s\nstderr:\n%s" % (
+                " ".join(cmd), p.returncode, p.stdout[-4000:], p.stderr[-4000:]))
+        return p
+
+    def generator(self, *args, **kw):
+        return self.run([self.stencilgen] + list(args), **kw)
+
+    def build_stencils(self, manifest, outdir, *extra, check=True, **kw):
+        return self.generator("build", "--manifest", manifest, "--outdir", outdir,
+                              *extra, check=check, **kw)
+
+    def copy_tree(self, src, dst):
+        shutil.copytree(src, dst, symlinks=True)
+        return dst
+
+    def bundled_copy(self, name="proj"):
+        """A private copy of stencils/ and templates/, for tests that edit them."""
+        base = os.path.join(self.tmp, name)
+        os.makedirs(base)
+        self.copy_tree(self.path("stencils"), os.path.join(base, "stencils"))
+        self.copy_tree(self.path("templates"), os.path.join(base, "templates"))
+        return base
+
+    def cleanup(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def check(cond, msg, *args):
+    if not cond:
+        raise TestFailure(msg % args if args else msg)
+
+
+def read(path, mode="r"):
+    with open(path, mode) as f:
+        return f.read()
+
+
+def write(path, text):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write(text)
+
+
+# --- reading generated headers -------------------------------------------
+
+_ARRAY = re.compile(r"static const uint8_t (sg_(?:code|data)_\w+)\[(\d+)\] = \{([^}]*)\};")
+_HOLES = re.compile(r"static const sg_hole (sg_(?:code|data)_holes_\w+)\[(\d+)\] = \{\n(.*?)\n\};",
+                    re.S)
+_HOLE = re.compile(r"\{0x([0-9a-f]+), SG_PATCH_(\w+), SG_VALUE_(\w+), (\d+), (-?\d+)\}, "
+                   r"/\* (\S+) (\S*) \*/")
+_OP = re.compile(r"^    SG_OP_(\w+) = \d+,$", re.M)
+
+
+class Header:
+    """The stencils of one generated per-target header, parsed back."""
+
+    def __init__(self, path):
+        self.text = read(path)
+        self.ops = _OP.findall(self.text)
+        self.arrays = {}
+        for name, size, body in _ARRAY.findall(self.text):
+            data = bytes(int(x, 16) for x in re.findall(r"0x([0-9a-f]{2})", body))
+            if len(data) != int(size):
+                raise TestFailure("%s: declared %s bytes, has %d" % (name, size, len(data)))
+            self.arrays[name] = data
+        self.holes = {}
+        for name, count, body in _HOLES.findall(self.text):
+            holes = [dict(offset=int(o, 16), patch=p, value=v, index=int(i), addend=int(a),
+                          reloc=r, symbol=s)
+                     for o, p, v, i, a, r, s in _HOLE.findall(body)]
+            if len(holes) != int(count):
+                raise TestFailure("%s: declared %s holes, parsed %d" % (name, count, len(holes)))
+            self.holes[name] = holes
+
+    def code(self, op):
+        return self.arrays["sg_code_" + op]
+
+    def data(self, op):
+        return self.arrays.get("sg_data_" + op, b"")
+
+    def code_holes(self, op):
+        return self.holes.get("sg_code_holes_" + op, [])
+
+    def data_holes(self, op):
+        return self.holes.get("sg_data_holes_" + op, [])
