@@ -919,15 +919,21 @@ static int block_offset(const cfi_section *sec, const uint8_t *p, size_t len, si
     return 0;
 }
 
-static int run_block(interp *in, const uint8_t *p, size_t len)
+/* *used: the block's length without its trailing DW_CFA_nop padding. */
+static int run_block(interp *in, const uint8_t *p, size_t len, size_t *used)
 {
     reader r = { in->sec->data, 0, 0 };
     if (block_offset(in->sec, p, len, &r.pos))
         return fail(&in->w, 0, "instructions do not lie inside the section");
+    size_t start = r.pos;
     r.end = r.pos + len;
-    while (r.pos < r.end)
+    *used = 0;
+    while (r.pos < r.end) {
         if (exec_insn(in, &r))
             return -1;
+        if (in->sec->data[in->op_at] != 0x00)
+            *used = r.pos - start;
+    }
     return 0;
 }
 
@@ -945,12 +951,12 @@ static int run(interp *in, const cfi_cie *cie, const cfi_fde *fde)
     in->cur.loc = fde->pc_begin;
     in->w.kind = "CIE";
     in->w.at = cie->offset;
-    if (run_block(in, cie->initial_insns, cie->initial_insns_len))
+    if (run_block(in, cie->initial_insns, cie->initial_insns_len, &in->out->cie_insns_used))
         return -1;
     memcpy(in->initial, in->cur.regs, sizeof in->initial);
     in->w.kind = "FDE";
     in->w.at = fde->offset;
-    if (run_block(in, fde->insns, fde->insns_len))
+    if (run_block(in, fde->insns, fde->insns_len, &in->out->fde_insns_used))
         return -1;
     in->op = "end of instructions";
     return in->cur.loc < in->end_pc ? emit_row(in, in->end_pc) : 0;
@@ -988,8 +994,7 @@ void cfi_table_free(cfi_table *t)
     if (!t)
         return;
     free(t->rows);
-    t->rows = NULL;
-    t->count = t->cap = 0;
+    *t = (cfi_table){0};
 }
 
 const cfi_row *cfi_row_at(const cfi_table *t, uint64_t pc)

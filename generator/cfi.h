@@ -103,6 +103,10 @@ typedef struct cfi_table {
     cfi_row *rows;
     size_t count;
     size_t cap;
+    /* Lengths of the CIE's and the FDE's instructions without their trailing
+     * DW_CFA_nop padding (found at instruction boundaries, not by byte value). */
+    size_t cie_insns_used;
+    size_t fde_insns_used;
 } cfi_table;
 
 /* Walk the section entry by entry. *cursor starts at 0. Skips CIEs (parsing and
@@ -130,9 +134,10 @@ typedef const char *cfi_reg_namer(uint32_t dwarf_reg);
 
 /* Format a row like "CFA=rbp+16 rbx=[CFA-56] rbp=[CFA-16] rip=[CFA-8]": the CFA
  * rule, then every register with a rule in ascending DWARF number, separated by
- * single spaces. Unnamed registers print as "reg17". Offsets are signed decimal.
- * Rules print as: [CFA+n] (offset), CFA+n (val_offset), undefined, same,
- * =rbx (register), [expr N bytes] / expr(N bytes) (expression forms).
+ * single spaces. Unnamed registers print as "reg17". Offsets always carry a
+ * sign (CFA=rsp+0). Rules print as: [CFA+n] (offset), CFA+n (val_offset),
+ * undefined, same, rbx=r12 (register), [expr(N)] / expr(N) (expression forms,
+ * N bytes), CFA=expr(N), CFA=undefined.
  * Returns the length that would have been written (snprintf semantics). */
 size_t cfi_format_row(const cfi_row *row, cfi_reg_namer *names, char *buf, size_t size);
 

@@ -12,6 +12,7 @@
 
 #include "compile.h"
 #include "diag.h"
+#include "fp_check.h"
 #include "llvm_bridge.h"
 #include "objfile.h"
 #include "outputs.h"
@@ -152,6 +153,15 @@ static int discover_all(sg_run *run)
     return rc;
 }
 
+static lb_disasm *open_disasm(const sg_target *t)
+{
+    char err[256];
+    lb_disasm *d = lb_disasm_create(t->triple, t->fp_reg, err, sizeof err);
+    if (!d)
+        diag_error("%s", err);
+    return d;
+}
+
 typedef struct job_ref {
     sg_target_result *result;
     sg_stencil *stencil;
@@ -243,11 +253,19 @@ static bool on_compiled(sg_job *job, void *vctx)
         .remove_trailing_jump = ref->op != NULL,
     };
     sg_stencil *s = ref->stencil;
-    bool ok = stencil_extract(&obj, &ec, s);
+    sg_target_result *r = ref->result;
     s->name = xstrdup(ref->op ? ref->op->name : m->shim_function);
     s->source = manifest_relpath(m, ref->op ? ref->op->source : m->shim_source);
     s->line = ref->op ? ref->op->line : 0;
     s->col = ref->op ? ref->op->col : 0;
+    bool ok = stencil_extract(&obj, &ec, s);
+    if (ok && ref->op)
+        ok = fp_check(s, r->disasm, job->label);
+    if (ok && !ref->op) {
+        ok = frame_shape_analyze(&obj, s, r->target, r->disasm, job->label, &r->unwind);
+        if (ok && r->mt && r->mt->has_pin)
+            ok = frame_shape_check_pin(&r->unwind, &r->mt->pin, r->target, m->path, job->label);
+    }
     objfile_free(&obj);
     if (!ok) {
         ref->extract_failed = true;
@@ -260,6 +278,9 @@ static int compile_all(sg_run *run, job_set *js)
 {
     for (size_t t = 0; t < run->nresults; t++) {
         sg_target_result *r = &run->results[t];
+        r->disasm = open_disasm(r->target);
+        if (!r->disasm)
+            return SG_EXIT_TOOLCHAIN;
         r->ops = xcalloc(run->ops.count, sizeof *r->ops);
         add_job(js, run, r, NULL);
         for (size_t i = 0; i < run->ops.count; i++)
@@ -312,27 +333,13 @@ static void print_summary(const sg_run *run)
     }
 }
 
-static lb_disasm *open_disasm(const sg_target *t)
-{
-    char err[256];
-    lb_disasm *d = lb_disasm_create(t->triple, t->fp_reg, err, sizeof err);
-    if (!d)
-        diag_error("%s", err);
-    return d;
-}
 
 static int render_and_publish(sg_run *run, const job_set *js)
 {
     sg_outputs out = {0};
     for (size_t t = 0; t < run->nresults; t++) {
-        lb_disasm *d = open_disasm(run->results[t].target);
-        if (!d) {
-            outputs_discard(&out);
-            return SG_EXIT_TOOLCHAIN;
-        }
         strbuf sb = {0};
-        writer_target_header(&sb, run, &run->results[t], d);
-        lb_disasm_destroy(d);
+        writer_target_header(&sb, run, &run->results[t]);
         char *name = writer_target_filename(run->results[t].target);
         outputs_add(&out, path_join(run->opt.outdir, name), sb);
         free(name);
@@ -357,9 +364,7 @@ static int dump(sg_run *run)
     bool found = !only;
     for (size_t t = 0; t < run->nresults; t++) {
         const sg_target_result *r = &run->results[t];
-        lb_disasm *d = open_disasm(r->target);
-        if (!d)
-            return SG_EXIT_TOOLCHAIN;
+        lb_disasm *d = r->disasm;
         for (size_t i = 0; i < run->ops.count; i++) {
             if (only && strcmp(only, r->ops[i].name))
                 continue;
@@ -378,10 +383,10 @@ static int dump(sg_run *run)
             sb_printf(&sb, "shim %s (%s) - %s, %zu bytes, entry +0x%zx\n", r->shim.name,
                       r->target->triple, r->shim.source, r->shim.code_size, r->shim.entry);
             writer_listing(&sb, run, &r->shim, d, "  ");
+            writer_unwind_rows(&sb, r, "  ");
             fputs(sb.data, stdout);
             sb_free(&sb);
         }
-        lb_disasm_destroy(d);
     }
     if (!found) {
         diag_error("no op named '%s' in %s", only, run->manifest.path);
@@ -434,6 +439,9 @@ static void run_free(sg_run *run, bool remove_workdir)
             stencil_free(&r->ops[i]);
         free(r->ops);
         stencil_free(&r->shim);
+        unwind_free(&r->unwind);
+        if (r->disasm)
+            lb_disasm_destroy(r->disasm);
     }
     free(run->results);
     if (remove_workdir && run->workdir)

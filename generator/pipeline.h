@@ -6,6 +6,8 @@
 #include <stddef.h>
 
 #include "discover.h"
+#include "frame_shape.h"
+#include "llvm_bridge.h"
 #include "manifest.h"
 #include "stencil.h"
 #include "target.h"
@@ -33,6 +35,8 @@ typedef struct sg_target_result {
     const sg_manifest_target *mt;
     sg_stencil *ops;  /* one per discovered op, in op order */
     sg_stencil shim;
+    sg_unwind unwind; /* derived from the shim */
+    lb_disasm *disasm;
     size_t compiled;  /* compiles run for this target */
 } sg_target_result;
 

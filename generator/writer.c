@@ -11,6 +11,12 @@
 
 #include "abi.h"
 
+static const char *reg_or_number(const sg_target *t, uint32_t r)
+{
+    const char *n = t->reg_name(r);
+    return n ? n : "?";
+}
+
 static const char *short_patch(sg_patch p)
 {
     return sg_patch_names[p] + strlen("SG_PATCH_");
@@ -209,9 +215,77 @@ char *writer_target_filename(const sg_target *t)
     return xasprintf("jit_stencils-%s.h", t->triple);
 }
 
-void writer_target_header(strbuf *sb, const sg_run *run, const sg_target_result *r,
-                          lb_disasm *d)
+void writer_unwind_rows(strbuf *sb, const sg_target_result *r, const char *prefix)
 {
+    const sg_unwind *u = &r->unwind;
+    char row[512];
+    sb_printf(sb, "%sCFI rows of the shim (code_align %" PRIu64 ", data_align %" PRId64
+                  ", return address in %s):\n",
+              prefix, u->code_align, u->data_align, reg_or_number(r->target, u->ra_column));
+    for (size_t i = 0; i < u->rows.count; i++) {
+        frame_shape_format_row(&u->rows.rows[i], r->target, row, sizeof row);
+        sb_printf(sb, "%s  0x%04" PRIx64 "-0x%04" PRIx64 ": %s\n", prefix, u->rows.rows[i].loc,
+                  u->rows.rows[i].end, row);
+    }
+    frame_shape_format_row(u->call_row, r->target, row, sizeof row);
+    sb_printf(sb, "%sat the call into JIT code, shim+0x%zx %s:\n%s  %s\n", prefix,
+              u->call_offset, u->call_text, prefix, row);
+    sb_printf(sb, "%sframe shape: CFA=%s%+" PRId64 ", %s saved at CFA%+" PRId64
+                  ", return address at CFA%+" PRId64 "\n",
+              prefix, reg_or_number(r->target, u->shape.cfa_reg), u->shape.cfa_offset,
+              reg_or_number(r->target, r->target->fp_reg), u->shape.fp_offset,
+              u->shape.ra_offset);
+}
+
+static void put_unwind(strbuf *sb, const sg_target_result *r)
+{
+    const sg_unwind *u = &r->unwind;
+    const sg_target *t = r->target;
+    char row[512];
+    frame_shape_format_row(u->call_row, t, row, sizeof row);
+    sb_puts(sb, "/* Unwind facts, all derived from the shim's compiled .eh_frame. No stencil\n"
+                " * writes the frame pointer (checked), so the row in force at the shim's\n"
+                " * call into JIT code holds at every executor PC:\n");
+    sb_printf(sb, " *   %s   at shim+0x%zx %s\n */\n", row, u->call_offset, u->call_text);
+    sb_printf(sb, "#define SG_UNWIND_CODE_ALIGN %" PRIu64 "\n", u->code_align);
+    sb_printf(sb, "#define SG_UNWIND_DATA_ALIGN (%" PRId64 ")\n", u->data_align);
+    sb_printf(sb, "#define SG_UNWIND_RA_COLUMN %" PRIu32 " /* %s */\n", u->ra_column,
+              reg_or_number(t, u->ra_column));
+    sb_printf(sb, "#define SG_UNWIND_FP_REGISTER %" PRIu32 " /* %s */\n", t->fp_reg,
+              reg_or_number(t, t->fp_reg));
+    sb_printf(sb, "#define SG_UNWIND_CFA_REGISTER %" PRIu32 " /* CFA=%s%+" PRId64 " */\n",
+              u->shape.cfa_reg, reg_or_number(t, u->shape.cfa_reg), u->shape.cfa_offset);
+    sb_printf(sb, "#define SG_UNWIND_CFA_OFFSET %" PRId64 "\n", u->shape.cfa_offset);
+    sb_printf(sb, "#define SG_UNWIND_FP_OFFSET (%" PRId64 ") /* %s=[CFA%+" PRId64 "] */\n",
+              u->shape.fp_offset, reg_or_number(t, t->fp_reg), u->shape.fp_offset);
+    sb_printf(sb, "#define SG_UNWIND_RA_OFFSET (%" PRId64 ") /* %s=[CFA%+" PRId64 "] */\n",
+              u->shape.ra_offset, reg_or_number(t, u->ra_column), u->shape.ra_offset);
+    sb_printf(sb, "#define SG_SHIM_CALL_OFFSET 0x%zx /* %s */\n", u->call_offset, u->call_text);
+    sb_printf(sb, "#define SG_SHIM_CALL_SIZE %zu\n", u->call_size);
+    sb_printf(sb, "#define SG_SHIM_FDE_START 0x%" PRIx64 " /* the shim's FDE covers "
+                  "sg_shim.code[START, START + SIZE) */\n",
+              u->fde_start);
+    sb_printf(sb, "#define SG_SHIM_FDE_SIZE 0x%" PRIx64 "\n\n", u->fde_size);
+
+    sb_puts(sb, "/* The shim's CIE initial instructions (padding removed). */\n");
+    put_bytes(sb, "uint8_t", "sg_shim_cie_insns", u->cie_insns, u->cie_insns_len);
+    sb_puts(sb, "/* The shim's FDE instructions (padding removed); its rows:\n");
+    for (size_t i = 0; i < u->rows.count; i++) {
+        frame_shape_format_row(&u->rows.rows[i], t, row, sizeof row);
+        sb_printf(sb, " *   shim+0x%04" PRIx64 ": %s\n", u->rows.rows[i].loc, row);
+    }
+    sb_puts(sb, " */\n");
+    put_bytes(sb, "uint8_t", "sg_shim_fde_insns", u->fde_insns, u->fde_insns_len);
+    frame_shape_format_row(u->call_row, t, row, sizeof row);
+    sb_printf(sb, "/* The row at the call as CFA instructions, for executor FDEs:\n *   %s\n */\n",
+              row);
+    put_bytes(sb, "uint8_t", "sg_executor_cfi", u->executor_cfi, u->executor_cfi_len);
+    sb_putc(sb, '\n');
+}
+
+void writer_target_header(strbuf *sb, const sg_run *run, const sg_target_result *r)
+{
+    lb_disasm *d = r->disasm;
     char *file = writer_target_filename(r->target);
     char *guard = ident_upper(file);
     char *manifest = xstrdup(strrchr(run->manifest.path, '/') ? strrchr(run->manifest.path, '/') + 1
@@ -257,6 +331,7 @@ void writer_target_header(strbuf *sb, const sg_run *run, const sg_target_result 
     put_stencil_init(sb, &r->shim, "shim");
     sb_printf(sb, ";\n#define SG_SHIM_ENTRY %zu /* offset of %s in sg_shim.code */\n\n",
               r->shim.entry, r->shim.name);
+    put_unwind(sb, r);
     sb_printf(sb, "#endif /* %s */\n", guard);
     free(manifest);
     free(guard);

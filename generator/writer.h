@@ -11,8 +11,9 @@ void writer_listing(strbuf *sb, const sg_run *run, const sg_stencil *s, lb_disas
                     const char *prefix);
 
 /* The whole per-target header. */
-void writer_target_header(strbuf *sb, const sg_run *run, const sg_target_result *r,
-                          lb_disasm *d);
+void writer_target_header(strbuf *sb, const sg_run *run, const sg_target_result *r);
+/* The shim's CFI row table and the derived frame shape, readable. */
+void writer_unwind_rows(strbuf *sb, const sg_target_result *r, const char *prefix);
 void writer_dispatcher(strbuf *sb, const sg_run *run);
 
 /* File name of the per-target header: "jit_stencils-<triple>.h" (caller frees). */

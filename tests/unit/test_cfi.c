@@ -11,7 +11,7 @@
 /* ------------------------------------------------------------- harness */
 
 static int n_pass, n_fail;
-static char why[600];
+static char why[1200]; /* room for two formatted rows */
 
 #define CHECK(cond)                                                                  \
     do {                                                                             \
@@ -450,13 +450,18 @@ TEST(aug_R_pcrel_sdata4)
 TEST(aug_R_absptr_udata8_uleb_sdata2)
 {
     static const struct { uint8_t enc, asz; unsigned w; } cases[] = {
-        { 0x00, 8, 8 }, { 0x04, 8, 8 }, { 0x00, 4, 4 }, { 0x03, 4, 4 }, { 0x01, 8, 0 }, { 0x0a, 4, 2 },
+        { 0x00, 8, 8 }, { 0x04, 8, 8 }, { 0x00, 4, 4 }, { 0x03, 4, 4 }, { 0x01, 8, 0 },
+        { 0x09, 8, 0 }, { 0x02, 8, 2 }, { 0x0a, 4, 2 }, { 0x0c, 8, 8 }, { 0x08, 4, 4 },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         size_t c = cie_with("zR", &cases[i].enc, 1);
         size_t f = begin_fde(&G, c);
-        if (cases[i].w == 0) {
+        if (cases[i].enc == 0x01) {
             uleb(&G, 0x123456), uleb(&G, 0x20);
+        } else if (cases[i].enc == 0x09) {
+            sleb(&G, 0x123456), sleb(&G, 0x20);
+        } else if (cases[i].enc == 0x02) {
+            u16(&G, 0x3456), u16(&G, 0x20);
         } else if (cases[i].enc == 0x0a) {
             u16(&G, 0xfff0), u16(&G, 0x20); /* sdata2 -16, absolute */
         } else {
@@ -466,7 +471,7 @@ TEST(aug_R_absptr_udata8_uleb_sdata2)
         end_entry(&G, f);
         section(&G, 0x5000, cases[i].asz);
         CHECK(walk_and_run() == 0);
-        uint64_t want = cases[i].enc == 0x0a ? 0xfffffff0u : 0x123456;
+        uint64_t want = cases[i].enc == 0x0a ? 0xfffffff0u : cases[i].enc == 0x02 ? 0x3456 : 0x123456;
         CHECK(F.pc_begin == want && F.pc_range == 0x20 && T.count == 1);
         cfi_table_free(&T);
     }
@@ -732,12 +737,11 @@ TEST(bad_short_entry)
 /* A valid CIE then an FDE whose CIE pointer is `ptr`. */
 static int fde_with_pointer(uint32_t ptr)
 {
-    size_t c = cie_with("zR", BYTES(0x03));
+    cie_with("zR", BYTES(0x03)); /* 0x14 bytes at 0x0; the FDE's pointer field is at 0x18 */
     size_t f = begin_entry(&G, 0);
     u32(&G, ptr), u32(&G, 0x10), u32(&G, 0x10), uleb(&G, 0);
     end_entry(&G, f);
     section(&G, 0, 8);
-    (void)c;
     return walk_and_run();
 }
 
@@ -818,6 +822,28 @@ TEST(bad_aug_data_truncated)
     cie_with("zP", BYTES(0x00, 1, 2, 3)); /* absptr needs 8 bytes */
     section(&G, 0, 8);
     EXPECT_ERR(cfi_parse_cie(&S, 0, &C, &E), "truncated personality");
+    return 1;
+}
+
+TEST(bad_fde_fields)
+{
+    size_t c = cie_with("zR", BYTES(0x03));
+    size_t f = begin_fde(&G, c);
+    u32(&G, 0x10), u32(&G, 0x10), uleb(&G, 9), u8(&G, 0);
+    end_entry(&G, f);
+    section(&G, 0, 8);
+    EXPECT_ERR(walk_and_run(), "augmentation data length 0x9 at 0x24 runs past the end of the FDE");
+    c = cie_with("zR", BYTES(0x04));
+    f = begin_fde(&G, c);
+    u32(&G, 0x10), u32(&G, 0x10);
+    end_entry(&G, f);
+    section(&G, 0, 8);
+    EXPECT_ERR(walk_and_run(), "truncated pc_range");
+    G.n = 0;
+    c = begin_cie(&G, 4, "", 1, -8, 16);
+    end_entry(&G, c);
+    section(&G, 0, 4); /* the CIE says 8-byte addresses */
+    EXPECT_ERR(cfi_parse_cie(&S, 0, &C, &E), "address size 8");
     return 1;
 }
 
@@ -995,6 +1021,7 @@ int main(void)
     RUN(bad_aug_too_long);
     RUN(bad_pointer_encodings);
     RUN(bad_aug_data_truncated);
+    RUN(bad_fde_fields);
     RUN(bad_version);
     RUN(bad_advance_past_range);
     RUN(bad_restore_state_empty);

@@ -1,0 +1,333 @@
+/* frame_shape.c - see frame_shape.h. The .eh_frame of a relocatable object
+ * is unrelocated; we lay the shim's code out at 0 and .eh_frame right after
+ * it, as a linker would, apply the relocations, and parse the result. */
+#include "frame_shape.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "diag.h"
+#include "util.h"
+
+/* Symbols in code sections other than the shim's land here: far away, so an
+ * FDE describing them never covers the shim. */
+#define ELSEWHERE ((uint64_t)1 << 40)
+
+static bool apply_relocs(const objfile *obj, int eh, int entry_sec, uint64_t eh_addr,
+                         const sg_target *t, const char *label, uint8_t *bytes)
+{
+    const obj_section *sec = &obj->secs[eh];
+    for (size_t i = 0; i < obj->nrelocs; i++) {
+        const obj_reloc *r = &obj->relocs[i];
+        if (r->section != eh)
+            continue;
+        sg_patch patch;
+        const obj_symbol *sym = r->symbol >= 0 ? &obj->syms[r->symbol] : NULL;
+        uint64_t s = ELSEWHERE;
+        if (sym && sym->section == entry_sec)
+            s = sym->is_section ? 0 : sym->value;
+        uint64_t v = s + (uint64_t)r->addend;
+        bool ok = t->classify_reloc(r->type, &patch) &&
+                  (patch == SG_PATCH_PCREL32 || patch == SG_PATCH_ABS64);
+        size_t width = ok && patch == SG_PATCH_ABS64 ? 8 : 4;
+        if (!ok || r->offset > sec->size || sec->size - r->offset < width) {
+            diag_error("%s: cannot apply relocation %s at .eh_frame+0x%" PRIx64, label,
+                       r->type_name, r->offset);
+            return false;
+        }
+        if (patch == SG_PATCH_PCREL32) {
+            int64_t rel = (int64_t)(v - (eh_addr + r->offset));
+            int32_t v32 = (int32_t)rel;
+            if (s == ELSEWHERE)
+                v32 = INT32_MAX; /* out of reach on purpose, see ELSEWHERE */
+            memcpy(bytes + r->offset, &v32, 4);
+        } else {
+            memcpy(bytes + r->offset, &v, 8);
+        }
+    }
+    return true;
+}
+
+static void put_uleb(strbuf *sb, uint64_t v)
+{
+    do {
+        uint8_t b = v & 0x7f;
+        v >>= 7;
+        sb_putc(sb, (char)(b | (v ? 0x80 : 0)));
+    } while (v);
+}
+
+static void put_sleb(strbuf *sb, int64_t v)
+{
+    for (;;) {
+        uint8_t b = v & 0x7f;
+        v >>= 7; /* arithmetic shift: implementation-defined, but gcc/clang define it */
+        bool done = (v == 0 && !(b & 0x40)) || (v == -1 && (b & 0x40));
+        sb_putc(sb, (char)(b | (done ? 0 : 0x80)));
+        if (done)
+            return;
+    }
+}
+
+/* Re-encode a row as CFA instructions that establish it from any state. */
+static bool encode_row(const cfi_row *row, int64_t data_align, strbuf *sb)
+{
+    enum { DEF_CFA = 0x0c, DEF_CFA_SF = 0x12, OFFSET = 0x80, OFFSET_EXT_SF = 0x11,
+           SAME_VALUE = 0x08, UNDEFINED = 0x07 };
+    if (row->cfa.kind != CFI_CFA_REG_OFFSET)
+        return false;
+    if (row->cfa.offset >= 0) {
+        sb_putc(sb, DEF_CFA);
+        put_uleb(sb, row->cfa.reg);
+        put_uleb(sb, (uint64_t)row->cfa.offset);
+    } else {
+        if (row->cfa.offset % data_align)
+            return false;
+        sb_putc(sb, DEF_CFA_SF);
+        put_uleb(sb, row->cfa.reg);
+        put_sleb(sb, row->cfa.offset / data_align);
+    }
+    for (uint32_t r = 0; r < CFI_MAX_REGS; r++) {
+        const cfi_reg_rule *rule = &row->regs[r];
+        switch (rule->kind) {
+        case CFI_REG_UNSPECIFIED: break;
+        case CFI_REG_SAME_VALUE: sb_putc(sb, SAME_VALUE); put_uleb(sb, r); break;
+        case CFI_REG_UNDEFINED: sb_putc(sb, UNDEFINED); put_uleb(sb, r); break;
+        case CFI_REG_OFFSET: {
+            if (rule->offset % data_align)
+                return false;
+            int64_t f = rule->offset / data_align;
+            if (r < 64 && f >= 0) {
+                sb_putc(sb, (char)(OFFSET | r));
+                put_uleb(sb, (uint64_t)f);
+            } else {
+                sb_putc(sb, OFFSET_EXT_SF);
+                put_uleb(sb, r);
+                put_sleb(sb, f);
+            }
+            break;
+        }
+        default: return false;
+        }
+    }
+    return true;
+}
+
+void frame_shape_format_row(const cfi_row *row, const sg_target *t, char *buf, size_t size)
+{
+    cfi_format_row(row, t->reg_name, buf, size);
+}
+
+static const char *reg_name(const sg_target *t, uint32_t r, char *buf, size_t n)
+{
+    const char *s = t->reg_name(r);
+    if (s)
+        return s;
+    snprintf(buf, n, "reg%" PRIu32, r);
+    return buf;
+}
+
+/* The single indirect call into JIT code; calls whose operand is a hole (a
+ * GOT slot for a named function) are calls to C, not to JIT code. */
+static bool find_jit_call(const sg_stencil *shim, const cfi_fde *fde, lb_disasm *d,
+                          const char *label, sg_unwind *u)
+{
+    strbuf found = {0}, others = {0};
+    size_t n = 0;
+    uint64_t end = fde->pc_begin + fde->pc_range;
+    for (uint64_t pc = fde->pc_begin; pc < end && pc < shim->code_size;) {
+        lb_insn in;
+        lb_disasm_one(d, shim->code + pc, shim->code_size - pc, pc, &in);
+        if (!in.size) {
+            diag_error("%s at +0x%" PRIx64 ": cannot decode the instruction", label, pc);
+            sb_free(&found);
+            sb_free(&others);
+            return false;
+        }
+        bool via_hole = false;
+        for (size_t h = 0; h < shim->ncode_holes; h++)
+            via_hole |= shim->code_holes[h].offset >= pc && shim->code_holes[h].offset < pc + in.size;
+        if (in.is_call && in.is_indirect && !via_hole) {
+            sb_printf(&found, "\n  +0x%" PRIx64 ": %s", pc, in.text);
+            u->call_offset = (size_t)pc;
+            u->call_size = in.size;
+            snprintf(u->call_text, sizeof u->call_text, "%s", in.text);
+            n++;
+        } else if (in.is_call) {
+            sb_printf(&others, "\n  +0x%" PRIx64 ": %s (a call to C, not JIT code)", pc, in.text);
+        }
+        pc += in.size;
+    }
+    if (n != 1) {
+        diag_error("%s: expected exactly one indirect call into JIT code, found %zu%s%s%s",
+                   label, n, n ? ":" : "", found.len ? found.data : "",
+                   others.len ? others.data : "");
+        if (!n)
+            diag_note("the shim must call the executor through a function pointer, once");
+    }
+    sb_free(&found);
+    sb_free(&others);
+    return n == 1;
+}
+
+static bool check_shape(const cfi_row *row, const sg_target *t, uint32_t ra, const char *label,
+                        const sg_unwind *u, sg_frame_shape *shape)
+{
+    char rowtext[512], a[16], b[16], c[16];
+    frame_shape_format_row(row, t, rowtext, sizeof rowtext);
+    const char *fp = reg_name(t, t->fp_reg, a, sizeof a);
+    const char *ran = reg_name(t, ra, b, sizeof b);
+    const char *problem = NULL;
+    if (row->cfa.kind != CFI_CFA_REG_OFFSET || row->cfa.reg != t->fp_reg)
+        problem = "the CFA is not computed from the frame pointer";
+    else if (row->regs[t->fp_reg].kind != CFI_REG_OFFSET)
+        problem = "the caller's frame pointer is not saved at a fixed CFA offset";
+    else if (ra >= CFI_MAX_REGS || row->regs[ra].kind != CFI_REG_OFFSET)
+        problem = "the return address is not saved at a fixed CFA offset";
+    for (uint32_t r = 0; !problem && r < CFI_MAX_REGS; r++) {
+        cfi_reg_kind k = row->regs[r].kind;
+        if (k != CFI_REG_UNSPECIFIED && k != CFI_REG_OFFSET && k != CFI_REG_SAME_VALUE &&
+            k != CFI_REG_UNDEFINED) {
+            problem = "a register has a rule other than saved-at-offset, same or undefined";
+            (void)reg_name(t, r, c, sizeof c);
+        }
+    }
+    if (problem) {
+        diag_error("%s: the frame is not frame-pointer based at the call into JIT code: %s\n"
+                   "  found:    %s   at shim+0x%zx %s\n"
+                   "  expected: CFA=%s+k, %s=[CFA+m], %s=[CFA+n] (fixed offsets)\n"
+                   "  fix:      compile the shim with frame pointers: -fno-omit-frame-pointer, "
+                   "and no -fomit-frame-pointer in shim_cflags",
+                   label, problem, rowtext, u->call_offset, u->call_text, fp, fp, ran);
+        return false;
+    }
+    *shape = (sg_frame_shape){row->cfa.reg, row->cfa.offset, row->regs[t->fp_reg].offset,
+                              row->regs[ra].offset};
+    return true;
+}
+
+static uint8_t *copy_insns(const uint8_t *p, size_t n, size_t *len)
+{
+    *len = n;
+    uint8_t *r = xmalloc(n ? n : 1);
+    if (n)
+        memcpy(r, p, n);
+    return r;
+}
+
+static bool locate_fde(const cfi_section *sec, uint64_t entry, const char *label, cfi_cie *cie,
+                       cfi_fde *fde)
+{
+    size_t cursor = 0;
+    cfi_error err = {0};
+    for (size_t guard = 0; guard <= sec->size; guard++) {
+        int rc = cfi_next_fde(sec, &cursor, cie, fde, &err);
+        if (rc < 0) {
+            diag_error("%s: malformed .eh_frame at 0x%zx: %s", label, err.offset, err.msg);
+            return false;
+        }
+        if (rc == 0)
+            break;
+        if (fde->pc_begin <= entry && entry - fde->pc_begin < fde->pc_range)
+            return true;
+    }
+    diag_error("%s: no FDE in .eh_frame covers the shim; compile it with "
+               "-fasynchronous-unwind-tables",
+               label);
+    return false;
+}
+
+bool frame_shape_analyze(const objfile *obj, const sg_stencil *shim, const sg_target *t,
+                         lb_disasm *d, const char *label, sg_unwind *u)
+{
+    *u = (sg_unwind){0};
+    int eh = -1;
+    for (size_t i = 0; i < obj->nsecs; i++)
+        eh = obj->secs[i].kind == OBJ_SEC_EH_FRAME ? (int)i : eh;
+    int entry = objfile_find_defined(obj, shim->name);
+    if (eh < 0 || entry < 0) {
+        diag_error("%s: the shim object has no .eh_frame; compile it with "
+                   "-fasynchronous-unwind-tables",
+                   label);
+        return false;
+    }
+    const obj_section *ehs = &obj->secs[eh];
+    uint64_t eh_addr = (shim->code_size + 15) & ~(uint64_t)15;
+    uint8_t *bytes = xmalloc(ehs->size ? ehs->size : 1);
+    memcpy(bytes, ehs->bytes, ehs->size);
+    cfi_section sec = {bytes, ehs->size, eh_addr, 8};
+    cfi_cie cie;
+    cfi_fde fde;
+    cfi_error err = {0};
+    char rowtext[512];
+    bool ok = apply_relocs(obj, eh, obj->syms[entry].section, eh_addr, t, label, bytes) &&
+              locate_fde(&sec, shim->entry, label, &cie, &fde);
+    if (ok && cfi_run(&sec, &cie, &fde, &u->rows, &err) != 0) {
+        diag_error("%s: malformed CFI in the FDE at .eh_frame+0x%zx: %s", label, err.offset,
+                   err.msg);
+        ok = false;
+    }
+    ok = ok && find_jit_call(shim, &fde, d, label, u);
+    if (ok) {
+        u->call_row = cfi_row_at(&u->rows, u->call_offset);
+        if (!u->call_row) {
+            diag_error("%s: no CFI row covers the call at shim+0x%zx", label, u->call_offset);
+            ok = false;
+        }
+    }
+    ok = ok && check_shape(u->call_row, t, (uint32_t)cie.ra_reg, label, u, &u->shape);
+    if (ok) {
+        strbuf enc = {0};
+        if (!encode_row(u->call_row, cie.data_align, &enc)) {
+            frame_shape_format_row(u->call_row, t, rowtext, sizeof rowtext);
+            diag_error("%s: cannot re-encode the row at the call as CFA instructions: %s", label,
+                       rowtext);
+            ok = false;
+        }
+        u->executor_cfi = (uint8_t *)enc.data;
+        u->executor_cfi_len = enc.len;
+    }
+    if (ok) {
+        u->code_align = cie.code_align;
+        u->data_align = cie.data_align;
+        u->ra_column = (uint32_t)cie.ra_reg;
+        u->cie_insns = copy_insns(cie.initial_insns, u->rows.cie_insns_used, &u->cie_insns_len);
+        u->fde_insns = copy_insns(fde.insns, u->rows.fde_insns_used, &u->fde_insns_len);
+        u->fde_start = fde.pc_begin;
+        u->fde_size = fde.pc_range;
+    }
+    free(bytes);
+    return ok;
+}
+
+bool frame_shape_check_pin(const sg_unwind *u, const sg_frame_pin *pin, const sg_target *t,
+                           const char *manifest, const char *label)
+{
+    const sg_frame_shape *s = &u->shape;
+    char a[16];
+    const char *cfa_reg = reg_name(t, s->cfa_reg, a, sizeof a);
+    if (!strcmp(cfa_reg, pin->cfa_register) && s->cfa_offset == pin->cfa_offset &&
+        s->fp_offset == pin->fp_offset && s->ra_offset == pin->ra_offset)
+        return true;
+    diag_error_at(manifest, pin->loc.line, pin->loc.col,
+                  "%s: the shim's frame shape differs from expect_frame\n"
+                  "                  derived      expected\n"
+                  "  cfa_register    %-12s %s\n"
+                  "  cfa_offset      %-12" PRId64 " %" PRId64 "\n"
+                  "  fp_offset       %-12" PRId64 " %" PRId64 "\n"
+                  "  ra_offset       %-12" PRId64 " %" PRId64,
+                  label, cfa_reg, pin->cfa_register, s->cfa_offset, pin->cfa_offset,
+                  s->fp_offset, pin->fp_offset, s->ra_offset, pin->ra_offset);
+    return false;
+}
+
+void unwind_free(sg_unwind *u)
+{
+    free(u->cie_insns);
+    free(u->fde_insns);
+    free(u->executor_cfi);
+    cfi_table_free(&u->rows);
+    *u = (sg_unwind){0};
+}

@@ -1,0 +1,64 @@
+/* frame_shape.h - derive the shim's frame shape from its compiled .eh_frame.
+ *
+ * The shim calls JIT code exactly once, through a register or memory operand.
+ * The CFI row in force at that call is what every executor PC inherits (the
+ * stencils never move the frame pointer), so it must be frame-pointer based:
+ * CFA = FP + k, with FP and the return address saved at fixed CFA offsets. */
+#ifndef STENCILGEN_FRAME_SHAPE_H
+#define STENCILGEN_FRAME_SHAPE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cfi.h"
+#include "llvm_bridge.h"
+#include "manifest.h"
+#include "objfile.h"
+#include "stencil.h"
+#include "target.h"
+
+typedef struct sg_frame_shape {
+    uint32_t cfa_reg;
+    int64_t cfa_offset;
+    int64_t fp_offset; /* FP saved at [CFA + fp_offset] */
+    int64_t ra_offset; /* return address saved at [CFA + ra_offset] */
+} sg_frame_shape;
+
+typedef struct sg_unwind {
+    /* From the shim's CIE. */
+    uint64_t code_align;
+    int64_t data_align;
+    uint32_t ra_column;
+    uint8_t *cie_insns; /* initial instructions, trailing DW_CFA_nop padding stripped */
+    size_t cie_insns_len;
+    /* From the shim's FDE (offsets relative to the shim stencil's code). */
+    uint8_t *fde_insns;
+    size_t fde_insns_len;
+    uint64_t fde_start, fde_size;
+    cfi_table rows; /* the FDE's whole row table (rows relative to the shim code) */
+    /* The call into JIT code and the row in force there. */
+    size_t call_offset, call_size;
+    char call_text[128];
+    sg_frame_shape shape;
+    const cfi_row *call_row; /* points into rows */
+    /* The call row re-encoded as CFA instructions (every register rule), for
+     * the runtime's executor FDE. */
+    uint8_t *executor_cfi;
+    size_t executor_cfi_len;
+} sg_unwind;
+
+/* Analyse the compiled shim. `shim` is its stencil (code as placed at 0). */
+bool frame_shape_analyze(const objfile *obj, const sg_stencil *shim, const sg_target *t,
+                         lb_disasm *d, const char *label, sg_unwind *out);
+
+/* Compare with a manifest pin; on mismatch prints both shapes side by side. */
+bool frame_shape_check_pin(const sg_unwind *u, const sg_frame_pin *pin, const sg_target *t,
+                           const char *manifest, const char *label);
+
+/* "CFA=rbp+16 rbx=[CFA-56] ... rip=[CFA-8]" */
+void frame_shape_format_row(const cfi_row *row, const sg_target *t, char *buf, size_t size);
+
+void unwind_free(sg_unwind *u);
+
+#endif
