@@ -50,6 +50,30 @@ static bool apply_relocs(const objfile *obj, int eh, int entry_sec, uint64_t eh_
     return true;
 }
 
+uint8_t *eh_frame_relocated(const objfile *obj, int code_sec, uint64_t code_size,
+                            const sg_target *t, const char *label, cfi_section *out)
+{
+    int eh = -1;
+    for (size_t i = 0; i < obj->nsecs; i++)
+        eh = obj->secs[i].kind == OBJ_SEC_EH_FRAME ? (int)i : eh;
+    if (eh < 0) {
+        diag_error("%s: the object has no .eh_frame; compile it with "
+                   "-fasynchronous-unwind-tables",
+                   label);
+        return NULL;
+    }
+    const obj_section *ehs = &obj->secs[eh];
+    uint64_t eh_addr = (code_size + 15) & ~(uint64_t)15; /* right after the code */
+    uint8_t *bytes = xmalloc(ehs->size ? ehs->size : 1);
+    memcpy(bytes, ehs->bytes, ehs->size);
+    if (!apply_relocs(obj, eh, code_sec, eh_addr, t, label, bytes)) {
+        free(bytes);
+        return NULL;
+    }
+    *out = (cfi_section){bytes, ehs->size, eh_addr, 8};
+    return bytes;
+}
+
 static void put_uleb(strbuf *sb, uint64_t v)
 {
     do {
@@ -243,27 +267,19 @@ bool frame_shape_analyze(const objfile *obj, const sg_stencil *shim, const sg_ta
                          lb_disasm *d, const char *label, sg_unwind *u)
 {
     *u = (sg_unwind){0};
-    int eh = -1;
-    for (size_t i = 0; i < obj->nsecs; i++)
-        eh = obj->secs[i].kind == OBJ_SEC_EH_FRAME ? (int)i : eh;
     int entry = objfile_find_defined(obj, shim->name);
-    if (eh < 0 || entry < 0) {
-        diag_error("%s: the shim object has no .eh_frame; compile it with "
-                   "-fasynchronous-unwind-tables",
-                   label);
+    if (entry < 0) {
+        diag_error("%s: the object defines no function '%s'", label, shim->name);
         return false;
     }
-    const obj_section *ehs = &obj->secs[eh];
-    uint64_t eh_addr = (shim->code_size + 15) & ~(uint64_t)15;
-    uint8_t *bytes = xmalloc(ehs->size ? ehs->size : 1);
-    memcpy(bytes, ehs->bytes, ehs->size);
-    cfi_section sec = {bytes, ehs->size, eh_addr, 8};
+    cfi_section sec;
     cfi_cie cie;
     cfi_fde fde;
     cfi_error err = {0};
     char rowtext[512];
-    bool ok = apply_relocs(obj, eh, obj->syms[entry].section, eh_addr, t, label, bytes) &&
-              locate_fde(&sec, shim->entry, label, &cie, &fde);
+    uint8_t *bytes = eh_frame_relocated(obj, obj->syms[entry].section, shim->code_size, t, label,
+                                        &sec);
+    bool ok = bytes && locate_fde(&sec, shim->entry, label, &cie, &fde);
     if (ok && cfi_run(&sec, &cie, &fde, &u->rows, &err) != 0) {
         diag_error("%s: malformed CFI in the FDE at .eh_frame+0x%zx: %s", label, err.offset,
                    err.msg);

@@ -48,6 +48,12 @@ typedef struct sg_unwind {
     size_t executor_cfi_len;
 } sg_unwind;
 
+/* A copy of the object's .eh_frame with its relocations applied, as a linker
+ * would lay it out: section `code_sec` at address 0 (code_size bytes), the
+ * .eh_frame right after it (out->addr). NULL after a diagnostic. Caller frees. */
+uint8_t *eh_frame_relocated(const objfile *obj, int code_sec, uint64_t code_size,
+                            const sg_target *t, const char *label, cfi_section *out);
+
 /* Analyse the compiled shim. `shim` is its stencil (code as placed at 0). */
 bool frame_shape_analyze(const objfile *obj, const sg_stencil *shim, const sg_target *t,
                          lb_disasm *d, const char *label, sg_unwind *out);

@@ -1,0 +1,16 @@
+"""A bounded fuzzing run of every parser of untrusted bytes (./run.sh fuzz runs
+longer). A crash fails the test and leaves its reproducer in build/fuzz/."""
+import os
+import sys
+
+from sgtest import check
+
+SECONDS = 30
+
+
+def test_fuzz_parsers_briefly(ctx):
+    p = ctx.run([sys.executable, ctx.path("tests", "fuzz", "run.py"), "--build", ctx.build,
+                 "--seconds", str(SECONDS)], timeout=SECONDS * 4 + 600)
+    check(p.returncode == 0, "fuzzing failed:\n%s\n%s", p.stdout[-4000:], p.stderr[-2000:])
+    check("0 crashes" in p.stdout, "no fuzz summary: %s", p.stdout)
+    print(p.stdout.strip())
