@@ -58,6 +58,7 @@ const sg_target sg_target_x86_64_linux = {
     .fp_reg = 6,
     .sp_reg = 7,
     .ra_reg = 16,
+    .elf_machine = 62, /* EM_X86_64 */
     .reg_name = reg_name,
     .classify_reloc = classify,
     .trailing_jump = trailing_jump,

@@ -137,6 +137,7 @@ static void put_types(strbuf *sb)
             "    size_t code_hole_count;\n"
             "    const sg_hole *data_holes;\n"
             "    size_t data_hole_count;\n"
+            "    uint8_t falls_through; /* ends by running into the next instruction */\n"
             "} sg_stencil;\n"
             "#endif /* SG_STENCIL_TYPES */\n\n");
 }
@@ -188,9 +189,10 @@ static void put_stencil_init(strbuf *sb, const sg_stencil *s, const char *id)
     else
         sb_puts(sb, "NULL, 0, ");
     if (s->ndata_holes)
-        sb_printf(sb, "sg_data_holes_%s, %zu}", id, s->ndata_holes);
+        sb_printf(sb, "sg_data_holes_%s, %zu, ", id, s->ndata_holes);
     else
-        sb_puts(sb, "NULL, 0}");
+        sb_puts(sb, "NULL, 0, ");
+    sb_printf(sb, "%d}", s->removed_jump ? 1 : 0);
 }
 
 static void put_summary(strbuf *sb, const sg_run *run, const sg_target_result *r)
@@ -298,7 +300,8 @@ void writer_target_header(strbuf *sb, const sg_run *run, const sg_target_result 
     sb_printf(sb, "#ifndef %s\n#define %s\n\n#include <stddef.h>\n#include <stdint.h>\n\n", guard,
               guard);
     put_types(sb);
-    sb_printf(sb, "#define SG_TARGET_TRIPLE \"%s\"\n\n", r->target->triple);
+    sb_printf(sb, "#define SG_TARGET_TRIPLE \"%s\"\n", r->target->triple);
+    sb_printf(sb, "#define SG_TARGET_ELF_MACHINE %u\n\n", r->target->elf_machine);
 
     sb_puts(sb, "/* Run-time symbols the stencils may refer to (SG_VALUE_SYMBOL). */\n"
                 "enum sg_symbol {\n");

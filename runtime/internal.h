@@ -1,0 +1,110 @@
+/* internal.h - runtime internals shared by its modules. */
+#ifndef STENCILRT_INTERNAL_H
+#define STENCILRT_INTERNAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "stencilrt.h"
+
+/* ---- jitmem: arenas of page runs, each run either RW (being written) or RX. */
+typedef struct sr_arena {
+    struct sr_arena *next;
+    uint8_t *base;
+    size_t size;      /* bytes, a multiple of the page size */
+    uint8_t *used;    /* one byte per page: 1 = allocated */
+    size_t npages;
+    struct sr_executor *executors; /* live executors in this arena */
+    size_t nexecutors;
+    uint8_t *eh_frame; /* registered with libgcc while frames_registered */
+    size_t eh_frame_size;
+    bool frames_registered;
+    struct gdbjit_entry *gdb; /* current GDB registration, or NULL */
+    bool gdb_dirty;           /* executors changed since the last registration */
+} sr_arena;
+
+size_t jitmem_page_size(void);
+sr_arena *jitmem_arena_new(size_t size);
+void jitmem_arena_free(sr_arena *a);
+/* A run of whole pages, mapped read+write; NULL if the arena has no room. */
+uint8_t *jitmem_alloc(sr_arena *a, size_t bytes);
+/* Flip a run to read+execute (and flush the instruction cache). */
+bool jitmem_seal(uint8_t *p, size_t bytes);
+/* Return a run to the arena; its pages become inaccessible. */
+void jitmem_release(sr_arena *a, uint8_t *p, size_t bytes);
+
+/* ---- ehframe: synthetic .eh_frame built from the header's CFI blobs. */
+typedef struct sr_fde {
+    uint64_t pc, size;
+    const uint8_t *insns;
+    size_t insns_len;
+} sr_fde;
+
+/* CIE (from the set) + FDEs + terminator, malloc'ed; pointers are absolute. */
+uint8_t *ehframe_build(const sr_stencil_set *set, const sr_fde *fdes, size_t n, size_t *size);
+void ehframe_register(uint8_t *eh);
+void ehframe_deregister(uint8_t *eh);
+
+/* ---- gdbjit: the GDB JIT interface, one in-memory ELF object per registration. */
+typedef struct gdbjit_symbol {
+    const char *name;
+    uint64_t addr, size;
+} gdbjit_symbol;
+
+typedef struct gdbjit_entry gdbjit_entry;
+gdbjit_entry *gdbjit_register(unsigned machine, uint64_t text, size_t text_size,
+                              const uint8_t *eh_frame, size_t eh_size,
+                              const gdbjit_symbol *syms, size_t nsyms);
+void gdbjit_unregister(gdbjit_entry *e);
+
+/* ---- emit */
+struct sr_executor {
+    sr_runtime *rt;
+    sr_arena *arena;
+    struct sr_executor *next, *prev; /* in arena->executors */
+    uint8_t *mem;      /* page run: code, data, GOT */
+    size_t mem_size;
+    size_t code_size;
+    char *name;
+    size_t n;            /* instructions */
+    uint32_t *offsets;   /* n + 1 code offsets */
+    uint32_t *ops;       /* n op numbers, for symbol names */
+};
+
+/* Where things go in an executor's page run. */
+typedef struct sr_layout {
+    size_t code_size;
+    size_t data_start, data_end; /* data_end is an upper bound (shared data) */
+    size_t got_start, got_slots; /* got_slots is an upper bound (shared slots) */
+    size_t total;
+} sr_layout;
+
+/* Validate the program and compute offsets[0..n] (instruction code offsets). */
+sr_status emit_plan(const sr_stencil_set *set, const sr_instr *code, size_t n,
+                    uint32_t *offsets, sr_layout *l);
+/* Copy and patch into `mem`, writable and already at its final address. */
+sr_status emit_write(const sr_stencil_set *set, const void *const *symbols,
+                     const sr_instr *code, size_t n, const uint32_t *offsets,
+                     const sr_layout *l, uint8_t *mem);
+
+/* ---- runtime */
+struct sr_runtime {
+    sr_config cfg;
+    const sr_stencil_set *set;
+    const void **symbols;
+    sr_arena *arenas;  /* executor arenas */
+    sr_arena *shim_arena;
+    uint8_t *shim;     /* the shim's code in JIT memory */
+    size_t executors;
+};
+
+/* Record the error message for sr_last_error() and return s. */
+sr_status sr_fail(sr_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* The one lock of the library: arenas, registrations, GDB's descriptor. */
+void sr_registry_lock(void);
+void sr_registry_unlock(void);
+
+#endif

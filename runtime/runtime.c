@@ -1,0 +1,421 @@
+/* runtime.c - the runtime object: configuration, the shim, arenas and their
+ * registrations.
+ *
+ * Unwinding: the frame pointer is pinned, so one CFI rule (the shim's row at
+ * its call into JIT code) covers every executor PC. Each arena therefore gets
+ * one FDE covering all of it, registered with libgcc once when the arena is
+ * created: per-executor unwind work is zero. GDB gets one in-memory object per
+ * arena with that FDE and a symbol per executor and per stencil; it is rebuilt
+ * when the arena's executors change (arenas are small, so this is bounded). */
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define DEFAULT_ARENA_SIZE ((size_t)1 << 20)
+
+/* ---- the library's one registry lock, reset around fork() */
+
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t registry_once = PTHREAD_ONCE_INIT;
+
+static void registry_prepare(void) { pthread_mutex_lock(&registry_lock); }
+static void registry_parent(void) { pthread_mutex_unlock(&registry_lock); }
+/* The child has one thread, the one that forked and holds the lock. */
+static void registry_child(void) { pthread_mutex_unlock(&registry_lock); }
+
+static void registry_init(void)
+{
+    pthread_atfork(registry_prepare, registry_parent, registry_child);
+}
+
+void sr_registry_lock(void)
+{
+    pthread_once(&registry_once, registry_init);
+    pthread_mutex_lock(&registry_lock);
+}
+
+void sr_registry_unlock(void)
+{
+    pthread_mutex_unlock(&registry_lock);
+}
+
+/* ---- errors */
+
+static _Thread_local char last_error[256] = "no error";
+
+sr_status sr_fail(sr_status s, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+const char *sr_last_error(void)
+{
+    return last_error;
+}
+
+const char *sr_strerror(sr_status s)
+{
+    static const char *const names[] = {
+        "ok", "out of memory", "invalid argument", "value out of range for its hole",
+        "unsupported hole kind", "run-time symbol without a value",
+        "last instruction falls off the end", "system call failed",
+    };
+    return (unsigned)s < sizeof names / sizeof *names ? names[s] : "unknown status";
+}
+
+/* ---- configuration */
+
+static int env_switch(const char *name, int fallback)
+{
+    const char *v = getenv(name);
+    if (!v || !*v)
+        return fallback;
+    return !(v[0] == '0' || !strcmp(v, "off") || !strcmp(v, "no") || !strcmp(v, "false"));
+}
+
+static int env_perf(void)
+{
+    const char *v = getenv("STENCILRT_PERF");
+    if (v && !strcmp(v, "map"))
+        return SR_PERF_MAP;
+    if (v && !strcmp(v, "jitdump"))
+        return SR_PERF_JITDUMP;
+    return SR_PERF_OFF;
+}
+
+static sr_config resolve_config(const sr_config *in)
+{
+    sr_config c = in ? *in : (sr_config)SR_CONFIG_DEFAULT;
+    if (c.frames < 0)
+        c.frames = env_switch("STENCILRT_FRAMES", 1);
+    if (c.gdb < 0)
+        c.gdb = env_switch("STENCILRT_GDB", 1);
+    if (c.perf < 0)
+        c.perf = env_perf();
+    if (!c.arena_size)
+        c.arena_size = DEFAULT_ARENA_SIZE;
+    return c;
+}
+
+/* ---- arenas and their registrations (registry lock held) */
+
+static void register_frames(sr_runtime *rt, sr_arena *a, const sr_fde *fde)
+{
+    if (!rt->cfg.frames && !rt->cfg.gdb)
+        return;
+    a->eh_frame = ehframe_build(rt->set, fde, 1, &a->eh_frame_size);
+    if (a->eh_frame && rt->cfg.frames) {
+        ehframe_register(a->eh_frame);
+        a->frames_registered = true;
+    }
+}
+
+static sr_arena *new_arena(sr_runtime *rt, size_t size)
+{
+    sr_arena *a = jitmem_arena_new(size);
+    if (!a)
+        return NULL;
+    sr_fde fde = {(uintptr_t)a->base, a->size, rt->set->executor_cfi,
+                  rt->set->executor_cfi_len};
+    register_frames(rt, a, &fde);
+    a->next = rt->arenas;
+    rt->arenas = a;
+    return a;
+}
+
+static void free_arena(sr_arena *a)
+{
+    if (a->frames_registered)
+        ehframe_deregister(a->eh_frame);
+    gdbjit_unregister(a->gdb);
+    free(a->eh_frame);
+    jitmem_arena_free(a);
+}
+
+/* Names for GDB: the executor (zero-sized, so the sized stencil symbols win
+ * inside it) and "<op>@<executor>[<index>]" for every instruction. */
+static void refresh_gdb(sr_runtime *rt, sr_arena *a)
+{
+    if (!rt->cfg.gdb || !a->eh_frame)
+        return;
+    size_t n = 0;
+    for (sr_executor *e = a->executors; e; e = e->next)
+        n += 1 + e->n;
+    gdbjit_symbol *syms = calloc(n ? n : 1, sizeof *syms);
+    char **names = calloc(n ? n : 1, sizeof *names);
+    size_t k = 0;
+    for (sr_executor *e = a->executors; syms && names && e; e = e->next) {
+        syms[k++] = (gdbjit_symbol){e->name, (uintptr_t)e->mem, 0};
+        for (size_t i = 0; i < e->n; i++) {
+            if (asprintf(&names[k], "%s@%s[%zu]", rt->set->stencils[e->ops[i]].name, e->name,
+                         i) < 0)
+                names[k] = NULL;
+            syms[k] = (gdbjit_symbol){names[k] ? names[k] : "?",
+                                      (uintptr_t)(e->mem + e->offsets[i]),
+                                      e->offsets[i + 1] - e->offsets[i]};
+            k++;
+        }
+    }
+    gdbjit_unregister(a->gdb);
+    a->gdb = syms && names ? gdbjit_register(rt->set->elf_machine, (uintptr_t)a->base, a->size,
+                                             a->eh_frame, a->eh_frame_size, syms, k)
+                           : NULL;
+    for (size_t i = 0; names && i < n; i++)
+        free(names[i]);
+    free(names);
+    free(syms);
+}
+
+/* ---- the shim */
+
+static sr_status place_shim(sr_runtime *rt)
+{
+    const sg_stencil *shim = rt->set->shim;
+    sr_instr only = {0};
+    sr_stencil_set one = *rt->set; /* the shim, emitted like a one-op executor */
+    one.stencils = shim;
+    one.count = 1;
+    uint32_t offsets[2];
+    sr_layout l;
+    sr_status st = emit_plan(&one, &only, 1, offsets, &l);
+    if (st != SR_OK)
+        return st;
+    rt->shim_arena = jitmem_arena_new(l.total);
+    uint8_t *mem = rt->shim_arena ? jitmem_alloc(rt->shim_arena, l.total) : NULL;
+    if (!mem)
+        return sr_fail(SR_ENOMEM, "cannot map memory for the shim: %s", strerror(errno));
+    st = emit_write(&one, (const void *const *)rt->symbols, &only, 1, offsets, &l, mem);
+    if (st == SR_OK && !jitmem_seal(mem, l.total))
+        st = sr_fail(SR_ESYSTEM, "mprotect: %s", strerror(errno));
+    if (st != SR_OK)
+        return st;
+    rt->shim = mem;
+    sr_fde fde = {(uintptr_t)mem + rt->set->shim_fde_start, rt->set->shim_fde_size,
+                  rt->set->shim_fde_insns, rt->set->shim_fde_insns_len};
+    register_frames(rt, rt->shim_arena, &fde);
+    if (rt->cfg.gdb && rt->shim_arena->eh_frame) {
+        gdbjit_symbol sym = {shim->name, (uintptr_t)mem + rt->set->shim_entry,
+                             rt->set->shim_fde_size};
+        rt->shim_arena->gdb = gdbjit_register(rt->set->elf_machine, (uintptr_t)mem,
+                                              rt->shim_arena->size, rt->shim_arena->eh_frame,
+                                              rt->shim_arena->eh_frame_size, &sym, 1);
+    }
+    return SR_OK;
+}
+
+/* ---- public API */
+
+sr_status sr_runtime_create(const sr_stencil_set *set, const void *const *symbols,
+                            const sr_config *cfg, sr_runtime **out)
+{
+    *out = NULL;
+    if (!set || !set->stencils || !set->shim)
+        return sr_fail(SR_EINVAL, "no stencil set");
+    sr_runtime *rt = calloc(1, sizeof *rt);
+    if (!rt)
+        return sr_fail(SR_ENOMEM, "out of memory");
+    rt->cfg = resolve_config(cfg);
+    rt->set = set;
+    rt->symbols = calloc(set->symbol_count ? set->symbol_count : 1, sizeof *rt->symbols);
+    if (!rt->symbols) {
+        free(rt);
+        return sr_fail(SR_ENOMEM, "out of memory");
+    }
+    for (size_t i = 0; symbols && i < set->symbol_count; i++)
+        rt->symbols[i] = symbols[i];
+    sr_registry_lock();
+    sr_status st = place_shim(rt);
+    sr_registry_unlock();
+    if (st != SR_OK) {
+        sr_runtime_destroy(rt);
+        return st;
+    }
+    *out = rt;
+    return SR_OK;
+}
+
+static void executor_unlink(sr_executor *e)
+{
+    sr_arena *a = e->arena;
+    if (e->prev)
+        e->prev->next = e->next;
+    else
+        a->executors = e->next;
+    if (e->next)
+        e->next->prev = e->prev;
+    a->nexecutors--;
+}
+
+static void executor_destroy(sr_executor *e)
+{
+    free(e->name);
+    free(e->offsets);
+    free(e->ops);
+    free(e);
+}
+
+void sr_runtime_destroy(sr_runtime *rt)
+{
+    if (!rt)
+        return;
+    sr_registry_lock();
+    for (sr_arena *a = rt->arenas, *next; a; a = next) {
+        next = a->next;
+        while (a->executors) {
+            sr_executor *e = a->executors;
+            executor_unlink(e);
+            executor_destroy(e);
+        }
+        free_arena(a);
+    }
+    if (rt->shim_arena)
+        free_arena(rt->shim_arena);
+    sr_registry_unlock();
+    free(rt->symbols);
+    free(rt);
+}
+
+void *sr_shim_entry(const sr_runtime *rt)
+{
+    return rt->shim + rt->set->shim_entry;
+}
+
+sr_config sr_runtime_config(const sr_runtime *rt)
+{
+    return rt->cfg;
+}
+
+/* A page run for `bytes`, from an existing arena or a new one. */
+static uint8_t *allocate(sr_runtime *rt, size_t bytes, sr_arena **arena)
+{
+    for (sr_arena *a = rt->arenas; a; a = a->next) {
+        uint8_t *p = jitmem_alloc(a, bytes);
+        if (p) {
+            *arena = a;
+            return p;
+        }
+    }
+    size_t size = bytes > rt->cfg.arena_size ? bytes : rt->cfg.arena_size;
+    sr_arena *a = new_arena(rt, size);
+    *arena = a;
+    return a ? jitmem_alloc(a, bytes) : NULL;
+}
+
+static sr_executor *new_executor(const sr_instr *code, size_t n, const char *name)
+{
+    sr_executor *e = calloc(1, sizeof *e);
+    if (!e)
+        return NULL;
+    e->name = strdup(name && *name ? name : "executor");
+    e->offsets = calloc(n + 1, sizeof *e->offsets);
+    e->ops = calloc(n ? n : 1, sizeof *e->ops);
+    e->n = n;
+    if (!e->name || !e->offsets || !e->ops) {
+        executor_destroy(e);
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++)
+        e->ops[i] = code[i].op;
+    return e;
+}
+
+sr_status sr_emit(sr_runtime *rt, const sr_instr *code, size_t n, const char *name,
+                  sr_executor **out)
+{
+    *out = NULL;
+    sr_executor *e = new_executor(code, n, name);
+    if (!e)
+        return sr_fail(SR_ENOMEM, "out of memory");
+    sr_layout l;
+    sr_status st = emit_plan(rt->set, code, n, e->offsets, &l);
+    if (st != SR_OK) {
+        executor_destroy(e);
+        return st;
+    }
+    e->rt = rt;
+    e->code_size = l.code_size;
+    e->mem_size = l.total;
+    sr_registry_lock();
+    e->mem = allocate(rt, l.total, &e->arena);
+    if (!e->mem) {
+        sr_registry_unlock();
+        executor_destroy(e);
+        return sr_fail(SR_ENOMEM, "cannot map %zu bytes of code memory: %s", l.total,
+                       strerror(errno));
+    }
+    st = emit_write(rt->set, (const void *const *)rt->symbols, code, n, e->offsets, &l, e->mem);
+    if (st == SR_OK && !jitmem_seal(e->mem, l.total))
+        st = sr_fail(SR_ESYSTEM, "mprotect: %s", strerror(errno));
+    if (st != SR_OK) {
+        jitmem_release(e->arena, e->mem, e->mem_size);
+        sr_registry_unlock();
+        executor_destroy(e);
+        return st;
+    }
+    e->next = e->arena->executors;
+    if (e->next)
+        e->next->prev = e;
+    e->arena->executors = e;
+    e->arena->nexecutors++;
+    rt->executors++;
+    refresh_gdb(rt, e->arena);
+    sr_registry_unlock();
+    *out = e;
+    return SR_OK;
+}
+
+void *sr_executor_entry(const sr_executor *ex)
+{
+    return ex->mem;
+}
+
+size_t sr_executor_code_size(const sr_executor *ex)
+{
+    return ex->code_size;
+}
+
+void *sr_executor_instr(const sr_executor *ex, size_t i)
+{
+    return i <= ex->n ? ex->mem + ex->offsets[i] : NULL;
+}
+
+void sr_executor_free(sr_executor *ex)
+{
+    if (!ex)
+        return;
+    sr_runtime *rt = ex->rt;
+    sr_registry_lock();
+    executor_unlink(ex);
+    jitmem_release(ex->arena, ex->mem, ex->mem_size);
+    rt->executors--;
+    refresh_gdb(rt, ex->arena);
+    sr_registry_unlock();
+    executor_destroy(ex);
+}
+
+sr_stats sr_runtime_stats(const sr_runtime *rt)
+{
+    sr_stats s = {0};
+    sr_registry_lock();
+    for (const sr_arena *a = rt->arenas; a; a = a->next) {
+        s.arenas++;
+        s.frames_registered += a->frames_registered;
+        s.gdb_entries += a->gdb != NULL;
+    }
+    if (rt->shim_arena) {
+        s.frames_registered += rt->shim_arena->frames_registered;
+        s.gdb_entries += rt->shim_arena->gdb != NULL;
+    }
+    s.executors = rt->executors;
+    sr_registry_unlock();
+    return s;
+}

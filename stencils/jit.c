@@ -1,0 +1,48 @@
+/* jit.c - tinyvm's JIT: every function becomes one executor, entered through
+ * the shim that stencilrt placed in JIT memory. */
+#include <stdio.h>
+
+#include "vm.h"
+
+/* The shim's C type (shim.c); the executor is passed as a plain code pointer. */
+typedef vm_value shim_fn(vm_frame *frame, vm_value *sp, void *code);
+
+static const sr_stencil_set stencil_set = SR_STENCIL_SET_FROM_HEADER;
+
+bool vm_jit_init(struct vm *vm)
+{
+    const void *symbols[SG_SYM__COUNT] = {
+        [SG_SYM_vm_call] = (const void *)vm_call,
+        [SG_SYM_vm_print] = (const void *)vm_print,
+        [SG_SYM_vm_native] = (const void *)vm_native,
+        [SG_SYM_vm_trap] = (const void *)vm_trap,
+    };
+    if (sr_runtime_create(&stencil_set, symbols, NULL, &vm->rt) != SR_OK) {
+        fprintf(stderr, "tinyvm: %s\n", sr_last_error());
+        return false;
+    }
+    vm->shim = sr_shim_entry(vm->rt);
+    for (size_t i = 0; i < vm->nfunctions; i++) {
+        vm_function *f = &vm->functions[i];
+        if (sr_emit(vm->rt, f->code, f->n, f->name, &f->executor) != SR_OK) {
+            fprintf(stderr, "tinyvm: cannot compile '%s': %s\n", f->name, sr_last_error());
+            return false;
+        }
+    }
+    return true;
+}
+
+void vm_jit_fini(struct vm *vm)
+{
+    for (size_t i = 0; i < vm->nfunctions; i++)
+        sr_executor_free(vm->functions[i].executor);
+    sr_runtime_destroy(vm->rt);
+    vm->rt = NULL;
+}
+
+vm_value vm_jit_run(vm_frame *frame, vm_value *sp)
+{
+    struct vm *vm = frame->vm;
+    shim_fn *shim = (shim_fn *)vm->shim;
+    return shim(frame, sp, sr_executor_entry(vm->functions[frame->function].executor));
+}

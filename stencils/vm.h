@@ -1,0 +1,52 @@
+/* vm.h - tinyvm internals shared by its loader, interpreter, JIT and main. */
+#ifndef TINYVM_VM_H
+#define TINYVM_VM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "jit_stencils.h"
+#include "stencilrt.h"
+#include "tinyvm.h"
+
+typedef struct vm_function {
+    char *name;
+    int nparams;
+    sr_instr *code;
+    size_t n;
+    sr_executor *executor; /* JIT mode */
+} vm_function;
+
+typedef enum vm_mode { VM_INTERP, VM_JIT } vm_mode;
+
+struct vm {
+    vm_function *functions;
+    size_t nfunctions;
+    vm_mode mode;
+    sr_runtime *rt;
+    void *shim; /* the JIT shim, in JIT memory */
+};
+
+/* Natives callable with `native NAME` (operand = index). */
+enum vm_native_id { NATIVE_BACKTRACE, NATIVE_BREAKPOINT, NATIVE_TRAP, NATIVE_ABORT, NATIVE__COUNT };
+extern const char *const vm_native_names[NATIVE__COUNT];
+
+/* loader.c: parse a program; false after printing "file:line: error" to stderr. */
+bool vm_load(struct vm *vm, const char *path);
+void vm_unload(struct vm *vm);
+
+/* interp.c */
+vm_value vm_interpret(vm_frame *frame, vm_value *sp);
+
+/* jit.c */
+bool vm_jit_init(struct vm *vm);
+void vm_jit_fini(struct vm *vm);
+vm_value vm_jit_run(vm_frame *frame, vm_value *sp);
+
+/* Run function `fn` with the given arguments (the entry point of both modes). */
+vm_value vm_run(struct vm *vm, size_t fn, vm_value argc, const vm_value *args);
+
+/* A function GDB tests break on (native breakpoint). */
+vm_value tinyvm_breakpoint(vm_value v);
+
+#endif
