@@ -233,10 +233,11 @@ struct lb_disasm {
     std::unique_ptr<MCInstPrinter> printer;
     std::unique_ptr<MCInstrAnalysis> mia;
     MCRegister fp;
+    std::vector<std::string> fp_writers;
 };
 
-extern "C" lb_disasm *lb_disasm_create(const char *triple, uint32_t fp_dwarf_reg, char *err,
-                                       size_t errsz)
+extern "C" lb_disasm *lb_disasm_create(const char *triple, uint32_t fp_dwarf_reg,
+                                       const char *const *fp_writers, char *err, size_t errsz)
 {
     init_llvm_once();
     auto d = std::make_unique<lb_disasm>();
@@ -265,6 +266,8 @@ extern "C" lb_disasm *lb_disasm_create(const char *triple, uint32_t fp_dwarf_reg
         return nullptr;
     }
     d->fp = *fp;
+    for (; fp_writers && *fp_writers; fp_writers++)
+        d->fp_writers.push_back(*fp_writers);
     d->printer->setPrintBranchImmAsAddress(true); /* "je 0x3a", not "je 11" */
     return d.release();
 }
@@ -279,6 +282,11 @@ static bool writes_register(const lb_disasm *d, const MCInst &inst, MCRegister r
     }
     for (MCPhysReg r : desc.implicit_defs()) {
         if (d->mri->regsOverlap(r, reg))
+            return true;
+    }
+    StringRef name = d->mii->getName(inst.getOpcode());
+    for (const std::string &w : d->fp_writers) {
+        if (name.starts_with(w))
             return true;
     }
     return false;

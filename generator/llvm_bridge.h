@@ -29,8 +29,11 @@ typedef struct lb_insn {
     char text[128];     /* e.g. "movq %rsp, %rbp" */
 } lb_insn;
 
-/* fp_dwarf_reg: DWARF number of the frame-pointer register (6 = rbp, 29 = x29). */
-lb_disasm *lb_disasm_create(const char *triple, uint32_t fp_dwarf_reg, char *err, size_t errsz);
+/* fp_dwarf_reg: DWARF number of the frame-pointer register (6 = rbp, 29 = x29).
+ * fp_writers: NULL-terminated LLVM opcode-name prefixes that write the frame
+ * pointer without LLVM's description saying so (e.g. "ENTER" on x86). */
+lb_disasm *lb_disasm_create(const char *triple, uint32_t fp_dwarf_reg,
+                            const char *const *fp_writers, char *err, size_t errsz);
 /* Decode one instruction of code[0..size) located at address pc. */
 void lb_disasm_one(lb_disasm *d, const uint8_t *code, size_t size, uint64_t pc, lb_insn *out);
 void lb_disasm_destroy(lb_disasm *d);

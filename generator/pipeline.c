@@ -156,7 +156,7 @@ static int discover_all(sg_run *run)
 static lb_disasm *open_disasm(const sg_target *t)
 {
     char err[256];
-    lb_disasm *d = lb_disasm_create(t->triple, t->fp_reg, err, sizeof err);
+    lb_disasm *d = lb_disasm_create(t->triple, t->fp_reg, t->fp_writers, err, sizeof err);
     if (!d)
         diag_error("%s", err);
     return d;
@@ -251,6 +251,7 @@ static bool on_compiled(sg_job *job, void *vctx)
         .symbols = m->symbols.items,
         .nsymbols = m->symbols.count,
         .remove_trailing_jump = ref->op != NULL,
+        .disasm = ref->result->disasm,
     };
     sg_stencil *s = ref->stencil;
     sg_target_result *r = ref->result;

@@ -63,6 +63,28 @@ static bool lay_out(const objfile *obj, const sg_extract_ctx *ctx, int entry_sec
     return true;
 }
 
+/* ": <instruction>" for the code-section instruction containing `offset`, so a
+ * diagnostic names what the relocation belongs to; "" outside code. */
+static void insn_at(const objfile *obj, const sg_extract_ctx *ctx, const obj_reloc *r,
+                    char *buf, size_t size)
+{
+    const obj_section *sec = &obj->secs[r->section];
+    buf[0] = '\0';
+    if (sec->kind != OBJ_SEC_CODE || !ctx->disasm)
+        return;
+    for (uint64_t pc = 0; pc < sec->size;) {
+        lb_insn in;
+        lb_disasm_one(ctx->disasm, sec->bytes + pc, sec->size - pc, pc, &in);
+        if (!in.size)
+            return;
+        if (r->offset < pc + in.size) {
+            snprintf(buf, size, " (instruction at +0x%" PRIx64 ": %s)", pc, in.text);
+            return;
+        }
+        pc += in.size;
+    }
+}
+
 /* Undefined symbols name holes by convention: the template's _JIT_* and the
  * manifest's run-time symbols. */
 static bool classify_undefined(const char *name, const sg_extract_ctx *ctx, sg_hole *h)
@@ -100,10 +122,12 @@ static bool classify_reloc(const objfile *obj, const sg_extract_ctx *ctx, const 
     snprintf(h->reloc, sizeof h->reloc, "%s", r->type_name);
     snprintf(h->symbol, sizeof h->symbol, "%s", symname);
     h->addend = r->addend;
+    char insn[200];
+    insn_at(obj, ctx, r, insn, sizeof insn);
     if (!ctx->target->classify_reloc(r->type, &h->patch)) {
         diag_error("%s: unsupported relocation %s (type %u) in %s at offset 0x%" PRIx64
-                   " against '%s'",
-                   ctx->label, r->type_name, r->type, sec->name, r->offset, symname);
+                   " against '%s'%s",
+                   ctx->label, r->type_name, r->type, sec->name, r->offset, symname, insn);
         return false;
     }
     if (r->symbol < 0) {
@@ -115,9 +139,9 @@ static bool classify_reloc(const objfile *obj, const sg_extract_ctx *ctx, const 
     if (sym->undefined) {
         if (classify_undefined(sym->name, ctx, h))
             return true;
-        diag_error("%s: %s at %s+0x%" PRIx64 " refers to unknown symbol '%s'; list it under "
-                   "'symbols:' in the manifest if the runtime provides it",
-                   ctx->label, r->type_name, sec->name, r->offset, sym->name);
+        diag_error("%s: %s at %s+0x%" PRIx64 "%s refers to unknown symbol '%s'; list it "
+                   "under 'symbols:' in the manifest if the runtime provides it",
+                   ctx->label, r->type_name, sec->name, r->offset, insn, sym->name);
         return false;
     }
     int64_t base = sym->section >= 0 ? l->code_base[sym->section] : -1;

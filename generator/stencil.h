@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "abi.h"
+#include "llvm_bridge.h"
 #include "objfile.h"
 #include "target.h"
 
@@ -46,6 +47,7 @@ typedef struct sg_extract_ctx {
     char *const *symbols;      /* run-time symbols from the manifest */
     size_t nsymbols;
     bool remove_trailing_jump; /* ops: yes; the shim: no */
+    lb_disasm *disasm;         /* to name the instruction in diagnostics */
 } sg_extract_ctx;
 
 /* Fills *s from the object. On a problem prints a diagnostic naming the op,

@@ -19,6 +19,9 @@ typedef struct sg_target {
     const char *const *shim_cflags; /* NULL-terminated; flags the shim needs here */
     uint32_t fp_reg, sp_reg, ra_reg; /* DWARF register numbers */
     unsigned elf_machine;            /* e_machine, for the runtime's in-memory ELF objects */
+    /* LLVM opcode-name prefixes that write the frame pointer although LLVM's
+     * instruction description does not say so (NULL-terminated). */
+    const char *const *fp_writers;
     cfi_reg_namer *reg_name;
     /* Map an object-file relocation type to a patch; false if unsupported. */
     bool (*classify_reloc)(uint32_t type, sg_patch *patch);

@@ -47,6 +47,10 @@ static const char *reg_name(uint32_t r)
     return r < sizeof names / sizeof *names ? names[r] : NULL;
 }
 
+/* ENTER pushes rbp and then sets it (the "frame pointer" operand of enter);
+ * LLVM models its uses but not that write. */
+static const char *const fp_writers[] = {"ENTER", NULL};
+
 static const char *const op_cflags[] = {NULL};
 static const char *const shim_cflags[] = {NULL};
 
@@ -59,6 +63,7 @@ const sg_target sg_target_x86_64_linux = {
     .sp_reg = 7,
     .ra_reg = 16,
     .elf_machine = 62, /* EM_X86_64 */
+    .fp_writers = fp_writers,
     .reg_name = reg_name,
     .classify_reloc = classify,
     .trailing_jump = trailing_jump,
