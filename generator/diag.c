@@ -25,6 +25,18 @@ void diag_error_at(const char *file, unsigned line, unsigned col, const char *fm
     va_end(ap);
 }
 
+void diag_error_in(const sg_where *w, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    if (w->file && w->line && w->col)
+        fprintf(stderr, "%s:%u:%u: ", w->file, w->line, w->col);
+    else if (w->file)
+        fprintf(stderr, "%s: ", w->file);
+    emit(w->file ? "" : "stencilgen: ", "error", fmt, ap);
+    va_end(ap);
+}
+
 void diag_error(const char *fmt, ...)
 {
     va_list ap;

@@ -12,6 +12,16 @@ enum sg_exit {
 /* "file:line:col: error: ..." (line/col omitted when 0). */
 void diag_error_at(const char *file, unsigned line, unsigned col, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* Where a diagnostic about an op or the shim points: its source when known. */
+typedef struct sg_where {
+    const char *file; /* NULL: no source location */
+    unsigned line, col;
+    const char *label; /* "op add (x86_64-unknown-linux-gnu)" */
+} sg_where;
+
+/* "file:line:col: error: ..." when w has a file, else "stencilgen: error: ...". */
+void diag_error_in(const sg_where *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /* "stencilgen: error: ..." */
 void diag_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void diag_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -5,20 +5,20 @@
 
 #include "diag.h"
 
-bool fp_check(const sg_stencil *s, lb_disasm *d, const char *label)
+bool fp_check(const sg_stencil *s, lb_disasm *d, const sg_where *where)
 {
     bool ok = true;
     for (size_t pc = 0; pc < s->code_size;) {
         lb_insn in;
         lb_disasm_one(d, s->code + pc, s->code_size - pc, pc, &in);
         if (!in.size) {
-            diag_error("%s at +0x%zx: cannot decode the instruction (byte 0x%02x), so cannot "
+            diag_error_in(where, "%s at +0x%zx: cannot decode the instruction (byte 0x%02x), so cannot "
                        "prove it leaves the frame pointer alone",
-                       label, pc, s->code[pc]);
+                       where->label, pc, s->code[pc]);
             return false;
         }
         if (in.writes_fp) {
-            diag_error("%s at +0x%zx: %s: writes the frame pointer", label, pc, in.text);
+            diag_error_in(where, "%s at +0x%zx: %s: writes the frame pointer", where->label, pc, in.text);
             ok = false;
         }
         pc += in.size;

@@ -5,6 +5,7 @@
 
 #include <stdbool.h>
 
+#include "diag.h"
 #include "llvm_bridge.h"
 #include "stencil.h"
 
@@ -12,6 +13,6 @@
  * sequence, which could hide one) is reported as
  *   op NAME (TARGET) at +0xOFF: <instruction>: writes the frame pointer
  * Returns false if there was any (exit code 1). */
-bool fp_check(const sg_stencil *s, lb_disasm *d, const char *label);
+bool fp_check(const sg_stencil *s, lb_disasm *d, const sg_where *where);
 
 #endif

@@ -16,7 +16,7 @@
 #define ELSEWHERE ((uint64_t)1 << 40)
 
 static bool apply_relocs(const objfile *obj, int eh, int entry_sec, uint64_t eh_addr,
-                         const sg_target *t, const char *label, uint8_t *bytes)
+                         const sg_target *t, const sg_where *where, uint8_t *bytes)
 {
     const obj_section *sec = &obj->secs[eh];
     for (size_t i = 0; i < obj->nrelocs; i++) {
@@ -33,7 +33,7 @@ static bool apply_relocs(const objfile *obj, int eh, int entry_sec, uint64_t eh_
                   (patch == SG_PATCH_PCREL32 || patch == SG_PATCH_ABS64);
         size_t width = ok && patch == SG_PATCH_ABS64 ? 8 : 4;
         if (!ok || r->offset > sec->size || sec->size - r->offset < width) {
-            diag_error("%s: cannot apply relocation %s at .eh_frame+0x%" PRIx64, label,
+            diag_error_in(where, "%s: cannot apply relocation %s at .eh_frame+0x%" PRIx64, where->label,
                        r->type_name, r->offset);
             return false;
         }
@@ -51,22 +51,22 @@ static bool apply_relocs(const objfile *obj, int eh, int entry_sec, uint64_t eh_
 }
 
 uint8_t *eh_frame_relocated(const objfile *obj, int code_sec, uint64_t code_size,
-                            const sg_target *t, const char *label, cfi_section *out)
+                            const sg_target *t, const sg_where *where, cfi_section *out)
 {
     int eh = -1;
     for (size_t i = 0; i < obj->nsecs; i++)
         eh = obj->secs[i].kind == OBJ_SEC_EH_FRAME ? (int)i : eh;
     if (eh < 0) {
-        diag_error("%s: the object has no .eh_frame; compile it with "
+        diag_error_in(where, "%s: the object has no .eh_frame; compile it with "
                    "-fasynchronous-unwind-tables",
-                   label);
+                   where->label);
         return NULL;
     }
     const obj_section *ehs = &obj->secs[eh];
     uint64_t eh_addr = (code_size + 15) & ~(uint64_t)15; /* right after the code */
     uint8_t *bytes = xmalloc(ehs->size ? ehs->size : 1);
     memcpy(bytes, ehs->bytes, ehs->size);
-    if (!apply_relocs(obj, eh, code_sec, eh_addr, t, label, bytes)) {
+    if (!apply_relocs(obj, eh, code_sec, eh_addr, t, where, bytes)) {
         free(bytes);
         return NULL;
     }
@@ -156,7 +156,7 @@ static const char *reg_name(const sg_target *t, uint32_t r, char *buf, size_t n)
 /* The single indirect call into JIT code; calls whose operand is a hole (a
  * GOT slot for a named function) are calls to C, not to JIT code. */
 static bool find_jit_call(const sg_stencil *shim, const cfi_fde *fde, lb_disasm *d,
-                          const char *label, sg_unwind *u)
+                          const sg_where *where, sg_unwind *u)
 {
     strbuf found = {0}, others = {0};
     size_t n = 0;
@@ -165,7 +165,7 @@ static bool find_jit_call(const sg_stencil *shim, const cfi_fde *fde, lb_disasm 
         lb_insn in;
         lb_disasm_one(d, shim->code + pc, shim->code_size - pc, pc, &in);
         if (!in.size) {
-            diag_error("%s at +0x%" PRIx64 ": cannot decode the instruction", label, pc);
+            diag_error_in(where, "%s at +0x%" PRIx64 ": cannot decode the instruction", where->label, pc);
             sb_free(&found);
             sb_free(&others);
             return false;
@@ -185,8 +185,8 @@ static bool find_jit_call(const sg_stencil *shim, const cfi_fde *fde, lb_disasm 
         pc += in.size;
     }
     if (n != 1) {
-        diag_error("%s: expected exactly one indirect call into JIT code, found %zu%s%s%s",
-                   label, n, n ? ":" : "", found.len ? found.data : "",
+        diag_error_in(where, "%s: expected exactly one indirect call into JIT code, found %zu%s%s%s",
+                   where->label, n, n ? ":" : "", found.len ? found.data : "",
                    others.len ? others.data : "");
         if (!n)
             diag_note("the shim must call the executor through a function pointer, once");
@@ -196,7 +196,7 @@ static bool find_jit_call(const sg_stencil *shim, const cfi_fde *fde, lb_disasm 
     return n == 1;
 }
 
-static bool check_shape(const cfi_row *row, const sg_target *t, uint32_t ra, const char *label,
+static bool check_shape(const cfi_row *row, const sg_target *t, uint32_t ra, const sg_where *where,
                         const sg_unwind *u, sg_frame_shape *shape)
 {
     char rowtext[512], a[16], b[16], c[16];
@@ -219,12 +219,12 @@ static bool check_shape(const cfi_row *row, const sg_target *t, uint32_t ra, con
         }
     }
     if (problem) {
-        diag_error("%s: the frame is not frame-pointer based at the call into JIT code: %s\n"
+        diag_error_in(where, "%s: the frame is not frame-pointer based at the call into JIT code: %s\n"
                    "  found:    %s   at shim+0x%zx %s\n"
                    "  expected: CFA=%s+k, %s=[CFA+m], %s=[CFA+n] (fixed offsets)\n"
                    "  fix:      compile the shim with frame pointers: -fno-omit-frame-pointer, "
                    "and no -fomit-frame-pointer in shim_cflags",
-                   label, problem, rowtext, u->call_offset, u->call_text, fp, fp, ran);
+                   where->label, problem, rowtext, u->call_offset, u->call_text, fp, fp, ran);
         return false;
     }
     *shape = (sg_frame_shape){row->cfa.reg, row->cfa.offset, row->regs[t->fp_reg].offset,
@@ -241,7 +241,7 @@ static uint8_t *copy_insns(const uint8_t *p, size_t n, size_t *len)
     return r;
 }
 
-static bool locate_fde(const cfi_section *sec, uint64_t entry, const char *label, cfi_cie *cie,
+static bool locate_fde(const cfi_section *sec, uint64_t entry, const sg_where *where, cfi_cie *cie,
                        cfi_fde *fde)
 {
     size_t cursor = 0;
@@ -249,7 +249,7 @@ static bool locate_fde(const cfi_section *sec, uint64_t entry, const char *label
     for (size_t guard = 0; guard <= sec->size; guard++) {
         int rc = cfi_next_fde(sec, &cursor, cie, fde, &err);
         if (rc < 0) {
-            diag_error("%s: malformed .eh_frame at 0x%zx: %s", label, err.offset, err.msg);
+            diag_error_in(where, "%s: malformed .eh_frame at 0x%zx: %s", where->label, err.offset, err.msg);
             return false;
         }
         if (rc == 0)
@@ -257,19 +257,19 @@ static bool locate_fde(const cfi_section *sec, uint64_t entry, const char *label
         if (fde->pc_begin <= entry && entry - fde->pc_begin < fde->pc_range)
             return true;
     }
-    diag_error("%s: no FDE in .eh_frame covers the shim; compile it with "
+    diag_error_in(where, "%s: no FDE in .eh_frame covers the shim; compile it with "
                "-fasynchronous-unwind-tables",
-               label);
+               where->label);
     return false;
 }
 
 bool frame_shape_analyze(const objfile *obj, const sg_stencil *shim, const sg_target *t,
-                         lb_disasm *d, const char *label, sg_unwind *u)
+                         lb_disasm *d, const sg_where *where, sg_unwind *u)
 {
     *u = (sg_unwind){0};
     int entry = objfile_find_defined(obj, shim->name);
     if (entry < 0) {
-        diag_error("%s: the object defines no function '%s'", label, shim->name);
+        diag_error_in(where, "%s: the object defines no function '%s'", where->label, shim->name);
         return false;
     }
     cfi_section sec;
@@ -277,28 +277,28 @@ bool frame_shape_analyze(const objfile *obj, const sg_stencil *shim, const sg_ta
     cfi_fde fde;
     cfi_error err = {0};
     char rowtext[512];
-    uint8_t *bytes = eh_frame_relocated(obj, obj->syms[entry].section, shim->code_size, t, label,
+    uint8_t *bytes = eh_frame_relocated(obj, obj->syms[entry].section, shim->code_size, t, where,
                                         &sec);
-    bool ok = bytes && locate_fde(&sec, shim->entry, label, &cie, &fde);
+    bool ok = bytes && locate_fde(&sec, shim->entry, where, &cie, &fde);
     if (ok && cfi_run(&sec, &cie, &fde, &u->rows, &err) != 0) {
-        diag_error("%s: malformed CFI in the FDE at .eh_frame+0x%zx: %s", label, err.offset,
+        diag_error_in(where, "%s: malformed CFI in the FDE at .eh_frame+0x%zx: %s", where->label, err.offset,
                    err.msg);
         ok = false;
     }
-    ok = ok && find_jit_call(shim, &fde, d, label, u);
+    ok = ok && find_jit_call(shim, &fde, d, where, u);
     if (ok) {
         u->call_row = cfi_row_at(&u->rows, u->call_offset);
         if (!u->call_row) {
-            diag_error("%s: no CFI row covers the call at shim+0x%zx", label, u->call_offset);
+            diag_error_in(where, "%s: no CFI row covers the call at shim+0x%zx", where->label, u->call_offset);
             ok = false;
         }
     }
-    ok = ok && check_shape(u->call_row, t, (uint32_t)cie.ra_reg, label, u, &u->shape);
+    ok = ok && check_shape(u->call_row, t, (uint32_t)cie.ra_reg, where, u, &u->shape);
     if (ok) {
         strbuf enc = {0};
         if (!encode_row(u->call_row, cie.data_align, &enc)) {
             frame_shape_format_row(u->call_row, t, rowtext, sizeof rowtext);
-            diag_error("%s: cannot re-encode the row at the call as CFA instructions: %s", label,
+            diag_error_in(where, "%s: cannot re-encode the row at the call as CFA instructions: %s", where->label,
                        rowtext);
             ok = false;
         }
@@ -319,7 +319,7 @@ bool frame_shape_analyze(const objfile *obj, const sg_stencil *shim, const sg_ta
 }
 
 bool frame_shape_check_pin(const sg_unwind *u, const sg_frame_pin *pin, const sg_target *t,
-                           const char *manifest, const char *label)
+                           const char *manifest, const sg_where *where)
 {
     const sg_frame_shape *s = &u->shape;
     char a[16];
@@ -334,7 +334,7 @@ bool frame_shape_check_pin(const sg_unwind *u, const sg_frame_pin *pin, const sg
                   "  cfa_offset      %-12" PRId64 " %" PRId64 "\n"
                   "  fp_offset       %-12" PRId64 " %" PRId64 "\n"
                   "  ra_offset       %-12" PRId64 " %" PRId64,
-                  label, cfa_reg, pin->cfa_register, s->cfa_offset, pin->cfa_offset,
+                  where->label, cfa_reg, pin->cfa_register, s->cfa_offset, pin->cfa_offset,
                   s->fp_offset, pin->fp_offset, s->ra_offset, pin->ra_offset);
     return false;
 }

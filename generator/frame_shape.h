@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "cfi.h"
+#include "diag.h"
 #include "llvm_bridge.h"
 #include "manifest.h"
 #include "objfile.h"
@@ -52,15 +53,15 @@ typedef struct sg_unwind {
  * would lay it out: section `code_sec` at address 0 (code_size bytes), the
  * .eh_frame right after it (out->addr). NULL after a diagnostic. Caller frees. */
 uint8_t *eh_frame_relocated(const objfile *obj, int code_sec, uint64_t code_size,
-                            const sg_target *t, const char *label, cfi_section *out);
+                            const sg_target *t, const sg_where *where, cfi_section *out);
 
 /* Analyse the compiled shim. `shim` is its stencil (code as placed at 0). */
 bool frame_shape_analyze(const objfile *obj, const sg_stencil *shim, const sg_target *t,
-                         lb_disasm *d, const char *label, sg_unwind *out);
+                         lb_disasm *d, const sg_where *where, sg_unwind *out);
 
 /* Compare with a manifest pin; on mismatch prints both shapes side by side. */
 bool frame_shape_check_pin(const sg_unwind *u, const sg_frame_pin *pin, const sg_target *t,
-                           const char *manifest, const char *label);
+                           const char *manifest, const sg_where *where);
 
 /* "CFA=rbp+16 rbx=[CFA-56] ... rip=[CFA-8]" */
 void frame_shape_format_row(const cfi_row *row, const sg_target *t, char *buf, size_t size);

@@ -43,7 +43,8 @@ char *dup_string(StringRef s)
         fputs("stencilgen: error: out of memory\n", stderr);
         exit(3);
     }
-    memcpy(p, s.data(), s.size());
+    if (!s.empty())
+        memcpy(p, s.data(), s.size());
     p[s.size()] = '\0';
     return p;
 }
@@ -100,7 +101,8 @@ bool read_sections(const ObjectFile &obj, objfile *out, std::vector<uint64_t> &i
         if (!contents)
             return fail(err, errsz, "section " + name->str(), contents.takeError());
         o->bytes = alloc_array<uint8_t>(contents->size());
-        memcpy(o->bytes, contents->data(), contents->size());
+        if (!contents->empty())
+            memcpy(o->bytes, contents->data(), contents->size());
     }
     return true;
 }
@@ -184,7 +186,8 @@ bool read_relocations(const ObjectFile &obj, objfile *out, const std::vector<uin
         return a.section != b.section ? a.section < b.section : a.offset < b.offset;
     });
     out->relocs = alloc_array<obj_reloc>(relocs.size());
-    std::copy(relocs.begin(), relocs.end(), out->relocs);
+    if (!relocs.empty())
+        std::copy(relocs.begin(), relocs.end(), out->relocs);
     out->nrelocs = relocs.size();
     return true;
 }

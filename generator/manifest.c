@@ -94,6 +94,8 @@ static bool want_path(const reader *r, const yaml_node_t *n, const char *key, bo
     if (!file_exists(*out, dir)) {
         fail(r, n, dir ? "%s: directory '%s' not found" : "%s: file '%s' not found", key, rel);
         free(rel);
+        free(*out);
+        *out = NULL;
         return false;
     }
     free(rel);

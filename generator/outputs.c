@@ -136,8 +136,9 @@ strbuf outputs_depfile(const sg_run *run, const sg_job *jobs, size_t n, const ch
     for (size_t i = 0; i < count; i++) {
         if (i == 0 || strcmp(deps[i], deps[i - 1]))
             put_dep(&sb, deps[i]);
-        free(deps[i]);
     }
+    for (size_t i = 0; i < count; i++)
+        free(deps[i]);
     sb_putc(&sb, '\n');
     free(deps);
     return sb;

@@ -238,15 +238,17 @@ static bool on_compiled(sg_job *job, void *vctx)
     objfile obj;
     char err[512];
     ref->result->compiled++;
-    if (!objfile_load(job->output, &obj, err, sizeof err)) {
+    if (!objfile_load(job->output, &obj, err, sizeof err)) { /* before `where`: no location yet */
         diag_error("%s: %s", job->label, err);
         ref->extract_failed = true;
         ctx->extract_rc = exit_worst(ctx->extract_rc, SG_EXIT_CHECK);
         return false;
     }
+    sg_where where = {ref->op ? ref->op->source : m->shim_source, ref->op ? ref->op->line : 0,
+                      ref->op ? ref->op->col : 0, job->label};
     sg_extract_ctx ec = {
         .target = ref->result->target,
-        .label = job->label,
+        .where = &where,
         .entry_symbol = ref->op ? SG_HOLE_ENTRY : m->shim_function,
         .symbols = m->symbols.items,
         .nsymbols = m->symbols.count,
@@ -261,11 +263,11 @@ static bool on_compiled(sg_job *job, void *vctx)
     s->col = ref->op ? ref->op->col : 0;
     bool ok = stencil_extract(&obj, &ec, s);
     if (ok && ref->op)
-        ok = fp_check(s, r->disasm, job->label);
+        ok = fp_check(s, r->disasm, &where);
     if (ok && !ref->op) {
-        ok = frame_shape_analyze(&obj, s, r->target, r->disasm, job->label, &r->unwind);
+        ok = frame_shape_analyze(&obj, s, r->target, r->disasm, &where, &r->unwind);
         if (ok && r->mt && r->mt->has_pin)
-            ok = frame_shape_check_pin(&r->unwind, &r->mt->pin, r->target, m->path, job->label);
+            ok = frame_shape_check_pin(&r->unwind, &r->mt->pin, r->target, m->path, &where);
     }
     objfile_free(&obj);
     if (!ok) {

@@ -54,9 +54,9 @@ static bool lay_out(const objfile *obj, const sg_extract_ctx *ctx, int entry_sec
         else if (sec->kind == OBJ_SEC_RODATA)
             place(sec, &s->data, &s->data_size, &s->data_align, &l->data_base[i]);
         else if (sec->kind == OBJ_SEC_DATA || sec->kind == OBJ_SEC_BSS) {
-            diag_error("%s: writable section '%s' (%" PRIu64 " bytes): stencils cannot have "
+            diag_error_in(ctx->where, "%s: writable section '%s' (%" PRIu64 " bytes): stencils cannot have "
                        "mutable static data; make it const or pass it as an operand",
-                       ctx->label, sec->name, sec->size);
+                       ctx->where->label, sec->name, sec->size);
             return false;
         }
     }
@@ -125,13 +125,13 @@ static bool classify_reloc(const objfile *obj, const sg_extract_ctx *ctx, const 
     char insn[200];
     insn_at(obj, ctx, r, insn, sizeof insn);
     if (!ctx->target->classify_reloc(r->type, &h->patch)) {
-        diag_error("%s: unsupported relocation %s (type %u) in %s at offset 0x%" PRIx64
+        diag_error_in(ctx->where, "%s: unsupported relocation %s (type %u) in %s at offset 0x%" PRIx64
                    " against '%s'%s",
-                   ctx->label, r->type_name, r->type, sec->name, r->offset, symname, insn);
+                   ctx->where->label, r->type_name, r->type, sec->name, r->offset, symname, insn);
         return false;
     }
     if (r->symbol < 0) {
-        diag_error("%s: relocation %s in %s at offset 0x%" PRIx64 " has no symbol", ctx->label,
+        diag_error_in(ctx->where, "%s: relocation %s in %s at offset 0x%" PRIx64 " has no symbol", ctx->where->label,
                    r->type_name, sec->name, r->offset);
         return false;
     }
@@ -139,9 +139,9 @@ static bool classify_reloc(const objfile *obj, const sg_extract_ctx *ctx, const 
     if (sym->undefined) {
         if (classify_undefined(sym->name, ctx, h))
             return true;
-        diag_error("%s: %s at %s+0x%" PRIx64 "%s refers to unknown symbol '%s'; list it "
+        diag_error_in(ctx->where, "%s: %s at %s+0x%" PRIx64 "%s refers to unknown symbol '%s'; list it "
                    "under 'symbols:' in the manifest if the runtime provides it",
-                   ctx->label, r->type_name, sec->name, r->offset, insn, sym->name);
+                   ctx->where->label, r->type_name, sec->name, r->offset, insn, sym->name);
         return false;
     }
     int64_t base = sym->section >= 0 ? l->code_base[sym->section] : -1;
@@ -151,9 +151,9 @@ static bool classify_reloc(const objfile *obj, const sg_extract_ctx *ctx, const 
         h->value = SG_VALUE_DATA;
     }
     if (base < 0) {
-        diag_error("%s: %s at %s+0x%" PRIx64 " refers to '%s', which is in a section that is "
+        diag_error_in(ctx->where, "%s: %s at %s+0x%" PRIx64 " refers to '%s', which is in a section that is "
                    "not part of the stencil",
-                   ctx->label, r->type_name, sec->name, r->offset, sym->name);
+                   ctx->where->label, r->type_name, sec->name, r->offset, sym->name);
         return false;
     }
     h->addend += base + (int64_t)(sym->is_section ? 0 : sym->value);
@@ -210,7 +210,7 @@ bool stencil_extract(const objfile *obj, const sg_extract_ctx *ctx, sg_stencil *
 {
     int entry = objfile_find_defined(obj, ctx->entry_symbol);
     if (entry < 0 || obj->secs[obj->syms[entry].section].kind != OBJ_SEC_CODE) {
-        diag_error("%s: the object defines no function '%s'", ctx->label, ctx->entry_symbol);
+        diag_error_in(ctx->where, "%s: the object defines no function '%s'", ctx->where->label, ctx->entry_symbol);
         return false;
     }
     int entry_sec = obj->syms[entry].section;
@@ -218,8 +218,10 @@ bool stencil_extract(const objfile *obj, const sg_extract_ctx *ctx, sg_stencil *
     bool ok = lay_out(obj, ctx, entry_sec, &l, s) && collect_holes(obj, ctx, &l, s);
     if (ok) {
         s->entry = (size_t)l.code_base[entry_sec] + obj->syms[entry].value;
-        qsort(s->code_holes, s->ncode_holes, sizeof *s->code_holes, cmp_hole);
-        qsort(s->data_holes, s->ndata_holes, sizeof *s->data_holes, cmp_hole);
+        if (s->ncode_holes) /* qsort(NULL, 0, ...) is undefined */
+            qsort(s->code_holes, s->ncode_holes, sizeof *s->code_holes, cmp_hole);
+        if (s->ndata_holes)
+            qsort(s->data_holes, s->ndata_holes, sizeof *s->data_holes, cmp_hole);
         bool entry_is_last_code = true;
         for (size_t i = 0; i < obj->nsecs; i++)
             entry_is_last_code &= (int)i == entry_sec || l.code_base[i] < 0;

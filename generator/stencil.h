@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "abi.h"
+#include "diag.h"
 #include "llvm_bridge.h"
 #include "objfile.h"
 #include "target.h"
@@ -42,7 +43,7 @@ typedef struct sg_stencil {
 /* Everything the extraction needs to know besides the object itself. */
 typedef struct sg_extract_ctx {
     const sg_target *target;
-    const char *label;         /* "op add (x86_64-unknown-linux-gnu)" for messages */
+    const sg_where *where;     /* the op's source and label, for messages */
     const char *entry_symbol;  /* "_JIT_ENTRY" or the shim function */
     char *const *symbols;      /* run-time symbols from the manifest */
     size_t nsymbols;

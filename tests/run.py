@@ -79,6 +79,9 @@ def run_one(full, fn, build, label):
 
 
 def main():
+    # Sanitizer findings must fail the run, not scroll by.
+    os.environ.setdefault("UBSAN_OPTIONS", "halt_on_error=1:print_stacktrace=1")
+    os.environ.setdefault("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=0")
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", required=True)
     ap.add_argument("--asan-build")

@@ -25,8 +25,9 @@ int main(int argc, char **argv)
         text = obj.secs[i].kind == OBJ_SEC_CODE && obj.secs[i].size ? (int)i : -1;
     const sg_target *t = &sg_target_x86_64_linux;
     cfi_section sec;
+    sg_where where = {argv[1], 0, 0, "cfi_rows"};
     uint8_t *bytes = text < 0 ? NULL
-                              : eh_frame_relocated(&obj, text, obj.secs[text].size, t, argv[1],
+                              : eh_frame_relocated(&obj, text, obj.secs[text].size, t, &where,
                                                    &sec);
     int rc = bytes ? 0 : 1;
     size_t cursor = 0;
