@@ -40,11 +40,22 @@ case "$cmd" in
 demo)
     ensure_packages
     build build
+    echo "== stencilgen: generate the bundled stencils (stencils/stencils.yaml)"
     build/generator/stencilgen build --manifest stencils/stencils.yaml --outdir build/demo
     echo
-    echo "One stencil, as the header shows it (build/demo/jit_stencils-*.h has them all):"
-    build/generator/stencilgen dump --manifest stencils/stencils.yaml \
-        --target x86_64-unknown-linux-gnu --op call
+    echo "== tinyvm: stencils/programs/loop.tvm, interpreted, then JIT-compiled"
+    interp=$(build/stencils/tinyvm --interp --time --repeat 5 stencils/programs/loop.tvm 2>&1)
+    jit=$(build/stencils/tinyvm --jit --time --repeat 5 stencils/programs/loop.tvm 2>&1)
+    echo "interpreter: $(echo "$interp" | tr '\n' ' ')"
+    echo "JIT:         $(echo "$jit" | tr '\n' ' ')"
+    ms() { sed -n 's/^time: \([0-9.]*\) ms.*/\1/p' <<<"$1"; }
+    awk -v i="$(ms "$interp")" -v j="$(ms "$jit")" \
+        'BEGIN { if (j > 0) printf "JIT speed-up: %.1fx\n", i / j }'
+    echo
+    echo "== GDB: backtrace taken in a C helper called from JIT code (stencils/programs/reenter.tvm)"
+    echo "   op@function[instruction] frames are stencils in JIT memory; vm_run is the VM's C code."
+    timeout 120 gdb -batch -nx -ex 'break tinyvm_breakpoint' -ex run -ex bt \
+        --args build/stencils/tinyvm stencils/programs/reenter.tvm 2>&1 | grep -E '^#[0-9]'
     ;;
 test)
     ensure_packages
