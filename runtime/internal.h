@@ -22,7 +22,7 @@ typedef struct sr_arena {
     size_t eh_frame_size;
     bool frames_registered;
     struct gdbjit_entry *gdb; /* current GDB registration, or NULL */
-    bool gdb_dirty;           /* executors changed since the last registration */
+    bool no_reuse;            /* perf is watching: freed pages are never handed out again */
 } sr_arena;
 
 size_t jitmem_page_size(void);
@@ -32,7 +32,8 @@ void jitmem_arena_free(sr_arena *a);
 uint8_t *jitmem_alloc(sr_arena *a, size_t bytes);
 /* Flip a run to read+execute (and flush the instruction cache). */
 bool jitmem_seal(uint8_t *p, size_t bytes);
-/* Return a run to the arena; its pages become inaccessible. */
+/* Return a run to the arena; its pages become inaccessible (and, with
+ * a->no_reuse, are never allocated again: perf's maps are append-only). */
 void jitmem_release(sr_arena *a, uint8_t *p, size_t bytes);
 
 /* ---- ehframe: synthetic .eh_frame built from the header's CFI blobs. */
@@ -58,6 +59,23 @@ gdbjit_entry *gdbjit_register(unsigned machine, uint64_t text, size_t text_size,
                               const uint8_t *eh_frame, size_t eh_size,
                               const gdbjit_symbol *syms, size_t nsyms);
 void gdbjit_unregister(gdbjit_entry *e);
+
+/* ---- perfmap: perf's two JIT formats, /tmp/perf-<pid>.map and jitdump.
+ * One sr_perf per runtime; every call is made with the registry lock held. */
+typedef struct sr_perf sr_perf;
+typedef struct sr_perf_code {
+    const char *name;      /* "add@fib[3]", "fib", "tinyvm_shim" */
+    uint64_t addr;
+    size_t size;
+    const uint8_t *eh_frame; /* unwind info covering addr (NULL if none) */
+    size_t eh_frame_size;
+} sr_perf_code;
+
+/* NULL (after one warning on stderr) if the files cannot be created. */
+sr_perf *perfmap_open(sr_perf_mode mode);
+/* Code became executable: one entry per range (an executor, then its stencils). */
+void perfmap_code_load(sr_perf *p, const sr_perf_code *code, size_t n);
+void perfmap_close(sr_perf *p);
 
 /* ---- emit */
 struct sr_executor {
@@ -98,6 +116,7 @@ struct sr_runtime {
     sr_arena *shim_arena;
     uint8_t *shim;     /* the shim's code in JIT memory */
     size_t executors;
+    sr_perf *perf;     /* NULL unless STENCILRT_PERF is map or jitdump */
 };
 
 /* Record the error message for sr_last_error() and return s. */

@@ -47,7 +47,8 @@ uint8_t *jitmem_alloc(sr_arena *a, size_t bytes)
 {
     size_t page = jitmem_page_size();
     size_t want = (bytes + page - 1) / page;
-    /* First fit: arenas are small (hundreds of pages) and runs are short. */
+    /* First fit: arenas are small (hundreds of pages) and runs are short.
+     * used[] is 0 free, 1 in use, 2 retired (freed while perf watches). */
     for (size_t i = 0, run = 0; i < a->npages; i++) {
         run = a->used[i] ? 0 : run + 1;
         if (run < want)
@@ -78,5 +79,5 @@ void jitmem_release(sr_arena *a, uint8_t *p, size_t bytes)
     size_t first = (size_t)(p - a->base) / page, n = (bytes + page - 1) / page;
     /* Inaccessible again: a stale pointer into freed code faults at once. */
     mmap(p, n * page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
-    memset(a->used + first, 0, n);
+    memset(a->used + first, a->no_reuse ? 2 : 0, n);
 }

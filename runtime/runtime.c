@@ -124,6 +124,7 @@ static sr_arena *new_arena(sr_runtime *rt, size_t size)
     sr_arena *a = jitmem_arena_new(size);
     if (!a)
         return NULL;
+    a->no_reuse = rt->perf != NULL;
     sr_fde fde = {(uintptr_t)a->base, a->size, rt->set->executor_cfi,
                   rt->set->executor_cfi_len};
     register_frames(rt, a, &fde);
@@ -141,8 +142,18 @@ static void free_arena(sr_arena *a)
     jitmem_arena_free(a);
 }
 
+/* "<op>@<executor>[<index>]": what debuggers and profilers call instruction i
+ * (malloc'ed; NULL when out of memory). */
+static char *stencil_symbol(const sr_runtime *rt, const sr_executor *e, size_t i)
+{
+    char *name;
+    if (asprintf(&name, "%s@%s[%zu]", rt->set->stencils[e->ops[i]].name, e->name, i) < 0)
+        return NULL;
+    return name;
+}
+
 /* Names for GDB: the executor (zero-sized, so the sized stencil symbols win
- * inside it) and "<op>@<executor>[<index>]" for every instruction. */
+ * inside it) and a symbol per instruction. */
 static void refresh_gdb(sr_runtime *rt, sr_arena *a)
 {
     if (!rt->cfg.gdb || !a->eh_frame)
@@ -156,9 +167,7 @@ static void refresh_gdb(sr_runtime *rt, sr_arena *a)
     for (sr_executor *e = a->executors; syms && names && e; e = e->next) {
         syms[k++] = (gdbjit_symbol){e->name, (uintptr_t)e->mem, 0};
         for (size_t i = 0; i < e->n; i++) {
-            if (asprintf(&names[k], "%s@%s[%zu]", rt->set->stencils[e->ops[i]].name, e->name,
-                         i) < 0)
-                names[k] = NULL;
+            names[k] = stencil_symbol(rt, e, i);
             syms[k] = (gdbjit_symbol){names[k] ? names[k] : "?",
                                       (uintptr_t)(e->mem + e->offsets[i]),
                                       e->offsets[i + 1] - e->offsets[i]};
@@ -173,6 +182,35 @@ static void refresh_gdb(sr_runtime *rt, sr_arena *a)
         free(names[i]);
     free(names);
     free(syms);
+}
+
+/* perf: the executor, then each stencil in it (so samples name the op). */
+static void announce_to_perf(sr_runtime *rt, const sr_executor *e)
+{
+    if (!rt->perf)
+        return;
+    sr_perf_code *codes = calloc(e->n + 1, sizeof *codes);
+    char **names = calloc(e->n + 1, sizeof *names);
+    if (!codes || !names) {
+        free(codes);
+        free(names);
+        return;
+    }
+    codes[0] = (sr_perf_code){e->name, (uintptr_t)e->mem, e->code_size, e->arena->eh_frame,
+                              e->arena->eh_frame_size};
+    size_t k = 1;
+    for (size_t i = 0; i < e->n; i++) {
+        size_t size = e->offsets[i + 1] - e->offsets[i];
+        if (!size || !(names[k] = stencil_symbol(rt, e, i)))
+            continue;
+        codes[k++] = (sr_perf_code){names[k - 1], (uintptr_t)(e->mem + e->offsets[i]), size,
+                                    e->arena->eh_frame, e->arena->eh_frame_size};
+    }
+    perfmap_code_load(rt->perf, codes, k);
+    for (size_t i = 0; i < k; i++)
+        free(names[i]);
+    free(names);
+    free(codes);
 }
 
 /* ---- the shim */
@@ -202,6 +240,12 @@ static sr_status place_shim(sr_runtime *rt)
     sr_fde fde = {(uintptr_t)mem + rt->set->shim_fde_start, rt->set->shim_fde_size,
                   rt->set->shim_fde_insns, rt->set->shim_fde_insns_len};
     register_frames(rt, rt->shim_arena, &fde);
+    if (rt->perf) {
+        sr_perf_code code = {shim->name, (uintptr_t)mem + rt->set->shim_fde_start,
+                             rt->set->shim_fde_size, rt->shim_arena->eh_frame,
+                             rt->shim_arena->eh_frame_size};
+        perfmap_code_load(rt->perf, &code, 1);
+    }
     if (rt->cfg.gdb && rt->shim_arena->eh_frame) {
         gdbjit_symbol sym = {shim->name, (uintptr_t)mem + rt->set->shim_entry,
                              rt->set->shim_fde_size};
@@ -233,6 +277,8 @@ sr_status sr_runtime_create(const sr_stencil_set *set, const void *const *symbol
     for (size_t i = 0; symbols && i < set->symbol_count; i++)
         rt->symbols[i] = symbols[i];
     sr_registry_lock();
+    if (rt->cfg.perf != SR_PERF_OFF)
+        rt->perf = perfmap_open((sr_perf_mode)rt->cfg.perf);
     sr_status st = place_shim(rt);
     sr_registry_unlock();
     if (st != SR_OK) {
@@ -279,6 +325,7 @@ void sr_runtime_destroy(sr_runtime *rt)
     }
     if (rt->shim_arena)
         free_arena(rt->shim_arena);
+    perfmap_close(rt->perf);
     sr_registry_unlock();
     free(rt->symbols);
     free(rt);
@@ -368,6 +415,7 @@ sr_status sr_emit(sr_runtime *rt, const sr_instr *code, size_t n, const char *na
     e->arena->nexecutors++;
     rt->executors++;
     refresh_gdb(rt, e->arena);
+    announce_to_perf(rt, e);
     sr_registry_unlock();
     *out = e;
     return SR_OK;
