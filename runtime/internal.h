@@ -88,7 +88,8 @@ struct sr_executor {
     char *name;
     size_t n;            /* instructions */
     uint32_t *offsets;   /* n + 1 code offsets */
-    uint32_t *ops;       /* n op numbers, for symbol names */
+    uint32_t *ops;       /* n op numbers */
+    char **symbols;      /* n "<op>@<executor>[<index>]" names, for debuggers and profilers */
 };
 
 /* Where things go in an executor's page run. */

@@ -162,25 +162,17 @@ static void refresh_gdb(sr_runtime *rt, sr_arena *a)
     for (sr_executor *e = a->executors; e; e = e->next)
         n += 1 + e->n;
     gdbjit_symbol *syms = calloc(n ? n : 1, sizeof *syms);
-    char **names = calloc(n ? n : 1, sizeof *names);
     size_t k = 0;
-    for (sr_executor *e = a->executors; syms && names && e; e = e->next) {
+    for (sr_executor *e = a->executors; syms && e; e = e->next) {
         syms[k++] = (gdbjit_symbol){e->name, (uintptr_t)e->mem, 0};
-        for (size_t i = 0; i < e->n; i++) {
-            names[k] = stencil_symbol(rt, e, i);
-            syms[k] = (gdbjit_symbol){names[k] ? names[k] : "?",
-                                      (uintptr_t)(e->mem + e->offsets[i]),
-                                      e->offsets[i + 1] - e->offsets[i]};
-            k++;
-        }
+        for (size_t i = 0; i < e->n; i++)
+            syms[k++] = (gdbjit_symbol){e->symbols[i], (uintptr_t)(e->mem + e->offsets[i]),
+                                        e->offsets[i + 1] - e->offsets[i]};
     }
     gdbjit_unregister(a->gdb);
-    a->gdb = syms && names ? gdbjit_register(rt->set->elf_machine, (uintptr_t)a->base, a->size,
-                                             a->eh_frame, a->eh_frame_size, syms, k)
-                           : NULL;
-    for (size_t i = 0; names && i < n; i++)
-        free(names[i]);
-    free(names);
+    a->gdb = syms ? gdbjit_register(rt->set->elf_machine, (uintptr_t)a->base, a->size,
+                                    a->eh_frame, a->eh_frame_size, syms, k)
+                  : NULL;
     free(syms);
 }
 
@@ -190,26 +182,18 @@ static void announce_to_perf(sr_runtime *rt, const sr_executor *e)
     if (!rt->perf)
         return;
     sr_perf_code *codes = calloc(e->n + 1, sizeof *codes);
-    char **names = calloc(e->n + 1, sizeof *names);
-    if (!codes || !names) {
-        free(codes);
-        free(names);
+    if (!codes)
         return;
-    }
     codes[0] = (sr_perf_code){e->name, (uintptr_t)e->mem, e->code_size, e->arena->eh_frame,
                               e->arena->eh_frame_size};
     size_t k = 1;
     for (size_t i = 0; i < e->n; i++) {
         size_t size = e->offsets[i + 1] - e->offsets[i];
-        if (!size || !(names[k] = stencil_symbol(rt, e, i)))
-            continue;
-        codes[k++] = (sr_perf_code){names[k - 1], (uintptr_t)(e->mem + e->offsets[i]), size,
-                                    e->arena->eh_frame, e->arena->eh_frame_size};
+        if (size)
+            codes[k++] = (sr_perf_code){e->symbols[i], (uintptr_t)(e->mem + e->offsets[i]),
+                                        size, e->arena->eh_frame, e->arena->eh_frame_size};
     }
     perfmap_code_load(rt->perf, codes, k);
-    for (size_t i = 0; i < k; i++)
-        free(names[i]);
-    free(names);
     free(codes);
 }
 
@@ -303,6 +287,9 @@ static void executor_unlink(sr_executor *e)
 
 static void executor_destroy(sr_executor *e)
 {
+    for (size_t i = 0; e->symbols && i < e->n; i++)
+        free(e->symbols[i]);
+    free(e->symbols);
     free(e->name);
     free(e->offsets);
     free(e->ops);
@@ -357,7 +344,8 @@ static uint8_t *allocate(sr_runtime *rt, size_t bytes, sr_arena **arena)
     return a ? jitmem_alloc(a, bytes) : NULL;
 }
 
-static sr_executor *new_executor(const sr_instr *code, size_t n, const char *name)
+static sr_executor *new_executor(const sr_runtime *rt, const sr_instr *code, size_t n,
+                                 const char *name)
 {
     sr_executor *e = calloc(1, sizeof *e);
     if (!e)
@@ -365,13 +353,19 @@ static sr_executor *new_executor(const sr_instr *code, size_t n, const char *nam
     e->name = strdup(name && *name ? name : "executor");
     e->offsets = calloc(n + 1, sizeof *e->offsets);
     e->ops = calloc(n ? n : 1, sizeof *e->ops);
+    e->symbols = calloc(n ? n : 1, sizeof *e->symbols);
     e->n = n;
-    if (!e->name || !e->offsets || !e->ops) {
+    bool ok = e->name && e->offsets && e->ops && e->symbols;
+    for (size_t i = 0; ok && i < n; i++) {
+        e->ops[i] = code[i].op;
+        /* Names are made once, before validation: an out-of-range op gets "?". */
+        e->symbols[i] = code[i].op < rt->set->count ? stencil_symbol(rt, e, i) : strdup("?");
+        ok = e->symbols[i] != NULL;
+    }
+    if (!ok) {
         executor_destroy(e);
         return NULL;
     }
-    for (size_t i = 0; i < n; i++)
-        e->ops[i] = code[i].op;
     return e;
 }
 
@@ -379,7 +373,7 @@ sr_status sr_emit(sr_runtime *rt, const sr_instr *code, size_t n, const char *na
                   sr_executor **out)
 {
     *out = NULL;
-    sr_executor *e = new_executor(code, n, name);
+    sr_executor *e = new_executor(rt, code, n, name);
     if (!e)
         return sr_fail(SR_ENOMEM, "out of memory");
     sr_layout l;

@@ -99,3 +99,20 @@ def test_depfile_and_compile_commands(ctx):
     del args[i:i + 2]
     args[args.index("-o") + 1] = os.path.join(ctx.tmp, "x.o")
     ctx.run(args, cwd=e["directory"], check=True)
+
+
+def types_block(text):
+    start = text.index("#ifndef SG_STENCIL_TYPES")
+    end = text.index("#endif /* SG_STENCIL_TYPES */")
+    return text[start:end]
+
+
+def test_runtime_abi_block_matches_generated_headers(ctx):
+    """stencilrt.h carries the same ABI block every generated header starts
+    with (both guarded by SG_STENCIL_TYPES); they must never drift apart."""
+    out = os.path.join(ctx.tmp, "out")
+    ctx.build_stencils(ctx.path("stencils", "stencils.yaml"), out)
+    generated = types_block(read(os.path.join(out, "jit_stencils-%s.h" % TRIPLE)))
+    runtime = types_block(read(ctx.path("runtime", "stencilrt.h")))
+    check(generated == runtime, "runtime/stencilrt.h's SG_STENCIL_TYPES block differs from "
+          "the generator's; copy it from a generated header")
