@@ -30,10 +30,13 @@ ensure_packages() {
 build() {
     local dir=$1
     shift
+    local log
+    log=$(mktemp)
     if [ ! -f "$dir/build.ninja" ]; then
-        meson setup "$dir" "$@" >"$dir.setup.log" 2>&1 || { cat "$dir.setup.log"; exit 1; }
+        meson setup "$dir" "$@" >"$log" 2>&1 || { cat "$log"; rm -f "$log"; exit 1; }
     fi
-    ninja -C "$dir" >"$dir.build.log" 2>&1 || { cat "$dir.build.log"; exit 1; }
+    ninja -C "$dir" >"$log" 2>&1 || { cat "$log"; rm -f "$log"; exit 1; }
+    rm -f "$log"
 }
 
 cmd=${1:-}

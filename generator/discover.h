@@ -9,7 +9,14 @@ typedef struct sg_op {
     char *name;   /* "add" for OP(add) */
     char *source; /* absolute path of the op source */
     unsigned line, col;
+    unsigned begin, end; /* byte range of the whole definition, OP( to its closing brace */
 } sg_op;
+
+/* Files a parse read (the source and everything it included), absolute. */
+typedef struct sg_pathlist {
+    char **items;
+    size_t count, cap;
+} sg_pathlist;
 
 typedef struct sg_oplist {
     sg_op *items;
@@ -20,8 +27,10 @@ typedef struct sg_oplist {
  * with STENCILGEN_DISCOVER defined) and append every function the template marked
  * as an op, in source order. Compile errors are printed clang-style; returns
  * false (exit code 3) if the source does not parse. */
-bool discover_ops(const char *source, const char *const *args, size_t nargs, sg_oplist *out);
+bool discover_ops(const char *source, const char *const *args, size_t nargs, sg_oplist *out,
+                  sg_pathlist *deps);
 
 void oplist_free(sg_oplist *l);
+void pathlist_free(sg_pathlist *l);
 
 #endif

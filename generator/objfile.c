@@ -17,8 +17,14 @@ bool objfile_load(const char *path, objfile *o, char *err, size_t errsz)
         snprintf(err, errsz, "cannot read '%s': %s", path, strerror(errno));
         return false;
     }
-    bool ok = lb_read_object(buf, size, o, err, errsz);
+    bool ok = objfile_parse(buf, size, o, err, errsz);
     free(buf);
+    return ok;
+}
+
+bool objfile_parse(const uint8_t *buf, size_t size, objfile *o, char *err, size_t errsz)
+{
+    bool ok = lb_read_object(buf, size, o, err, errsz);
     if (!ok)
         objfile_free(o);
     return ok;

@@ -56,6 +56,8 @@ typedef struct objfile {
     size_t nrelocs;
 } objfile;
 
+/* Parse an object held in memory (e.g. a cache entry). */
+bool objfile_parse(const uint8_t *buf, size_t size, objfile *o, char *err, size_t errsz);
 /* Read and parse `path`. On failure writes a message into err. */
 bool objfile_load(const char *path, objfile *o, char *err, size_t errsz);
 void objfile_free(objfile *o);

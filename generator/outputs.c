@@ -82,15 +82,11 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* Read the prerequisites of a compiler-written depfile into *list. */
-static void read_deps(const char *dfile, char ***list, size_t *count, size_t *cap)
+void outputs_parse_deps(const uint8_t *text, size_t size, char ***list, size_t *count,
+                        size_t *cap)
 {
-    uint8_t *text;
-    size_t size;
-    if (!read_file(dfile, &text, &size))
-        return;
-    char *s = (char *)text;
-    char *p = strstr(s, ": ");
+    const char *s = (const char *)text;
+    const char *p = memmem(s, size, ": ", 2);
     p = p ? p + 2 : s + size;
     strbuf word = {0};
     for (; p <= s + size; p++) {
@@ -101,7 +97,7 @@ static void read_deps(const char *dfile, char ***list, size_t *count, size_t *ca
             p++;
             continue;
         }
-        if (c == ' ' || c == '\n' || c == '\t') {
+        if (c == ' ' || c == '\n' || c == '\t' || c == '\r') {
             if (word.len) {
                 char *abs = path_absolute(word.data);
                 ARRAY_PUSH(*list, *count, *cap, abs);
@@ -112,19 +108,27 @@ static void read_deps(const char *dfile, char ***list, size_t *count, size_t *ca
         sb_putc(&word, c);
     }
     sb_free(&word);
-    free(text);
 }
 
-strbuf outputs_depfile(const sg_run *run, const sg_job *jobs, size_t n, const char *target)
+strbuf outputs_depfile(const sg_run *run, char *const *texts, size_t n, const char *target)
 {
     char **deps = NULL;
     size_t count = 0, cap = 0;
     ARRAY_PUSH(deps, count, cap, path_absolute(run->manifest.path));
+    for (size_t i = 0; i < run->manifest.op_sources.count; i++)
+        ARRAY_PUSH(deps, count, cap, xstrdup(run->manifest.op_sources.items[i]));
     for (size_t i = 0; i < n; i++) {
-        char *dfile = xasprintf("%s.d", jobs[i].output);
-        read_deps(dfile, &deps, &count, &cap);
-        free(dfile);
+        if (texts[i])
+            outputs_parse_deps((const uint8_t *)texts[i], strlen(texts[i]), &deps, &count, &cap);
     }
+    size_t wlen = strlen(run->workdir), kept = 0;
+    for (size_t i = 0; i < count; i++) {
+        if (!strncmp(deps[i], run->workdir, wlen) && deps[i][wlen] == '/')
+            free(deps[i]);
+        else
+            deps[kept++] = deps[i];
+    }
+    count = kept;
     qsort(deps, count, sizeof *deps, cmp_str);
     strbuf sb = {0};
     for (const char *p = target; *p; p++) {
@@ -159,7 +163,7 @@ static void put_json_string(strbuf *sb, const char *s)
     sb_putc(sb, '"');
 }
 
-strbuf outputs_compile_commands(const sg_job *jobs, size_t n)
+strbuf outputs_compile_commands(const sg_job *jobs, size_t n, const char *const *sources)
 {
     char cwd[PATH_MAX];
     if (!getcwd(cwd, sizeof cwd))
@@ -172,6 +176,9 @@ strbuf outputs_compile_commands(const sg_job *jobs, size_t n)
             if (!strcmp(*a, "-c") && a[1])
                 file = a[1];
         }
+        const char *unit = file;
+        if (sources[i])
+            file = sources[i];
         sb_puts(&sb, i ? ",\n  {\"directory\": " : "\n  {\"directory\": ");
         put_json_string(&sb, cwd);
         sb_puts(&sb, ", \"file\": ");
@@ -182,7 +189,7 @@ strbuf outputs_compile_commands(const sg_job *jobs, size_t n)
         for (char **a = jobs[i].argv; *a; a++) {
             if (a != jobs[i].argv)
                 sb_puts(&sb, ", ");
-            put_json_string(&sb, *a);
+            put_json_string(&sb, unit && !strcmp(*a, unit) ? file : *a);
         }
         sb_puts(&sb, "]}");
     }

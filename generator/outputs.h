@@ -24,10 +24,17 @@ void outputs_add(sg_outputs *o, char *path, strbuf content); /* takes ownership 
 bool outputs_publish(sg_outputs *o);                          /* frees o */
 void outputs_discard(sg_outputs *o);
 
-/* Make-style depfile naming `target`: manifest, template, shim, op sources and
- * every header the compiler reported (from the jobs' .d files). */
-strbuf outputs_depfile(const sg_run *run, const sg_job *jobs, size_t n, const char *target);
+/* Append the prerequisites listed in a compiler-written depfile (absolute paths). */
+void outputs_parse_deps(const uint8_t *text, size_t size, char ***list, size_t *count,
+                        size_t *cap);
+
+/* Make-style depfile naming `target`: the manifest, the op sources, and every
+ * file the compiles read (deps[i]: the text of a compiler-written depfile; NULL
+ * entries skipped) except the generator's own files under its work directory. */
+strbuf outputs_depfile(const sg_run *run, char *const *deps, size_t n, const char *target);
 /* compile_commands.json for clangd: the exact command of every compile. */
-strbuf outputs_compile_commands(const sg_job *jobs, size_t n);
+/* sources[i], when not NULL, replaces the translation unit job i compiles, so
+ * clangd sees the op's real file. */
+strbuf outputs_compile_commands(const sg_job *jobs, size_t n, const char *const *sources);
 
 #endif

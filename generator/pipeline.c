@@ -8,8 +8,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "cache.h"
 #include "compile.h"
 #include "diag.h"
 #include "fp_check.h"
@@ -111,6 +113,74 @@ static bool resolve_targets(sg_run *run)
     return true;
 }
 
+/* A copy of the arguments, NULL-terminated, for hashing (freed with argv_free). */
+static char **argv_finish_copy(const sg_argv *a)
+{
+    sg_argv c = {0};
+    for (size_t i = 0; i < a->count; i++)
+        argv_add(&c, a->items[i]);
+    return argv_finish(&c);
+}
+
+/* Parse "name line col begin end" lines of a cached discovery into ops of `source`. */
+static bool parse_cached_ops(const uint8_t *text, size_t size, const char *source,
+                             sg_oplist *out)
+{
+    char *copy = xstrndup((const char *)text, size);
+    bool ok = true;
+    for (char *line = strtok(copy, "\n"); line && ok; line = strtok(NULL, "\n")) {
+        char name[256];
+        unsigned l, c, begin, end;
+        ok = sscanf(line, "%255s %u %u %u %u", name, &l, &c, &begin, &end) == 5;
+        if (ok) {
+            sg_op op = {xstrdup(name), xstrdup(source), l, c, begin, end};
+            ARRAY_PUSH(out->items, out->count, out->cap, op);
+        }
+    }
+    free(copy);
+    return ok;
+}
+
+/* Discovery costs a libclang parse per source; its result is cached under the
+ * contents of every file that parse read. */
+static bool discover_cached(sg_run *run, const char *source, const sg_argv *a, uint64_t args)
+{
+    char *slot = xasprintf("discover/%016llx",
+                           (unsigned long long)hash64(source, strlen(source), 0));
+    sg_key key;
+    uint8_t *text;
+    size_t size, before = run->ops.count;
+    bool ok;
+    if (cache_key_for(run->cache, slot, args, &key) &&
+        cache_get(run->cache, &key, "ops", &text, &size)) {
+        ok = parse_cached_ops(text, size, source, &run->ops);
+        free(text);
+        if (ok) {
+            free(slot);
+            return true;
+        }
+        while (run->ops.count > before) { /* a damaged entry: discover afresh */
+            sg_op *op = &run->ops.items[--run->ops.count];
+            free(op->name);
+            free(op->source);
+        }
+    }
+    sg_pathlist deps = {0};
+    ok = discover_ops(source, (const char *const *)a->items, a->count, &run->ops, &deps);
+    if (ok) {
+        strbuf sb = {0};
+        for (size_t i = before; i < run->ops.count; i++)
+            sb_printf(&sb, "%s %u %u %u %u\n", run->ops.items[i].name, run->ops.items[i].line,
+                      run->ops.items[i].col, run->ops.items[i].begin, run->ops.items[i].end);
+        if (cache_record(run->cache, slot, args, deps.items, deps.count, &key))
+            cache_put(run->cache, &key, "ops", sb.data ? sb.data : "", sb.len);
+        sb_free(&sb);
+    }
+    pathlist_free(&deps);
+    free(slot);
+    return ok;
+}
+
 /* Ops are named by what the template marks; names must be unique across files. */
 static int discover_all(sg_run *run)
 {
@@ -125,10 +195,13 @@ static int discover_all(sg_run *run)
     if (run->opt.extra_cflags)
         argv_add_split(&a, run->opt.extra_cflags);
     int rc = SG_EXIT_OK;
+    char **copy = argv_finish_copy(&a);
+    uint64_t args = hash64(lb_llvm_version(), strlen(lb_llvm_version()),
+                           cache_hash_args(copy, (const char *const[]){NULL}));
+    argv_free(copy);
     for (size_t i = 0; i < m->op_sources.count && rc == SG_EXIT_OK; i++) {
         size_t before = run->ops.count;
-        if (!discover_ops(m->op_sources.items[i], (const char *const *)a.items, a.count,
-                          &run->ops)) {
+        if (!discover_cached(run, m->op_sources.items[i], &a, args)) {
             rc = SG_EXIT_TOOLCHAIN;
         } else if (run->ops.count == before) {
             sg_loc l = m->op_sources.locs[i];
@@ -167,6 +240,12 @@ typedef struct job_ref {
     sg_stencil *stencil;
     const sg_op *op; /* NULL for the shim */
     bool extract_failed;
+    char *slot;     /* cache slot: "<triple>/<object name>" */
+    uint64_t args;  /* hash of the command and the compiler's identity */
+    char *deps;     /* the compile's depfile text, for this build's depfile */
+    char *tu;       /* an op's translation unit (see op_translation_unit) */
+    char *tu_key;   /* the same without #line directives: what the cache key hashes */
+    char *tu_path;  /* where it is written when the op must be compiled */
 } job_ref;
 
 typedef struct job_set {
@@ -179,7 +258,8 @@ static void add_job(job_set *js, sg_run *run, sg_target_result *r, const sg_op *
 {
     const char *name = op ? op->name : "shim";
     char *dir = path_join(run->workdir, r->target->triple);
-    mkdir_p(dir);
+    if (!op) /* the shim comes first: one directory per target */
+        mkdir_p(dir);
     sg_argv a = {0};
     if (run->opt.launcher)
         argv_add(&a, run->opt.launcher);
@@ -198,15 +278,18 @@ static void add_job(job_set *js, sg_run *run, sg_target_result *r, const sg_op *
     argv_add(&a, "-MD");
     argv_add(&a, "-MF");
     argv_addf(&a, "%s.d", job.output);
+    /* An op compiles from its own translation unit (written only if needed). */
+    char *tu_path = op ? xasprintf("%s/tu/op_%s.c", run->workdir, op->name) : NULL;
     argv_add(&a, "-c");
-    argv_add(&a, op ? op->source : run->manifest.shim_source);
+    argv_add(&a, op ? tu_path : run->manifest.shim_source);
     argv_add(&a, "-o");
     argv_add(&a, job.output);
     job.argv = argv_finish(&a);
     size_t cap = js->cap;
     grow_array((void **)&js->jobs, &js->cap, js->count + 1, sizeof *js->jobs);
     grow_array((void **)&js->refs, &cap, js->count + 1, sizeof *js->refs);
-    js->refs[js->count] = (job_ref){r, op ? &r->ops[op - run->ops.items] : &r->shim, op, false};
+    js->refs[js->count] = (job_ref){r, op ? &r->ops[op - run->ops.items] : &r->shim, op, false,
+                                    NULL, 0, NULL, NULL, NULL, tu_path};
     js->jobs[js->count++] = job;
     free(dir);
 }
@@ -214,6 +297,11 @@ static void add_job(job_set *js, sg_run *run, sg_target_result *r, const sg_op *
 static void free_jobs(job_set *js)
 {
     for (size_t i = 0; i < js->count; i++) {
+        free(js->refs[i].slot);
+        free(js->refs[i].deps);
+        free(js->refs[i].tu);
+        free(js->refs[i].tu_key);
+        free(js->refs[i].tu_path);
         argv_free(js->jobs[i].argv);
         free(js->jobs[i].output);
         free(js->jobs[i].log);
@@ -229,16 +317,14 @@ typedef struct done_ctx {
     int extract_rc;
 } done_ctx;
 
-/* Runs while other compiles are still going: read the object, build the stencil. */
-static bool on_compiled(sg_job *job, void *vctx)
+/* Build the stencil from an object's bytes and run the checks on it. */
+static bool process_object(done_ctx *ctx, sg_job *job, const uint8_t *bytes, size_t size)
 {
-    done_ctx *ctx = vctx;
     job_ref *ref = job->user;
     const sg_manifest *m = &ctx->run->manifest;
     objfile obj;
     char err[512];
-    ref->result->compiled++;
-    if (!objfile_load(job->output, &obj, err, sizeof err)) { /* before `where`: no location yet */
+    if (!objfile_parse(bytes, size, &obj, err, sizeof err)) {
         diag_error("%s: %s", job->label, err);
         ref->extract_failed = true;
         ctx->extract_rc = exit_worst(ctx->extract_rc, SG_EXIT_CHECK);
@@ -277,6 +363,206 @@ static bool on_compiled(sg_job *job, void *vctx)
     return ok;
 }
 
+/* Store a fresh object under the key of the files its compile read; keep the
+ * compile's depfile text for this build's depfile. */
+static void cache_object(sg_cache *cache, job_ref *ref, const char *dfile, const uint8_t *obj,
+                         size_t size)
+{
+    uint8_t *dtext;
+    size_t dsize;
+    if (!read_file(dfile, &dtext, &dsize))
+        return;
+    ref->deps = xstrndup((const char *)dtext, dsize);
+    char **deps = NULL;
+    size_t n = 0, cap = 0;
+    outputs_parse_deps(dtext, dsize, &deps, &n, &cap);
+    if (ref->tu_path) { /* the unit itself is hashed into ref->args */
+        for (size_t i = 0; i < n; i++) {
+            if (!strcmp(deps[i], ref->tu_path)) {
+                free(deps[i]);
+                deps[i] = deps[--n];
+                break;
+            }
+        }
+    }
+    sg_key key;
+    if (cache_record(cache, ref->slot, ref->args, deps, n, &key) &&
+        cache_put(cache, &key, "d", dtext, dsize))
+        cache_put(cache, &key, "o", obj, size);
+    for (size_t i = 0; i < n; i++)
+        free(deps[i]);
+    free(deps);
+    free(dtext);
+}
+
+/* Runs while other compiles are still going: cache the object, build the stencil. */
+static bool on_compiled(sg_job *job, void *vctx)
+{
+    done_ctx *ctx = vctx;
+    job_ref *ref = job->user;
+    uint8_t *bytes;
+    size_t size;
+    if (!read_file(job->output, &bytes, &size)) {
+        diag_error("%s: cannot read '%s': %s", job->label, job->output, strerror(errno));
+        ref->extract_failed = true;
+        ctx->extract_rc = exit_worst(ctx->extract_rc, SG_EXIT_CHECK);
+        return false;
+    }
+    if (ref->op)
+        ref->result->compiled++;
+    char *dfile = xasprintf("%s.d", job->output);
+    cache_object(ctx->run->cache, ref, dfile, bytes, size);
+    free(dfile);
+    bool ok = process_object(ctx, job, bytes, size);
+    free(bytes);
+    return ok;
+}
+
+/* The compiler's identity for cache keys: its path, size and modification time
+ * (stat only: a no-op build must not run the compiler). */
+static uint64_t compiler_identity(const sg_run *run)
+{
+    struct stat st;
+    uint64_t h = hash64(run->clang, strlen(run->clang), 0);
+    if (stat(run->clang, &st) == 0) {
+        int64_t facts[3] = {(int64_t)st.st_size, (int64_t)st.st_mtim.tv_sec,
+                            (int64_t)st.st_mtim.tv_nsec};
+        h = hash64(facts, sizeof facts, h);
+    }
+    if (run->opt.launcher)
+        h = hash64(run->opt.launcher, strlen(run->opt.launcher), h);
+    return h;
+}
+
+/* An op's translation unit is its source file without the other ops'
+ * definitions: the text outside every op (declarations, helpers the ops share)
+ * and the op itself, each segment preceded by a #line directive naming the real
+ * file and line so diagnostics point at the source. The cache key hashes the
+ * segments without those directives: editing one op (even moving the others
+ * down) changes only its own key, so only it recompiles. */
+typedef struct op_unit {
+    strbuf unit; /* what clang compiles */
+    strbuf key;  /* what the cache key hashes */
+} op_unit;
+
+/* Extend [*b, *e) to whole lines when only blanks share them with it. */
+static void whole_lines(const char *text, size_t size, size_t *b, size_t *e)
+{
+    size_t lb = *b, le = *e;
+    while (lb > 0 && (text[lb - 1] == ' ' || text[lb - 1] == '\t'))
+        lb--;
+    while (le < size && (text[le] == ' ' || text[le] == '\t' || text[le] == '\r'))
+        le++;
+    if ((lb == 0 || text[lb - 1] == '\n') && (le == size || text[le] == '\n')) {
+        *b = lb;
+        *e = le < size ? le + 1 : le;
+    }
+}
+
+static unsigned line_at(const char *text, size_t offset)
+{
+    unsigned line = 1;
+    for (size_t i = 0; i < offset; i++)
+        line += text[i] == '\n';
+    return line;
+}
+
+static void add_segment(op_unit *u, const sg_op *op, const char *text, size_t from, size_t to)
+{
+    if (from >= to)
+        return;
+    sb_printf(&u->unit, "#line %u \"%s\"\n", line_at(text, from), op->source);
+    sb_putn(&u->unit, text + from, to - from);
+    if (text[to - 1] != '\n')
+        sb_putc(&u->unit, '\n');
+    sb_putn(&u->key, text + from, to - from);
+}
+
+static op_unit op_translation_unit(const sg_run *run, const sg_op *op, const char *text,
+                                   size_t size)
+{
+    op_unit u = {{0}, {0}};
+    size_t at = 0;
+    for (size_t i = 0; i < run->ops.count; i++) { /* ops of a file are in source order */
+        const sg_op *o = &run->ops.items[i];
+        if (strcmp(o->source, op->source) || o->end > size || o->begin > o->end || o->begin < at)
+            continue;
+        size_t b = o->begin, e = o->end;
+        whole_lines(text, size, &b, &e);
+        add_segment(&u, op, text, at, b);
+        if (o == op)
+            add_segment(&u, op, text, b, e);
+        at = e;
+    }
+    add_segment(&u, op, text, at, size);
+    if (!u.unit.data)
+        sb_puts(&u.unit, "");
+    if (!u.key.data)
+        sb_puts(&u.key, "");
+    return u;
+}
+
+static void make_translation_units(sg_run *run, job_set *js)
+{
+    const char *last = NULL;
+    uint8_t *text = NULL;
+    size_t size = 0;
+    for (size_t i = 0; i < js->count; i++) {
+        const sg_op *op = js->refs[i].op;
+        if (!op)
+            continue;
+        if (!last || strcmp(last, op->source)) { /* ops of one file are adjacent */
+            free(text);
+            text = NULL;
+            size = 0;
+            if (!read_file(op->source, &text, &size))
+                text = NULL;
+            last = op->source;
+        }
+        if (!text) {
+            js->refs[i].tu = xstrdup("#error \"cannot read the op source\"\n");
+            js->refs[i].tu_key = xstrdup(js->refs[i].tu);
+            continue;
+        }
+        op_unit u = op_translation_unit(run, op, (const char *)text, size);
+        js->refs[i].tu = u.unit.data;
+        js->refs[i].tu_key = u.key.data;
+    }
+    free(text);
+}
+
+/* A verified cache entry stands in for the compile: the job is skipped. */
+static bool try_cached(done_ctx *ctx, sg_job *job, uint64_t identity)
+{
+    static const char *const outputs[] = {"-o", "-MF", NULL};
+    job_ref *ref = job->user;
+    sg_cache *cache = ctx->run->cache;
+    const char *base = strrchr(job->output, '/');
+    ref->slot = xasprintf("%s/%s", ref->result->target->triple, base ? base + 1 : job->output);
+    ref->args = hash64(&identity, sizeof identity, cache_hash_args(job->argv, outputs));
+    if (ref->tu_key)
+        ref->args = hash64(ref->tu_key, strlen(ref->tu_key), ref->args);
+    sg_key key;
+    uint8_t *obj, *dtext;
+    size_t size, dsize;
+    if (!cache_key_for(cache, ref->slot, ref->args, &key) ||
+        !cache_get(cache, &key, "d", &dtext, &dsize))
+        return false;
+    if (!cache_get(cache, &key, "o", &obj, &size)) {
+        free(dtext);
+        return false;
+    }
+    ref->deps = xstrndup((const char *)dtext, dsize);
+    free(dtext);
+    job->skip = true;
+    if (ref->op)
+        ref->result->cached++;
+    if (!process_object(ctx, job, obj, size))
+        job->status = -1;
+    free(obj);
+    return true;
+}
+
 static int compile_all(sg_run *run, job_set *js)
 {
     for (size_t t = 0; t < run->nresults; t++) {
@@ -298,8 +584,22 @@ static int compile_all(sg_run *run, job_set *js)
         .progress = isatty(2) && !run->opt.verbose,
     };
     done_ctx ctx = {run, js, SG_EXIT_OK};
+    uint64_t identity = compiler_identity(run);
+    size_t failures = 0;
+    make_translation_units(run, js);
+    for (size_t i = 0; i < js->count; i++) {
+        if (try_cached(&ctx, &js->jobs[i], identity)) {
+            failures += js->jobs[i].status != 0;
+        } else if (js->refs[i].tu) {
+            char *dir = path_dirname(js->refs[i].tu_path);
+            mkdir_p(dir);
+            free(dir);
+            if (!write_file_atomic(js->refs[i].tu_path, js->refs[i].tu, strlen(js->refs[i].tu)))
+                diag_error("cannot write '%s': %s", js->refs[i].tu_path, strerror(errno));
+        }
+    }
     bool spawn_failed;
-    size_t failures = compile_run(js->jobs, js->count, &co, on_compiled, &ctx, &spawn_failed);
+    failures += compile_run(js->jobs, js->count, &co, on_compiled, &ctx, &spawn_failed);
     if (!failures)
         return SG_EXIT_OK;
     /* A compile that failed, timed out or could not start is a toolchain
@@ -329,8 +629,7 @@ static void print_summary(const sg_run *run)
         }
         printf("stencilgen: %s: %zu ops (%zu compiled, %zu cached), %zu bytes of code, "
                "%zu bytes of data, %zu holes (%s)\n",
-               r->target->triple, run->ops.count, r->compiled ? r->compiled - 1 : 0,
-               run->ops.count - (r->compiled ? r->compiled - 1 : 0), code, data, nholes,
+               r->target->triple, run->ops.count, r->compiled, r->cached, code, data, nholes,
                kinds.len ? kinds.data : "none");
         sb_free(&kinds);
     }
@@ -351,12 +650,22 @@ static int render_and_publish(sg_run *run, const job_set *js)
     writer_dispatcher(&disp, run);
     char *dispatcher = path_join(run->opt.outdir, "jit_stencils.h");
     outputs_add(&out, xstrdup(dispatcher), disp);
-    if (run->opt.depfile)
-        outputs_add(&out, xstrdup(run->opt.depfile), outputs_depfile(run, js->jobs, js->count,
-                                                                     dispatcher));
-    if (run->opt.compile_commands)
+    if (run->opt.depfile) {
+        char **texts = xcalloc(js->count, sizeof *texts);
+        for (size_t i = 0; i < js->count; i++)
+            texts[i] = js->refs[i].deps;
+        outputs_add(&out, xstrdup(run->opt.depfile),
+                    outputs_depfile(run, texts, js->count, dispatcher));
+        free(texts);
+    }
+    if (run->opt.compile_commands) {
+        const char **sources = xcalloc(js->count, sizeof *sources);
+        for (size_t i = 0; i < js->count; i++)
+            sources[i] = js->refs[i].op ? js->refs[i].op->source : NULL;
         outputs_add(&out, xstrdup(run->opt.compile_commands),
-                    outputs_compile_commands(js->jobs, js->count));
+                    outputs_compile_commands(js->jobs, js->count, sources));
+        free(sources);
+    }
     free(dispatcher);
     return outputs_publish(&out) ? SG_EXIT_OK : SG_EXIT_TOOLCHAIN;
 }
@@ -431,6 +740,7 @@ static int prepare(sg_run *run)
         diag_error("cannot create '%s': %s", run->workdir, strerror(errno));
         return SG_EXIT_TOOLCHAIN;
     }
+    run->cache = cache_open(run->workdir);
     return SG_EXIT_OK;
 }
 
@@ -449,6 +759,7 @@ static void run_free(sg_run *run, bool remove_workdir)
     free(run->results);
     if (remove_workdir && run->workdir)
         remove_tree(run->workdir);
+    cache_close(run->cache);
     free(run->workdir);
     free(run->clang);
     oplist_free(&run->ops);

@@ -37,7 +37,8 @@ typedef struct sg_target_result {
     sg_stencil shim;
     sg_unwind unwind; /* derived from the shim */
     lb_disasm *disasm;
-    size_t compiled;  /* compiles run for this target */
+    size_t compiled;  /* ops compiled for this target in this run */
+    size_t cached;    /* ops taken from the cache */
 } sg_target_result;
 
 typedef struct sg_run {
@@ -48,6 +49,7 @@ typedef struct sg_run {
     size_t nresults;
     char *workdir;
     char *clang;      /* resolved compiler path */
+    struct sg_cache *cache;
 } sg_run;
 
 /* Run a command end to end; returns the process exit code. */
