@@ -182,7 +182,9 @@ static void place_data(writer *w)
             w->data_of[i] = *shared - 1;
             continue;
         }
-        at = align_up(at, s->data_align);
+        /* Align the address, not the offset: the run is only page-aligned, and
+         * emit_plan reserved data_align bytes of slack for exactly this. */
+        at = align_up((uintptr_t)(w->mem + at), s->data_align) - (uintptr_t)w->mem;
         memcpy(w->mem + at, s->data, s->data_size);
         w->data_of[i] = at;
         if (!s->data_hole_count)

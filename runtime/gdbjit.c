@@ -1,7 +1,7 @@
 /* gdbjit.c - GDB's JIT interface: for each registration an in-memory ELF
- * relocatable object whose .text (NOBITS) sits at the code's real address, with
- * the .eh_frame that unwinds it and a symbol table naming what runs there.
- * Real, distinct section addresses keep GDB fast with many objects. */
+ * relocatable object with one .text (NOBITS) section per code range at its real
+ * address, the .eh_frame that unwinds them and a symbol table naming what runs
+ * there. Real, distinct section addresses keep GDB fast with many objects. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -64,7 +64,8 @@ typedef struct {
     uint64_t value, size;
 } elf_symbol;
 
-enum { SEC_NULL, SEC_TEXT, SEC_EH_FRAME, SEC_SHSTRTAB, SEC_SYMTAB, SEC_STRTAB, SEC__COUNT };
+/* Section layout: [0] null, [1..ntext] .text (one per code range), then
+ * .eh_frame, .shstrtab, .symtab, .strtab. */
 enum { SHT_PROGBITS = 1, SHT_SYMTAB = 2, SHT_STRTAB = 3, SHT_NOBITS = 8 };
 enum { SHF_ALLOC = 2, SHF_EXECINSTR = 4 };
 enum { STB_LOCAL = 0, STB_GLOBAL = 1, STT_FUNC = 2, STT_FILE = 4 };
@@ -78,7 +79,7 @@ static size_t align8(size_t v)
     return (v + 7) & ~(size_t)7;
 }
 
-static void fill_header(elf_header *h, unsigned machine, size_t shoff)
+static void fill_header(elf_header *h, unsigned machine, size_t shoff, size_t nsections)
 {
     static const uint8_t ident[16] = {0x7f, 'E', 'L', 'F', 2 /* 64-bit */, 1 /* LE */, 1};
     memcpy(h->ident, ident, sizeof ident);
@@ -88,67 +89,94 @@ static void fill_header(elf_header *h, unsigned machine, size_t shoff)
     h->shoff = shoff;
     h->ehsize = sizeof(elf_header);
     h->shentsize = sizeof(elf_section);
-    h->shnum = SEC__COUNT;
-    h->shstrndx = SEC_SHSTRTAB;
+    h->shnum = (uint16_t)nsections;
+    h->shstrndx = (uint16_t)(nsections - 3);
 }
 
-gdbjit_entry *gdbjit_register(unsigned machine, uint64_t text, size_t text_size,
-                              const uint8_t *eh_frame, size_t eh_size,
-                              const gdbjit_symbol *syms, size_t nsyms)
+/* Where each part of the image goes. */
+typedef struct layout {
+    size_t nsections, sec_eh, sec_shstr, sec_sym, sec_str;
+    size_t off_sh, off_shstr, off_str, off_sym, off_eh, total;
+    size_t strtab_size, nsyms;
+} layout;
+
+static layout plan(size_t ntext, const gdbjit_symbol *syms, size_t nsyms, size_t eh_size)
 {
     static const char file_name[] = "stencilrt-jit";
-    size_t strtab_size = 1 + sizeof file_name;
+    layout l = {0};
+    l.nsections = 1 + ntext + 4;
+    l.sec_eh = 1 + ntext;
+    l.sec_shstr = l.sec_eh + 1;
+    l.sec_sym = l.sec_eh + 2;
+    l.sec_str = l.sec_eh + 3;
+    l.strtab_size = 1 + sizeof file_name;
     for (size_t i = 0; i < nsyms; i++)
-        strtab_size += strlen(syms[i].name) + 1;
-    size_t nelfsyms = nsyms + 2; /* null symbol, file symbol */
-    size_t off_sh = align8(sizeof(elf_header));
-    size_t off_shstr = off_sh + SEC__COUNT * sizeof(elf_section);
-    size_t off_str = off_shstr + sizeof shstrtab;
-    size_t off_sym = align8(off_str + strtab_size);
-    size_t off_eh = align8(off_sym + nelfsyms * sizeof(elf_symbol));
-    size_t total = off_eh + eh_size;
+        l.strtab_size += strlen(syms[i].name) + 1;
+    l.nsyms = nsyms + 2; /* null symbol, file symbol */
+    l.off_sh = align8(sizeof(elf_header));
+    l.off_shstr = l.off_sh + l.nsections * sizeof(elf_section);
+    l.off_str = l.off_shstr + sizeof shstrtab;
+    l.off_sym = align8(l.off_str + l.strtab_size);
+    l.off_eh = align8(l.off_sym + l.nsyms * sizeof(elf_symbol));
+    l.total = l.off_eh + eh_size;
+    return l;
+}
 
-    gdbjit_entry *e = calloc(1, sizeof *e);
-    uint8_t *img = calloc(1, total);
-    if (!e || !img) {
-        free(e);
-        free(img);
-        return NULL;
-    }
-    fill_header((elf_header *)img, machine, off_sh);
-    elf_section *sh = (elf_section *)(img + off_sh);
-    sh[SEC_TEXT] = (elf_section){NAME_TEXT, SHT_NOBITS, SHF_ALLOC | SHF_EXECINSTR, text, off_eh,
-                                 text_size, 0, 0, 16, 0};
-    sh[SEC_EH_FRAME] = (elf_section){NAME_EH_FRAME, SHT_PROGBITS, SHF_ALLOC,
-                                     (uint64_t)(uintptr_t)(img + off_eh), off_eh, eh_size, 0, 0,
-                                     8, 0};
-    sh[SEC_SHSTRTAB] = (elf_section){NAME_SHSTRTAB, SHT_STRTAB, 0, 0, off_shstr, sizeof shstrtab,
-                                     0, 0, 1, 0};
-    sh[SEC_SYMTAB] = (elf_section){NAME_SYMTAB, SHT_SYMTAB, 0, 0, off_sym,
-                                   nelfsyms * sizeof(elf_symbol), SEC_STRTAB, 2, 8,
-                                   sizeof(elf_symbol)};
-    sh[SEC_STRTAB] = (elf_section){NAME_STRTAB, SHT_STRTAB, 0, 0, off_str, strtab_size, 0, 0, 1,
-                                   0};
-    memcpy(img + off_shstr, shstrtab, sizeof shstrtab);
-    char *str = (char *)img + off_str;
+static void fill_symbols(uint8_t *img, const layout *l, const gdbjit_section *text,
+                         const gdbjit_symbol *syms, size_t nsyms)
+{
+    static const char file_name[] = "stencilrt-jit";
+    char *str = (char *)img + l->off_str;
+    elf_symbol *sym = (elf_symbol *)(img + l->off_sym);
     size_t stroff = 1;
     memcpy(str + stroff, file_name, sizeof file_name);
-    elf_symbol *sym = (elf_symbol *)(img + off_sym);
     sym[1] = (elf_symbol){(uint32_t)stroff, (STB_LOCAL << 4) | STT_FILE, 0, SHN_ABS, 0, 0};
     stroff += sizeof file_name;
     for (size_t i = 0; i < nsyms; i++) {
         size_t len = strlen(syms[i].name) + 1;
         memcpy(str + stroff, syms[i].name, len);
-        /* ET_REL: values are offsets into .text, whose sh_addr is the real address. */
-        sym[i + 2] = (elf_symbol){(uint32_t)stroff, (STB_GLOBAL << 4) | STT_FUNC, 0, SEC_TEXT,
-                                  syms[i].addr - text, syms[i].size};
+        /* ET_REL: a value is an offset into its section, whose sh_addr is real. */
+        sym[i + 2] = (elf_symbol){(uint32_t)stroff, (STB_GLOBAL << 4) | STT_FUNC, 0,
+                                  (uint16_t)(1 + syms[i].section),
+                                  syms[i].addr - text[syms[i].section].addr, syms[i].size};
         stroff += len;
     }
-    memcpy(img + off_eh, eh_frame, eh_size);
+}
+
+gdbjit_entry *gdbjit_register(unsigned machine, const gdbjit_section *text, size_t ntext,
+                              const uint8_t *eh_frame, size_t eh_size,
+                              const gdbjit_symbol *syms, size_t nsyms)
+{
+    layout l = plan(ntext, syms, nsyms, eh_size);
+    gdbjit_entry *e = calloc(1, sizeof *e);
+    uint8_t *img = calloc(1, l.total);
+    if (!e || !img || l.nsections > 0xff00) {
+        free(e);
+        free(img);
+        return NULL;
+    }
+    fill_header((elf_header *)img, machine, l.off_sh, l.nsections);
+    elf_section *sh = (elf_section *)(img + l.off_sh);
+    for (size_t i = 0; i < ntext; i++)
+        sh[1 + i] = (elf_section){NAME_TEXT, SHT_NOBITS, SHF_ALLOC | SHF_EXECINSTR, text[i].addr,
+                                  l.off_eh, text[i].size, 0, 0, 16, 0};
+    sh[l.sec_eh] = (elf_section){NAME_EH_FRAME, SHT_PROGBITS, SHF_ALLOC,
+                                 (uint64_t)(uintptr_t)(img + l.off_eh), l.off_eh, eh_size, 0, 0,
+                                 8, 0};
+    sh[l.sec_shstr] = (elf_section){NAME_SHSTRTAB, SHT_STRTAB, 0, 0, l.off_shstr,
+                                    sizeof shstrtab, 0, 0, 1, 0};
+    sh[l.sec_sym] = (elf_section){NAME_SYMTAB, SHT_SYMTAB, 0, 0, l.off_sym,
+                                  l.nsyms * sizeof(elf_symbol), (uint32_t)l.sec_str, 2, 8,
+                                  sizeof(elf_symbol)};
+    sh[l.sec_str] = (elf_section){NAME_STRTAB, SHT_STRTAB, 0, 0, l.off_str, l.strtab_size, 0, 0,
+                                  1, 0};
+    memcpy(img + l.off_shstr, shstrtab, sizeof shstrtab);
+    fill_symbols(img, &l, text, syms, nsyms);
+    memcpy(img + l.off_eh, eh_frame, eh_size);
 
     e->image = img;
     e->entry.symfile_addr = (const char *)img;
-    e->entry.symfile_size = total;
+    e->entry.symfile_size = l.total;
     /* Link in and tell GDB (the caller holds the registry lock). */
     e->entry.next_entry = __jit_debug_descriptor.first_entry;
     if (e->entry.next_entry)

@@ -21,7 +21,7 @@ typedef struct sr_arena {
     uint8_t *eh_frame; /* registered with libgcc while frames_registered */
     size_t eh_frame_size;
     bool frames_registered;
-    struct gdbjit_entry *gdb; /* current GDB registration, or NULL */
+    struct gdbjit_entry *gdb; /* the shim's GDB object (executors are named per group) */
     bool no_reuse;            /* perf is watching: freed pages are never handed out again */
 } sr_arena;
 
@@ -49,13 +49,20 @@ void ehframe_register(uint8_t *eh);
 void ehframe_deregister(uint8_t *eh);
 
 /* ---- gdbjit: the GDB JIT interface, one in-memory ELF object per registration. */
+typedef struct gdbjit_section {
+    uint64_t addr;
+    size_t size;
+} gdbjit_section;
+
 typedef struct gdbjit_symbol {
     const char *name;
     uint64_t addr, size;
+    size_t section; /* index into the text sections */
 } gdbjit_symbol;
 
 typedef struct gdbjit_entry gdbjit_entry;
-gdbjit_entry *gdbjit_register(unsigned machine, uint64_t text, size_t text_size,
+/* One object: `ntext` disjoint code ranges, an .eh_frame covering them, symbols. */
+gdbjit_entry *gdbjit_register(unsigned machine, const gdbjit_section *text, size_t ntext,
                               const uint8_t *eh_frame, size_t eh_size,
                               const gdbjit_symbol *syms, size_t nsyms);
 void gdbjit_unregister(gdbjit_entry *e);
@@ -78,10 +85,20 @@ void perfmap_code_load(sr_perf *p, const sr_perf_code *code, size_t n);
 void perfmap_close(sr_perf *p);
 
 /* ---- emit */
+
+/* Executors emitted together (one sr_emit, or one sr_emit_batch) share one GDB
+ * object: registering costs one object per call, not per executor. */
+typedef struct sr_group {
+    struct sr_executor **members;
+    size_t n;
+    struct gdbjit_entry *gdb;
+} sr_group;
+
 struct sr_executor {
     sr_runtime *rt;
     sr_arena *arena;
     struct sr_executor *next, *prev; /* in arena->executors */
+    sr_group *group;
     uint8_t *mem;      /* page run: code, data, GOT */
     size_t mem_size;
     size_t code_size;

@@ -5,8 +5,9 @@
  * its call into JIT code) covers every executor PC. Each arena therefore gets
  * one FDE covering all of it, registered with libgcc once when the arena is
  * created: per-executor unwind work is zero. GDB gets one in-memory object per
- * arena with that FDE and a symbol per executor and per stencil; it is rebuilt
- * when the arena's executors change (arenas are small, so this is bounded). */
+ * group of executors emitted together (sr_emit_batch), with a section, an FDE
+ * and symbols per executor and stencil: the cost of naming grows with what is
+ * emitted, never with what is already alive. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -152,28 +153,58 @@ static char *stencil_symbol(const sr_runtime *rt, const sr_executor *e, size_t i
     return name;
 }
 
-/* Names for GDB: the executor (zero-sized, so the sized stencil symbols win
- * inside it) and a symbol per instruction. */
-static void refresh_gdb(sr_runtime *rt, sr_arena *a)
+/* The GDB object of a group: one .text section and one FDE (the executor
+ * rule) per member; symbols name each executor (zero-sized, so the sized
+ * stencil symbols win inside it) and each instruction. Built again, without
+ * the departed, when a member is freed. */
+static void register_group(sr_runtime *rt, sr_group *g)
 {
-    if (!rt->cfg.gdb || !a->eh_frame)
+    gdbjit_unregister(g->gdb);
+    g->gdb = NULL;
+    if (!rt->cfg.gdb || g->n == 0)
         return;
-    size_t n = 0;
-    for (sr_executor *e = a->executors; e; e = e->next)
-        n += 1 + e->n;
-    gdbjit_symbol *syms = calloc(n ? n : 1, sizeof *syms);
-    size_t k = 0;
-    for (sr_executor *e = a->executors; syms && e; e = e->next) {
-        syms[k++] = (gdbjit_symbol){e->name, (uintptr_t)e->mem, 0};
+    size_t nsyms = 0;
+    for (size_t m = 0; m < g->n; m++)
+        nsyms += 1 + g->members[m]->n;
+    gdbjit_section *text = calloc(g->n, sizeof *text);
+    sr_fde *fdes = calloc(g->n, sizeof *fdes);
+    gdbjit_symbol *syms = calloc(nsyms, sizeof *syms);
+    size_t k = 0, eh_size = 0;
+    for (size_t m = 0; text && fdes && syms && m < g->n; m++) {
+        const sr_executor *e = g->members[m];
+        text[m] = (gdbjit_section){(uintptr_t)e->mem, e->code_size};
+        fdes[m] = (sr_fde){(uintptr_t)e->mem, e->code_size, rt->set->executor_cfi,
+                           rt->set->executor_cfi_len};
+        syms[k++] = (gdbjit_symbol){e->name, (uintptr_t)e->mem, 0, m};
         for (size_t i = 0; i < e->n; i++)
             syms[k++] = (gdbjit_symbol){e->symbols[i], (uintptr_t)(e->mem + e->offsets[i]),
-                                        e->offsets[i + 1] - e->offsets[i]};
+                                        e->offsets[i + 1] - e->offsets[i], m};
     }
-    gdbjit_unregister(a->gdb);
-    a->gdb = syms ? gdbjit_register(rt->set->elf_machine, (uintptr_t)a->base, a->size,
-                                    a->eh_frame, a->eh_frame_size, syms, k)
-                  : NULL;
+    uint8_t *eh = text && fdes && syms ? ehframe_build(rt->set, fdes, g->n, &eh_size) : NULL;
+    if (eh)
+        g->gdb = gdbjit_register(rt->set->elf_machine, text, g->n, eh, eh_size, syms, k);
+    free(eh);
     free(syms);
+    free(fdes);
+    free(text);
+}
+
+/* Take e out of its group; the group's object is rebuilt (or dropped). */
+static void leave_group(sr_runtime *rt, sr_executor *e)
+{
+    sr_group *g = e->group;
+    for (size_t m = 0; m < g->n; m++) {
+        if (g->members[m] == e) {
+            g->members[m] = g->members[--g->n];
+            break;
+        }
+    }
+    e->group = NULL;
+    register_group(rt, g);
+    if (g->n == 0) {
+        free(g->members);
+        free(g);
+    }
 }
 
 /* perf: the executor, then each stencil in it (so samples name the op). */
@@ -231,10 +262,11 @@ static sr_status place_shim(sr_runtime *rt)
         perfmap_code_load(rt->perf, &code, 1);
     }
     if (rt->cfg.gdb && rt->shim_arena->eh_frame) {
+        gdbjit_section text = {(uintptr_t)mem, l.code_size};
         gdbjit_symbol sym = {shim->name, (uintptr_t)mem + rt->set->shim_entry,
-                             rt->set->shim_fde_size};
-        rt->shim_arena->gdb = gdbjit_register(rt->set->elf_machine, (uintptr_t)mem,
-                                              rt->shim_arena->size, rt->shim_arena->eh_frame,
+                             rt->set->shim_fde_size, 0};
+        rt->shim_arena->gdb = gdbjit_register(rt->set->elf_machine, &text, 1,
+                                              rt->shim_arena->eh_frame,
                                               rt->shim_arena->eh_frame_size, &sym, 1);
     }
     return SR_OK;
@@ -306,6 +338,7 @@ void sr_runtime_destroy(sr_runtime *rt)
         while (a->executors) {
             sr_executor *e = a->executors;
             executor_unlink(e);
+            leave_group(rt, e);
             executor_destroy(e);
         }
         free_arena(a);
@@ -369,15 +402,16 @@ static sr_executor *new_executor(const sr_runtime *rt, const sr_instr *code, siz
     return e;
 }
 
-sr_status sr_emit(sr_runtime *rt, const sr_instr *code, size_t n, const char *name,
-                  sr_executor **out)
+/* Copy, patch and seal one executor; the caller holds the registry lock and
+ * registers it with GDB (as part of a group). */
+static sr_status emit_one(sr_runtime *rt, const sr_program *prog, sr_executor **out)
 {
     *out = NULL;
-    sr_executor *e = new_executor(rt, code, n, name);
+    sr_executor *e = new_executor(rt, prog->code, prog->n, prog->name);
     if (!e)
         return sr_fail(SR_ENOMEM, "out of memory");
     sr_layout l;
-    sr_status st = emit_plan(rt->set, code, n, e->offsets, &l);
+    sr_status st = emit_plan(rt->set, prog->code, prog->n, e->offsets, &l);
     if (st != SR_OK) {
         executor_destroy(e);
         return st;
@@ -385,20 +419,18 @@ sr_status sr_emit(sr_runtime *rt, const sr_instr *code, size_t n, const char *na
     e->rt = rt;
     e->code_size = l.code_size;
     e->mem_size = l.total;
-    sr_registry_lock();
     e->mem = allocate(rt, l.total, &e->arena);
     if (!e->mem) {
-        sr_registry_unlock();
         executor_destroy(e);
         return sr_fail(SR_ENOMEM, "cannot map %zu bytes of code memory: %s", l.total,
                        strerror(errno));
     }
-    st = emit_write(rt->set, (const void *const *)rt->symbols, code, n, e->offsets, &l, e->mem);
+    st = emit_write(rt->set, (const void *const *)rt->symbols, prog->code, prog->n, e->offsets,
+                    &l, e->mem);
     if (st == SR_OK && !jitmem_seal(e->mem, l.total))
         st = sr_fail(SR_ESYSTEM, "mprotect: %s", strerror(errno));
     if (st != SR_OK) {
         jitmem_release(e->arena, e->mem, e->mem_size);
-        sr_registry_unlock();
         executor_destroy(e);
         return st;
     }
@@ -408,11 +440,60 @@ sr_status sr_emit(sr_runtime *rt, const sr_instr *code, size_t n, const char *na
     e->arena->executors = e;
     e->arena->nexecutors++;
     rt->executors++;
-    refresh_gdb(rt, e->arena);
     announce_to_perf(rt, e);
-    sr_registry_unlock();
     *out = e;
     return SR_OK;
+}
+
+static void free_executor_locked(sr_runtime *rt, sr_executor *ex, bool regroup)
+{
+    executor_unlink(ex);
+    jitmem_release(ex->arena, ex->mem, ex->mem_size);
+    rt->executors--;
+    if (regroup)
+        leave_group(rt, ex);
+    executor_destroy(ex);
+}
+
+sr_status sr_emit_batch(sr_runtime *rt, const sr_program *progs, size_t count,
+                        sr_executor **out)
+{
+    sr_group *g = calloc(1, sizeof *g);
+    if (g)
+        g->members = calloc(count ? count : 1, sizeof *g->members);
+    if (!g || !g->members) {
+        free(g);
+        return sr_fail(SR_ENOMEM, "out of memory");
+    }
+    sr_status st = SR_OK;
+    sr_registry_lock();
+    for (size_t i = 0; i < count && st == SR_OK; i++) {
+        st = emit_one(rt, &progs[i], &out[i]);
+        if (st == SR_OK) {
+            out[i]->group = g;
+            g->members[g->n++] = out[i];
+        }
+    }
+    if (st != SR_OK) { /* all or nothing */
+        for (size_t m = 0; m < g->n; m++)
+            free_executor_locked(rt, g->members[m], false);
+        for (size_t i = 0; i < count; i++)
+            out[i] = NULL;
+        free(g->members);
+        free(g);
+    } else {
+        register_group(rt, g);
+    }
+    sr_registry_unlock();
+    return st;
+}
+
+sr_status sr_emit(sr_runtime *rt, const sr_instr *code, size_t n, const char *name,
+                  sr_executor **out)
+{
+    sr_program prog = {code, n, name};
+    *out = NULL;
+    return sr_emit_batch(rt, &prog, 1, out);
 }
 
 void *sr_executor_entry(const sr_executor *ex)
@@ -436,12 +517,8 @@ void sr_executor_free(sr_executor *ex)
         return;
     sr_runtime *rt = ex->rt;
     sr_registry_lock();
-    executor_unlink(ex);
-    jitmem_release(ex->arena, ex->mem, ex->mem_size);
-    rt->executors--;
-    refresh_gdb(rt, ex->arena);
+    free_executor_locked(rt, ex, true);
     sr_registry_unlock();
-    executor_destroy(ex);
 }
 
 sr_stats sr_runtime_stats(const sr_runtime *rt)
@@ -451,7 +528,8 @@ sr_stats sr_runtime_stats(const sr_runtime *rt)
     for (const sr_arena *a = rt->arenas; a; a = a->next) {
         s.arenas++;
         s.frames_registered += a->frames_registered;
-        s.gdb_entries += a->gdb != NULL;
+        for (const sr_executor *e = a->executors; e; e = e->next) /* count each group once */
+            s.gdb_entries += e->group && e->group->gdb && e->group->members[0] == e;
     }
     if (rt->shim_arena) {
         s.frames_registered += rt->shim_arena->frames_registered;

@@ -160,6 +160,17 @@ SR_API sr_config sr_runtime_config(const sr_runtime *rt);
  * names the executor for debuggers and profilers. */
 SR_API sr_status sr_emit(sr_runtime *rt, const sr_instr *code, size_t n, const char *name,
                   sr_executor **out);
+
+/* Several executors at once: all or nothing, and one registration with GDB for
+ * the lot (GDB reads one object per registration, so batching keeps a session
+ * with a debugger attached fast). out[i] receives progs[i]'s executor. */
+typedef struct sr_program {
+    const sr_instr *code;
+    size_t n;
+    const char *name;
+} sr_program;
+SR_API sr_status sr_emit_batch(sr_runtime *rt, const sr_program *progs, size_t count,
+                               sr_executor **out);
 SR_API void *sr_executor_entry(const sr_executor *ex);
 SR_API size_t sr_executor_code_size(const sr_executor *ex);
 /* Address of instruction i's code (i == n: the end of the code). */

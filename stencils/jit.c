@@ -1,6 +1,7 @@
 /* jit.c - tinyvm's JIT: every function becomes one executor, entered through
  * the shim that stencilrt placed in JIT memory. */
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "vm.h"
 
@@ -22,14 +23,21 @@ bool vm_jit_init(struct vm *vm)
         return false;
     }
     vm->shim = sr_shim_entry(vm->rt);
-    for (size_t i = 0; i < vm->nfunctions; i++) {
-        vm_function *f = &vm->functions[i];
-        if (sr_emit(vm->rt, f->code, f->n, f->name, &f->executor) != SR_OK) {
-            fprintf(stderr, "tinyvm: cannot compile '%s': %s\n", f->name, sr_last_error());
-            return false;
-        }
+    /* One batch: one registration with debuggers for the whole program. */
+    sr_program *progs = calloc(vm->nfunctions, sizeof *progs);
+    sr_executor **out = calloc(vm->nfunctions, sizeof *out);
+    bool ok = progs && out;
+    for (size_t i = 0; ok && i < vm->nfunctions; i++)
+        progs[i] = (sr_program){vm->functions[i].code, vm->functions[i].n, vm->functions[i].name};
+    if (ok && sr_emit_batch(vm->rt, progs, vm->nfunctions, out) != SR_OK) {
+        fprintf(stderr, "tinyvm: cannot compile the program: %s\n", sr_last_error());
+        ok = false;
     }
-    return true;
+    for (size_t i = 0; ok && i < vm->nfunctions; i++)
+        vm->functions[i].executor = out[i];
+    free(progs);
+    free(out);
+    return ok;
 }
 
 void vm_jit_fini(struct vm *vm)

@@ -1,0 +1,227 @@
+/* patch_dump.c - the runtime half of the patching differential
+ * (tests/integration/test_patch.py).
+ *
+ * Compiled against one generated header (the bundled stencils or a fixture's),
+ * stencilrt.h and the static runtime. Emits the executors a plan describes and
+ * prints, for each, the address of every instruction and the bytes of the
+ * executor's page run, so the test can compare them with what ld.lld links
+ * from the same objects at the same addresses. Nothing emitted is executed.
+ *
+ * Two stencils are appended to the header's set (test-only, hand-written):
+ * "pad" (16 x nop, falls through, no holes) and "end" (ret, no holes), so an
+ * executor can give an op a continuation and a jump target at different
+ * addresses and still end legally.
+ *
+ *   patch_dump info            one line per stencil, then the shim:
+ *                              stencil|shim INDEX NAME CODE DATA ALIGN FALLS CHOLES DHOLES
+ *                              (for the shim, INDEX is its entry offset)
+ *   patch_dump run [--low]     reads a plan on stdin, prints results
+ *
+ * Plan lines:
+ *   sym INDEX VALUE            run-time symbol value (hex), before the first exec
+ *   exec LABEL N DUMPLEN       an executor of N instructions follows
+ *   ins OP TARGET O0 O1 O2 O3  one instruction (hex operands)
+ *   shim DUMPLEN               dump the shim as the runtime placed it
+ * Output per executor:
+ *   exec LABEL ok N
+ *   addr I HEXADDR             for I in 0..N (N: the end of the code)
+ *   mem HEXADDR HEXBYTES       the run from the entry, up to DUMPLEN readable bytes
+ * or
+ *   exec LABEL err STATUS MESSAGE
+ * and for the shim:
+ *   shim HEXADDR HEXBYTES      from the start of its code, up to DUMPLEN readable bytes
+ *
+ * --low maps the runtime's memory below 2 GiB (MAP_32BIT, through the linker's
+ * --wrap=mmap/mmap64), so holes that need 32-bit addresses can be patched. */
+#define _GNU_SOURCE
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/types.h>
+
+#include "jit_stencils.h"
+#include "stencilrt.h"
+
+static int low_mode;
+
+void *__real_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off);
+void *__real_mmap64(void *addr, size_t len, int prot, int flags, int fd, off_t off);
+void *__wrap_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off);
+void *__wrap_mmap64(void *addr, size_t len, int prot, int flags, int fd, off_t off);
+
+static int low_flags(void *addr, int flags)
+{
+    if (low_mode && !addr && !(flags & MAP_FIXED))
+        flags |= MAP_32BIT;
+    return flags;
+}
+
+void *__wrap_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+    return __real_mmap(addr, len, prot, low_flags(addr, flags), fd, off);
+}
+
+void *__wrap_mmap64(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+    return __real_mmap64(addr, len, prot, low_flags(addr, flags), fd, off);
+}
+
+static const uint8_t pad_code[16] = {0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90,
+                                     0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90};
+static const uint8_t end_code[1] = {0xc3};
+
+static const sr_stencil_set header_set = SR_STENCIL_SET_FROM_HEADER;
+static sg_stencil stencils[SG_OP__COUNT + 2];
+
+static sr_stencil_set make_set(void)
+{
+    sr_stencil_set set = header_set;
+    for (size_t i = 0; i < SG_OP__COUNT; i++)
+        stencils[i] = sg_stencils[i];
+    stencils[SG_OP__COUNT] =
+        (sg_stencil){"pad", pad_code, sizeof pad_code, NULL, 0, 1, NULL, 0, NULL, 0, 1};
+    stencils[SG_OP__COUNT + 1] =
+        (sg_stencil){"end", end_code, sizeof end_code, NULL, 0, 1, NULL, 0, NULL, 0, 0};
+    set.stencils = stencils;
+    set.count = SG_OP__COUNT + 2;
+    return set;
+}
+
+static void info_line(const char *what, size_t index, const sg_stencil *s)
+{
+    printf("%s %zu %s %zu %zu %zu %u %zu %zu\n", what, index, s->name, s->code_size,
+           s->data_size, s->data_align, s->falls_through, s->code_hole_count,
+           s->data_hole_count);
+}
+
+static void info(void)
+{
+    for (size_t i = 0; i < SG_OP__COUNT + 2; i++)
+        info_line("stencil", i, &stencils[i]);
+    info_line("shim", (size_t)SG_SHIM_ENTRY, &sg_shim);
+    printf("symbols %d\n", (int)SG_SYM__COUNT);
+}
+
+/* End of the readable mapping holding p (0 if not found). */
+static uintptr_t mapping_end(uintptr_t p)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    if (!f)
+        return 0;
+    char line[512];
+    uintptr_t result = 0;
+    while (fgets(line, sizeof line, f)) {
+        uintptr_t lo, hi;
+        char perms[8];
+        if (sscanf(line, "%" SCNxPTR "-%" SCNxPTR " %7s", &lo, &hi, perms) == 3 && lo <= p &&
+            p < hi && perms[0] == 'r') {
+            result = hi;
+            break;
+        }
+    }
+    fclose(f);
+    return result;
+}
+
+/* Print "ADDR HEXBYTES": up to len readable bytes from p. */
+static void dump(const uint8_t *p, size_t len)
+{
+    uintptr_t end = mapping_end((uintptr_t)p);
+    size_t have = end > (uintptr_t)p ? (size_t)(end - (uintptr_t)p) : 0;
+    if (len > have)
+        len = have;
+    printf("%" PRIxPTR " ", (uintptr_t)p);
+    for (size_t i = 0; i < len; i++)
+        printf("%02x", p[i]);
+    printf("\n");
+}
+
+static int run(void)
+{
+    sr_stencil_set set = make_set();
+    const void *symbols[SG_SYM__COUNT + 1] = {0};
+    sr_runtime *rt = NULL;
+    char line[1024];
+    sr_instr *code = NULL;
+    while (fgets(line, sizeof line, stdin)) {
+        unsigned idx;
+        unsigned long long val;
+        char label[256];
+        size_t n = 0, dumplen;
+        if (sscanf(line, "sym %u %llx", &idx, &val) == 2) {
+            if (idx >= SG_SYM__COUNT || rt) {
+                fprintf(stderr, "bad sym line: %s", line);
+                return 2;
+            }
+            symbols[idx] = (const void *)(uintptr_t)val;
+            continue;
+        }
+        int is_shim = sscanf(line, "shim %zx", &dumplen) == 1;
+        if (!is_shim && sscanf(line, "exec %255s %zu %zx", label, &n, &dumplen) != 3) {
+            fprintf(stderr, "bad plan line: %s", line);
+            return 2;
+        }
+        if (!rt) {
+            sr_config cfg = SR_CONFIG_DEFAULT;
+            cfg.frames = 0; /* patching only: no registrations to get in the way */
+            cfg.gdb = 0;
+            cfg.perf = SR_PERF_OFF;
+            sr_status st = sr_runtime_create(&set, symbols, &cfg, &rt);
+            if (st != SR_OK) {
+                fprintf(stderr, "sr_runtime_create: %s\n", sr_last_error());
+                return 1;
+            }
+        }
+        if (is_shim) {
+            printf("shim ");
+            dump((const uint8_t *)sr_shim_entry(rt) - SG_SHIM_ENTRY, dumplen);
+            continue;
+        }
+        code = realloc(code, (n ? n : 1) * sizeof *code);
+        if (!code)
+            return 1;
+        for (size_t i = 0; i < n; i++) {
+            unsigned long long o[4];
+            unsigned op, target;
+            if (!fgets(line, sizeof line, stdin) ||
+                sscanf(line, "ins %u %u %llx %llx %llx %llx", &op, &target, &o[0], &o[1], &o[2],
+                       &o[3]) != 6) {
+                fprintf(stderr, "bad ins line for %s\n", label);
+                return 2;
+            }
+            code[i] = (sr_instr){op, target, {o[0], o[1], o[2], o[3]}};
+        }
+        sr_executor *ex = NULL;
+        sr_status st = sr_emit(rt, code, n, label, &ex);
+        if (st != SR_OK) {
+            printf("exec %s err %d %s\n", label, (int)st, sr_last_error());
+            continue;
+        }
+        printf("exec %s ok %zu\n", label, n);
+        for (size_t i = 0; i <= n; i++)
+            printf("addr %zu %" PRIxPTR "\n", i, (uintptr_t)sr_executor_instr(ex, i));
+        printf("mem ");
+        dump(sr_executor_entry(ex), dumplen);
+    }
+    free(code);
+    sr_runtime_destroy(rt);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    setvbuf(stdout, NULL, _IOFBF, 1 << 16);
+    make_set();
+    if (argc == 2 && !strcmp(argv[1], "info")) {
+        info();
+        return 0;
+    }
+    if (argc >= 2 && !strcmp(argv[1], "run")) {
+        low_mode = argc == 3 && !strcmp(argv[2], "--low");
+        return run();
+    }
+    fprintf(stderr, "usage: patch_dump info | run [--low] < plan\n");
+    return 2;
+}
