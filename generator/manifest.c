@@ -126,21 +126,19 @@ static bool add_string(const reader *r, const yaml_node_t *item, const char *key
     return true;
 }
 
-static bool add_file(const reader *r, const yaml_node_t *item, const char *key, void *ctx)
-{
-    char *s = NULL;
-    if (!want_path(r, item, key, false, &s))
-        return false;
-    list_add(ctx, s, loc_of(item));
-    return true;
-}
+/* A list of paths that must exist: files, or directories. */
+typedef struct path_list {
+    sg_strlist *list;
+    bool dirs;
+} path_list;
 
-static bool add_dir(const reader *r, const yaml_node_t *item, const char *key, void *ctx)
+static bool add_path(const reader *r, const yaml_node_t *item, const char *key, void *ctx)
 {
+    path_list *pl = ctx;
     char *s = NULL;
-    if (!want_path(r, item, key, true, &s))
+    if (!want_path(r, item, key, pl->dirs, &s))
         return false;
-    list_add(ctx, s, loc_of(item));
+    list_add(pl->list, s, loc_of(item));
     return true;
 }
 
@@ -261,9 +259,9 @@ static bool top_pair(const reader *r, const char *key, const yaml_node_t *k,
         return each_pair(r, v, "shim", keys, shim_pair, m);
     }
     if (!strcmp(key, "ops"))
-        return each_item(r, v, key, add_file, &m->op_sources);
+        return each_item(r, v, key, add_path, &(path_list){&m->op_sources, false});
     if (!strcmp(key, "include_dirs"))
-        return each_item(r, v, key, add_dir, &m->include_dirs);
+        return each_item(r, v, key, add_path, &(path_list){&m->include_dirs, true});
     if (!strcmp(key, "defines"))
         return each_item(r, v, key, add_string, &m->defines);
     if (!strcmp(key, "cflags"))
