@@ -146,9 +146,10 @@ bool cache_record(sg_cache *c, const char *slot, uint64_t args, char *const *dep
     sb_printf(&sb, "args %llx\n", (unsigned long long)args);
     for (size_t i = 0; i < n; i++)
         sb_printf(&sb, "%s\n", deps[i]);
+    /* Not atomic, and need not be: a torn record yields a key no blob has. */
     const char *path = slot_path(c, slot);
     char *dir = path_dirname(path);
-    bool ok = mkdir_p(dir) && write_file_atomic(path, sb.data, sb.len);
+    bool ok = write_file(path, sb.data, sb.len) || (mkdir_p(dir) && write_file(path, sb.data, sb.len));
     free(dir);
     sb_free(&sb);
     return ok;
@@ -186,9 +187,10 @@ bool cache_put(sg_cache *c, const sg_key *key, const char *kind, const void *dat
     strbuf sb = {0};
     sb_putn(&sb, data, size);
     sb_putn(&sb, &t, sizeof t);
+    /* Not atomic, and need not be: a torn blob fails its checksum. */
     const char *path = cache_path(c, key, kind);
     char *dir = path_dirname(path);
-    bool ok = mkdir_p(dir) && write_file_atomic(path, sb.data, sb.len);
+    bool ok = write_file(path, sb.data, sb.len) || (mkdir_p(dir) && write_file(path, sb.data, sb.len));
     free(dir);
     sb_free(&sb);
     return ok;

@@ -587,15 +587,16 @@ static int compile_all(sg_run *run, job_set *js)
     uint64_t identity = compiler_identity(run);
     size_t failures = 0;
     make_translation_units(run, js);
+    char *tu_dir = path_join(run->workdir, "tu");
+    mkdir_p(tu_dir);
+    free(tu_dir);
     for (size_t i = 0; i < js->count; i++) {
         if (try_cached(&ctx, &js->jobs[i], identity)) {
             failures += js->jobs[i].status != 0;
-        } else if (js->refs[i].tu) {
-            char *dir = path_dirname(js->refs[i].tu_path);
-            mkdir_p(dir);
-            free(dir);
-            if (!write_file_atomic(js->refs[i].tu_path, js->refs[i].tu, strlen(js->refs[i].tu)))
-                diag_error("cannot write '%s': %s", js->refs[i].tu_path, strerror(errno));
+        } else if (js->refs[i].tu &&
+                   !write_file(js->refs[i].tu_path, js->refs[i].tu, strlen(js->refs[i].tu))) {
+            /* the compile will then fail and name the missing file */
+            diag_error("cannot write '%s': %s", js->refs[i].tu_path, strerror(errno));
         }
     }
     bool spawn_failed;
@@ -771,13 +772,20 @@ int pipeline_run(const sg_options *opt)
     sg_run run = {.opt = *opt};
     job_set js = {0};
     bool temp_workdir = !opt->cache_dir && !opt->outdir;
+    double t0 = now_seconds();
     int rc = prepare(&run);
     if (rc == SG_EXIT_OK)
         rc = discover_all(&run);
+    double t1 = now_seconds();
     if (rc == SG_EXIT_OK)
         rc = compile_all(&run, &js);
+    double t2 = now_seconds();
     if (rc == SG_EXIT_OK && !strcmp(opt->command, "build"))
         rc = render_and_publish(&run, &js);
+    if (opt->verbose)
+        fprintf(stderr, "stencilgen: discovery %.3f s, compile and read objects %.3f s, "
+                        "write %.3f s\n",
+                t1 - t0, t2 - t1, now_seconds() - t2);
     if (rc == SG_EXIT_OK && !strcmp(opt->command, "dump"))
         rc = dump(&run);
     if (rc == SG_EXIT_OK && strcmp(opt->command, "dump"))

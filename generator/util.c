@@ -173,6 +173,19 @@ static bool write_all(int fd, const void *data, size_t size)
     return true;
 }
 
+bool write_file(const char *path, const void *data, size_t size)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return false;
+    bool ok = write_all(fd, data, size);
+    int saved = errno;
+    if (close(fd) != 0)
+        ok = false;
+    errno = saved;
+    return ok;
+}
+
 char *write_temp_beside(const char *path, const void *data, size_t size)
 {
     char *tmp = xasprintf("%s.tmpXXXXXX", path);

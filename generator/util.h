@@ -44,6 +44,9 @@ bool read_file(const char *path, uint8_t **data, size_t *size);
  * rename, so readers never see a partial file. */
 bool write_file_atomic(const char *path, const void *data, size_t size);
 
+/* Plain write (create or truncate), for files whose readers verify them. */
+bool write_file(const char *path, const void *data, size_t size);
+
 /* Temporary-file half of write_file_atomic, for callers that must write several
  * files and only publish them once all were written. */
 char *write_temp_beside(const char *path, const void *data, size_t size);

@@ -5,21 +5,26 @@ Every ratio compares two measurements taken in this run on this machine; no
 figure is compared against a fixed time.
 """
 import argparse
+import json
 import os
 import platform
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PROGRAMS = [("loop.tvm", 5), ("fib.tvm", 20)]
 
 
-def run(cmd, timeout=600, env=None):
+def run(cmd, timeout=600, env=None, cwd=None):
     full = dict(os.environ)
     full.update(env or {})
     return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                          timeout=timeout, env=full, check=True)
+                          timeout=timeout, env=full, check=True, cwd=cwd)
 
 
 def runtime_figures(build):
@@ -31,6 +36,73 @@ def tinyvm_ms(build, mode, program, repeat):
     p = run([os.path.join(build, "stencils", "tinyvm"), "--" + mode, "--time", "--repeat",
              str(repeat), os.path.join(ROOT, "stencils", "programs", program)])
     return float(re.search(r"time: ([0-9.]+) ms", p.stderr).group(1)) / repeat
+
+
+def timed(cmd, **kw):
+    t0 = time.monotonic()
+    p = run(cmd, **kw)
+    return time.monotonic() - t0, p
+
+
+def floor_seconds(commands, jobs):
+    """The same compiles, the same parallelism, nothing else."""
+    def one(entry):
+        subprocess.run(entry["arguments"], cwd=entry["directory"], check=True, timeout=600,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    t0 = time.monotonic()
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        list(pool.map(one, commands))
+    return time.monotonic() - t0
+
+
+def generator_figures(build, jobs=2):
+    """Cold build of the 300-op corpus against its floor; no-op and one-op-edit rebuilds."""
+    stencilgen = os.path.join(build, "generator", "stencilgen")
+    tmp = tempfile.mkdtemp(prefix="sgbench-")
+    try:
+        corpus = os.path.join(tmp, "corpus")
+        run([sys.executable, os.path.join(ROOT, "tests", "bench", "make_corpus.py"), corpus])
+        manifest = os.path.join(corpus, "corpus.yaml")
+        out = os.path.join(corpus, "out")
+        cc = os.path.join(tmp, "compile_commands.json")
+        build_cmd = [stencilgen, "build", "--manifest", manifest, "--outdir", out, "-j", str(jobs)]
+        cold, _ = timed(build_cmd + ["--compile-commands", cc])
+        with open(cc) as f:
+            commands = json.load(f)
+        # The floor compiles what stencilgen compiled: its per-op units (the
+        # compile_commands name the op sources for clangd; put the units back).
+        for e in commands:
+            args = e["arguments"]
+            op = os.path.basename(args[args.index("-o") + 1])[:-2]
+            if op.startswith("op_"):
+                unit = os.path.join(out, ".stencilgen", "tu", op + ".c")
+                args[args.index("-c") + 1] = unit
+            args[args.index("-o") + 1] = os.path.join(tmp, "floor.o")
+            i = args.index("-MF")
+            args[i + 1] = os.path.join(tmp, "floor.d")
+        floor = floor_seconds(commands, jobs)
+        noop, _ = timed(build_cmd)
+        src = os.path.join(corpus, "ops", "group13.c")
+        with open(src) as f:
+            text = f.read()
+        at = text.index("CONTINUE();", text.index("OP(op134)"))
+        with open(src, "w") as f:
+            f.write(text[:at] + "tos ^= 0x5a;\n    " + text[at:])
+        edit, p = timed(build_cmd)
+        one = next(e for e in commands if "-DSTENCILGEN_OP=op134" in e["arguments"])
+        one_compile, _ = timed(one["arguments"], cwd=one["directory"])
+        return {"cold": cold, "floor": floor, "noop": noop, "edit": edit,
+                "one_compile": one_compile,
+                "edit_summary": re.search(r"\((\d+) compiled", p.stdout).group(1)}
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def gdb_figures(build):
+    """Executors registered per second with 10,000 live, GDB attached."""
+    prog = os.path.join(build, "tests", "bench", "bench_gdb")
+    out = run(["gdb", "-batch", "-nx", "-ex", "run", prog], timeout=1200).stdout
+    return {m.group(1): float(m.group(2)) for m in re.finditer(r"^(\S+) (\S+) \S+$", out, re.M)}
 
 
 def machine():
@@ -49,7 +121,15 @@ def main():
     args = ap.parse_args()
     build = os.path.abspath(args.build)
     f = runtime_figures(build)
+    g = generator_figures(build)
     rows = []
+    rows.append(("cold build, 300-op corpus, -j2 / floor (same clang commands)",
+                 "%.2f / %.2f s" % (g["cold"], g["floor"]), "ratio %.2f" % (g["cold"] / g["floor"])))
+    rows.append(("no-op rebuild, 300 ops", "%.0f ms" % (g["noop"] * 1e3), ""))
+    rows.append(("one-op edit rebuild / that op's compile alone",
+                 "%.0f / %.0f ms" % (g["edit"] * 1e3, g["one_compile"] * 1e3),
+                 "%s compiled; +%.0f ms over the compile" % (
+                     g["edit_summary"], (g["edit"] - g["one_compile"]) * 1e3)))
     rows.append(("emit (copy+patch), 1000-instruction executor",
                  "%.2f GB/s" % (f["emit_core_bytes_per_s"] / 1e9),
                  "%.1fx slower than memcpy (%.1f GB/s)" % (f["emit_core_vs_memcpy"],
@@ -63,6 +143,11 @@ def main():
         a, b = f["backtrace_100live_" + tag], f["backtrace_10000live_" + tag]
         rows.append(("backtrace() through JIT, %s: 100 / 10,000 live" % label,
                      "%.2f / %.2f us" % (a, b), "ratio %.2f" % (b / a)))
+    d = gdb_figures(build)
+    rows.append(("GDB attached, 10,000 live: registered/s, batches of 100 / single",
+                 "%.0f / %.0f per s" % (d["registered_per_s_batch100_at10000live"],
+                                        d["registered_per_s_single_at10000live"]),
+                 "%d GDB objects" % d["gdb_objects"]))
     for program, repeat in PROGRAMS:
         i = tinyvm_ms(build, "interp", program, repeat)
         j = tinyvm_ms(build, "jit", program, repeat)
