@@ -9,6 +9,22 @@
 
 #include "stencilrt.h"
 
+/* ---- bytebuf: the growable buffer behind every format the runtime writes */
+typedef struct sr_buf {
+    uint8_t *p;
+    size_t len, cap;
+    bool failed; /* an allocation failed: the contents are incomplete */
+} sr_buf;
+
+void buf_put(sr_buf *b, const void *src, size_t n);
+void buf_u8(sr_buf *b, uint8_t v);
+void buf_u32(sr_buf *b, uint32_t v);
+void buf_u64(sr_buf *b, uint64_t v);
+void buf_uleb(sr_buf *b, uint64_t v);
+void buf_sleb(sr_buf *b, int64_t v);
+void buf_zeros(sr_buf *b, size_t n);
+void buf_patch_u32(sr_buf *b, size_t at, uint32_t v); /* a length field written earlier */
+
 /* ---- jitmem: arenas of page runs, each run either RW (being written) or RX. */
 typedef struct sr_arena {
     struct sr_arena *next;

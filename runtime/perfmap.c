@@ -1,80 +1,723 @@
-/* perfmap.c - perf's JIT formats. Map mode appends "START SIZE name" lines to
- * /tmp/perf-<pid>.map, which `perf report` reads for samples in anonymous
- * executable memory. Freed code is never reused while perf is watching (see
- * jitmem), because the map is append-only: a stale line must not name new code. */
+/* perfmap.c - perf's two ways of learning about JIT code.
+ *
+ * STENCILRT_PERF=map: "START SIZE name" lines in /tmp/perf-<pid>.map, which
+ * perf report reads for samples in anonymous executable memory.
+ *
+ * STENCILRT_PERF=jitdump: <dir>/jit-<pid>.dump (dir: $STENCILRT_PERF_DIR, else
+ * /tmp) in perf's jitdump format. `perf inject --jit` finds it through the
+ * executable mapping of the file that perf record saw (the marker), turns each
+ * JIT_CODE_LOAD into an ELF image <dir>/jitted-<pid>-<index>.so plus an mmap
+ * event at the record's time, and attaches the JIT_CODE_UNWINDING_INFO that
+ * precedes the load to that image, so `--call-graph dwarf` can unwind it.
+ *
+ * Both files belong to the process, not to a runtime: perf looks for one of
+ * each per pid. Every sr_perf of a process shares them (counted users); a
+ * forked child drops the parent's and starts files of its own.
+ *
+ * Every entry point runs with the runtime's registry lock held (internal.h).
+ * That lock serialises the shared state below across threads and is held
+ * across fork(), so a child never inherits a half-written record; each record
+ * also goes out in a single write() so a reader sees whole records.
+ *
+ * Freed code: perf reads both files after the fact and learns nothing about
+ * frees, so an entry must never come to describe different code. While perf
+ * output is on, jitmem never hands out freed pages again (a->no_reuse), so
+ * within a runtime an address named here keeps naming this code. Arenas are
+ * unmapped when their runtime is destroyed, and a later runtime may be given
+ * the same addresses: jitdump copes (every load is timestamped and perf lets
+ * a later mapping replace an earlier one), the perf map cannot (it has no
+ * time), so a process that destroys and recreates runtimes in map mode may
+ * see later samples named after earlier code at the same address. */
+#include <elf.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "internal.h"
 
-struct sr_perf {
-    sr_perf_mode mode;
-    pid_t pid; /* the file belongs to this process; a forked child opens its own */
-    FILE *map;
-    bool failed; /* warned once; the JIT goes on without perf output */
+static uint64_t align8(uint64_t n) { return (n + 7) & ~(uint64_t)7; }
+
+/* to - from as a 32-bit field; callers have checked that it fits. */
+static int32_t rel32(uint64_t to, uint64_t from) { return (int32_t)((int64_t)to - (int64_t)from); }
+
+/* ---- reading the runtime's .eh_frame (ehframe.c's format, checked, not assumed) */
+
+enum {
+    DW_EH_PE_absptr = 0x00,
+    DW_EH_PE_udata4 = 0x03,
+    DW_EH_PE_udata8 = 0x04,
+    DW_EH_PE_sdata4 = 0x0b,
+    DW_EH_PE_pcrel = 0x10,
+    DW_EH_PE_datarel = 0x30,
+    DW_CFA_nop = 0x00,
 };
 
-static bool open_map(sr_perf *p)
+typedef struct reader {
+    const uint8_t *p, *end;
+    bool bad;
+} reader;
+
+static uint64_t rd_fixed(reader *r, size_t n)
 {
-    char path[64];
-    snprintf(path, sizeof path, "/tmp/perf-%d.map", (int)getpid());
-    p->pid = getpid();
-    p->map = fopen(path, "a");
-    if (!p->map) {
-        fprintf(stderr, "stencilrt: warning: cannot write %s (%s); perf will not name JIT code\n",
-                path, strerror(errno));
-        p->failed = true;
+    uint64_t v = 0;
+    if (r->bad || (size_t)(r->end - r->p) < n) {
+        r->bad = true;
+        return 0;
+    }
+    memcpy(&v, r->p, n); /* little-endian hosts only, like the rest of the runtime */
+    r->p += n;
+    return v;
+}
+
+static uint64_t rd_uleb(reader *r)
+{
+    uint64_t v = 0;
+    for (unsigned shift = 0; shift < 64; shift += 7) {
+        uint8_t byte = (uint8_t)rd_fixed(r, 1);
+        v |= (uint64_t)(byte & 0x7f) << shift;
+        if (!(byte & 0x80) || r->bad)
+            return v;
+    }
+    r->bad = true;
+    return 0;
+}
+
+static void rd_skip(reader *r, uint64_t n)
+{
+    if (r->bad || n > (uint64_t)(r->end - r->p))
+        r->bad = true;
+    else
+        r->p += n;
+}
+
+/* One CIE and the FDE that covers the code, as found in the runtime's table. */
+typedef struct cfi_source {
+    const uint8_t *cie; /* the whole entry, length field included */
+    size_t cie_size;
+    size_t cie_enc_at; /* offset in the CIE of its FDE pointer encoding byte */
+    uint64_t pc, range;
+    const uint8_t *insns;
+    size_t insns_len;
+} cfi_source;
+
+/* A CIE with augmentation "zR" and absolute 8-byte FDE pointers; records
+ * where the encoding byte is, the one byte the re-encoding changes. */
+static bool parse_cie(const uint8_t *cie, size_t size, size_t *enc_at)
+{
+    static const uint8_t cie_id[4];
+    if (size < 12 || memcmp(cie + 4, cie_id, 4) != 0)
+        return false;
+    reader r = {cie + 8, cie + size, false}; /* past length and CIE id */
+    uint8_t version = (uint8_t)rd_fixed(&r, 1);
+    if (r.bad || (version != 1 && version != 3) || (size_t)(r.end - r.p) < 3 ||
+        memcmp(r.p, "zR", 3) != 0)
+        return false;
+    r.p += 3;
+    rd_uleb(&r); /* code alignment factor */
+    rd_uleb(&r); /* data alignment factor (an SLEB128 is skipped the same way) */
+    if (version == 1)
+        rd_fixed(&r, 1);
+    else
+        rd_uleb(&r);
+    rd_uleb(&r); /* augmentation data length */
+    if (r.bad || r.p >= r.end)
+        return false;
+    *enc_at = (size_t)(r.p - cie);
+    return *r.p == DW_EH_PE_absptr || *r.p == DW_EH_PE_udata8;
+}
+
+/* The FDE in `eh` whose range contains [addr, addr + size). */
+static bool find_fde(const uint8_t *eh, size_t eh_size, uint64_t addr, uint64_t size,
+                     cfi_source *out)
+{
+    reader r = {eh, eh + eh_size, false};
+    while (!r.bad && r.p < r.end) {
+        uint32_t len = (uint32_t)rd_fixed(&r, 4);
+        if (r.bad || len == 0 || len == 0xffffffffu || len > (size_t)(r.end - r.p))
+            return false; /* terminator, 64-bit DWARF (never ours) or damage */
+        const uint8_t *next = r.p + len;
+        uint32_t id = (uint32_t)rd_fixed(&r, 4);
+        if (id != 0 && id <= (size_t)(r.p - 4 - eh)) {
+            const uint8_t *cie = r.p - 4 - id;
+            uint64_t pc = rd_fixed(&r, 8), range = rd_fixed(&r, 8);
+            uint64_t aug = rd_uleb(&r);
+            if (!r.bad && aug <= (size_t)(next - r.p) && pc <= addr && addr - pc <= range &&
+                size <= range - (addr - pc)) {
+                uint32_t cie_len;
+                memcpy(&cie_len, cie, 4);
+                *out = (cfi_source){cie, (size_t)cie_len + 4, 0, pc, range, r.p + aug,
+                                    (size_t)(next - r.p - aug)};
+                return cie_len + (size_t)4 <= (size_t)(r.end - cie) &&
+                       parse_cie(cie, out->cie_size, &out->cie_enc_at);
+            }
+        }
+        r.p = next;
+    }
+    return false;
+}
+
+/* Operand shapes of the DW_CFA opcodes (DWARF 5, 6.4.2): u = ULEB128,
+ * s = SLEB128, b = a ULEB128 length and that many bytes, 1/2/4 = fixed-size
+ * location advances. NULL: not carried over (DW_CFA_set_loc's operand uses the
+ * pointer encoding this file changes; unknown opcodes cannot be skipped). */
+static const char *cfa_operands(uint8_t op)
+{
+    static const char *const extended[] = {
+        "", NULL, "1", "2", "4", "uu", "u", "u", "u", "uu", "", "", "uu", "u", "u", "b",
+        "ub", "us", "us", "s", "uu", "us", "ub",
+    };
+    switch (op >> 6) {
+    case 1: return "";  /* DW_CFA_advance_loc: delta in the opcode */
+    case 2: return "u"; /* DW_CFA_offset */
+    case 3: return "";  /* DW_CFA_restore */
+    }
+    if (op < sizeof extended / sizeof *extended)
+        return extended[op];
+    if (op == 0x2e) /* DW_CFA_GNU_args_size */
+        return "u";
+    if (op == 0x2f) /* DW_CFA_GNU_negative_offset_extended */
+        return "uu";
+    return NULL;
+}
+
+/* Walk a CFA program: false if it holds an opcode we cannot carry over; *moves
+ * tells whether it has more than one row (rows are tied to the FDE's start). */
+static bool cfa_scan(const uint8_t *insns, size_t len, bool *moves)
+{
+    reader r = {insns, insns + len, false};
+    *moves = false;
+    while (r.p < r.end && !r.bad) { /* every opcode consumes at least one byte */
+        uint8_t op = (uint8_t)rd_fixed(&r, 1);
+        const char *shape = cfa_operands(op);
+        if (!shape)
+            return false;
+        *moves = *moves || op >> 6 == 1 || (op >= 0x02 && op <= 0x04);
+        for (; *shape && !r.bad; shape++) {
+            if (*shape == 'u' || *shape == 's')
+                rd_uleb(&r);
+            else if (*shape == 'b')
+                rd_skip(&r, rd_uleb(&r));
+            else
+                rd_fixed(&r, (size_t)(*shape - '0'));
+        }
+    }
+    return !r.bad;
+}
+
+/* ---- jitdump images and their unwind data
+ *
+ * perf inject (util/jitdump.c, util/genelf.c) turns each JIT_CODE_LOAD into an
+ * ELF image: the code at text address T, then the preceding
+ * JIT_CODE_UNWINDING_INFO's data as .eh_frame at ALIGN8(T + size) followed
+ * directly by .eh_frame_hdr (table first, header last, whatever the jitdump
+ * specification text says), and an mmap event that puts T at the code's
+ * address and spans ALIGN8(size) + mapped_size bytes. Every pointer we write is
+ * relative (pc-relative, or from the header for the search table) and laid out
+ * as if .eh_frame sat at addr + ALIGN8(size), so it holds for any T. The
+ * runtime's absolute pointers would only fit an image loaded at address 0.
+ *
+ * perf's libunwind-based unwinder (Debian's perf) reads the header from the
+ * image file but the search table and the FDE through its address-space maps:
+ * they must lie inside the image's own mapping (mapped_size 0 breaks the
+ * unwinding) and no later mapping may cover them. A stencil's unwind data
+ * would sit exactly where the next stencil is mapped, so a stencil's image
+ * holds the code from the stencil to the end of its executor instead (a
+ * suffix): perf attributes each byte to the last image mapped over it, still
+ * the right stencil, and every image of the executor puts its header and
+ * FDEs at the same addresses past the executor's end, so the image left
+ * owning them (the last one) answers for all: its table's first FDE covers
+ * the whole executor (whose CFI is one row, the shim's at its call). Each
+ * image's second FDE covers just its own code, for libdw-based perf, which
+ * reads every image file directly and skips FDEs that start before the image.
+ * Suffixes cost quadratic space, so beyond SUFFIX_BUDGET bytes per executor
+ * stencils get images of their own code without unwind data: named, but
+ * DWARF unwinding stops in them (frame-pointer call graphs still work). */
+
+enum { EH_FRAME_HDR_SIZE = 28 }; /* version, 3 encodings, 2 words, 2 table rows */
+
+/* Code bytes all stencil images of one executor may hold together. */
+#define SUFFIX_BUDGET ((uint64_t)2 << 20)
+
+/* One JIT_CODE_LOAD: perf's image holds code [addr, addr + size). */
+typedef struct image {
+    const char *name;
+    uint64_t addr, size;
+} image;
+
+/* Unwind data shared by the images of one executor (or of the shim). */
+typedef struct unwind_plan {
+    cfi_source src;
+    bool moves;      /* several rows: every FDE keeps the source FDE's start */
+    uint64_t lo, hi; /* the range every image's first FDE covers */
+    uint64_t fde_at; /* where every image of the group puts its first FDE */
+} unwind_plan;
+
+/* Where perf maps the unwind data of an image. */
+static uint64_t eh_frame_at(const image *im) { return im->addr + align8(im->size); }
+
+static uint64_t fde_size(const unwind_plan *u) { return align8(17 + u->src.insns_len); }
+
+/* Find the CFI that covers [lo, hi) in code's table. */
+static bool plan_unwind(const sr_perf_code *code, uint64_t lo, uint64_t hi, unwind_plan *u)
+{
+    if (!code->eh_frame || !find_fde(code->eh_frame, code->eh_frame_size, lo, hi - lo, &u->src) ||
+        !cfa_scan(u->src.insns, u->src.insns_len, &u->moves) || u->src.insns_len > 4096)
+        return false;
+    /* One row holds anywhere in its range, so an FDE can start at any code;
+     * rows after advances are tied to the FDE's own start, which must stay.
+     * Either way an FDE may stop at the code's end. */
+    u->lo = u->moves ? u->src.pc : lo;
+    u->hi = hi;
+    return hi - u->lo <= UINT32_MAX;
+}
+
+/* Put the first FDE past every image's .eh_frame start plus a full CIE, at a
+ * multiple of 8 from the owner's .eh_frame (so the owner's header, which is
+ * read through the maps, sits at the same file offset as its address). */
+static void place_fdes(unwind_plan *u, const image *ims, size_t n)
+{
+    uint64_t owner = eh_frame_at(&ims[n - 1]), last = owner;
+    for (size_t i = 0; i < n; i++)
+        last = eh_frame_at(&ims[i]) > last ? eh_frame_at(&ims[i]) : last;
+    u->fde_at = owner + align8(last - owner + u->src.cie_size);
+}
+
+static void put_fde(sr_buf *out, const unwind_plan *u, uint64_t eh, uint64_t at, uint64_t lo)
+{
+    size_t start = out->len;
+    buf_u32(out, (uint32_t)(fde_size(u) - 4));
+    buf_u32(out, (uint32_t)(at + 4 - eh));         /* CIE pointer: back to .eh_frame */
+    buf_u32(out, (uint32_t)rel32(lo, at + 8));               /* pc_begin, pc-relative */
+    buf_u32(out, (uint32_t)(u->hi - lo));          /* pc_range */
+    buf_u8(out, 0);                                /* augmentation data length */
+    buf_put(out, u->src.insns, u->src.insns_len);
+    buf_zeros(out, (size_t)fde_size(u) - (out->len - start)); /* DW_CFA_nop padding */
+}
+
+/* Appends .eh_frame (the CIE padded so the first FDE lands at u->fde_at, the
+ * FDEs, a terminator) and .eh_frame_hdr for image im. */
+static bool build_unwind(const unwind_plan *u, const image *im, sr_buf *out)
+{
+    uint64_t eh = eh_frame_at(im), fde = u->fde_at, own = fde + fde_size(u);
+    uint64_t own_lo = u->moves ? u->lo : im->addr, hdr = own + fde_size(u) + 4;
+    if (fde < eh + u->src.cie_size || fde - eh > 4096 || hdr + EH_FRAME_HDR_SIZE - u->lo > INT32_MAX)
+        return false;
+    size_t cie = out->len;
+    buf_put(out, u->src.cie, u->src.cie_size);
+    buf_zeros(out, (size_t)(fde - eh) - u->src.cie_size); /* DW_CFA_nop: room for longer code */
+    buf_patch_u32(out, cie, (uint32_t)(fde - eh - 4));
+    if (!out->failed) /* the one byte that differs from the source: our FDE encoding */
+        out->p[cie + u->src.cie_enc_at] = DW_EH_PE_pcrel | DW_EH_PE_sdata4;
+    put_fde(out, u, eh, fde, u->lo);
+    put_fde(out, u, eh, own, own_lo);
+    buf_u32(out, 0); /* terminator, for readers that walk .eh_frame */
+    buf_u8(out, 1);  /* .eh_frame_hdr version */
+    buf_u8(out, DW_EH_PE_pcrel | DW_EH_PE_sdata4);   /* eh_frame_ptr */
+    buf_u8(out, DW_EH_PE_udata4);                    /* fde_count */
+    buf_u8(out, DW_EH_PE_datarel | DW_EH_PE_sdata4); /* search table, from the header */
+    buf_u32(out, (uint32_t)rel32(eh, hdr + 4));                /* eh_frame_ptr: back to .eh_frame */
+    buf_u32(out, 2);
+    buf_u32(out, (uint32_t)rel32(u->lo, hdr)); /* rows sorted by initial location */
+    buf_u32(out, (uint32_t)rel32(fde, hdr));
+    buf_u32(out, (uint32_t)rel32(own_lo, hdr));
+    buf_u32(out, (uint32_t)rel32(own, hdr));
+    return !out->failed;
+}
+
+/* ---- jitdump records (tools/perf/Documentation/jitdump-specification.txt) */
+
+enum {
+    JITDUMP_MAGIC = 0x4A695444, /* "JiTD" */
+    JITDUMP_VERSION = 1,
+    JITDUMP_HEADER_SIZE = 40,
+    JIT_CODE_LOAD = 0,
+    JIT_CODE_CLOSE = 3,
+    JIT_CODE_UNWINDING_INFO = 4,
+};
+
+#if defined(__x86_64__)
+#define HOST_ELF_MACHINE EM_X86_64
+#elif defined(__aarch64__)
+#define HOST_ELF_MACHINE EM_AARCH64
+#else
+#define HOST_ELF_MACHINE EM_NONE
+#endif
+
+/* The largest code range described; records carry 32-bit sizes. */
+#define MAX_CODE_SIZE ((uint64_t)1 << 30)
+
+static void put_prefix(sr_buf *b, uint32_t id, uint64_t time)
+{
+    buf_u32(b, id);
+    buf_u32(b, 0); /* total size, patched by end_record */
+    buf_u64(b, time);
+}
+
+static void end_record(sr_buf *b, size_t start)
+{
+    buf_patch_u32(b, start + 4, (uint32_t)(b->len - start));
+}
+
+static void put_unwinding_info(sr_buf *b, const unwind_plan *u, const image *im, uint64_t time)
+{
+    sr_buf data = {0};
+    if (build_unwind(u, im, &data)) {
+        size_t start = b->len;
+        put_prefix(b, JIT_CODE_UNWINDING_INFO, time);
+        buf_u64(b, data.len);          /* unwinding_size: .eh_frame + .eh_frame_hdr */
+        buf_u64(b, EH_FRAME_HDR_SIZE); /* eh_frame_hdr_size */
+        buf_u64(b, data.len);          /* mapped_size: perf's unwinder reads it in place */
+        buf_put(b, data.p, data.len);
+        buf_zeros(b, (size_t)(align8(data.len) - data.len));
+        end_record(b, start);
+    }
+    free(data.p);
+}
+
+static void put_code_load(sr_buf *b, const image *im, uint64_t index, uint64_t time)
+{
+    size_t start = b->len;
+    put_prefix(b, JIT_CODE_LOAD, time);
+    buf_u32(b, (uint32_t)getpid());
+    buf_u32(b, (uint32_t)gettid());
+    buf_u64(b, im->addr); /* vma */
+    buf_u64(b, im->addr); /* code_addr */
+    buf_u64(b, im->size);
+    buf_u64(b, index);
+    buf_put(b, im->name, strlen(im->name) + 1);
+    /* The code ends the record: perf finds it by counting back from the end. */
+    buf_put(b, (const void *)(uintptr_t)im->addr, (size_t)im->size);
+    end_record(b, start);
+}
+
+/* ---- the process's files
+ *
+ * One per kind, shared by every sr_perf of the process. The jitdump's marker
+ * mapping stays for the life of the process once made: perf record (even one
+ * attached later) must see exactly one, and perf inject reads the whole file
+ * when it meets it, so records that a later runtime appends are found too. */
+
+typedef struct perf_file {
+    int fd;              /* -1: not open in this process */
+    pid_t pid;           /* the process whose file this is */
+    unsigned users;      /* sr_perf objects sharing it */
+    bool started;        /* this process created the file (and wrote its header) */
+    bool failed;         /* warned once; nothing more is written */
+    off_t size;          /* bytes of whole records; a failed write is cut back to it */
+    off_t close_at;      /* jitdump: where our JIT_CODE_CLOSE starts, or -1 */
+    char path[PATH_MAX];
+    void *marker;        /* jitdump: the executable mapping perf record notices */
+    size_t marker_size;
+    uint64_t next_index; /* jitdump: code_index of the next load, unique in the file */
+    uint64_t last_time;  /* jitdump: timestamps only go up */
+} perf_file;
+
+static perf_file files[3] = {[SR_PERF_MAP] = {.fd = -1, .close_at = -1},
+                             [SR_PERF_JITDUMP] = {.fd = -1, .close_at = -1}};
+
+struct sr_perf {
+    perf_file *file;
+    sr_perf_mode mode;
+};
+
+/* One warning per process and file; afterwards the JIT runs on without it. */
+static void give_up(perf_file *f, const char *doing, int err, const char *consequence)
+{
+    if (!f->failed)
+        fprintf(stderr, "stencilrt: warning: %s %s: %s; %s\n", doing, f->path, strerror(err),
+                consequence);
+    f->failed = true;
+}
+
+/* CLOCK_MONOTONIC, what `perf record -k mono` stamps samples with; strictly
+ * increasing so perf orders a stencil's load after its executor's. */
+static uint64_t timestamp(perf_file *f)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    uint64_t t = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    if (t <= f->last_time)
+        t = f->last_time + 1;
+    f->last_time = t;
+    return t;
+}
+
+/* Append b in one write() (retrying only what an interrupted or short write
+ * left). On failure the file is cut back to its last whole record: a torn
+ * record would make perf inject misread everything after it. */
+static bool write_record(perf_file *f, const sr_buf *b)
+{
+    if (b->failed)
+        return false; /* out of memory: this record is lost, the file stays whole */
+    size_t done = 0;
+    int err = EIO;
+    for (unsigned tries = 0; done < b->len && tries < 100; tries++) {
+        ssize_t n = write(f->fd, b->p + done, b->len - done);
+        if (n > 0)
+            done += (size_t)n;
+        else if (n < 0 && errno != EINTR) {
+            err = errno;
+            break;
+        }
+    }
+    if (done == b->len) {
+        f->size += (off_t)done;
+        return true;
+    }
+    if (done && ftruncate(f->fd, f->size) != 0)
+        err = errno;
+    give_up(f, "cannot write", err,
+            "perf output stops here (the file ends at its last complete record)");
+    close(f->fd);
+    f->fd = -1;
+    return false;
+}
+
+static bool start_jitdump(perf_file *f)
+{
+    sr_buf b = {0};
+    buf_u32(&b, JITDUMP_MAGIC);
+    buf_u32(&b, JITDUMP_VERSION);
+    buf_u32(&b, JITDUMP_HEADER_SIZE);
+    buf_u32(&b, HOST_ELF_MACHINE);
+    buf_u32(&b, 0); /* padding */
+    buf_u32(&b, (uint32_t)getpid());
+    buf_u64(&b, timestamp(f));
+    buf_u64(&b, 0); /* flags: timestamps are CLOCK_MONOTONIC, not the TSC */
+    bool ok = write_record(f, &b);
+    free(b.p);
+    if (!ok)
+        return false;
+    /* perf record only logs executable mappings; this one is how perf inject
+     * learns which file belongs to which process. */
+    long page = sysconf(_SC_PAGESIZE);
+    f->marker_size = page > 0 ? (size_t)page : 4096;
+    f->marker = mmap(NULL, f->marker_size, PROT_READ | PROT_EXEC, MAP_PRIVATE, f->fd, 0);
+    if (f->marker == MAP_FAILED) {
+        f->marker = NULL;
+        give_up(f, "cannot map", errno, "perf record would not notice the jitdump");
         return false;
     }
     return true;
 }
 
+static bool set_path(perf_file *f, sr_perf_mode mode)
+{
+    int pid = (int)getpid(), n;
+    if (mode == SR_PERF_MAP) {
+        n = snprintf(f->path, sizeof f->path, "/tmp/perf-%d.map", pid);
+    } else {
+        const char *dir = getenv("STENCILRT_PERF_DIR");
+        n = snprintf(f->path, sizeof f->path, "%s/jit-%d.dump", dir && *dir ? dir : "/tmp", pid);
+    }
+    if (n < 0 || (size_t)n >= sizeof f->path) {
+        give_up(f, "cannot create a file in", ENAMETOOLONG, "STENCILRT_PERF_DIR is too long");
+        return false;
+    }
+    return true;
+}
+
+/* After the last user closed the file, a new runtime appends to it. perf's
+ * reader stops at a JIT_CODE_CLOSE (it reads the empty body as the end of the
+ * file), so the one we wrote at that close is cut off first. */
+static bool reopen_file(perf_file *f)
+{
+    struct stat st;
+    f->fd = open(f->path, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
+    if (f->fd >= 0 && fstat(f->fd, &st) == 0) {
+        f->size = st.st_size;
+        if (f->close_at < 0 || (f->size == f->close_at + 16 && ftruncate(f->fd, f->close_at) == 0)) {
+            f->size = f->close_at < 0 ? f->size : f->close_at;
+            f->close_at = -1;
+            return true;
+        }
+    }
+    give_up(f, "cannot reopen", errno, "perf output stops here");
+    if (f->fd >= 0)
+        close(f->fd);
+    f->fd = -1;
+    return false;
+}
+
+/* The first open in a process creates the file (truncating a stale one of an
+ * earlier process with the same pid); later ones reopen it. */
+static bool open_file(perf_file *f, sr_perf_mode mode)
+{
+    if (f->fd >= 0)
+        return true;
+    if (f->failed)
+        return false;
+    if (f->started)
+        return reopen_file(f);
+    if (!set_path(f, mode))
+        return false;
+    /* Read access too: the jitdump marker is a mapping of the file. */
+    f->fd = open(f->path, O_RDWR | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (f->fd < 0) {
+        give_up(f, "cannot create", errno,
+                mode == SR_PERF_MAP ? "perf will not name JIT code"
+                                    : "perf will not see JIT code (is STENCILRT_PERF_DIR "
+                                      "a writable directory?)");
+        return false;
+    }
+    f->size = 0;
+    f->started = true;
+    if (mode == SR_PERF_JITDUMP && !start_jitdump(f)) {
+        if (f->fd >= 0)
+            close(f->fd);
+        f->fd = -1;
+        unlink(f->path); /* no header or no marker: of no use to perf */
+        return false;
+    }
+    return true;
+}
+
+/* A forked child inherits the parent's descriptor and marker; both belong to
+ * the parent's file, which the child must leave alone. It starts its own. */
+static void follow_fork(perf_file *f)
+{
+    pid_t pid = getpid();
+    if (f->pid == pid)
+        return;
+    if (f->fd >= 0)
+        close(f->fd);
+    if (f->marker)
+        munmap(f->marker, f->marker_size);
+    f->pid = pid;
+    f->fd = -1;
+    f->marker = NULL;
+    f->started = false;
+    f->size = 0;
+    f->close_at = -1;
+    f->next_index = 0;
+    /* f->failed stays: the parent already warned about this environment. */
+}
+
+/* ---- the interface */
+
+/* One line per range, the whole batch in one write. Executor and stencil
+ * lines overlap; perf report names samples by the stencil lines (checked by
+ * tests/integration/test_perf.py). */
+static void map_lines(perf_file *f, const sr_perf_code *code, size_t n)
+{
+    sr_buf b = {0};
+    for (size_t i = 0; i < n; i++) {
+        char head[48];
+        int len = snprintf(head, sizeof head, "%" PRIx64 " %zx ", code[i].addr, code[i].size);
+        buf_put(&b, head, (size_t)len);
+        for (const char *s = code[i].name; *s; s++) /* one line per entry, whatever the name */
+            buf_u8(&b, *s == '\n' || *s == '\r' ? '?' : (uint8_t)*s);
+        buf_u8(&b, '\n');
+    }
+    write_record(f, &b);
+    free(b.p);
+}
+
+/* Stencils as suffixes of their executor (see "jitdump images"), if code[]
+ * is an executor followed by its stencils in order and the budget allows. */
+static bool suffix_images(const sr_perf_code *code, size_t n, image *ims)
+{
+    uint64_t end = code[0].addr + code[0].size, total = 0, prev = code[0].addr;
+    for (size_t i = 0; i < n; i++) {
+        if (code[i].addr < prev || code[i].addr >= end || code[i].size > end - code[i].addr)
+            return false;
+        prev = code[i].addr;
+        total += end - code[i].addr;
+        ims[i] = (image){code[i].name, code[i].addr, end - code[i].addr};
+    }
+    return total <= SUFFIX_BUDGET;
+}
+
+/* Each load goes out with its unwinding info in one write: perf attaches an
+ * unwinding record to the load that follows it, so they must not be parted. */
+static void jitdump_loads(perf_file *f, const sr_perf_code *code, size_t n)
+{
+    image *ims = n ? calloc(n, sizeof *ims) : NULL;
+    if (!ims || !code[0].size) {
+        free(ims);
+        return;
+    }
+    bool suffixes = suffix_images(code, n, ims);
+    for (size_t i = 0; !suffixes && i < n; i++)
+        ims[i] = (image){code[i].name, code[i].addr, code[i].size};
+    unwind_plan u = {0};
+    bool unwind = plan_unwind(&code[0], code[0].addr, code[0].addr + code[0].size, &u);
+    if (unwind)
+        place_fdes(&u, ims, suffixes ? n : 1);
+    for (size_t i = 0; i < n && f->fd >= 0; i++) {
+        if (!ims[i].size || ims[i].size > MAX_CODE_SIZE)
+            continue;
+        sr_buf b = {0};
+        uint64_t time = timestamp(f);
+        if (unwind && (suffixes || i == 0)) /* see SUFFIX_BUDGET for the other case */
+            put_unwinding_info(&b, &u, &ims[i], time);
+        put_code_load(&b, &ims[i], f->next_index, time);
+        if (write_record(f, &b))
+            f->next_index++;
+        free(b.p);
+    }
+    free(ims);
+}
+
 sr_perf *perfmap_open(sr_perf_mode mode)
 {
+    if (mode != SR_PERF_MAP && mode != SR_PERF_JITDUMP)
+        return NULL;
     sr_perf *p = calloc(1, sizeof *p);
-    if (!p)
+    perf_file *f = &files[mode];
+    follow_fork(f);
+    if (!p || !open_file(f, mode)) {
+        free(p);
         return NULL;
+    }
+    p->file = f;
     p->mode = mode;
-    if (mode != SR_PERF_MAP) {
-        fprintf(stderr, "stencilrt: warning: STENCILRT_PERF=jitdump is not supported yet\n");
-        free(p);
-        return NULL;
-    }
-    if (!open_map(p)) {
-        free(p);
-        return NULL;
-    }
+    f->users++;
     return p;
 }
 
 void perfmap_code_load(sr_perf *p, const sr_perf_code *code, size_t n)
 {
-    if (!p || p->failed)
+    if (!p)
         return;
-    if (p->pid != getpid()) { /* forked: the parent's file is not ours */
-        if (p->map)
-            fclose(p->map);
-        if (!open_map(p))
-            return;
-    }
-    for (size_t i = 0; i < n; i++)
-        fprintf(p->map, "%" PRIx64 " %zx %s\n", code[i].addr, code[i].size, code[i].name);
-    /* Whole lines only: perf may read the file at any time. */
-    if (fflush(p->map) != 0 && !p->failed) {
-        fprintf(stderr, "stencilrt: warning: writing the perf map failed (%s)\n", strerror(errno));
-        p->failed = true;
-    }
+    perf_file *f = p->file;
+    follow_fork(f);
+    if (!open_file(f, p->mode))
+        return;
+    if (p->mode == SR_PERF_MAP)
+        map_lines(f, code, n);
+    else
+        jitdump_loads(f, code, n);
 }
 
 void perfmap_close(sr_perf *p)
 {
     if (!p)
         return;
-    if (p->map)
-        fclose(p->map);
+    perf_file *f = p->file;
+    sr_perf_mode mode = p->mode;
     free(p);
+    follow_fork(f);
+    if (--f->users > 0 || f->fd < 0)
+        return;
+    if (mode == SR_PERF_JITDUMP) {
+        sr_buf b = {0};
+        off_t at = f->size;
+        put_prefix(&b, JIT_CODE_CLOSE, timestamp(f));
+        end_record(&b, 0);
+        if (write_record(f, &b))
+            f->close_at = at;
+        free(b.p);
+    }
+    if (f->fd >= 0)
+        close(f->fd);
+    f->fd = -1;
 }

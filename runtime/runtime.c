@@ -18,6 +18,7 @@
 #include "internal.h"
 
 #define DEFAULT_ARENA_SIZE ((size_t)1 << 20)
+#define PERF_UNWIND_SLACK 256 /* bytes perf may place after an executor's code */
 
 /* ---- the library's one registry lock, reset around fork() */
 
@@ -418,8 +419,11 @@ static sr_status emit_one(sr_runtime *rt, const sr_program *prog, sr_executor **
     }
     e->rt = rt;
     e->code_size = l.code_size;
-    e->mem_size = l.total;
-    e->mem = allocate(rt, l.total, &e->arena);
+    /* perf's injected image of this code carries its unwind tables right after
+     * the code; keep that much of our own page run so no other executor's
+     * image can cover them. */
+    e->mem_size = l.total + (rt->perf ? PERF_UNWIND_SLACK : 0);
+    e->mem = allocate(rt, e->mem_size, &e->arena);
     if (!e->mem) {
         executor_destroy(e);
         return sr_fail(SR_ENOMEM, "cannot map %zu bytes of code memory: %s", l.total,
@@ -427,7 +431,7 @@ static sr_status emit_one(sr_runtime *rt, const sr_program *prog, sr_executor **
     }
     st = emit_write(rt->set, (const void *const *)rt->symbols, prog->code, prog->n, e->offsets,
                     &l, e->mem);
-    if (st == SR_OK && !jitmem_seal(e->mem, l.total))
+    if (st == SR_OK && !jitmem_seal(e->mem, e->mem_size))
         st = sr_fail(SR_ESYSTEM, "mprotect: %s", strerror(errno));
     if (st != SR_OK) {
         jitmem_release(e->arena, e->mem, e->mem_size);
