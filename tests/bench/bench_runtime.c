@@ -109,6 +109,20 @@ static void bench_emit_core(void)
         mreps++;
     } while ((t = now() - t0) < 0.5);
     double memcpy_bps = (double)l.code_size * (double)mreps / t;
+    /* The copy half of copy-and-patch alone: the same stencils, one by one. */
+    long creps = 0;
+    t0 = now();
+    do {
+        for (size_t i = 0; i < n; i++) {
+            const sg_stencil *st = &set.stencils[code[i].op];
+            memcpy(dst + offsets[i], st->code, st->code_size);
+        }
+        __asm__ volatile("" ::"r"(dst) : "memory");
+        creps++;
+    } while ((t = now() - t0) < 0.5);
+    double copy_bps = (double)l.code_size * (double)creps / t;
+    report("stencil_copy_bytes_per_s", copy_bps, "B/s");
+    report("emit_core_vs_stencil_copy", copy_bps / emit_bps, "x");
     report("emit_core_bytes_per_s", emit_bps, "B/s");
     report("memcpy_bytes_per_s", memcpy_bps, "B/s");
     report("emit_core_vs_memcpy", memcpy_bps / emit_bps, "x");
@@ -171,6 +185,15 @@ int main(void)
 {
     bench_emit_core();
     sr_config cfg = SR_CONFIG_DEFAULT;
+    /* No registration at all: the floor for what registration costs. */
+    cfg.gdb = 0;
+    cfg.frames = 0;
+    sr_runtime *bare;
+    if (sr_runtime_create(&set, symbols, &cfg, &bare) != SR_OK)
+        return 1;
+    report("emit_free_8instr_100live_unregistered", emit_free_cost(bare, 100, 8) * 1e6, "us");
+    report("emit_free_8instr_10000live_unregistered", emit_free_cost(bare, 10000, 8) * 1e6, "us");
+    sr_runtime_destroy(bare);
     for (int gdb = 0; gdb <= 1; gdb++) {
         cfg.gdb = gdb;
         cfg.frames = 1;

@@ -132,8 +132,20 @@ def main():
                      g["edit_summary"], (g["edit"] - g["one_compile"]) * 1e3)))
     rows.append(("emit (copy+patch), 1000-instruction executor",
                  "%.2f GB/s" % (f["emit_core_bytes_per_s"] / 1e9),
-                 "%.1fx slower than memcpy (%.1f GB/s)" % (f["emit_core_vs_memcpy"],
-                                                           f["memcpy_bytes_per_s"] / 1e9)))
+                 "%.1fx one memcpy (%.1f GB/s); %.1fx copying the stencils "
+                 "unpatched (%.1f GB/s)" % (
+                     f["emit_core_vs_memcpy"], f["memcpy_bytes_per_s"] / 1e9,
+                     f["emit_core_vs_stencil_copy"], f["stencil_copy_bytes_per_s"] / 1e9)))
+    a, b = (f["emit_free_8instr_100live_unregistered"],
+            f["emit_free_8instr_10000live_unregistered"])
+    rows.append(("sr_emit+free, 8 instrs, nothing registered: 100 / 10,000 live",
+                 "%.1f / %.1f us" % (a, b), "ratio %.2f" % (b / a)))
+    for tag, label in (("gdb_off", "libgcc"), ("gdb_on", "libgcc + GDB")):
+        reg100 = f["emit_free_8instr_100live_" + tag] - a
+        reg10k = f["emit_free_8instr_10000live_" + tag] - b
+        rows.append(("registration per executor (%s): 100 / 10,000 live" % label,
+                     "%.2f / %.2f us" % (reg100, reg10k),
+                     "emit+free minus the unregistered run"))
     for tag, label in (("gdb_off", "libgcc only"), ("gdb_on", "libgcc + GDB objects")):
         a, b = f["emit_free_8instr_100live_" + tag], f["emit_free_8instr_10000live_" + tag]
         rows.append(("sr_emit+free, 8 instrs, %s: 100 / 10,000 live" % label,
