@@ -17,6 +17,7 @@
 #include "fp_check.h"
 #include "llvm_bridge.h"
 #include "objfile.h"
+#include "opunit.h"
 #include "outputs.h"
 #include "util.h"
 #include "writer.h"
@@ -434,74 +435,6 @@ static uint64_t compiler_identity(const sg_run *run)
     return h;
 }
 
-/* An op's translation unit is its source file without the other ops'
- * definitions: the text outside every op (declarations, helpers the ops share)
- * and the op itself, each segment preceded by a #line directive naming the real
- * file and line so diagnostics point at the source. The cache key hashes the
- * segments without those directives: editing one op (even moving the others
- * down) changes only its own key, so only it recompiles. */
-typedef struct op_unit {
-    strbuf unit; /* what clang compiles */
-    strbuf key;  /* what the cache key hashes */
-} op_unit;
-
-/* Extend [*b, *e) to whole lines when only blanks share them with it. */
-static void whole_lines(const char *text, size_t size, size_t *b, size_t *e)
-{
-    size_t lb = *b, le = *e;
-    while (lb > 0 && (text[lb - 1] == ' ' || text[lb - 1] == '\t'))
-        lb--;
-    while (le < size && (text[le] == ' ' || text[le] == '\t' || text[le] == '\r'))
-        le++;
-    if ((lb == 0 || text[lb - 1] == '\n') && (le == size || text[le] == '\n')) {
-        *b = lb;
-        *e = le < size ? le + 1 : le;
-    }
-}
-
-static unsigned line_at(const char *text, size_t offset)
-{
-    unsigned line = 1;
-    for (size_t i = 0; i < offset; i++)
-        line += text[i] == '\n';
-    return line;
-}
-
-static void add_segment(op_unit *u, const sg_op *op, const char *text, size_t from, size_t to)
-{
-    if (from >= to)
-        return;
-    sb_printf(&u->unit, "#line %u \"%s\"\n", line_at(text, from), op->source);
-    sb_putn(&u->unit, text + from, to - from);
-    if (text[to - 1] != '\n')
-        sb_putc(&u->unit, '\n');
-    sb_putn(&u->key, text + from, to - from);
-}
-
-static op_unit op_translation_unit(const sg_run *run, const sg_op *op, const char *text,
-                                   size_t size)
-{
-    op_unit u = {{0}, {0}};
-    size_t at = 0;
-    for (size_t i = 0; i < run->ops.count; i++) { /* ops of a file are in source order */
-        const sg_op *o = &run->ops.items[i];
-        if (strcmp(o->source, op->source) || o->end > size || o->begin > o->end || o->begin < at)
-            continue;
-        size_t b = o->begin, e = o->end;
-        whole_lines(text, size, &b, &e);
-        add_segment(&u, op, text, at, b);
-        if (o == op)
-            add_segment(&u, op, text, b, e);
-        at = e;
-    }
-    add_segment(&u, op, text, at, size);
-    if (!u.unit.data)
-        sb_puts(&u.unit, "");
-    if (!u.key.data)
-        sb_puts(&u.key, "");
-    return u;
-}
-
 static void make_translation_units(sg_run *run, job_set *js)
 {
     const char *last = NULL;
@@ -524,7 +457,7 @@ static void make_translation_units(sg_run *run, job_set *js)
             js->refs[i].tu_key = xstrdup(js->refs[i].tu);
             continue;
         }
-        op_unit u = op_translation_unit(run, op, (const char *)text, size);
+        op_unit u = op_translation_unit(&run->ops, op, (const char *)text, size);
         js->refs[i].tu = u.unit.data;
         js->refs[i].tu_key = u.key.data;
     }
