@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # run.sh - install what is missing, build, and run one of:
 #   demo   generate the bundled stencils and show what they contain
-#   test   every test suite (also under ASan+UBSan); last line "N passed, N failed"
+#   test   every test suite (also under ASan+UBSan, and AArch64 under qemu);
+#          last line "N passed, N failed"
 #   bench  benchmarks (ratios measured side by side in one run)
 #   fuzz   longer fuzzing of the parsers of untrusted bytes (FUZZ_SECONDS, default 600)
 set -euo pipefail
@@ -9,7 +10,8 @@ cd "$(dirname "$0")"
 
 PACKAGES=(clang-22 llvm-22 llvm-22-dev libclang-22-dev libclang-rt-22-dev lld-22
           libyaml-dev meson ninja-build pkg-config gcc g++ python3 gdb valgrind linux-perf
-          qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross gdb-multiarch binutils)
+          qemu-user gcc-aarch64-linux-gnu g++-aarch64-linux-gnu libc6-dev-arm64-cross gdb-multiarch
+          binutils)
 
 ensure_packages() {
     local missing=() p
@@ -65,6 +67,7 @@ test)
     ensure_packages
     build build
     build build-asan -Db_sanitize=address,undefined -Db_lundef=false
+    build build-aarch64 --cross-file cross/aarch64-linux-gnu.ini   # run under qemu-aarch64
     exec python3 tests/run.py --build build --asan-build build-asan
     ;;
 bench)

@@ -14,6 +14,31 @@ typedef enum sg_patch {
     SG_PATCH_ABS32S,     /* 32-bit S + A, must fit signed */
     SG_PATCH_PCREL32,    /* 32-bit S + A - P */
     SG_PATCH_GOTPCREL32, /* 32-bit G + A - P, G = address of a GOT slot holding S */
+    /* AArch64 (patches write an instruction's immediate field; Page(x) =
+     * x & ~0xfff; G = address of a GOT slot holding S; out of range or
+     * misaligned is an error, except calls and jumps to run-time symbols,
+     * which the runtime sends through a veneer when out of range). */
+    SG_PATCH_AARCH64_BRANCH26,     /* B, BL: (S + A - P) >> 2, +-128 MiB */
+    SG_PATCH_AARCH64_PCREL19,      /* B.cond, CBZ, CBNZ, LDR literal: (S + A - P) >> 2, +-1 MiB */
+    SG_PATCH_AARCH64_TSTBR14,      /* TBZ, TBNZ: (S + A - P) >> 2, +-32 KiB */
+    SG_PATCH_AARCH64_ADR21,        /* ADR: S + A - P, +-1 MiB */
+    SG_PATCH_AARCH64_ADRP,         /* ADRP: (Page(S + A) - Page(P)) >> 12, +-4 GiB */
+    SG_PATCH_AARCH64_ADD_LO12,     /* ADD: (S + A) & 0xfff */
+    SG_PATCH_AARCH64_LDST8_LO12,   /* LDR/STR byte: (S + A) & 0xfff */
+    SG_PATCH_AARCH64_LDST16_LO12,  /* LDR/STR half: ((S + A) & 0xfff) >> 1, 2-aligned */
+    SG_PATCH_AARCH64_LDST32_LO12,  /* LDR/STR word: ((S + A) & 0xfff) >> 2, 4-aligned */
+    SG_PATCH_AARCH64_LDST64_LO12,  /* LDR/STR double: ((S + A) & 0xfff) >> 3, 8-aligned */
+    SG_PATCH_AARCH64_LDST128_LO12, /* LDR/STR quad: ((S + A) & 0xfff) >> 4, 16-aligned */
+    SG_PATCH_AARCH64_GOT_ADRP,     /* ADRP: (Page(G + A) - Page(P)) >> 12 */
+    SG_PATCH_AARCH64_GOT_LO12,     /* LDR double: ((G + A) & 0xfff) >> 3 */
+    SG_PATCH_AARCH64_GOT_PCREL19,  /* LDR literal: (G + A - P) >> 2, +-1 MiB */
+    SG_PATCH_AARCH64_MOVW_G0,      /* MOVZ/MOVK: S + A, must fit 16 bits */
+    SG_PATCH_AARCH64_MOVW_G0_NC,   /* MOVK: (S + A) & 0xffff */
+    SG_PATCH_AARCH64_MOVW_G1,      /* MOVZ/MOVK: (S + A) >> 16, must fit 32 bits */
+    SG_PATCH_AARCH64_MOVW_G1_NC,   /* MOVK: ((S + A) >> 16) & 0xffff */
+    SG_PATCH_AARCH64_MOVW_G2,      /* MOVZ/MOVK: (S + A) >> 32, must fit 48 bits */
+    SG_PATCH_AARCH64_MOVW_G2_NC,   /* MOVK: ((S + A) >> 32) & 0xffff */
+    SG_PATCH_AARCH64_MOVW_G3,      /* MOVZ/MOVK: (S + A) >> 48 */
     SG_PATCH__COUNT
 } sg_patch;
 

@@ -5,6 +5,7 @@
 
 static const sg_target *const registry[] = {
     &sg_target_x86_64_linux,
+    &sg_target_aarch64_linux,
 };
 
 const sg_target *target_lookup(const char *triple)
@@ -18,5 +19,5 @@ const sg_target *target_lookup(const char *triple)
 
 const char *target_supported_list(void)
 {
-    return "x86_64-unknown-linux-gnu";
+    return "x86_64-unknown-linux-gnu, aarch64-unknown-linux-gnu";
 }

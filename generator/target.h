@@ -38,5 +38,6 @@ const char *target_supported_list(void);
 
 /* Per-architecture tables (target_<arch>.c). */
 extern const sg_target sg_target_x86_64_linux;
+extern const sg_target sg_target_aarch64_linux;
 
 #endif

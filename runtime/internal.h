@@ -118,6 +118,7 @@ struct sr_executor {
     uint8_t *mem;      /* page run: code, data, GOT */
     size_t mem_size;
     size_t code_size;
+    size_t text_size;  /* code and the veneers after it: everything that executes */
     char *name;
     size_t n;            /* instructions */
     uint32_t *offsets;   /* n + 1 code offsets */

@@ -173,8 +173,8 @@ static void register_group(sr_runtime *rt, sr_group *g)
     size_t k = 0, eh_size = 0;
     for (size_t m = 0; text && fdes && syms && m < g->n; m++) {
         const sr_executor *e = g->members[m];
-        text[m] = (gdbjit_section){(uintptr_t)e->mem, e->code_size};
-        fdes[m] = (sr_fde){(uintptr_t)e->mem, e->code_size, rt->set->executor_cfi,
+        text[m] = (gdbjit_section){(uintptr_t)e->mem, e->text_size};
+        fdes[m] = (sr_fde){(uintptr_t)e->mem, e->text_size, rt->set->executor_cfi,
                            rt->set->executor_cfi_len};
         syms[k++] = (gdbjit_symbol){e->name, (uintptr_t)e->mem, 0, m};
         for (size_t i = 0; i < e->n; i++)
@@ -419,6 +419,7 @@ static sr_status emit_one(sr_runtime *rt, const sr_program *prog, sr_executor **
     }
     e->rt = rt;
     e->code_size = l.code_size;
+    e->text_size = l.data_start; /* veneers, if any, end where data starts */
     /* perf's injected image of this code carries its unwind tables right after
      * the code; keep that much of our own page run so no other executor's
      * image can cover them. */

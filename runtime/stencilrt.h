@@ -37,6 +37,27 @@ typedef enum sg_patch {
     SG_PATCH_ABS32S = 2, /* 32-bit S + A, must fit signed */
     SG_PATCH_PCREL32 = 3, /* 32-bit S + A - P, must fit signed */
     SG_PATCH_GOTPCREL32 = 4, /* 32-bit G + A - P, G = GOT slot holding S */
+    SG_PATCH_AARCH64_BRANCH26 = 5, /* AArch64 B, BL: (S + A - P) >> 2, +-128 MiB (run-time symbols: via a veneer beyond) */
+    SG_PATCH_AARCH64_PCREL19 = 6, /* AArch64 B.cond, CBZ, CBNZ, LDR literal: (S + A - P) >> 2, +-1 MiB */
+    SG_PATCH_AARCH64_TSTBR14 = 7, /* AArch64 TBZ, TBNZ: (S + A - P) >> 2, +-32 KiB */
+    SG_PATCH_AARCH64_ADR21 = 8, /* AArch64 ADR: S + A - P, +-1 MiB */
+    SG_PATCH_AARCH64_ADRP = 9, /* AArch64 ADRP: (Page(S + A) - Page(P)) >> 12, +-4 GiB */
+    SG_PATCH_AARCH64_ADD_LO12 = 10, /* AArch64 ADD: (S + A) & 0xfff */
+    SG_PATCH_AARCH64_LDST8_LO12 = 11, /* AArch64 LDR/STR byte: (S + A) & 0xfff */
+    SG_PATCH_AARCH64_LDST16_LO12 = 12, /* AArch64 LDR/STR half: ((S + A) & 0xfff) >> 1, 2-aligned */
+    SG_PATCH_AARCH64_LDST32_LO12 = 13, /* AArch64 LDR/STR word: ((S + A) & 0xfff) >> 2, 4-aligned */
+    SG_PATCH_AARCH64_LDST64_LO12 = 14, /* AArch64 LDR/STR double: ((S + A) & 0xfff) >> 3, 8-aligned */
+    SG_PATCH_AARCH64_LDST128_LO12 = 15, /* AArch64 LDR/STR quad: ((S + A) & 0xfff) >> 4, 16-aligned */
+    SG_PATCH_AARCH64_GOT_ADRP = 16, /* AArch64 ADRP: (Page(G + A) - Page(P)) >> 12, G = GOT slot holding S */
+    SG_PATCH_AARCH64_GOT_LO12 = 17, /* AArch64 LDR double: ((G + A) & 0xfff) >> 3, G = GOT slot holding S */
+    SG_PATCH_AARCH64_GOT_PCREL19 = 18, /* AArch64 LDR literal: (G + A - P) >> 2, +-1 MiB, G = GOT slot holding S */
+    SG_PATCH_AARCH64_MOVW_G0 = 19, /* AArch64 MOVZ/MOVK: S + A, must fit 16 bits unsigned */
+    SG_PATCH_AARCH64_MOVW_G0_NC = 20, /* AArch64 MOVK: (S + A) & 0xffff */
+    SG_PATCH_AARCH64_MOVW_G1 = 21, /* AArch64 MOVZ/MOVK: (S + A) >> 16, S + A must fit 32 bits unsigned */
+    SG_PATCH_AARCH64_MOVW_G1_NC = 22, /* AArch64 MOVK: ((S + A) >> 16) & 0xffff */
+    SG_PATCH_AARCH64_MOVW_G2 = 23, /* AArch64 MOVZ/MOVK: (S + A) >> 32, S + A must fit 48 bits unsigned */
+    SG_PATCH_AARCH64_MOVW_G2_NC = 24, /* AArch64 MOVK: ((S + A) >> 32) & 0xffff */
+    SG_PATCH_AARCH64_MOVW_G3 = 25, /* AArch64 MOVZ/MOVK: (S + A) >> 48 */
 } sg_patch;
 
 /* What S is. */

@@ -28,7 +28,9 @@ ASAN = True
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURES = os.path.join(os.path.dirname(HERE), "fixtures", "failures")
 WORKDIR = ".stencilgen"  # the generator's work directory inside an outdir
-OUTPUTS = ["jit_stencils.h", "jit_stencils-%s.h" % TRIPLE]
+# The bundled manifest has two targets: x86-64 (TRIPLE, the host) and AArch64.
+OUTPUTS = ["jit_stencils.h", "jit_stencils-%s.h" % TRIPLE,
+           "jit_stencils-aarch64-unknown-linux-gnu.h"]
 BUNDLED_OPS = 21
 BUILD_TIMEOUT = 180
 
@@ -298,9 +300,12 @@ def test_control_unmodified_copy_builds(ctx):
     s = Scenario(ctx)
     p = s.good_run
     lines = p.stdout.splitlines()
-    check(len(lines) == 1, "expected a one-line summary on stdout, got:\n%s", p.stdout)
+    check(len(lines) == 2, "expected a one-line summary per target on stdout, got:\n%s",
+          p.stdout)
     want = "stencilgen: %s: %d ops" % (TRIPLE, BUNDLED_OPS)
     check(lines[0].startswith(want), "summary %r does not start with %r", lines[0], want)
+    want = "stencilgen: aarch64-unknown-linux-gnu: %d ops" % BUNDLED_OPS
+    check(lines[1].startswith(want), "summary %r does not start with %r", lines[1], want)
     check(p.stderr == "", "a successful build off a terminal must be quiet, stderr:\n%s",
           p.stderr)
     files = sorted(k for k in s.good if not k.endswith("/"))

@@ -1,0 +1,130 @@
+/* target_aarch64.c - AArch64 Linux, ELF (little-endian, LP64).
+ *
+ * Stencils are compiled in the small code model with PIC: data and GOT slots
+ * are reached with ADRP + ADD/LDR pairs, branches to the continuation and jump
+ * targets are B (JUMP26), B.cond/CBZ (CONDBR19) or TBZ (TSTBR14), and calls to
+ * run-time symbols are BL (CALL26) unless -fno-plt makes them GOT loads. The
+ * tiny code model (ADR, LDR literal) and absolute MOVZ/MOVK sequences
+ * (-mcmodel=large) are supported as well. */
+#include "target.h"
+
+/* ELF relocation numbers, from "ELF for the Arm 64-bit Architecture" (AAELF64). */
+enum {
+    R_AARCH64_ABS64 = 257,
+    R_AARCH64_PREL32 = 261,
+    R_AARCH64_MOVW_UABS_G0 = 263,
+    R_AARCH64_MOVW_UABS_G0_NC = 264,
+    R_AARCH64_MOVW_UABS_G1 = 265,
+    R_AARCH64_MOVW_UABS_G1_NC = 266,
+    R_AARCH64_MOVW_UABS_G2 = 267,
+    R_AARCH64_MOVW_UABS_G2_NC = 268,
+    R_AARCH64_MOVW_UABS_G3 = 269,
+    R_AARCH64_LD_PREL_LO19 = 273,
+    R_AARCH64_ADR_PREL_LO21 = 274,
+    R_AARCH64_ADR_PREL_PG_HI21 = 275,
+    R_AARCH64_ADD_ABS_LO12_NC = 277,
+    R_AARCH64_LDST8_ABS_LO12_NC = 278,
+    R_AARCH64_TSTBR14 = 279,
+    R_AARCH64_CONDBR19 = 280,
+    R_AARCH64_JUMP26 = 282,
+    R_AARCH64_CALL26 = 283,
+    R_AARCH64_LDST16_ABS_LO12_NC = 284,
+    R_AARCH64_LDST32_ABS_LO12_NC = 285,
+    R_AARCH64_LDST64_ABS_LO12_NC = 286,
+    R_AARCH64_LDST128_ABS_LO12_NC = 299,
+    R_AARCH64_GOT_LD_PREL19 = 309,
+    R_AARCH64_ADR_GOT_PAGE = 311,
+    R_AARCH64_LD64_GOT_LO12_NC = 312,
+};
+
+static bool classify(uint32_t type, sg_patch *patch)
+{
+    switch (type) {
+    case R_AARCH64_ABS64: *patch = SG_PATCH_ABS64; return true;
+    case R_AARCH64_PREL32: *patch = SG_PATCH_PCREL32; return true;
+    /* A call to a run-time symbol may be out of reach of BL: the runtime then
+     * sends it through a veneer, so a PLT is never needed. */
+    case R_AARCH64_JUMP26:
+    case R_AARCH64_CALL26: *patch = SG_PATCH_AARCH64_BRANCH26; return true;
+    case R_AARCH64_CONDBR19:
+    case R_AARCH64_LD_PREL_LO19: *patch = SG_PATCH_AARCH64_PCREL19; return true;
+    case R_AARCH64_TSTBR14: *patch = SG_PATCH_AARCH64_TSTBR14; return true;
+    case R_AARCH64_ADR_PREL_LO21: *patch = SG_PATCH_AARCH64_ADR21; return true;
+    case R_AARCH64_ADR_PREL_PG_HI21: *patch = SG_PATCH_AARCH64_ADRP; return true;
+    case R_AARCH64_ADD_ABS_LO12_NC: *patch = SG_PATCH_AARCH64_ADD_LO12; return true;
+    case R_AARCH64_LDST8_ABS_LO12_NC: *patch = SG_PATCH_AARCH64_LDST8_LO12; return true;
+    case R_AARCH64_LDST16_ABS_LO12_NC: *patch = SG_PATCH_AARCH64_LDST16_LO12; return true;
+    case R_AARCH64_LDST32_ABS_LO12_NC: *patch = SG_PATCH_AARCH64_LDST32_LO12; return true;
+    case R_AARCH64_LDST64_ABS_LO12_NC: *patch = SG_PATCH_AARCH64_LDST64_LO12; return true;
+    case R_AARCH64_LDST128_ABS_LO12_NC: *patch = SG_PATCH_AARCH64_LDST128_LO12; return true;
+    case R_AARCH64_ADR_GOT_PAGE: *patch = SG_PATCH_AARCH64_GOT_ADRP; return true;
+    case R_AARCH64_LD64_GOT_LO12_NC: *patch = SG_PATCH_AARCH64_GOT_LO12; return true;
+    case R_AARCH64_GOT_LD_PREL19: *patch = SG_PATCH_AARCH64_GOT_PCREL19; return true;
+    case R_AARCH64_MOVW_UABS_G0: *patch = SG_PATCH_AARCH64_MOVW_G0; return true;
+    case R_AARCH64_MOVW_UABS_G0_NC: *patch = SG_PATCH_AARCH64_MOVW_G0_NC; return true;
+    case R_AARCH64_MOVW_UABS_G1: *patch = SG_PATCH_AARCH64_MOVW_G1; return true;
+    case R_AARCH64_MOVW_UABS_G1_NC: *patch = SG_PATCH_AARCH64_MOVW_G1_NC; return true;
+    case R_AARCH64_MOVW_UABS_G2: *patch = SG_PATCH_AARCH64_MOVW_G2; return true;
+    case R_AARCH64_MOVW_UABS_G2_NC: *patch = SG_PATCH_AARCH64_MOVW_G2_NC; return true;
+    case R_AARCH64_MOVW_UABS_G3: *patch = SG_PATCH_AARCH64_MOVW_G3; return true;
+    default: return false;
+    }
+}
+
+/* `b imm26` (0b000101 in bits 31..26) as the last instruction, its field
+ * being the hole. */
+static size_t trailing_jump(const uint8_t *code, size_t size, uint32_t hole_offset,
+                            sg_patch patch, int64_t addend)
+{
+    if (size < 4 || size % 4 || hole_offset != size - 4 || patch != SG_PATCH_AARCH64_BRANCH26 ||
+        addend != 0)
+        return 0;
+    uint32_t insn = (uint32_t)code[size - 4] | (uint32_t)code[size - 3] << 8 |
+                    (uint32_t)code[size - 2] << 16 | (uint32_t)code[size - 1] << 24;
+    return (insn & 0xfc000000u) == 0x14000000u ? 4 : 0;
+}
+
+/* DWARF register numbers (AADWARF64): x0..x30 = 0..30, sp = 31, v0..v31 = 64..95. */
+static const char *reg_name(uint32_t r)
+{
+    static const char *const x[] = {
+        "x0",  "x1",  "x2",  "x3",  "x4",  "x5",  "x6",  "x7",  "x8",  "x9",  "x10",
+        "x11", "x12", "x13", "x14", "x15", "x16", "x17", "x18", "x19", "x20", "x21",
+        "x22", "x23", "x24", "x25", "x26", "x27", "x28", "x29", "x30", "sp",
+    };
+    static const char *const v[] = {
+        "v0",  "v1",  "v2",  "v3",  "v4",  "v5",  "v6",  "v7",  "v8",  "v9",  "v10",
+        "v11", "v12", "v13", "v14", "v15", "v16", "v17", "v18", "v19", "v20", "v21",
+        "v22", "v23", "v24", "v25", "v26", "v27", "v28", "v29", "v30", "v31",
+    };
+    if (r < 32)
+        return x[r];
+    if (r >= 64 && r < 96)
+        return v[r - 64];
+    return NULL;
+}
+
+/* LLVM's AArch64 instruction descriptions list every written register,
+ * written-back base registers included (the "wback" operand of the pre- and
+ * post-indexed forms), and w29 overlaps x29: nothing to add. */
+static const char *const fp_writers[] = {NULL};
+
+/* Atomics inline (LSE or LL/SC), never calls of libgcc's __aarch64_* helpers,
+ * which would be undefined symbols of the stencil. */
+static const char *const op_cflags[] = {"-mno-outline-atomics", NULL};
+static const char *const shim_cflags[] = {"-mno-outline-atomics", NULL};
+
+const sg_target sg_target_aarch64_linux = {
+    .triple = "aarch64-unknown-linux-gnu",
+    .host_condition = "defined(__aarch64__) && defined(__linux__)",
+    .op_cflags = op_cflags,
+    .shim_cflags = shim_cflags,
+    .fp_reg = 29,
+    .sp_reg = 31,
+    .ra_reg = 30,
+    .elf_machine = 183, /* EM_AARCH64 */
+    .fp_writers = fp_writers,
+    .reg_name = reg_name,
+    .classify_reloc = classify,
+    .trailing_jump = trailing_jump,
+};
