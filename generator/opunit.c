@@ -1,6 +1,7 @@
 /* opunit.c - see opunit.h. */
 #include "opunit.h"
 
+#include <stdbool.h>
 #include <string.h>
 
 /* Extend [*b, *e) to whole lines when only blanks share them with it. */
@@ -25,19 +26,22 @@ static unsigned line_at(const char *text, size_t offset)
     return line;
 }
 
-static void add_segment(op_unit *u, const sg_op *op, const char *text, size_t from, size_t to)
+static void add_segment(op_unit *u, bool want_unit, const sg_op *op, const char *text,
+                        size_t from, size_t to)
 {
     if (from >= to)
+        return;
+    sb_putn(&u->key, text + from, to - from);
+    if (!want_unit)
         return;
     sb_printf(&u->unit, "#line %u \"%s\"\n", line_at(text, from), op->source);
     sb_putn(&u->unit, text + from, to - from);
     if (text[to - 1] != '\n')
         sb_putc(&u->unit, '\n');
-    sb_putn(&u->key, text + from, to - from);
 }
 
 op_unit op_translation_unit(const sg_oplist *ops, const sg_op *op, const char *text,
-                           size_t size)
+                           size_t size, bool want_unit)
 {
     op_unit u = {{0}, {0}};
     size_t at = 0;
@@ -47,12 +51,12 @@ op_unit op_translation_unit(const sg_oplist *ops, const sg_op *op, const char *t
             continue;
         size_t b = o->begin, e = o->end;
         whole_lines(text, size, &b, &e);
-        add_segment(&u, op, text, at, b);
+        add_segment(&u, want_unit, op, text, at, b);
         if (o == op)
-            add_segment(&u, op, text, b, e);
+            add_segment(&u, want_unit, op, text, b, e);
         at = e;
     }
-    add_segment(&u, op, text, at, size);
+    add_segment(&u, want_unit, op, text, at, size);
     if (!u.unit.data)
         sb_puts(&u.unit, "");
     if (!u.key.data)

@@ -11,6 +11,7 @@
 #ifndef STENCILGEN_OPUNIT_H
 #define STENCILGEN_OPUNIT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "discover.h"
@@ -22,8 +23,9 @@ typedef struct op_unit {
 } op_unit;
 
 /* `text` is the contents of op->source; `ops` holds every discovered op (those
- * of one file in source order). */
+ * of one file in source order). The unit itself is only made when want_unit
+ * (a cache hit needs just the key). */
 op_unit op_translation_unit(const sg_oplist *ops, const sg_op *op, const char *text,
-                           size_t size);
+                           size_t size, bool want_unit);
 
 #endif

@@ -244,9 +244,8 @@ typedef struct job_ref {
     char *slot;     /* cache slot: "<triple>/<object name>" */
     uint64_t args;  /* hash of the command and the compiler's identity */
     char *deps;     /* the compile's depfile text, for this build's depfile */
-    char *tu;       /* an op's translation unit (see op_translation_unit) */
-    char *tu_key;   /* the same without #line directives: what the cache key hashes */
-    char *tu_path;  /* where it is written when the op must be compiled */
+    char *tu_key;   /* an op's unit without #line directives: what the cache key hashes */
+    char *tu_path;  /* where the unit is written when the op must be compiled */
 } job_ref;
 
 typedef struct job_set {
@@ -290,7 +289,7 @@ static void add_job(job_set *js, sg_run *run, sg_target_result *r, const sg_op *
     grow_array((void **)&js->jobs, &js->cap, js->count + 1, sizeof *js->jobs);
     grow_array((void **)&js->refs, &cap, js->count + 1, sizeof *js->refs);
     js->refs[js->count] = (job_ref){r, op ? &r->ops[op - run->ops.items] : &r->shim, op, false,
-                                    NULL, 0, NULL, NULL, NULL, tu_path};
+                                    NULL, 0, NULL, NULL, tu_path};
     js->jobs[js->count++] = job;
     free(dir);
 }
@@ -300,7 +299,6 @@ static void free_jobs(job_set *js)
     for (size_t i = 0; i < js->count; i++) {
         free(js->refs[i].slot);
         free(js->refs[i].deps);
-        free(js->refs[i].tu);
         free(js->refs[i].tu_key);
         free(js->refs[i].tu_path);
         argv_free(js->jobs[i].argv);
@@ -435,31 +433,38 @@ static uint64_t compiler_identity(const sg_run *run)
     return h;
 }
 
-static void make_translation_units(sg_run *run, job_set *js)
+/* Keys of every op's unit (first pass), or the units themselves of the ops that
+ * must compile (second pass, written to the work directory). */
+static void make_translation_units(sg_run *run, job_set *js, bool units)
 {
     const char *last = NULL;
     uint8_t *text = NULL;
     size_t size = 0;
     for (size_t i = 0; i < js->count; i++) {
-        const sg_op *op = js->refs[i].op;
-        if (!op)
+        job_ref *ref = &js->refs[i];
+        if (!ref->op || (units && js->jobs[i].skip))
             continue;
-        if (!last || strcmp(last, op->source)) { /* ops of one file are adjacent */
+        if (!last || strcmp(last, ref->op->source)) { /* ops of one file are adjacent */
             free(text);
-            text = NULL;
-            size = 0;
-            if (!read_file(op->source, &text, &size))
+            if (!read_file(ref->op->source, &text, &size))
                 text = NULL;
-            last = op->source;
+            last = ref->op->source;
         }
-        if (!text) {
-            js->refs[i].tu = xstrdup("#error \"cannot read the op source\"\n");
-            js->refs[i].tu_key = xstrdup(js->refs[i].tu);
-            continue;
+        op_unit u = {{0}, {0}};
+        if (text) {
+            u = op_translation_unit(&run->ops, ref->op, (const char *)text, size, units);
+        } else { /* the compile will say what is wrong */
+            sb_puts(&u.key, "");
+            sb_puts(&u.unit, "#error \"cannot read the op source\"\n");
         }
-        op_unit u = op_translation_unit(&run->ops, op, (const char *)text, size);
-        js->refs[i].tu = u.unit.data;
-        js->refs[i].tu_key = u.key.data;
+        if (units) {
+            if (!write_file(ref->tu_path, u.unit.data, u.unit.len))
+                diag_error("cannot write '%s': %s", ref->tu_path, strerror(errno));
+            sb_free(&u.key);
+        } else {
+            ref->tu_key = u.key.data;
+        }
+        sb_free(&u.unit);
     }
     free(text);
 }
@@ -519,19 +524,14 @@ static int compile_all(sg_run *run, job_set *js)
     done_ctx ctx = {run, js, SG_EXIT_OK};
     uint64_t identity = compiler_identity(run);
     size_t failures = 0;
-    make_translation_units(run, js);
+    make_translation_units(run, js, false);
+    for (size_t i = 0; i < js->count; i++)
+        if (try_cached(&ctx, &js->jobs[i], identity))
+            failures += js->jobs[i].status != 0;
     char *tu_dir = path_join(run->workdir, "tu");
     mkdir_p(tu_dir);
     free(tu_dir);
-    for (size_t i = 0; i < js->count; i++) {
-        if (try_cached(&ctx, &js->jobs[i], identity)) {
-            failures += js->jobs[i].status != 0;
-        } else if (js->refs[i].tu &&
-                   !write_file(js->refs[i].tu_path, js->refs[i].tu, strlen(js->refs[i].tu))) {
-            /* the compile will then fail and name the missing file */
-            diag_error("cannot write '%s': %s", js->refs[i].tu_path, strerror(errno));
-        }
-    }
+    make_translation_units(run, js, true);
     bool spawn_failed;
     failures += compile_run(js->jobs, js->count, &co, on_compiled, &ctx, &spawn_failed);
     if (!failures)

@@ -91,9 +91,15 @@ void writer_listing(strbuf *sb, const sg_run *run, const sg_stencil *s, lb_disas
 static void put_bytes(strbuf *sb, const char *type, const char *name, const uint8_t *p,
                       size_t n)
 {
+    static const char hex[] = "0123456789abcdef";
     sb_printf(sb, "static const %s %s[%zu] = {", type, name, n);
-    for (size_t i = 0; i < n; i++)
-        sb_printf(sb, "%s0x%02x,", i % 16 ? " " : "\n    ", p[i]);
+    for (size_t i = 0; i < n; i++) { /* headers hold every code byte: no printf per byte */
+        char item[10] = {' ', '0', 'x', hex[p[i] >> 4], hex[p[i] & 15], ','};
+        if (i % 16)
+            sb_putn(sb, item, 6);
+        else
+            sb_putn(sb, "\n    ", 5), sb_putn(sb, item + 1, 5);
+    }
     sb_puts(sb, "\n};\n");
 }
 
