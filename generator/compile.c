@@ -182,6 +182,46 @@ static void finish_job(sg_job *job, int wstatus)
         job->status = 128 + (WIFSIGNALED(wstatus) ? WTERMSIG(wstatus) : 0);
 }
 
+/* Report a finished job and hand it to `done`; returns whether it succeeded. */
+static bool conclude(sg_job *job, const sg_compile_opts *opts, size_t finished, size_t total,
+                     sg_job_done *done, void *ctx)
+{
+    progress_line(opts, finished, total, job->label);
+    bool ok = job->status == 0;
+    show_log(job, !ok);
+    if (ok && done && !done(job, ctx)) {
+        job->status = -1;
+        ok = false;
+    }
+    return ok;
+}
+
+/* Reap every finished (or overdue) child into done[]; returns how many. */
+static size_t reap(sg_job *jobs, running *run, size_t *nrun, const sg_compile_opts *opts,
+                   size_t *done_jobs)
+{
+    size_t ndone = 0;
+    for (size_t i = 0; i < *nrun;) {
+        sg_job *job = &jobs[run[i].job];
+        int wstatus;
+        pid_t r = waitpid(run[i].pid, &wstatus, WNOHANG);
+        if (r == 0 && now_seconds() > run[i].deadline) {
+            kill(run[i].pid, SIGKILL);
+            waitpid(run[i].pid, &wstatus, 0);
+            diag_error("%s: compile timed out after %.0f s", job->label, opts->timeout);
+            job->status = -1;
+        } else if (r == run[i].pid) {
+            finish_job(job, wstatus);
+        } else {
+            i++;
+            continue;
+        }
+        done_jobs[ndone++] = run[i].job;
+        run[i] = run[--*nrun];
+    }
+    return ndone;
+}
+
 size_t compile_run(sg_job *jobs, size_t n, const sg_compile_opts *opts, sg_job_done *done,
                    void *ctx, bool *spawn_failed)
 {
@@ -191,14 +231,17 @@ size_t compile_run(sg_job *jobs, size_t n, const sg_compile_opts *opts, sg_job_d
     sigprocmask(SIG_BLOCK, &chld, &old);
     sigemptyset(&child_mask);
 
-    size_t total = 0, finished = 0, failures = 0, next = 0, nrun = 0;
+    size_t total = 0, finished = 0, failures = 0, next = 0, nrun = 0, npending = 0;
     for (size_t i = 0; i < n; i++)
         total += !jobs[i].skip;
     size_t parallel = opts->parallel > 0 ? (size_t)opts->parallel : 1;
     running *run = xcalloc(parallel, sizeof *run);
+    size_t *pending = xcalloc(parallel, sizeof *pending); /* reaped, not yet concluded */
     *spawn_failed = false;
 
-    while (next < n || nrun > 0) {
+    while (next < n || nrun > 0 || npending > 0) {
+        /* Replace finished compiles first, then read their objects: the
+         * compiler slots stay busy while the generator does its own work. */
         while (nrun < parallel && next < n && !*spawn_failed) {
             sg_job *job = &jobs[next];
             if (job->skip) {
@@ -219,38 +262,17 @@ size_t compile_run(sg_job *jobs, size_t n, const sg_compile_opts *opts, sg_job_d
         }
         if (*spawn_failed)
             next = n;
+        for (size_t k = 0; k < npending; k++)
+            failures += !conclude(&jobs[pending[k]], opts, ++finished, total, done, ctx);
+        npending = 0;
         if (nrun == 0)
-            break;
+            continue; /* ends the loop unless jobs remain */
         wait_for_child(&chld, run, nrun);
-        for (size_t i = 0; i < nrun;) {
-            sg_job *job = &jobs[run[i].job];
-            int wstatus;
-            pid_t r = waitpid(run[i].pid, &wstatus, WNOHANG);
-            if (r == 0 && now_seconds() > run[i].deadline) {
-                kill(run[i].pid, SIGKILL);
-                waitpid(run[i].pid, &wstatus, 0);
-                diag_error("%s: compile timed out after %.0f s", job->label, opts->timeout);
-                job->status = -1;
-            } else if (r == run[i].pid) {
-                finish_job(job, wstatus);
-            } else {
-                i++;
-                continue;
-            }
-            finished++;
-            progress_line(opts, finished, total, job->label);
-            bool ok = job->status == 0;
-            show_log(job, !ok);
-            if (ok && done && !done(job, ctx)) {
-                job->status = -1;
-                ok = false;
-            }
-            failures += !ok;
-            run[i] = run[--nrun];
-        }
+        npending = reap(jobs, run, &nrun, opts, pending);
     }
     if (opts->progress && total)
         fputs("\r\033[K", stderr);
+    free(pending);
     free(run);
     sigprocmask(SIG_SETMASK, &old, NULL);
     return failures;
