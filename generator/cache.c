@@ -1,6 +1,7 @@
-/* cache.c - see cache.h. Files under DIR: records/<slot>.rec (the argument hash
- * and dependency list of a slot) and blobs/<key>.<kind> (a blob followed by a
- * 24-byte trailer: magic, size, checksum). */
+/* cache.c - see cache.h. Files under DIR: records.idx (every slot's argument
+ * hash and dependency list, read once and written once per run) and
+ * blobs/<key>.<kind> (a blob followed by a 24-byte trailer: magic, size,
+ * checksum). */
 #include "cache.h"
 
 #include <stdio.h>
@@ -17,17 +18,78 @@ typedef struct file_hash {
     uint64_t h[2];
 } file_hash;
 
+/* One record per slot: "args <hex>" then the dependency paths, one a line. */
+typedef struct record {
+    char *slot;
+    char *text;
+} record;
+
 struct sg_cache {
     char *dir;
     char *path_buf;
     file_hash *files; /* contents hashed once per run */
     size_t nfiles, cap;
+    record *records;  /* the index, loaded once and saved once */
+    size_t nrecords, records_cap;
+    bool records_dirty;
 };
+
+static char *index_path(const sg_cache *c)
+{
+    return xasprintf("%s/records.idx", c->dir);
+}
+
+/* Index format: for each record, "slot <name>\n" then its text, then "\n.\n".
+ * A torn index loses records (misses), never yields a wrong key. */
+static void load_records(sg_cache *c)
+{
+    char *path = index_path(c);
+    uint8_t *data;
+    size_t size;
+    bool ok = read_file(path, &data, &size);
+    free(path);
+    if (!ok)
+        return;
+    char *text = (char *)data;
+    for (char *p = text; p < text + size;) {
+        char *end = strstr(p, "\n.\n");
+        if (strncmp(p, "slot ", 5) || !end)
+            break;
+        char *nl = strchr(p, '\n');
+        record r = {xstrndup(p + 5, (size_t)(nl - p - 5)), xstrndup(nl + 1, (size_t)(end - nl))};
+        ARRAY_PUSH(c->records, c->nrecords, c->records_cap, r);
+        p = end + 3;
+    }
+    free(data);
+}
+
+static void save_records(sg_cache *c)
+{
+    if (!c->records_dirty)
+        return;
+    strbuf sb = {0};
+    for (size_t i = 0; i < c->nrecords; i++)
+        sb_printf(&sb, "slot %s\n%s.\n", c->records[i].slot, c->records[i].text);
+    char *path = index_path(c);
+    if (mkdir_p(c->dir))
+        write_file_atomic(path, sb.data ? sb.data : "", sb.len);
+    free(path);
+    sb_free(&sb);
+}
+
+static record *find_record(sg_cache *c, const char *slot)
+{
+    for (size_t i = 0; i < c->nrecords; i++)
+        if (!strcmp(c->records[i].slot, slot))
+            return &c->records[i];
+    return NULL;
+}
 
 sg_cache *cache_open(const char *dir)
 {
     sg_cache *c = xcalloc(1, sizeof *c);
     c->dir = xstrdup(dir);
+    load_records(c);
     return c;
 }
 
@@ -35,6 +97,12 @@ void cache_close(sg_cache *c)
 {
     if (!c)
         return;
+    save_records(c);
+    for (size_t i = 0; i < c->nrecords; i++) {
+        free(c->records[i].slot);
+        free(c->records[i].text);
+    }
+    free(c->records);
     for (size_t i = 0; i < c->nfiles; i++)
         free(c->files[i].path);
     free(c->files);
@@ -82,13 +150,6 @@ static const file_hash *hash_file(sg_cache *c, const char *path)
     return &c->files[c->nfiles - 1];
 }
 
-static const char *slot_path(sg_cache *c, const char *slot)
-{
-    free(c->path_buf);
-    c->path_buf = xasprintf("%s/records/%s.rec", c->dir, slot);
-    return c->path_buf;
-}
-
 const char *cache_path(sg_cache *c, const sg_key *key, const char *kind)
 {
     free(c->path_buf);
@@ -111,23 +172,22 @@ static bool key_of(sg_cache *c, uint64_t args, char *const *deps, size_t n, sg_k
     return true;
 }
 
-/* Record format: "args <hex>\n" then one dependency path per line. */
 bool cache_key_for(sg_cache *c, const char *slot, uint64_t args, sg_key *key)
 {
-    uint8_t *text;
-    size_t size;
-    if (!read_file(slot_path(c, slot), &text, &size))
+    const record *r = find_record(c, slot);
+    if (!r)
         return false;
+    char *text = xstrdup(r->text);
     char **deps = NULL;
     size_t n = 0, cap = 0;
     unsigned long long recorded;
-    bool ok = sscanf((char *)text, "args %llx\n", &recorded) == 1 && recorded == args;
-    char *line = strchr((char *)text, '\n');
+    bool ok = sscanf(text, "args %llx\n", &recorded) == 1 && recorded == args;
+    char *line = strchr(text, '\n');
     while (ok && line && line[1]) {
         char *start = line + 1;
         line = strchr(start, '\n');
         if (!line)
-            break; /* a truncated record: its last line is incomplete */
+            break; /* a damaged record: its last line is incomplete */
         *line = '\0';
         ARRAY_PUSH(deps, n, cap, start);
     }
@@ -146,13 +206,16 @@ bool cache_record(sg_cache *c, const char *slot, uint64_t args, char *const *dep
     sb_printf(&sb, "args %llx\n", (unsigned long long)args);
     for (size_t i = 0; i < n; i++)
         sb_printf(&sb, "%s\n", deps[i]);
-    /* Not atomic, and need not be: a torn record yields a key no blob has. */
-    const char *path = slot_path(c, slot);
-    char *dir = path_dirname(path);
-    bool ok = write_file(path, sb.data, sb.len) || (mkdir_p(dir) && write_file(path, sb.data, sb.len));
-    free(dir);
-    sb_free(&sb);
-    return ok;
+    record *r = find_record(c, slot);
+    if (r) {
+        free(r->text);
+        r->text = sb.data;
+    } else {
+        record nr = {xstrdup(slot), sb.data};
+        ARRAY_PUSH(c->records, c->nrecords, c->records_cap, nr);
+    }
+    c->records_dirty = true;
+    return true;
 }
 
 typedef struct trailer {

@@ -363,7 +363,8 @@ static bool process_object(done_ctx *ctx, sg_job *job, const uint8_t *bytes, siz
 }
 
 /* Store a fresh object under the key of the files its compile read; keep the
- * compile's depfile text for this build's depfile. */
+ * compile's depfile text for this build's depfile. (The object also stays
+ * where the compiler wrote it, for people and tests to inspect.) */
 static void cache_object(sg_cache *cache, job_ref *ref, const char *dfile, const uint8_t *obj,
                          size_t size)
 {
