@@ -124,3 +124,64 @@ class Header:
 
     def data_holes(self, op):
         return self.holes.get("sg_data_holes_" + op, [])
+
+
+# --- reading objects independently of the generator (llvm-readelf-22) -----
+
+def readelf_relocs(ctx, obj):
+    """{section: [(offset, type, symbol, addend, symbol value)]} from llvm-readelf -r."""
+    out = ctx.run(["llvm-readelf-22", "-r", obj], check=True).stdout
+    relocs, section = {}, None
+    for line in out.splitlines():
+        m = re.match(r"Relocation section '\.rela(\S+)'", line)
+        if m:
+            section = m.group(1)
+            relocs[section] = []
+            continue
+        m = re.match(r"\s*([0-9a-f]{16})\s+[0-9a-f]+\s+(R_\w+)\s+([0-9a-f]{16})\s+(\S+)\s*"
+                     r"([+-])\s*([0-9a-f]+)", line)
+        if m and section:
+            addend = int(m.group(6), 16) * (-1 if m.group(5) == "-" else 1)
+            relocs[section].append((int(m.group(1), 16), m.group(2), m.group(4), addend,
+                                    int(m.group(3), 16)))
+    return relocs
+
+
+def section_bytes(ctx, obj, name):
+    out = ctx.run(["llvm-readelf-22", "-x", name, obj], check=True).stdout
+    data = b""
+    for line in out.splitlines():
+        m = re.match(r"\s*0x[0-9a-f]+ ((?:[0-9a-f]{2,8} ){1,4})", line + " ")
+        if m:
+            data += bytes.fromhex(m.group(1).replace(" ", ""))
+    return data
+
+
+def sections_of(ctx, obj):
+    """{name: (type, size, flags, align)} in section-header order."""
+    out = ctx.run(["llvm-readelf-22", "-S", "-W", obj], check=True).stdout
+    secs = {}
+    for line in out.splitlines():
+        m = re.match(r"\s*\[\s*\d+\]\s+(\S+)\s+(\S+)\s+[0-9a-f]+\s+[0-9a-f]+\s+([0-9a-f]+)\s+\S+\s+"
+                     r"(\S*)\s+\d+\s+\d+\s+(\d+)", line)
+        if m:
+            secs[m.group(1)] = (m.group(2), int(m.group(3), 16), m.group(4), int(m.group(5)))
+    return secs
+
+
+def value_of(symbol, symbols):
+    if symbol == "_JIT_CONTINUE":
+        return "CONTINUE", 0
+    if symbol == "_JIT_JUMP_TARGET":
+        return "JUMP_TARGET", 0
+    m = re.match(r"_JIT_OPERAND(\d)$", symbol)
+    if m:
+        return "OPERAND", int(m.group(1))
+    if symbol in symbols:
+        return "SYMBOL", symbols.index(symbol)
+    return None, 0
+
+
+def manifest_symbols(path):
+    m = re.search(r"^symbols: \[(.*)\]$", read(path), re.M)
+    return [s.strip() for s in m.group(1).split(",")] if m else []
