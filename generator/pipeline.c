@@ -549,23 +549,17 @@ static void print_summary(const sg_run *run)
 {
     for (size_t t = 0; t < run->nresults; t++) {
         const sg_target_result *r = &run->results[t];
-        size_t code = 0, data = 0, nholes = 0, holes[SG_PATCH__COUNT] = {0};
-        for (size_t i = 0; i < run->ops.count; i++) {
-            code += r->ops[i].code_size;
-            data += r->ops[i].data_size;
-            stencil_count_holes(&r->ops[i], holes);
-        }
+        sg_totals tot = stencil_totals(r->ops, run->ops.count);
         strbuf kinds = {0};
         for (int k = 0; k < SG_PATCH__COUNT; k++) {
-            nholes += holes[k];
-            if (holes[k])
+            if (tot.by_patch[k])
                 sb_printf(&kinds, "%s%s %zu", kinds.len ? ", " : "",
-                          sg_patch_names[k] + strlen("SG_PATCH_"), holes[k]);
+                          sg_patch_names[k] + strlen("SG_PATCH_"), tot.by_patch[k]);
         }
         printf("stencilgen: %s: %zu ops (%zu compiled, %zu cached), %zu bytes of code, "
                "%zu bytes of data, %zu holes (%s)\n",
-               r->target->triple, run->ops.count, r->compiled, r->cached, code, data, nholes,
-               kinds.len ? kinds.data : "none");
+               r->target->triple, run->ops.count, r->compiled, r->cached, tot.code, tot.data,
+               tot.holes, kinds.len ? kinds.data : "none");
         sb_free(&kinds);
     }
 }

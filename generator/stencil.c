@@ -244,10 +244,17 @@ void stencil_free(sg_stencil *s)
     *s = (sg_stencil){0};
 }
 
-void stencil_count_holes(const sg_stencil *s, size_t counts[SG_PATCH__COUNT])
+sg_totals stencil_totals(const sg_stencil *s, size_t n)
 {
-    for (size_t i = 0; i < s->ncode_holes; i++)
-        counts[s->code_holes[i].patch]++;
-    for (size_t i = 0; i < s->ndata_holes; i++)
-        counts[s->data_holes[i].patch]++;
+    sg_totals t = {0};
+    for (size_t k = 0; k < n; k++) {
+        t.code += s[k].code_size;
+        t.data += s[k].data_size;
+        t.holes += s[k].ncode_holes + s[k].ndata_holes;
+        for (size_t i = 0; i < s[k].ncode_holes; i++)
+            t.by_patch[s[k].code_holes[i].patch]++;
+        for (size_t i = 0; i < s[k].ndata_holes; i++)
+            t.by_patch[s[k].data_holes[i].patch]++;
+    }
+    return t;
 }

@@ -56,7 +56,12 @@ typedef struct sg_extract_ctx {
 bool stencil_extract(const objfile *obj, const sg_extract_ctx *ctx, sg_stencil *s);
 void stencil_free(sg_stencil *s);
 
-/* Hole counts per patch kind, summed over stencils (for summaries). */
-void stencil_count_holes(const sg_stencil *s, size_t counts[SG_PATCH__COUNT]);
+/* What a set of stencils adds up to (for summaries). */
+typedef struct sg_totals {
+    size_t code, data, holes;
+    size_t by_patch[SG_PATCH__COUNT];
+} sg_totals;
+
+sg_totals stencil_totals(const sg_stencil *s, size_t n);
 
 #endif

@@ -203,17 +203,12 @@ static void put_stencil_init(strbuf *sb, const sg_stencil *s, const char *id)
 
 static void put_summary(strbuf *sb, const sg_run *run, const sg_target_result *r)
 {
-    size_t code = 0, data = 0, holes[SG_PATCH__COUNT] = {0};
-    for (size_t i = 0; i < run->ops.count; i++) {
-        code += r->ops[i].code_size;
-        data += r->ops[i].data_size;
-        stencil_count_holes(&r->ops[i], holes);
-    }
+    sg_totals t = stencil_totals(r->ops, run->ops.count);
     sb_printf(sb, " * %zu ops, %zu bytes of code, %zu bytes of data; holes:", run->ops.count,
-              code, data);
+              t.code, t.data);
     for (int k = 0; k < SG_PATCH__COUNT; k++) {
-        if (holes[k])
-            sb_printf(sb, " %s %zu", short_patch((sg_patch)k), holes[k]);
+        if (t.by_patch[k])
+            sb_printf(sb, " %s %zu", short_patch((sg_patch)k), t.by_patch[k]);
     }
     sb_puts(sb, ".\n");
 }
