@@ -69,3 +69,38 @@ const char *const sg_value_docs[SG_VALUE__COUNT] = {
     "operand number `index`",
     "run-time symbol number `index`",
 };
+
+const sg_patch_call sg_patch_calls[SG_PATCH__COUNT] = {
+    [SG_PATCH_ABS64] = {"sg_patch_abs64", ""},
+    [SG_PATCH_ABS32] = {"sg_patch_abs32", ""},
+    [SG_PATCH_ABS32S] = {"sg_patch_abs32s", ""},
+    [SG_PATCH_PCREL32] = {"sg_patch_pcrel32", ""},
+    [SG_PATCH_GOTPCREL32] = {"sg_patch_pcrel32", ""},
+    [SG_PATCH_AARCH64_BRANCH26] = {"sg_patch_a64_pcrel", ", 0, 26"},
+    [SG_PATCH_AARCH64_PCREL19] = {"sg_patch_a64_pcrel", ", 5, 19"},
+    [SG_PATCH_AARCH64_TSTBR14] = {"sg_patch_a64_pcrel", ", 5, 14"},
+    [SG_PATCH_AARCH64_ADR21] = {"sg_patch_a64_adr21", ""},
+    [SG_PATCH_AARCH64_ADRP] = {"sg_patch_a64_adrp", ""},
+    [SG_PATCH_AARCH64_ADD_LO12] = {"sg_patch_a64_lo12", ", 0"},
+    [SG_PATCH_AARCH64_LDST8_LO12] = {"sg_patch_a64_lo12", ", 0"},
+    [SG_PATCH_AARCH64_LDST16_LO12] = {"sg_patch_a64_lo12", ", 1"},
+    [SG_PATCH_AARCH64_LDST32_LO12] = {"sg_patch_a64_lo12", ", 2"},
+    [SG_PATCH_AARCH64_LDST64_LO12] = {"sg_patch_a64_lo12", ", 3"},
+    [SG_PATCH_AARCH64_LDST128_LO12] = {"sg_patch_a64_lo12", ", 4"},
+    [SG_PATCH_AARCH64_GOT_ADRP] = {"sg_patch_a64_adrp", ""},
+    [SG_PATCH_AARCH64_GOT_LO12] = {"sg_patch_a64_lo12", ", 3"},
+    [SG_PATCH_AARCH64_GOT_PCREL19] = {"sg_patch_a64_pcrel", ", 5, 19"},
+    [SG_PATCH_AARCH64_MOVW_G0] = {"sg_patch_a64_movw", ", 0, 1"},
+    [SG_PATCH_AARCH64_MOVW_G0_NC] = {"sg_patch_a64_movw", ", 0, 0"},
+    [SG_PATCH_AARCH64_MOVW_G1] = {"sg_patch_a64_movw", ", 1, 1"},
+    [SG_PATCH_AARCH64_MOVW_G1_NC] = {"sg_patch_a64_movw", ", 1, 0"},
+    [SG_PATCH_AARCH64_MOVW_G2] = {"sg_patch_a64_movw", ", 2, 1"},
+    [SG_PATCH_AARCH64_MOVW_G2_NC] = {"sg_patch_a64_movw", ", 2, 0"},
+    [SG_PATCH_AARCH64_MOVW_G3] = {"sg_patch_a64_movw", ", 3, 0"},
+};
+
+bool sg_patch_uses_got(sg_patch p)
+{
+    return p == SG_PATCH_GOTPCREL32 || p == SG_PATCH_AARCH64_GOT_ADRP ||
+           p == SG_PATCH_AARCH64_GOT_LO12 || p == SG_PATCH_AARCH64_GOT_PCREL19;
+}

@@ -5,6 +5,7 @@
 #ifndef STENCILGEN_ABI_H
 #define STENCILGEN_ABI_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 /* How a hole's bytes are written (P = address of the hole, S = value, A = addend). */
@@ -64,5 +65,16 @@ extern const char *const sg_patch_names[SG_PATCH__COUNT]; /* "SG_PATCH_ABS64", .
 extern const char *const sg_value_names[SG_VALUE__COUNT];
 extern const char *const sg_patch_docs[SG_PATCH__COUNT];
 extern const char *const sg_value_docs[SG_VALUE__COUNT];
+
+/* How generated emitters write a kind: a patch formula of the ABI block
+ * (abi_header.c), called as fn(p, v<args>). */
+typedef struct sg_patch_call {
+    const char *fn;
+    const char *args;
+} sg_patch_call;
+extern const sg_patch_call sg_patch_calls[SG_PATCH__COUNT];
+
+/* The value written is the address of a GOT slot holding S, not S. */
+bool sg_patch_uses_got(sg_patch p);
 
 #endif

@@ -10,6 +10,8 @@
 #include <string.h>
 
 #include "abi.h"
+#include "abi_header.h"
+#include "emitter.h"
 
 static const char *reg_or_number(const sg_target *t, uint32_t r)
 {
@@ -113,41 +115,6 @@ static void put_holes(strbuf *sb, const char *name, const sg_hole *h, size_t n)
     sb_puts(sb, "};\n");
 }
 
-static void put_types(strbuf *sb)
-{
-    sb_puts(sb, "#ifndef SG_STENCIL_TYPES\n#define SG_STENCIL_TYPES\n"
-                "/* How a hole is written: P = hole address, S = value, A = addend. */\n"
-                "typedef enum sg_patch {\n");
-    for (int i = 0; i < SG_PATCH__COUNT; i++)
-        sb_printf(sb, "    %s = %d, /* %s */\n", sg_patch_names[i], i, sg_patch_docs[i]);
-    sb_puts(sb, "} sg_patch;\n\n/* What S is. */\ntypedef enum sg_value {\n");
-    for (int i = 0; i < SG_VALUE__COUNT; i++)
-        sb_printf(sb, "    %s = %d, /* %s */\n", sg_value_names[i], i, sg_value_docs[i]);
-    sb_puts(sb,
-            "} sg_value;\n\n"
-            "typedef struct sg_hole {\n"
-            "    uint32_t offset; /* in the stencil's code (or data) */\n"
-            "    uint8_t patch;   /* sg_patch */\n"
-            "    uint8_t value;   /* sg_value */\n"
-            "    uint16_t index;  /* operand or symbol number */\n"
-            "    int64_t addend;\n"
-            "} sg_hole;\n\n"
-            "typedef struct sg_stencil {\n"
-            "    const char *name;\n"
-            "    const uint8_t *code;\n"
-            "    size_t code_size;\n"
-            "    const uint8_t *data; /* read-only data, placed apart from code */\n"
-            "    size_t data_size;\n"
-            "    size_t data_align;\n"
-            "    const sg_hole *code_holes;\n"
-            "    size_t code_hole_count;\n"
-            "    const sg_hole *data_holes;\n"
-            "    size_t data_hole_count;\n"
-            "    uint8_t falls_through; /* ends by running into the next instruction */\n"
-            "} sg_stencil;\n"
-            "#endif /* SG_STENCIL_TYPES */\n\n");
-}
-
 static char *ident_upper(const char *s)
 {
     char *r = xstrdup(s);
@@ -181,6 +148,7 @@ static void put_stencil_arrays(strbuf *sb, const sg_stencil *s, const char *id, 
         free(name);
     }
     sb_putc(sb, '\n');
+    emitter_write(sb, s, id, run->manifest.symbols.items);
 }
 
 static void put_stencil_init(strbuf *sb, const sg_stencil *s, const char *id)
@@ -198,7 +166,7 @@ static void put_stencil_init(strbuf *sb, const sg_stencil *s, const char *id)
         sb_printf(sb, "sg_data_holes_%s, %zu, ", id, s->ndata_holes);
     else
         sb_puts(sb, "NULL, 0, ");
-    sb_printf(sb, "%d}", s->removed_jump ? 1 : 0);
+    sb_printf(sb, "%d, sg_emit_%s}", s->removed_jump ? 1 : 0, id);
 }
 
 static void put_summary(strbuf *sb, const sg_run *run, const sg_target_result *r)
@@ -298,9 +266,9 @@ void writer_target_header(strbuf *sb, const sg_run *run, const sg_target_result 
               file, r->target->triple, manifest, lb_llvm_version());
     put_summary(sb, run, r);
     sb_puts(sb, " */\n");
-    sb_printf(sb, "#ifndef %s\n#define %s\n\n#include <stddef.h>\n#include <stdint.h>\n\n", guard,
-              guard);
-    put_types(sb);
+    sb_printf(sb, "#ifndef %s\n#define %s\n\n", guard, guard);
+    sb_puts(sb, "#include <stddef.h>\n#include <stdint.h>\n#include <string.h>\n\n");
+    abi_header_types(sb);
     sb_printf(sb, "#define SG_TARGET_TRIPLE \"%s\"\n", r->target->triple);
     sb_printf(sb, "#define SG_TARGET_ELF_MACHINE %u\n\n", r->target->elf_machine);
 

@@ -130,23 +130,48 @@ struct sr_executor {
 typedef struct sr_layout {
     size_t code_size;
     size_t data_start, data_end; /* data_end is an upper bound (shared data) */
-    size_t got_start, got_slots; /* got_slots is an upper bound (shared slots) */
+    size_t got_start, got_slots; /* got_slots is an upper bound (symbols share) */
     size_t total;
 } sr_layout;
 
+enum { SR_OPERANDS = sizeof ((sr_instr *)0)->operand / sizeof ((sr_instr *)0)->operand[0] };
+
+/* What emitting needs to know of an op, worked out once per stencil set. */
+typedef struct sr_op_info {
+    bool generated;   /* its generated emitter may write it: every hole checked */
+    bool jumps;       /* has a JUMP_TARGET hole */
+    bool continues;   /* falls through or has a CONTINUE hole */
+    uint32_t got;     /* GOT holes (an upper bound on its slots) */
+    uint32_t veneers; /* branches that may need a veneer */
+    uint32_t got_symbols, ngot_symbols; /* its symbols reached through the GOT:
+                                           sr_emitter.got_symbols[got_symbols + i] */
+} sr_op_info;
+
+typedef struct sr_emitter {
+    const sr_stencil_set *set;
+    const void *const *symbols;
+    sr_op_info *ops;       /* per op of the set */
+    uint32_t *got_symbols; /* symbol numbers, a run per op */
+} sr_emitter;
+
+/* `generated`: use the header's emitters where they can be trusted (false:
+ * the table-driven patcher everywhere, for tests and benchmarks). */
+sr_status emit_init(sr_emitter *em, const sr_stencil_set *set, const void *const *symbols,
+                    bool generated);
+void emit_fini(sr_emitter *em);
 /* Validate the program and compute offsets[0..n] (instruction code offsets). */
-sr_status emit_plan(const sr_stencil_set *set, const sr_instr *code, size_t n,
-                    uint32_t *offsets, sr_layout *l);
+sr_status emit_plan(const sr_emitter *em, const sr_instr *code, size_t n, uint32_t *offsets,
+                    sr_layout *l);
 /* Copy and patch into `mem`, writable and already at its final address. */
-sr_status emit_write(const sr_stencil_set *set, const void *const *symbols,
-                     const sr_instr *code, size_t n, const uint32_t *offsets,
-                     const sr_layout *l, uint8_t *mem);
+sr_status emit_write(const sr_emitter *em, const sr_instr *code, size_t n,
+                     const uint32_t *offsets, const sr_layout *l, uint8_t *mem);
 
 /* ---- runtime */
 struct sr_runtime {
     sr_config cfg;
     const sr_stencil_set *set;
     const void **symbols;
+    sr_emitter emitter; /* the set's ops, with rt->symbols */
     sr_arena *arenas;  /* executor arenas */
     sr_arena *shim_arena;
     uint8_t *shim;     /* the shim's code in JIT memory */

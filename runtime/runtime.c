@@ -231,28 +231,43 @@ static void announce_to_perf(sr_runtime *rt, const sr_executor *e)
 
 /* ---- the shim */
 
+/* Copy and patch the shim into an arena of its own, like a one-op executor. */
+static sr_status write_shim(sr_runtime *rt, sr_layout *l)
+{
+    sr_instr only = {0};
+    sr_stencil_set one = *rt->set;
+    one.stencils = rt->set->shim;
+    one.count = 1;
+    uint32_t offsets[2];
+    sr_emitter em;
+    uint8_t *mem = NULL;
+    sr_status st = emit_init(&em, &one, (const void *const *)rt->symbols, true);
+    if (st == SR_OK)
+        st = emit_plan(&em, &only, 1, offsets, l);
+    if (st == SR_OK) {
+        rt->shim_arena = jitmem_arena_new(l->total);
+        mem = rt->shim_arena ? jitmem_alloc(rt->shim_arena, l->total) : NULL;
+        if (!mem)
+            st = sr_fail(SR_ENOMEM, "cannot map memory for the shim: %s", strerror(errno));
+    }
+    if (st == SR_OK)
+        st = emit_write(&em, &only, 1, offsets, l, mem);
+    if (st == SR_OK && !jitmem_seal(mem, l->total))
+        st = sr_fail(SR_ESYSTEM, "mprotect: %s", strerror(errno));
+    emit_fini(&em);
+    if (st == SR_OK)
+        rt->shim = mem;
+    return st;
+}
+
 static sr_status place_shim(sr_runtime *rt)
 {
     const sg_stencil *shim = rt->set->shim;
-    sr_instr only = {0};
-    sr_stencil_set one = *rt->set; /* the shim, emitted like a one-op executor */
-    one.stencils = shim;
-    one.count = 1;
-    uint32_t offsets[2];
     sr_layout l;
-    sr_status st = emit_plan(&one, &only, 1, offsets, &l);
+    sr_status st = write_shim(rt, &l);
     if (st != SR_OK)
         return st;
-    rt->shim_arena = jitmem_arena_new(l.total);
-    uint8_t *mem = rt->shim_arena ? jitmem_alloc(rt->shim_arena, l.total) : NULL;
-    if (!mem)
-        return sr_fail(SR_ENOMEM, "cannot map memory for the shim: %s", strerror(errno));
-    st = emit_write(&one, (const void *const *)rt->symbols, &only, 1, offsets, &l, mem);
-    if (st == SR_OK && !jitmem_seal(mem, l.total))
-        st = sr_fail(SR_ESYSTEM, "mprotect: %s", strerror(errno));
-    if (st != SR_OK)
-        return st;
-    rt->shim = mem;
+    uint8_t *mem = rt->shim;
     sr_fde fde = {(uintptr_t)mem + rt->set->shim_fde_start, rt->set->shim_fde_size,
                   rt->set->shim_fde_insns, rt->set->shim_fde_insns_len};
     register_frames(rt, rt->shim_arena, &fde);
@@ -293,10 +308,15 @@ sr_status sr_runtime_create(const sr_stencil_set *set, const void *const *symbol
     }
     for (size_t i = 0; symbols && i < set->symbol_count; i++)
         rt->symbols[i] = symbols[i];
+    sr_status st = emit_init(&rt->emitter, set, (const void *const *)rt->symbols, true);
+    if (st != SR_OK) {
+        sr_runtime_destroy(rt);
+        return st;
+    }
     sr_registry_lock();
     if (rt->cfg.perf != SR_PERF_OFF)
         rt->perf = perfmap_open((sr_perf_mode)rt->cfg.perf);
-    sr_status st = place_shim(rt);
+    st = place_shim(rt);
     sr_registry_unlock();
     if (st != SR_OK) {
         sr_runtime_destroy(rt);
@@ -348,6 +368,7 @@ void sr_runtime_destroy(sr_runtime *rt)
         free_arena(rt->shim_arena);
     perfmap_close(rt->perf);
     sr_registry_unlock();
+    emit_fini(&rt->emitter);
     free(rt->symbols);
     free(rt);
 }
@@ -412,7 +433,7 @@ static sr_status emit_one(sr_runtime *rt, const sr_program *prog, sr_executor **
     if (!e)
         return sr_fail(SR_ENOMEM, "out of memory");
     sr_layout l;
-    sr_status st = emit_plan(rt->set, prog->code, prog->n, e->offsets, &l);
+    sr_status st = emit_plan(&rt->emitter, prog->code, prog->n, e->offsets, &l);
     if (st != SR_OK) {
         executor_destroy(e);
         return st;
@@ -430,8 +451,7 @@ static sr_status emit_one(sr_runtime *rt, const sr_program *prog, sr_executor **
         return sr_fail(SR_ENOMEM, "cannot map %zu bytes of code memory: %s", l.total,
                        strerror(errno));
     }
-    st = emit_write(rt->set, (const void *const *)rt->symbols, prog->code, prog->n, e->offsets,
-                    &l, e->mem);
+    st = emit_write(&rt->emitter, prog->code, prog->n, e->offsets, &l, e->mem);
     if (st == SR_OK && !jitmem_seal(e->mem, e->mem_size))
         st = sr_fail(SR_ESYSTEM, "mprotect: %s", strerror(errno));
     if (st != SR_OK) {

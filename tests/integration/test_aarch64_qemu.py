@@ -245,6 +245,33 @@ def test_aarch64_relocation_kinds_run(ctx):
             prev_entry = r["base"]
 
 
+def test_aarch64_generated_emitters_match_tables(ctx):
+    """tests/unit/test_emit.c under qemu: the generated emitters of the bundled
+    and fixture headers (every AArch64 patch kind, veneers) give the same status,
+    message and bytes as the runtime's table-driven patcher on random programs."""
+    xb = cross_build(ctx)
+    kinds = set()
+    manifests = [("bundled", ctx.path("stencils", "stencils.yaml"))] + [
+        (name, os.path.join(FIXTURES, name + ".yaml")) for name in ("small", "tiny", "large")]
+    for name, manifest in manifests:
+        out = os.path.join(ctx.tmp, "emit-" + name)
+        ctx.build_stencils(manifest, out, "--target", A64, timeout=T)
+        exe = os.path.join(ctx.tmp, "test_emit-" + name)
+        ctx.run([CC, "-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", "-D_GNU_SOURCE",
+                 "-I", out, "-I", ctx.path("runtime"), ctx.path("tests", "unit", "test_emit.c"),
+                 os.path.join(xb, "runtime", "libstencilrt.a"), "-lpthread", "-o", exe],
+                check=True, timeout=T)
+        p = qemu(ctx, [exe, "2000"], timeout=T)
+        m = re.search(r"^(\d+) passed, (\d+) failed$", p.stdout, re.M)
+        check(p.returncode == 0 and m and m.group(2) == "0", "%s: exit %d\n%s%s", name,
+              p.returncode, p.stdout[-3000:], p.stderr[-2000:])
+        kinds |= set(re.findall(r"(sg_patch_a64_\w+)\(code",
+                                read(os.path.join(out, "jit_stencils-%s.h" % A64))))
+    want = {"sg_patch_a64_pcrel", "sg_patch_a64_adr21", "sg_patch_a64_adrp", "sg_patch_a64_lo12",
+            "sg_patch_a64_movw", "sg_patch_a64_call"}
+    check(want <= kinds, "formulas never generated: %s", sorted(want - kinds))
+
+
 def test_aarch64_range_and_alignment_checks(ctx):
     """Every checked hole kind refuses a value just out of its range with
     SR_ERANGE (naming the op) and accepts the value at the edge."""

@@ -1,0 +1,89 @@
+/* emitter.c - see emitter.h. The code written here must do exactly what the
+ * runtime's table-driven patcher does with the same holes (emit.c); a runtime
+ * test emits random programs both ways and compares the bytes. */
+#include "emitter.h"
+
+#include <inttypes.h>
+
+#include "abi.h"
+
+/* S: the hole's value, as a C expression over the emitter's parameters. */
+static void put_value(strbuf *sb, const sg_stencil *s, const sg_hole *h, char *const *symbols)
+{
+    switch (h->value) {
+    case SG_VALUE_CODE: sb_puts(sb, "(uintptr_t)code"); break;
+    case SG_VALUE_DATA: sb_puts(sb, "(uintptr_t)data"); break;
+    /* The next instruction's code follows this one's: a PC-relative jump there
+     * is a constant the compiler folds, range check included. */
+    case SG_VALUE_CONTINUE: sb_printf(sb, "(uintptr_t)code + %zu", s->code_size); break;
+    case SG_VALUE_JUMP_TARGET: sb_puts(sb, "env->target"); break;
+    case SG_VALUE_OPERAND: sb_printf(sb, "env->operand[%" PRIu32 "]", h->index); break;
+    case SG_VALUE_SYMBOL:
+        sb_printf(sb, "(uintptr_t)env->symbol[SG_SYM_%s]", symbols[h->index]);
+        break;
+    default: sb_puts(sb, "0"); break; /* cannot happen: extraction names every value */
+    }
+}
+
+/* v = S + A, or G + A where G is the GOT slot holding S. */
+static void put_final_value(strbuf *sb, const sg_stencil *s, const sg_hole *h,
+                            char *const *symbols)
+{
+    if (sg_patch_uses_got(h->patch) && h->value == SG_VALUE_SYMBOL) {
+        sb_printf(sb, "env->symbol_got[SG_SYM_%s]", symbols[h->index]);
+    } else if (sg_patch_uses_got(h->patch)) {
+        sb_puts(sb, "sg_got(env, ");
+        put_value(sb, s, h, symbols);
+        sb_putc(sb, ')');
+    } else {
+        put_value(sb, s, h, symbols);
+    }
+    if (h->addend > 0)
+        sb_printf(sb, " + 0x%" PRIx64 "u", (uint64_t)h->addend);
+    else if (h->addend < 0)
+        sb_printf(sb, " - 0x%" PRIx64 "u", (uint64_t)0 - (uint64_t)h->addend);
+}
+
+static bool uses_env(const sg_hole *h)
+{
+    return h->value == SG_VALUE_JUMP_TARGET ||
+           h->value == SG_VALUE_OPERAND || h->value == SG_VALUE_SYMBOL ||
+           sg_patch_uses_got(h->patch);
+}
+
+static void put_patch(strbuf *sb, const sg_stencil *s, const sg_hole *h, const char *base,
+                      size_t number, char *const *symbols)
+{
+    bool via_veneer = h->patch == SG_PATCH_AARCH64_BRANCH26 &&
+                      (h->value == SG_VALUE_SYMBOL || h->value == SG_VALUE_OPERAND);
+    const sg_patch_call *c = &sg_patch_calls[h->patch];
+    sb_printf(sb, "    if (%s(%s + 0x%" PRIx32 ", ", via_veneer ? "sg_patch_a64_call" : c->fn,
+              base, h->offset);
+    put_final_value(sb, s, h, symbols);
+    sb_printf(sb, "%s))\n        return %zu;\n", via_veneer ? ", env" : c->args, number);
+}
+
+void emitter_write(strbuf *sb, const sg_stencil *s, const char *id, char *const *symbols)
+{
+    bool env_used = false;
+    for (size_t i = 0; i < s->ncode_holes; i++)
+        env_used |= uses_env(&s->code_holes[i]);
+    for (size_t i = 0; i < s->ndata_holes; i++)
+        env_used |= uses_env(&s->data_holes[i]);
+    bool data_used = s->ndata_holes > 0;
+    for (size_t i = 0; i < s->ncode_holes; i++)
+        data_used |= s->code_holes[i].value == SG_VALUE_DATA;
+    sb_printf(sb, "static unsigned sg_emit_%s(uint8_t *code, uint8_t *data, "
+                  "sg_emit_env *env)\n{\n", id);
+    if (!data_used)
+        sb_puts(sb, "    (void)data;\n");
+    if (!env_used)
+        sb_puts(sb, "    (void)env;\n");
+    if (s->code_size)
+        sb_printf(sb, "    memcpy(code, sg_code_%s, %zu);\n", id, s->code_size);
+    for (size_t i = 0; i < s->ncode_holes; i++)
+        put_patch(sb, s, &s->code_holes[i], "code", i + 1, symbols);
+    for (size_t i = 0; i < s->ndata_holes; i++)
+        put_patch(sb, s, &s->data_holes[i], "data", s->ncode_holes + i + 1, symbols);
+    sb_puts(sb, "    return 0;\n}\n\n");
+}
