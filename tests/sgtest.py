@@ -14,6 +14,23 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRIPLE = "x86_64-unknown-linux-gnu"
 
 
+# The x86-64 stencil sets the patching differentials run on: the bundled
+# stencils, the relocation-kind fixtures of test_holes.py, and the shapes of
+# tests/patch/fixtures, which none of the others have: read-only data with
+# relocations in it (jump tables against the op's code, pointer tables against
+# its data), a direct call to a run-time symbol, data aligned to 64 bytes and
+# to 8 KiB, a string address as an imm32.
+X86_MANIFESTS = {
+    "bundled": ("stencils", "stencils.yaml"),
+    "nopic": ("tests", "fixtures", "relocs", "nopic.yaml"),
+    "large": ("tests", "fixtures", "relocs", "large.yaml"),
+    "norelax": ("tests", "fixtures", "relocs", "norelax.yaml"),
+    "shapes_pic": ("tests", "patch", "fixtures", "pic.yaml"),
+    "shapes_nopic": ("tests", "patch", "fixtures", "nopic.yaml"),
+    "shapes_large": ("tests", "patch", "fixtures", "large.yaml"),
+}
+
+
 class TestFailure(AssertionError):
     pass
 

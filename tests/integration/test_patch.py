@@ -43,7 +43,7 @@ import struct
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-from sgtest import TRIPLE, Header, TestFailure, check, write
+from sgtest import TRIPLE, X86_MANIFESTS, Header, TestFailure, check, write
 
 LLD = "ld.lld-22"
 PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -757,20 +757,7 @@ def run_set(diff, st, low):
     return rejected
 
 
-MANIFESTS = {
-    # The bundled stencils and the relocation-kind fixtures of test_holes.py.
-    "bundled": ("stencils", "stencils.yaml"),
-    "nopic": ("tests", "fixtures", "relocs", "nopic.yaml"),
-    "large": ("tests", "fixtures", "relocs", "large.yaml"),
-    "norelax": ("tests", "fixtures", "relocs", "norelax.yaml"),
-    # This suite's own shapes, which none of the above have: read-only data
-    # with relocations in it (jump tables against the op's code, pointer
-    # tables against its data), a direct call to a run-time symbol, data
-    # aligned to 64 bytes and to 8 KiB, a string address as an imm32.
-    "shapes_pic": ("tests", "patch", "fixtures", "pic.yaml"),
-    "shapes_nopic": ("tests", "patch", "fixtures", "nopic.yaml"),
-    "shapes_large": ("tests", "patch", "fixtures", "large.yaml"),
-}
+MANIFESTS = X86_MANIFESTS  # the bundled stencils and every x86-64 fixture
 
 
 def build_sets(ctx, which):
