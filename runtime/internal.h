@@ -109,10 +109,12 @@ void perfmap_close(sr_perf *p);
 #define GDB_GROUP_MAX 256
 
 typedef struct sr_group {
+    struct sr_runtime *rt;
     struct sr_executor **members;
     size_t n, cap;
     struct gdbjit_entry *gdb;
     bool held;                /* emitted under sr_gdb_hold: GDB is told at release */
+    bool settling;            /* listed by sr_executor_free_batch, rebuilt once at its end */
     struct sr_group *next_held; /* in sr_runtime.held */
 } sr_group;
 

@@ -221,11 +221,8 @@ static void unlink_held(sr_runtime *rt, sr_group *g)
     }
 }
 
-/* Take e out of its group; the group's object is rebuilt (unless `rebuild` is
- * false: the whole runtime is going), or dropped with its last member. */
-static void leave_group(sr_runtime *rt, sr_executor *e, bool rebuild)
+static void group_remove(sr_group *g, sr_executor *e)
 {
-    sr_group *g = e->group;
     for (size_t m = 0; m < g->n; m++) {
         if (g->members[m] == e) {
             g->members[m] = g->members[--g->n];
@@ -233,6 +230,12 @@ static void leave_group(sr_runtime *rt, sr_executor *e, bool rebuild)
         }
     }
     e->group = NULL;
+}
+
+/* After members left: rebuild the group's object (unless `rebuild` is false:
+ * the whole runtime is going), or drop it and the group with its last member. */
+static void group_settle(sr_runtime *rt, sr_group *g, bool rebuild)
+{
     if (rebuild || g->n == 0)
         register_group(rt, g);
     if (g->n == 0) {
@@ -243,7 +246,14 @@ static void leave_group(sr_runtime *rt, sr_executor *e, bool rebuild)
     }
 }
 
-static sr_group *new_group(size_t cap)
+static void leave_group(sr_runtime *rt, sr_executor *e, bool rebuild)
+{
+    sr_group *g = e->group;
+    group_remove(g, e);
+    group_settle(rt, g, rebuild);
+}
+
+static sr_group *new_group(sr_runtime *rt, size_t cap)
 {
     sr_group *g = calloc(1, sizeof *g);
     if (g)
@@ -252,6 +262,7 @@ static sr_group *new_group(size_t cap)
         free(g);
         return NULL;
     }
+    g->rt = rt;
     g->cap = cap;
     return g;
 }
@@ -272,7 +283,7 @@ static bool join_groups(sr_runtime *rt, sr_executor **ex, size_t count)
     for (size_t i = 0; ok && i < nfresh; i++) {
         /* Held groups keep filling across calls, so they get the full cap. */
         size_t left = rest - i * GDB_GROUP_MAX;
-        fresh[i] = new_group(rt->gdb_hold || left > GDB_GROUP_MAX ? GDB_GROUP_MAX : left);
+        fresh[i] = new_group(rt, rt->gdb_hold || left > GDB_GROUP_MAX ? GDB_GROUP_MAX : left);
         ok = fresh[i] != NULL;
     }
     if (!ok) {
@@ -547,13 +558,16 @@ static sr_status emit_one(sr_runtime *rt, const sr_program *prog, sr_executor **
     return SR_OK;
 }
 
-static void free_executor_locked(sr_runtime *rt, sr_executor *ex)
+/* Free ex; its group is left for the caller to settle when `settle` is false. */
+static void free_executor_locked(sr_runtime *rt, sr_executor *ex, bool settle)
 {
     executor_unlink(ex);
     jitmem_release(ex->arena, ex->mem, ex->mem_size);
     rt->executors--;
-    if (ex->group)
+    if (ex->group && settle)
         leave_group(rt, ex, true);
+    else if (ex->group)
+        group_remove(ex->group, ex);
     executor_destroy(ex);
 }
 
@@ -572,7 +586,7 @@ sr_status sr_emit_batch(sr_runtime *rt, const sr_program *progs, size_t count,
     if (st != SR_OK) { /* all or nothing; none of them is in a group yet */
         for (size_t i = 0; i < done; i++) {
             if (out[i])
-                free_executor_locked(rt, out[i]);
+                free_executor_locked(rt, out[i], true);
             out[i] = NULL;
         }
     }
@@ -609,8 +623,37 @@ void sr_executor_free(sr_executor *ex)
         return;
     sr_runtime *rt = ex->rt;
     sr_registry_lock();
-    free_executor_locked(rt, ex);
+    free_executor_locked(rt, ex, true);
     sr_registry_unlock();
+}
+
+void sr_executor_free_batch(sr_executor *const *ex, size_t count)
+{
+    /* Each group touched is rebuilt once, after all its departing members left. */
+    sr_group **touched = calloc(count ? count : 1, sizeof *touched);
+    sr_registry_lock();
+    size_t ntouched = 0;
+    for (size_t i = 0; i < count; i++) {
+        if (!ex[i])
+            continue;
+        sr_runtime *rt = ex[i]->rt;
+        sr_group *g = ex[i]->group;
+        if (!touched) { /* out of memory: free them one by one */
+            free_executor_locked(rt, ex[i], true);
+            continue;
+        }
+        if (g && !g->settling) {
+            g->settling = true;
+            touched[ntouched++] = g;
+        }
+        free_executor_locked(rt, ex[i], false);
+    }
+    for (size_t i = 0; i < ntouched; i++) {
+        touched[i]->settling = false;
+        group_settle(touched[i]->rt, touched[i], true);
+    }
+    sr_registry_unlock();
+    free(touched);
 }
 
 void sr_gdb_hold(sr_runtime *rt)

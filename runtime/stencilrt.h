@@ -198,6 +198,10 @@ SR_API size_t sr_executor_code_size(const sr_executor *ex);
 /* Address of instruction i's code (i == n: the end of the code). */
 SR_API void *sr_executor_instr(const sr_executor *ex, size_t i);
 SR_API void sr_executor_free(sr_executor *ex);
+/* sr_executor_free for each of ex[0..count) (NULLs are skipped), with GDB told
+ * once per object touched rather than once per executor: freeing one executor
+ * of a batch rebuilds that batch's GDB object without it. */
+SR_API void sr_executor_free_batch(sr_executor *const *ex, size_t count);
 
 /* Batching for code emitted one executor at a time. Between sr_gdb_hold and the
  * matching sr_gdb_release, executors emitted by sr_emit or sr_emit_batch (from
