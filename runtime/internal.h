@@ -102,12 +102,20 @@ void perfmap_close(sr_perf *p);
 
 /* ---- emit */
 
-/* Executors emitted together (one sr_emit, or one sr_emit_batch) share one GDB
- * object: registering costs one object per call, not per executor. */
+/* Executors emitted together (one sr_emit, one sr_emit_batch, or everything
+ * emitted under sr_gdb_hold) share GDB objects of at most GDB_GROUP_MAX
+ * executors each: GDB pays mostly per object, and freeing one member rebuilds
+ * its object, so the cap bounds what a free costs. */
+#define GDB_GROUP_MAX 256
+
 typedef struct sr_group {
+    struct sr_runtime *rt;
     struct sr_executor **members;
-    size_t n;
+    size_t n, cap;
     struct gdbjit_entry *gdb;
+    bool held;                /* emitted under sr_gdb_hold: GDB is told at release */
+    bool settling;            /* listed by sr_executor_free_batch, rebuilt once at its end */
+    struct sr_group *next_held; /* in sr_runtime.held */
 } sr_group;
 
 struct sr_executor {
@@ -177,6 +185,8 @@ struct sr_runtime {
     uint8_t *shim;     /* the shim's code in JIT memory */
     size_t executors;
     sr_perf *perf;     /* NULL unless STENCILRT_PERF is map or jitdump */
+    unsigned gdb_hold; /* sr_gdb_hold depth */
+    sr_group *held;    /* groups emitted under the hold, newest (the one filling) first */
 };
 
 /* Record the error message for sr_last_error() and return s. */

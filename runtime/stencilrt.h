@@ -345,9 +345,10 @@ SR_API sr_config sr_runtime_config(const sr_runtime *rt);
 SR_API sr_status sr_emit(sr_runtime *rt, const sr_instr *code, size_t n, const char *name,
                   sr_executor **out);
 
-/* Several executors at once: all or nothing, and one registration with GDB for
- * the lot (GDB reads one object per registration, so batching keeps a session
- * with a debugger attached fast). out[i] receives progs[i]'s executor. */
+/* Several executors at once: all or nothing, and one registration with GDB per
+ * 256 of them (GDB's work per registration grows with the objects it already
+ * holds, so batching keeps a session with a debugger attached fast). out[i]
+ * receives progs[i]'s executor. */
 typedef struct sr_program {
     const sr_instr *code;
     size_t n;
@@ -360,6 +361,22 @@ SR_API size_t sr_executor_code_size(const sr_executor *ex);
 /* Address of instruction i's code (i == n: the end of the code). */
 SR_API void *sr_executor_instr(const sr_executor *ex, size_t i);
 SR_API void sr_executor_free(sr_executor *ex);
+/* sr_executor_free for each of ex[0..count) (NULLs are skipped), with GDB told
+ * once per object touched rather than once per executor: freeing one executor
+ * of a batch rebuilds that batch's GDB object without it. */
+SR_API void sr_executor_free_batch(sr_executor *const *ex, size_t count);
+
+/* Batching for code emitted one executor at a time. Between sr_gdb_hold and the
+ * matching sr_gdb_release, executors emitted by sr_emit or sr_emit_batch (from
+ * any thread) are not told to GDB; the release tells it about all of them at
+ * once, as a few objects of up to 256 executors instead of one object per call.
+ * Until then GDB does not know that code: it cannot name it, unwind through it
+ * or stop at breakpoints set on its names, so release before running code you
+ * may want to debug. Nothing else is held back (libgcc's unwinder and perf know
+ * the code at once), freeing works as usual, and without GDB nothing changes.
+ * Holds nest: GDB is told at the outermost release. */
+SR_API void sr_gdb_hold(sr_runtime *rt);
+SR_API void sr_gdb_release(sr_runtime *rt);
 
 /* The message for the last error in this thread (never NULL). */
 SR_API const char *sr_last_error(void);
@@ -371,6 +388,7 @@ typedef struct sr_stats {
     size_t executors;
     size_t frames_registered; /* libgcc registrations live */
     size_t gdb_entries;       /* GDB JIT entries live */
+    size_t gdb_held;          /* executors emitted under sr_gdb_hold, not yet told to GDB */
 } sr_stats;
 SR_API sr_stats sr_runtime_stats(const sr_runtime *rt);
 

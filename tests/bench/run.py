@@ -175,6 +175,11 @@ def main():
                  "%.0f / %.0f per s" % (d["registered_per_s_batch100_at10000live"],
                                         d["registered_per_s_single_at10000live"]),
                  "%d GDB objects" % d["gdb_objects"]))
+    rows.append(("GDB attached, 10,000 live: registered/s, batches of 1000 / single under "
+                 "sr_gdb_hold",
+                 "%.0f / %.0f per s" % (d["registered_per_s_batch1000_at10000live"],
+                                        d["registered_per_s_single_held_at10000live"]),
+                 "objects of at most 256 executors"))
     for program, repeat in PROGRAMS:
         # Alternate the two, best of three each: the machine's speed wanders.
         i = j = float("inf")

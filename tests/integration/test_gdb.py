@@ -25,6 +25,16 @@ libstencilrt.so. Programs and GDB scripts: tests/gdb/.
   test_attach_to_running_jit  GDB attached to a process already running JIT code
                               (registered before GDB came) names and unwinds it,
                               at each of a few stepi.
+  test_batches                executors emitted by sr_emit_batch (300: two GDB
+                              objects, one .text section each), freed one by
+                              one and by sr_executor_free_batch, and emitted
+                              under sr_gdb_hold (tests/gdb/batchhost.c): at
+                              each checkpoint GDB names every instruction of
+                              every live, released executor and resolves its
+                              name, and knows nothing of freed or held ones;
+                              backtraces through them and a breakpoint on an
+                              executor's name. Shown to fail with
+                              STENCILRT_GDB=0.
   test_gdb_interface_off      STENCILRT_GDB=0: the same stops show "??" where the
                               stencil symbols were (same PCs), and the
                               single-step checker fails at every JIT PC: names
@@ -363,6 +373,71 @@ def test_stripped_shared_library(ctx):
                      [dlhost(ctx), lib], tag="dlhost")
     check(lib in res["sharedlibrary"], "GDB did not load %s:\n%s", lib, res["sharedlibrary"])
     check_stops("dlhost", res, DLHOST_STOPS)
+
+
+BATCHCHECK = os.path.join(GDB_DIR, "batchcheck.py")
+
+
+def check_batches(res):
+    """What tests/gdb/batchhost.c's phases must leave GDB knowing (see there)."""
+    check(res["exited"] and res["exit_code"] == 0, "batchhost exited %s", res["exit_code"])
+    check(len(res["checkpoints"]) == 5, "%d checkpoints, expected 5", len(res["checkpoints"]))
+    ops = ["load", "native", "addi", "ret"]
+    for phase, cp in enumerate(res["checkpoints"], 1):
+        for e in cp["executors"]:
+            where = "checkpoint %d: %s" % (phase, e["name"])
+            if e["live"] and not e["held"]:
+                want = ["%s@%s[%d]" % (op, e["name"], i) for i, op in enumerate(ops)]
+                check(e["symbols"] == want, "%s: GDB names its instructions %s, expected %s",
+                      where, e["symbols"], want)
+                check(e["resolves"] == e["instr"][0], "%s: its name resolves to %s, not %#x",
+                      where, e["resolves"], e["instr"][0])
+            else:
+                what = "live but held" if e["live"] else "freed"
+                check(e["symbols"] == [None] * 4 and e["resolves"] is None,
+                      "%s (%s): GDB still knows it: %s, name at %s", where, what, e["symbols"],
+                      e["resolves"])
+    # Shim, then b0..b255 and b256..b299 (two objects of at most 256, each
+    # executor in fresh, adjacent pages): one .text section per object, not
+    # one per executor.
+    first = res["checkpoints"][0]
+    check(first["jit_text_sections"] <= 4, "checkpoint 1: %d .text sections in JIT objects for "
+          "300 executors emitted by one batch", first["jit_text_sections"])
+    check("break_on_error" not in res, "break b150: %s", res.get("break_on_error"))
+    want = [["batchhost_breakpoint", "vm_native", "native@%s[1]" % n, "run_function", "main"]
+            for n in ("b0", "b150", "b299", "c5", "h3")]
+    want.insert(1, ["load@b150[0]", "run_function", "main"])  # the breakpoint on b150
+    got = [s["frames"] for s in res["stops"]]
+    check(got == want, "stops:\n  got  %s\n  want %s\nlast bt:\n%s", got, want,
+          res["stops"][-1]["bt"] if res["stops"] else "")
+    b150 = [e for e in first["executors"] if e["name"] == "b150"][0]
+    check(res["stops"][1]["pc"] == b150["instr"][0], "break b150 stopped at %#x, not its entry "
+          "%#x", res["stops"][1]["pc"], b150["instr"][0])
+    for s in res["stops"]:
+        for bad in ("??", "Backtrace stopped", "corrupt"):
+            check(bad not in s["bt"], "`bt` prints %r:\n%s", bad, s["bt"])
+
+
+def test_batches(ctx):
+    host = os.path.join(ctx.build, "tests", "gdb", "batchhost")
+    cfg = {"break_on": "b150", "max_stops": 20}
+    res, p = run_gdb(ctx, BATCHCHECK, cfg, [host], tag="batchhost")
+    check("batchhost: ok" in p.stdout, "batchhost did not report ok:\n%s%s", p.stdout[-2000:],
+          p.stderr[-2000:])
+    check_batches(res)
+    first = res["checkpoints"][0]
+    print("     300 executors in one batch: %d .text sections in GDB's JIT objects (shim "
+          "included)" % first["jit_text_sections"])
+
+    # The checks must be able to fail: without the GDB interface nothing is named.
+    off, _ = run_gdb(ctx, BATCHCHECK, cfg, [host], env={"STENCILRT_GDB": "0"},
+                     tag="batchhost-off")
+    try:
+        check_batches(off)
+    except TestFailure:
+        pass
+    else:
+        raise TestFailure("STENCILRT_GDB=0: the batch checks passed")
 
 
 def test_gdb_interface_off(ctx):
