@@ -567,7 +567,8 @@ static bool try_cached(done_ctx *ctx, sg_job *job, uint64_t identity)
  * cache key): this generator build (extraction and checks may change with it),
  * the LLVM that printed the instructions, the target, and the run-time symbol
  * list (holes name symbols by number). The generator is known by its
- * executable's size and modification time; without them, no stencil cache. */
+ * executable's size, modification time and inode; without them, no stencil
+ * cache. */
 static bool stencil_context(const sg_run *run, const sg_target_result *r, uint64_t *context)
 {
     struct stat st;
