@@ -1,9 +1,9 @@
 /* cache.h - the content-addressed cache behind incremental builds.
  *
- * A result (an op's object, an op source's discovered ops) is stored under a
- * key that hashes everything it was made from: the exact arguments, the
- * compiler's identity, and the contents of every file the previous run found it
- * depended on. A "record" per slot (e.g. "x86_64-unknown-linux-gnu/op_add.o")
+ * A result (an op's object and its checked stencil, an op source's discovered
+ * ops) is stored under a key that hashes everything it was made from: the
+ * exact arguments, the compiler's identity, and the contents of every file the
+ * previous run found it depended on. A "record" per slot (e.g. "x86_64-unknown-linux-gnu/op_add.o")
  * remembers that file list, so the next run recomputes the key from the files'
  * current contents without running anything. Records live in one index file,
  * read when the cache is opened and written when it is closed. Entries carry a checksum: a

@@ -3,25 +3,26 @@
  * definitions, including written-back base registers), not from the text. */
 #include "fp_check.h"
 
+#include <inttypes.h>
+
 #include "diag.h"
 
-bool fp_check(const sg_stencil *s, lb_disasm *d, const sg_where *where)
+bool fp_check(const sg_stencil *s, const sg_where *where)
 {
     bool ok = true;
-    for (size_t pc = 0; pc < s->code_size;) {
-        lb_insn in;
-        lb_disasm_one(d, s->code + pc, s->code_size - pc, pc, &in);
-        if (!in.size) {
-            diag_error_in(where, "%s at +0x%zx: cannot decode the instruction (byte 0x%02x), so cannot "
+    for (size_t i = 0; i < s->ninsns; i++) {
+        const sg_insn *in = &s->insns[i];
+        if (!in->decoded) {
+            diag_error_in(where, "%s at +0x%" PRIx32 ": cannot decode the instruction (byte 0x%02x), so cannot "
                        "prove it leaves the frame pointer alone",
-                       where->label, pc, s->code[pc]);
+                       where->label, in->offset, s->code[in->offset]);
             return false;
         }
-        if (in.writes_fp) {
-            diag_error_in(where, "%s at +0x%zx: %s: writes the frame pointer", where->label, pc, in.text);
+        if (in->writes_fp) {
+            diag_error_in(where, "%s at +0x%" PRIx32 ": %s: writes the frame pointer", where->label,
+                          in->offset, stencil_insn_text(s, in));
             ok = false;
         }
-        pc += in.size;
     }
     return ok;
 }

@@ -6,13 +6,12 @@
 #include <stdbool.h>
 
 #include "diag.h"
-#include "llvm_bridge.h"
 #include "stencil.h"
 
-/* Disassembles all of s->code. Each violation (and each undecodable byte
+/* Walks s->insns (stencil_disassemble). Each violation (and each undecodable byte
  * sequence, which could hide one) is reported as
  *   op NAME (TARGET) at +0xOFF: <instruction>: writes the frame pointer
  * Returns false if there was any (exit code 1). */
-bool fp_check(const sg_stencil *s, lb_disasm *d, const sg_where *where);
+bool fp_check(const sg_stencil *s, const sg_where *where);
 
 #endif

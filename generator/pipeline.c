@@ -19,6 +19,7 @@
 #include "objfile.h"
 #include "opunit.h"
 #include "outputs.h"
+#include "stencil_cache.h"
 #include "util.h"
 #include "writer.h"
 
@@ -316,6 +317,17 @@ typedef struct done_ctx {
     int extract_rc;
 } done_ctx;
 
+/* What the run itself knows of a stencil (not stored in any cache entry: the
+ * cache key ignores lines, so an op moved down a file still hits). */
+static void name_stencil(const sg_manifest *m, job_ref *ref)
+{
+    sg_stencil *s = ref->stencil;
+    s->name = xstrdup(ref->op ? ref->op->name : m->shim_function);
+    s->source = manifest_relpath(m, ref->op ? ref->op->source : m->shim_source);
+    s->line = ref->op ? ref->op->line : 0;
+    s->col = ref->op ? ref->op->col : 0;
+}
+
 /* Build the stencil from an object's bytes and run the checks on it. */
 static bool process_object(done_ctx *ctx, sg_job *job, const uint8_t *bytes, size_t size)
 {
@@ -342,13 +354,12 @@ static bool process_object(done_ctx *ctx, sg_job *job, const uint8_t *bytes, siz
     };
     sg_stencil *s = ref->stencil;
     sg_target_result *r = ref->result;
-    s->name = xstrdup(ref->op ? ref->op->name : m->shim_function);
-    s->source = manifest_relpath(m, ref->op ? ref->op->source : m->shim_source);
-    s->line = ref->op ? ref->op->line : 0;
-    s->col = ref->op ? ref->op->col : 0;
+    name_stencil(m, ref);
     bool ok = stencil_extract(&obj, &ec, s);
+    if (ok) /* once: the check, the header's listing and dump all use it */
+        stencil_disassemble(s, r->disasm);
     if (ok && ref->op)
-        ok = fp_check(s, r->disasm, &where);
+        ok = fp_check(s, &where);
     if (ok && !ref->op) {
         ok = frame_shape_analyze(&obj, s, r->target, r->disasm, &where, &r->unwind);
         if (ok && r->mt && r->mt->has_pin)
@@ -362,16 +373,56 @@ static bool process_object(done_ctx *ctx, sg_job *job, const uint8_t *bytes, siz
     return ok;
 }
 
+/* An op's checked stencil, stored beside its object so that the next run
+ * need not read, extract, check or disassemble the object again. */
+static void cache_stencil(sg_cache *cache, const job_ref *ref, const sg_key *key)
+{
+    const sg_target_result *r = ref->result;
+    if (!ref->op || !r->stencil_cache || !ref->deps)
+        return;
+    strbuf sb = {0};
+    stencil_cache_encode(&sb, ref->stencil, ref->deps, r->stencil_context);
+    cache_put(cache, key, "stencil", sb.data, sb.len);
+    sb_free(&sb);
+}
+
+/* A verified, decodable "stencil" entry stands in for the object and every
+ * step after it. A damaged one is a miss: the caller falls back to the object. */
+static bool use_cached_stencil(done_ctx *ctx, job_ref *ref, const sg_key *key)
+{
+    sg_cache *cache = ctx->run->cache;
+    sg_target_result *r = ref->result;
+    uint8_t *blob;
+    size_t size;
+    if (!ref->op || !r->stencil_cache || !cache_get(cache, key, "stencil", &blob, &size))
+        return false;
+    char err[256];
+    bool ok = stencil_cache_decode(blob, size, r->stencil_context,
+                                   ctx->run->manifest.symbols.count, ref->stencil, &ref->deps,
+                                   err, sizeof err);
+    free(blob);
+    if (!ok) {
+        if (ctx->run->opt.verbose)
+            diag_note("op %s (%s): cached stencil not used: %s", ref->op->name,
+                      r->target->triple, err);
+        return false;
+    }
+    name_stencil(&ctx->run->manifest, ref);
+    r->stencils_cached++;
+    return true;
+}
+
 /* Store a fresh object under the key of the files its compile read; keep the
  * compile's depfile text for this build's depfile. (The object also stays
- * where the compiler wrote it, for people and tests to inspect.) */
-static void cache_object(sg_cache *cache, job_ref *ref, const char *dfile, const uint8_t *obj,
-                         size_t size)
+ * where the compiler wrote it, for people and tests to inspect.) Sets *key
+ * and returns true when the object was stored. */
+static bool cache_object(sg_cache *cache, job_ref *ref, const char *dfile, const uint8_t *obj,
+                         size_t size, sg_key *key)
 {
     uint8_t *dtext;
     size_t dsize;
     if (!read_file(dfile, &dtext, &dsize))
-        return;
+        return false;
     ref->deps = xstrndup((const char *)dtext, dsize);
     char **deps = NULL;
     size_t n = 0, cap = 0;
@@ -385,14 +436,13 @@ static void cache_object(sg_cache *cache, job_ref *ref, const char *dfile, const
             }
         }
     }
-    sg_key key;
-    if (cache_record(cache, ref->slot, ref->args, deps, n, &key) &&
-        cache_put(cache, &key, "d", dtext, dsize))
-        cache_put(cache, &key, "o", obj, size);
+    bool ok = cache_record(cache, ref->slot, ref->args, deps, n, key) &&
+              cache_put(cache, key, "d", dtext, dsize) && cache_put(cache, key, "o", obj, size);
     for (size_t i = 0; i < n; i++)
         free(deps[i]);
     free(deps);
     free(dtext);
+    return ok;
 }
 
 /* Runs while other compiles are still going: cache the object, build the stencil. */
@@ -411,10 +461,13 @@ static bool on_compiled(sg_job *job, void *vctx)
     if (ref->op)
         ref->result->compiled++;
     char *dfile = xasprintf("%s.d", job->output);
-    cache_object(ctx->run->cache, ref, dfile, bytes, size);
+    sg_key key;
+    bool stored = cache_object(ctx->run->cache, ref, dfile, bytes, size, &key);
     free(dfile);
     bool ok = process_object(ctx, job, bytes, size);
     free(bytes);
+    if (ok && stored)
+        cache_stencil(ctx->run->cache, ref, &key);
     return ok;
 }
 
@@ -484,8 +537,14 @@ static bool try_cached(done_ctx *ctx, sg_job *job, uint64_t identity)
     sg_key key;
     uint8_t *obj, *dtext;
     size_t size, dsize;
-    if (!cache_key_for(cache, ref->slot, ref->args, &key) ||
-        !cache_get(cache, &key, "d", &dtext, &dsize))
+    if (!cache_key_for(cache, ref->slot, ref->args, &key))
+        return false;
+    if (use_cached_stencil(ctx, ref, &key)) {
+        job->skip = true;
+        ref->result->cached++;
+        return true;
+    }
+    if (!cache_get(cache, &key, "d", &dtext, &dsize))
         return false;
     if (!cache_get(cache, &key, "o", &obj, &size)) {
         free(dtext);
@@ -498,7 +557,31 @@ static bool try_cached(done_ctx *ctx, sg_job *job, uint64_t identity)
         ref->result->cached++;
     if (!process_object(ctx, job, obj, size))
         job->status = -1;
+    else
+        cache_stencil(cache, ref, &key);
     free(obj);
+    return true;
+}
+
+/* What an op's checked stencil depends on besides its object (and so, its
+ * cache key): this generator build (extraction and checks may change with it),
+ * the LLVM that printed the instructions, the target, and the run-time symbol
+ * list (holes name symbols by number). The generator is known by its
+ * executable's size, modification time and inode; without them, no stencil
+ * cache. */
+static bool stencil_context(const sg_run *run, const sg_target_result *r, uint64_t *context)
+{
+    struct stat st;
+    if (stat("/proc/self/exe", &st) != 0)
+        return false;
+    int64_t facts[4] = {(int64_t)st.st_size, (int64_t)st.st_mtim.tv_sec,
+                        (int64_t)st.st_mtim.tv_nsec, (int64_t)st.st_ino};
+    uint64_t h = hash64(facts, sizeof facts, STENCIL_CACHE_VERSION);
+    h = hash64(lb_llvm_version(), strlen(lb_llvm_version()) + 1, h);
+    h = hash64(r->target->triple, strlen(r->target->triple) + 1, h);
+    for (size_t i = 0; i < run->manifest.symbols.count; i++)
+        h = hash64(run->manifest.symbols.items[i], strlen(run->manifest.symbols.items[i]) + 1, h);
+    *context = h;
     return true;
 }
 
@@ -509,6 +592,7 @@ static int compile_all(sg_run *run, job_set *js)
         r->disasm = open_disasm(r->target);
         if (!r->disasm)
             return SG_EXIT_TOOLCHAIN;
+        r->stencil_cache = stencil_context(run, r, &r->stencil_context);
         r->ops = xcalloc(run->ops.count, sizeof *r->ops);
         add_job(js, run, r, NULL);
         for (size_t i = 0; i < run->ops.count; i++)
@@ -605,7 +689,6 @@ static int dump(sg_run *run)
     bool found = !only;
     for (size_t t = 0; t < run->nresults; t++) {
         const sg_target_result *r = &run->results[t];
-        lb_disasm *d = r->disasm;
         for (size_t i = 0; i < run->ops.count; i++) {
             if (only && strcmp(only, r->ops[i].name))
                 continue;
@@ -614,7 +697,7 @@ static int dump(sg_run *run)
             sb_printf(&sb, "op %s (%s) - %s:%u:%u, %zu bytes\n", r->ops[i].name,
                       r->target->triple, r->ops[i].source, r->ops[i].line, r->ops[i].col,
                       r->ops[i].code_size);
-            writer_listing(&sb, run, &r->ops[i], d, "  ");
+            writer_listing(&sb, run, &r->ops[i], "  ");
             fputs(sb.data, stdout);
             putchar('\n');
             sb_free(&sb);
@@ -623,7 +706,7 @@ static int dump(sg_run *run)
             strbuf sb = {0};
             sb_printf(&sb, "shim %s (%s) - %s, %zu bytes, entry +0x%zx\n", r->shim.name,
                       r->target->triple, r->shim.source, r->shim.code_size, r->shim.entry);
-            writer_listing(&sb, run, &r->shim, d, "  ");
+            writer_listing(&sb, run, &r->shim, "  ");
             writer_unwind_rows(&sb, r, "  ");
             fputs(sb.data, stdout);
             sb_free(&sb);
@@ -710,10 +793,14 @@ int pipeline_run(const sg_options *opt)
     double t2 = now_seconds();
     if (rc == SG_EXIT_OK && !strcmp(opt->command, "build"))
         rc = render_and_publish(&run, &js);
-    if (opt->verbose)
-        fprintf(stderr, "stencilgen: discovery %.3f s, compile and read objects %.3f s, "
-                        "write %.3f s\n",
-                t1 - t0, t2 - t1, now_seconds() - t2);
+    if (opt->verbose) {
+        size_t stencils = 0;
+        for (size_t t = 0; t < run.nresults; t++)
+            stencils += run.results[t].stencils_cached;
+        fprintf(stderr, "stencilgen: discovery %.3f s, compile and read objects %.3f s "
+                        "(%zu cached stencils), write %.3f s\n",
+                t1 - t0, t2 - t1, stencils, now_seconds() - t2);
+    }
     if (rc == SG_EXIT_OK && !strcmp(opt->command, "dump"))
         rc = dump(&run);
     if (rc == SG_EXIT_OK && strcmp(opt->command, "dump"))

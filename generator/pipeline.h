@@ -4,6 +4,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "discover.h"
 #include "frame_shape.h"
@@ -39,6 +40,9 @@ typedef struct sg_target_result {
     lb_disasm *disasm;
     size_t compiled;  /* ops compiled for this target in this run */
     size_t cached;    /* ops taken from the cache */
+    size_t stencils_cached; /* of those, ops whose checked stencil was cached (no object read) */
+    bool stencil_cache;     /* false when stencil_context could not be known */
+    uint64_t stencil_context; /* what an op's stencil depends on besides its object */
 } sg_target_result;
 
 typedef struct sg_run {

@@ -122,9 +122,9 @@ static bool classify_reloc(const objfile *obj, const sg_extract_ctx *ctx, const 
     snprintf(h->reloc, sizeof h->reloc, "%s", r->type_name);
     snprintf(h->symbol, sizeof h->symbol, "%s", symname);
     h->addend = r->addend;
-    char insn[200];
-    insn_at(obj, ctx, r, insn, sizeof insn);
+    char insn[200]; /* filled only for a diagnostic: decoding costs time on every hole */
     if (!ctx->target->classify_reloc(r->type, &h->patch)) {
+        insn_at(obj, ctx, r, insn, sizeof insn);
         diag_error_in(ctx->where, "%s: unsupported relocation %s (type %u) in %s at offset 0x%" PRIx64
                    " against '%s'%s",
                    ctx->where->label, r->type_name, r->type, sec->name, r->offset, symname, insn);
@@ -139,6 +139,7 @@ static bool classify_reloc(const objfile *obj, const sg_extract_ctx *ctx, const 
     if (sym->undefined) {
         if (classify_undefined(sym->name, ctx, h))
             return true;
+        insn_at(obj, ctx, r, insn, sizeof insn);
         diag_error_in(ctx->where, "%s: %s at %s+0x%" PRIx64 "%s refers to unknown symbol '%s'; list it "
                    "under 'symbols:' in the manifest if the runtime provides it",
                    ctx->where->label, r->type_name, sec->name, r->offset, insn, sym->name);
@@ -233,8 +234,27 @@ bool stencil_extract(const objfile *obj, const sg_extract_ctx *ctx, sg_stencil *
     return ok;
 }
 
+void stencil_disassemble(sg_stencil *s, lb_disasm *d)
+{
+    strbuf text = {0};
+    size_t cap = 0;
+    for (size_t pc = 0; pc < s->code_size;) {
+        lb_insn in;
+        lb_disasm_one(d, s->code + pc, s->code_size - pc, pc, &in);
+        sg_insn i = {(uint32_t)pc, in.size ? in.size : 1, (uint32_t)text.len, in.size != 0,
+                     in.writes_fp};
+        sb_putn(&text, in.text, strlen(in.text) + 1);
+        ARRAY_PUSH(s->insns, s->ninsns, cap, i);
+        pc += i.size;
+    }
+    s->insn_text = text.data;
+    s->insn_text_size = text.len;
+}
+
 void stencil_free(sg_stencil *s)
 {
+    free(s->insns);
+    free(s->insn_text);
     free(s->name);
     free(s->source);
     free(s->code);

@@ -23,6 +23,16 @@ typedef struct sg_hole {
     char symbol[64];     /* the symbol it referred to, for comments */
 } sg_hole;
 
+/* One instruction of a stencil's code, decoded once (stencil_disassemble) for
+ * the frame-pointer check, the header's listing and `dump`. */
+typedef struct sg_insn {
+    uint32_t offset; /* in code */
+    uint32_t size;   /* 1 for a byte that does not decode */
+    uint32_t text;   /* offset of its NUL-terminated text in sg_stencil.insn_text */
+    bool decoded;    /* false: an undecodable byte, text "<undecodable>" */
+    bool writes_fp;  /* defines the frame-pointer register or any part of it */
+} sg_insn;
+
 typedef struct sg_stencil {
     char *name;    /* op name, or the shim function's name */
     char *source;  /* manifest-relative path of the source, for comments */
@@ -38,6 +48,10 @@ typedef struct sg_stencil {
     size_t ndata_holes;
     size_t entry;            /* offset of the entry point in code */
     size_t removed_jump;     /* bytes of trailing jump to the continuation removed */
+    sg_insn *insns;          /* tile code[0, code_size) in order */
+    size_t ninsns;
+    char *insn_text;         /* the instructions' texts, back to back */
+    size_t insn_text_size;
 } sg_stencil;
 
 /* Everything the extraction needs to know besides the object itself. */
@@ -54,6 +68,12 @@ typedef struct sg_extract_ctx {
 /* Fills *s from the object. On a problem prints a diagnostic naming the op,
  * target, section, offset and relocation, and returns false (exit code 1). */
 bool stencil_extract(const objfile *obj, const sg_extract_ctx *ctx, sg_stencil *s);
+/* Decodes s->code (final: after stencil_extract) into s->insns, once. */
+void stencil_disassemble(sg_stencil *s, lb_disasm *d);
+static inline const char *stencil_insn_text(const sg_stencil *s, const sg_insn *in)
+{
+    return s->insn_text + in->text;
+}
 void stencil_free(sg_stencil *s);
 
 /* What a set of stencils adds up to (for summaries). */

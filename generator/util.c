@@ -89,7 +89,8 @@ static void sb_reserve(strbuf *sb, size_t extra)
 
 void sb_putn(strbuf *sb, const void *p, size_t n)
 {
-    sb_reserve(sb, n);
+    if (sb->cap - sb->len <= n) /* the common case needs no call */
+        sb_reserve(sb, n);
     memcpy(sb->data + sb->len, p, n);
     sb->len += n;
     sb->data[sb->len] = '\0';
@@ -105,16 +106,24 @@ void sb_puts(strbuf *sb, const char *s)
     sb_putn(sb, s, strlen(s));
 }
 
+/* Formats straight into the buffer; a second pass only when it did not fit
+ * (headers are built from many small printfs). */
 void sb_vprintf(strbuf *sb, const char *fmt, va_list ap)
 {
+    sb_reserve(sb, 128);
+    size_t room = sb->cap - sb->len;
     va_list ap2;
     va_copy(ap2, ap);
-    int n = vsnprintf(NULL, 0, fmt, ap2);
+    int n = vsnprintf(sb->data + sb->len, room, fmt, ap2);
     va_end(ap2);
-    if (n < 0)
+    if (n < 0) {
+        sb->data[sb->len] = '\0';
         return;
-    sb_reserve(sb, (size_t)n);
-    vsnprintf(sb->data + sb->len, (size_t)n + 1, fmt, ap);
+    }
+    if ((size_t)n >= room) {
+        sb_reserve(sb, (size_t)n);
+        vsnprintf(sb->data + sb->len, (size_t)n + 1, fmt, ap);
+    }
     sb->len += (size_t)n;
 }
 
@@ -132,26 +141,36 @@ void sb_free(strbuf *sb)
     *sb = (strbuf){0};
 }
 
+/* Sized by fstat so that a file usually takes one read and one allocation
+ * (a no-op build reads hundreds of cache entries); reads on to end of file
+ * in case the size was wrong. */
 bool read_file(const char *path, uint8_t **data, size_t *size)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
         return false;
+    struct stat st;
     strbuf sb = {0};
-    char buf[65536];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, f)) > 0)
-        sb_putn(&sb, buf, n);
-    bool ok = !ferror(f);
+    sb_reserve(&sb, fstat(fd, &st) == 0 && st.st_size > 0 ? (size_t)st.st_size + 1 : 65536);
+    ssize_t n;
+    for (;;) {
+        if (sb.cap - sb.len < 2)
+            sb_reserve(&sb, 65536);
+        n = read(fd, sb.data + sb.len, sb.cap - sb.len - 1);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        sb.len += (size_t)n;
+    }
     int saved = errno;
-    fclose(f);
-    if (!ok) {
+    close(fd);
+    if (n < 0) {
         sb_free(&sb);
         errno = saved;
         return false;
     }
-    if (!sb.data)
-        sb_putn(&sb, "", 0);
+    sb.data[sb.len] = '\0';
     *data = (uint8_t *)sb.data;
     *size = sb.len;
     return true;

@@ -43,34 +43,45 @@ static void describe_hole(strbuf *sb, const sg_hole *h, const sg_run *run)
 /* Instruction text goes into a C comment: never let it close the comment. */
 static void put_comment_safe(strbuf *sb, const char *text)
 {
-    for (const char *p = text; *p; p++) {
-        sb_putc(sb, *p);
-        if (p[0] == '*' && p[1] == '/')
-            sb_putc(sb, ' ');
+    for (const char *end; (end = strstr(text, "*/")); text = end + 1) {
+        sb_putn(sb, text, (size_t)(end - text) + 1);
+        sb_putc(sb, ' ');
     }
+    sb_puts(sb, text);
 }
 
-static void listing_with(strbuf *sb, const sg_stencil *s, lb_disasm *d, const char *prefix,
-                         const sg_run *run)
+/* "%-30s" of an instruction's bytes in hex, without a printf per byte (every
+ * instruction of every stencil goes through here). */
+static void put_insn_bytes(strbuf *sb, const uint8_t *p, size_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t start = sb->len;
+    for (size_t i = 0; i < n; i++) {
+        char item[3] = {' ', hex[p[i] >> 4], hex[p[i] & 15]};
+        sb_putn(sb, item + !i, 3 - !i);
+    }
+    while (sb->len - start < 30)
+        sb_putc(sb, ' ');
+}
+
+/* The listing comes from the instructions decoded once per stencil (s->insns):
+ * no disassembly here. */
+static void listing_with(strbuf *sb, const sg_stencil *s, const char *prefix, const sg_run *run)
 {
     size_t h = 0;
-    for (size_t pc = 0; pc < s->code_size;) {
-        lb_insn in;
-        lb_disasm_one(d, s->code + pc, s->code_size - pc, pc, &in);
-        size_t len = in.size ? in.size : 1;
-        strbuf bytes = {0};
-        for (size_t i = 0; i < len && pc + i < s->code_size; i++)
-            sb_printf(&bytes, "%s%02x", i ? " " : "", s->code[pc + i]);
-        sb_printf(sb, "%s%04zx: %-30s ", prefix, pc, bytes.data);
-        put_comment_safe(sb, in.text);
+    for (size_t k = 0; k < s->ninsns; k++) {
+        const sg_insn *in = &s->insns[k];
+        size_t pc = in->offset, len = in->size;
+        sb_printf(sb, "%s%04zx: ", prefix, pc);
+        put_insn_bytes(sb, s->code + pc, len);
+        sb_putc(sb, ' ');
+        put_comment_safe(sb, stencil_insn_text(s, in));
         sb_putc(sb, '\n');
-        sb_free(&bytes);
         for (; h < s->ncode_holes && s->code_holes[h].offset < pc + len; h++) {
             sb_printf(sb, "%s      ^ ", prefix);
             describe_hole(sb, &s->code_holes[h], run);
             sb_putc(sb, '\n');
         }
-        pc += len;
     }
     if (s->removed_jump)
         sb_printf(sb, "%s%04zx: (jump to the continuation removed: %zu bytes)\n", prefix,
@@ -84,10 +95,9 @@ static void listing_with(strbuf *sb, const sg_stencil *s, lb_disasm *d, const ch
     }
 }
 
-void writer_listing(strbuf *sb, const sg_run *run, const sg_stencil *s, lb_disasm *d,
-                    const char *prefix)
+void writer_listing(strbuf *sb, const sg_run *run, const sg_stencil *s, const char *prefix)
 {
-    listing_with(sb, s, d, prefix, run);
+    listing_with(sb, s, prefix, run);
 }
 
 static void put_bytes(strbuf *sb, const char *type, const char *name, const uint8_t *p,
@@ -123,11 +133,11 @@ static char *ident_upper(const char *s)
     return r;
 }
 
-static void put_stencil_arrays(strbuf *sb, const sg_stencil *s, const char *id, lb_disasm *d,
+static void put_stencil_arrays(strbuf *sb, const sg_stencil *s, const char *id,
                                const sg_run *run)
 {
     sb_printf(sb, "/* %s - %s:%u:%u\n", s->name, s->source, s->line, s->col);
-    listing_with(sb, s, d, " *   ", run);
+    listing_with(sb, s, " *   ", run);
     sb_puts(sb, " */\n");
     char *name = xasprintf("sg_code_%s", id);
     put_bytes(sb, "uint8_t", name, s->code, s->code_size);
@@ -256,7 +266,6 @@ static void put_unwind(strbuf *sb, const sg_target_result *r)
 
 void writer_target_header(strbuf *sb, const sg_run *run, const sg_target_result *r)
 {
-    lb_disasm *d = r->disasm;
     char *file = writer_target_filename(r->target);
     char *guard = ident_upper(file);
     char *manifest = xstrdup(strrchr(run->manifest.path, '/') ? strrchr(run->manifest.path, '/') + 1
@@ -288,7 +297,7 @@ void writer_target_header(strbuf *sb, const sg_run *run, const sg_target_result 
     sb_printf(sb, "    SG_OP__COUNT = %zu\n};\n\n", run->ops.count);
 
     for (size_t i = 0; i < run->ops.count; i++)
-        put_stencil_arrays(sb, &r->ops[i], r->ops[i].name, d, run);
+        put_stencil_arrays(sb, &r->ops[i], r->ops[i].name, run);
     sb_puts(sb, "static const sg_stencil sg_stencils[SG_OP__COUNT] = {\n");
     for (size_t i = 0; i < run->ops.count; i++) {
         sb_printf(sb, "    [SG_OP_%s] = ", r->ops[i].name);
@@ -298,7 +307,7 @@ void writer_target_header(strbuf *sb, const sg_run *run, const sg_target_result 
     sb_puts(sb, "};\n\n");
 
     sb_puts(sb, "/* The shim: the C function that calls into JIT code. */\n");
-    put_stencil_arrays(sb, &r->shim, "shim", d, run);
+    put_stencil_arrays(sb, &r->shim, "shim", run);
     sb_puts(sb, "static const sg_stencil sg_shim = ");
     put_stencil_init(sb, &r->shim, "shim");
     sb_printf(sb, ";\n#define SG_SHIM_ENTRY %zu /* offset of %s in sg_shim.code */\n\n",

@@ -2,13 +2,11 @@
 #ifndef STENCILGEN_WRITER_H
 #define STENCILGEN_WRITER_H
 
-#include "llvm_bridge.h"
 #include "pipeline.h"
 #include "util.h"
 
-/* Annotated disassembly of a stencil, every line starting with `prefix`. */
-void writer_listing(strbuf *sb, const sg_run *run, const sg_stencil *s, lb_disasm *d,
-                    const char *prefix);
+/* Annotated disassembly of a stencil (from s->insns), every line starting with `prefix`. */
+void writer_listing(strbuf *sb, const sg_run *run, const sg_stencil *s, const char *prefix);
 
 /* The whole per-target header. */
 void writer_target_header(strbuf *sb, const sg_run *run, const sg_target_result *r);

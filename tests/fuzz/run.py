@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Build and run the libFuzzer targets (clang-22, ASan+UBSan) from a seed corpus.
 
-  tests/fuzz/run.py --build build --seconds N [--target cfi]
+  tests/fuzz/run.py --build build --seconds N [--target cfi|stencil_cache]
 
 Prints one line per target: executions, executions/s, corpus size, crashes.
 Exit status 1 if any target crashed (its reproducer is kept in build/fuzz/).
@@ -17,19 +17,25 @@ FLAGS = ["-g", "-O1", "-fsanitize=fuzzer,address,undefined", "-fno-sanitize-reco
          "-I", os.path.join(ROOT, "generator")]
 
 TARGETS = {
-    # name: (fuzz target source, other sources, seed generator)
-    "cfi": ("tests/fuzz/fuzz_cfi.c", ["generator/cfi.c"], "tests/fuzz/make_cfi_seeds.c"),
+    # name: (fuzz target source, other sources, seed generator, its other sources)
+    "cfi": ("tests/fuzz/fuzz_cfi.c", ["generator/cfi.c"], "tests/fuzz/make_cfi_seeds.c", []),
+    # the seeds are written by the encoder itself
+    "stencil_cache": ("tests/fuzz/fuzz_stencil_cache.c",
+                      ["generator/stencil_cache.c", "generator/util.c"],
+                      "tests/fuzz/make_stencil_cache_seeds.c",
+                      ["generator/stencil_cache.c", "generator/util.c"]),
 }
 
 
 def build_target(name, outdir):
-    src, deps, seeds_src = TARGETS[name]
+    src, deps, seeds_src, seeds_deps = TARGETS[name]
     fuzzer = os.path.join(outdir, "fuzz_" + name)
     seeder = os.path.join(outdir, "seeds_" + name)
     subprocess.run(["clang-22"] + FLAGS + [os.path.join(ROOT, s) for s in [src] + deps] +
                    ["-o", fuzzer], check=True, timeout=600)
-    subprocess.run(["clang-22", "-O1", "-I", os.path.join(ROOT, "generator"),
-                    os.path.join(ROOT, seeds_src), "-o", seeder], check=True, timeout=600)
+    subprocess.run(["clang-22", "-O1", "-I", os.path.join(ROOT, "generator")] +
+                   [os.path.join(ROOT, s) for s in [seeds_src] + seeds_deps] +
+                   ["-o", seeder], check=True, timeout=600)
     return fuzzer, seeder
 
 

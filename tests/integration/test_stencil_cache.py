@@ -1,0 +1,141 @@
+"""The cached checked stencils ("stencil" blobs beside each op's object): used on a
+no-op run, refused when damaged, from another format version or made under
+another symbol list, and then rebuilt from the object, with the same header."""
+import glob
+import os
+import re
+import struct
+
+from sgtest import TRIPLE, check, read, write
+
+ASAN = True  # the blob decoder parses untrusted bytes
+
+TRAILER_MAGIC = 0x31454843474753  # cache.c: "SGGCHE1"
+MASK = (1 << 64) - 1
+
+
+def fnv1a(data, seed):
+    """util.c hash64."""
+    h = 0xcbf29ce484222325 ^ seed
+    for b in data:
+        h = ((h ^ b) * 0x100000001b3) & MASK
+    return h
+
+
+def payload(path):
+    """A blob's bytes without cache.c's 24-byte trailer (magic, size, checksum)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    magic, size, _ = struct.unpack("<QQQ", data[-24:])
+    check(magic == TRAILER_MAGIC and size == len(data) - 24, "not a cache blob: %s", path)
+    return data[:-24]
+
+
+def rewrite(path, body):
+    """Store `body` with a correct trailer, so that only the stencil decoder can object."""
+    seed = int(os.path.basename(path)[:16], 16)  # the checksum is seeded with key.h[0]
+    with open(path, "wb") as f:
+        f.write(body + struct.pack("<QQQ", TRAILER_MAGIC, len(body), fnv1a(body, seed)))
+
+
+def header(out):
+    return read(os.path.join(out, "jit_stencils-%s.h" % TRIPLE), "rb")
+
+
+def build(ctx, manifest, out, *extra):
+    p = ctx.build_stencils(manifest, out, "--target", TRIPLE, "-v", *extra)
+    m = re.search(r"^stencilgen: %s: (\d+) ops \((\d+) compiled, (\d+) cached\)" %
+                  re.escape(TRIPLE), p.stdout, re.M)
+    check(m, "no summary in: %s", p.stdout)
+    s = re.search(r"\((\d+) cached stencils\)", p.stderr)
+    check(s, "no cached-stencil count in: %s", p.stderr)
+    return tuple(int(x) for x in m.groups()) + (int(s.group(1)),), p
+
+
+def test_noop_build_uses_cached_stencils(ctx):
+    base = ctx.bundled_copy()
+    manifest = os.path.join(base, "stencils", "stencils.yaml")
+    out = os.path.join(base, "out")
+    (n, compiled, cached, stencils), _ = build(ctx, manifest, out)
+    check(compiled == n and stencils == 0, "cold build: %d ops, %d compiled, %d stencils",
+          n, compiled, stencils)
+    cold = header(out)
+    blobs = glob.glob(os.path.join(out, ".stencilgen", "blobs", "*.stencil"))
+    check(len(blobs) == n, "expected %d stencil blobs, found %d", n, len(blobs))
+    counts, _ = build(ctx, manifest, out)
+    check(counts == (n, 0, n, n), "no-op build: %s", counts)
+    check(header(out) == cold, "header from cached stencils differs from the cold build's")
+
+
+def test_damaged_stencil_entries_are_rebuilt(ctx):
+    base = ctx.bundled_copy()
+    manifest = os.path.join(base, "stencils", "stencils.yaml")
+    out = os.path.join(base, "out")
+    build(ctx, manifest, out)
+    good = header(out)
+    blobs = sorted(glob.glob(os.path.join(out, ".stencilgen", "blobs", "*.stencil")))
+    check(len(blobs) >= 8, "expected stencil blobs, found %d", len(blobs))
+    original = {b: read(b, "rb") for b in blobs}
+    body = [payload(b) for b in blobs]
+    # Damage caught by the cache's checksum: a truncated blob, a flipped byte.
+    with open(blobs[0], "r+b") as f:
+        f.truncate(os.path.getsize(blobs[0]) // 2)
+    with open(blobs[1], "r+b") as f:
+        f.seek(40)
+        b = f.read(1)
+        f.seek(40)
+        f.write(bytes([b[0] ^ 0x01]))
+    # Damage behind a valid checksum, which only the stencil decoder can refuse.
+    rewrite(blobs[2], body[2][:8] + struct.pack("<I", 2) + body[2][12:])  # another version
+    rewrite(blobs[3], body[3] + b"\0")                                      # a byte too many
+    rewrite(blobs[4], body[4][:12] + bytes([body[4][12] ^ 1]) + body[4][13:])  # context
+    rewrite(blobs[5], body[5][:-1])                                         # a byte short
+    rewrite(blobs[6], body[6][:20] + struct.pack("<Q", 1 << 40) + body[6][28:])  # code size
+    damaged = 7
+    (n, compiled, cached, stencils), p = build(ctx, manifest, out)
+    # The objects are intact: every op comes from the cache, 7 of them by way of it.
+    check((compiled, cached, stencils) == (0, n, n - damaged),
+          "damage not detected or not recovered from the objects: %s\n%s",
+          (n, compiled, cached, stencils), p.stderr)
+    for reason in ["format version 2", "bytes after the end", "another generator",
+                   "truncated", "code size"]:
+        check(reason in p.stderr, "no note saying '%s' in:\n%s", reason, p.stderr)
+    check(header(out) == good, "header after rebuilding damaged stencils differs")
+    for b in blobs:
+        check(read(b, "rb") == original[b], "%s was not rewritten as it was", b)
+    counts, _ = build(ctx, manifest, out)
+    check(counts == (n, 0, n, n), "repaired cache still misses: %s", counts)
+
+
+def test_symbol_list_change_is_not_served_stale_stencils(ctx):
+    # Holes name run-time symbols by number, and the symbol list is not part of
+    # the objects' cache key: reordering it must re-extract every op.
+    base = ctx.bundled_copy()
+    manifest = os.path.join(base, "stencils", "stencils.yaml")
+    out = os.path.join(base, "out")
+    build(ctx, manifest, out)
+    text = read(manifest)
+    old = "symbols: [vm_call, vm_print, vm_native, vm_trap]"
+    check(old in text, "the bundled manifest's symbol list changed; update this test")
+    write(manifest, text.replace(old, "symbols: [vm_trap, vm_native, vm_print, vm_call]"))
+    (n, compiled, cached, stencils), _ = build(ctx, manifest, out)
+    check((compiled, cached, stencils) == (0, n, 0), "reordered symbols: %s",
+          (n, compiled, cached, stencils))
+    fresh = os.path.join(base, "fresh")
+    build(ctx, manifest, fresh, "--cache-dir", os.path.join(base, "cache2"))
+    check(header(out) == header(fresh), "header after reordering symbols differs from a cold build's")
+    counts, _ = build(ctx, manifest, out)
+    check(counts == (n, 0, n, n), "stencils not cached again: %s", counts)
+
+
+def test_dump_from_cached_stencils(ctx):
+    base = ctx.bundled_copy()
+    manifest = os.path.join(base, "stencils", "stencils.yaml")
+    out = os.path.join(base, "out")
+    cache = os.path.join(out, ".stencilgen")
+    build(ctx, manifest, out)
+    warm = ctx.generator("dump", "--manifest", manifest, "--target", TRIPLE, "--cache-dir",
+                         cache, check=True).stdout
+    cold = ctx.generator("dump", "--manifest", manifest, "--target", TRIPLE, check=True).stdout
+    check("op add (" in warm and "CFI rows" in warm, "unexpected dump:\n%s", warm[:2000])
+    check(warm == cold, "dump from cached stencils differs from a cold dump")
