@@ -92,18 +92,21 @@ def generator_figures(build, jobs=2):
             shutil.rmtree(out)
             cold = min(cold, timed(build_cmd)[0])
             floor = min(floor, floor_seconds(commands, jobs, tmp))
-        noop, _ = timed(build_cmd)
+        noops = sorted(timed(build_cmd)[0] for _ in range(10))
         src = os.path.join(corpus, "ops", "group13.c")
         with open(src) as f:
             text = f.read()
         at = text.index("CONTINUE();", text.index("OP(op134)"))
-        with open(src, "w") as f:
-            f.write(text[:at] + "tos ^= 0x5a;\n    " + text[at:])
-        edit, p = timed(build_cmd)
         one = next(e for e in commands if "-DSTENCILGEN_OP=op134" in e["arguments"])
-        one_compile, _ = timed(one["arguments"], cwd=one["directory"])
-        return {"cold": cold, "floor": floor, "noop": noop, "edit": edit,
-                "one_compile": one_compile,
+        edit = one_compile = float("inf")
+        for k in range(3):  # three different edits of op134: each one compile
+            with open(src, "w") as f:
+                f.write(text[:at] + "tos ^= 0x%x;\n    " % (0x5a + k) + text[at:])
+            t, p = timed(build_cmd)
+            edit = min(edit, t)
+            one_compile = min(one_compile, timed(one["arguments"], cwd=one["directory"])[0])
+        return {"cold": cold, "floor": floor, "noop": noops[0], "noop_median": noops[5],
+                "edit": edit, "one_compile": one_compile,
                 "edit_summary": re.search(r"\((\d+) compiled", p.stdout).group(1)}
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -136,8 +139,9 @@ def main():
     rows = []
     rows.append(("cold build, 300-op corpus, -j2 / floor (same clang commands)",
                  "%.2f / %.2f s" % (g["cold"], g["floor"]), "ratio %.2f" % (g["cold"] / g["floor"])))
-    rows.append(("no-op rebuild, 300 ops", "%.0f ms" % (g["noop"] * 1e3), ""))
-    rows.append(("one-op edit rebuild / that op's compile alone",
+    rows.append(("no-op rebuild, 300 ops: best / median of 10", "%.0f / %.0f ms" % (
+        g["noop"] * 1e3, g["noop_median"] * 1e3), ""))
+    rows.append(("one-op edit rebuild / that op's compile alone (best of 3)",
                  "%.0f / %.0f ms" % (g["edit"] * 1e3, g["one_compile"] * 1e3),
                  "%s compiled; +%.0f ms over the compile" % (
                      g["edit_summary"], (g["edit"] - g["one_compile"]) * 1e3)))
