@@ -185,13 +185,17 @@ def main():
                                         d["registered_per_s_single_held_at10000live"]),
                  "objects of at most 256 executors"))
     for program, repeat in PROGRAMS:
-        # Alternate the two, best of three each: the machine's speed wanders.
-        i = j = float("inf")
+        # Alternate the two, best of three each: the machine's speed wanders
+        # (and so does the interpreter's with its layout: the range is shown).
+        interp, jit = [], []
         for _ in range(3):
-            i = min(i, tinyvm_ms(build, "interp", program, repeat))
-            j = min(j, tinyvm_ms(build, "jit", program, repeat))
-        rows.append(("tinyvm %s: interpreter / JIT" % program, "%.2f / %.2f ms" % (i, j),
-                     "JIT %.2fx faster" % (i / j)))
+            interp.append(tinyvm_ms(build, "interp", program, repeat))
+            jit.append(tinyvm_ms(build, "jit", program, repeat))
+        i, j = min(interp), min(jit)
+        rows.append(("tinyvm %s: interpreter / JIT (best of 3)" % program,
+                     "%.2f / %.2f ms" % (i, j),
+                     "JIT %.2fx faster (runs: interpreter %.1f-%.1f, JIT %.1f-%.1f ms)" % (
+                         i / j, min(interp), max(interp), min(jit), max(jit))))
     width = max(len(r[0]) for r in rows)
     print("stencilgen benchmarks on %s" % machine())
     print("%-*s  %-22s  %s" % (width, "measure", "figure", "comparison"))
