@@ -170,7 +170,9 @@ sr_status emit_plan(const sr_emitter *em, const sr_instr *code, size_t n, uint32
     l->data_start = align_up(at, 16) + VENEER_SIZE * veneers;
     l->data_end = l->data_start + data; /* an upper bound: data of holeless ops is shared */
     l->got_start = align_up(l->data_end, 8);
-    l->got_slots = got;
+    /* One spare slot: explaining a GOT hole a generated emitter refused
+     * patches it again, from a fresh slot. */
+    l->got_slots = got + 1;
     l->total = l->got_start + 8 * got;
     return SR_OK;
 }

@@ -306,7 +306,8 @@ class StencilSet:
     def _run_size(stencils):
         size = align_up(sum(s["code_size"] for s, _ in stencils), 16)
         size += sum(s["data_size"] + s["data_align"] for s, _ in stencils)
-        size = align_up(size, 8) + 8 * sum(o.got_holes for _, o in stencils if o)
+        # GOT: a slot per GOT hole at most, and one spare (emit.c).
+        size = align_up(size, 8) + 8 * (sum(o.got_holes for _, o in stencils if o) + 1)
         return align_up(size, PAGE)
 
     def emit(self, low, executors):
