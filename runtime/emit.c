@@ -173,7 +173,7 @@ sr_status emit_plan(const sr_emitter *em, const sr_instr *code, size_t n, uint32
     /* One spare slot: explaining a GOT hole a generated emitter refused
      * patches it again, from a fresh slot. */
     l->got_slots = got + 1;
-    l->total = l->got_start + 8 * got;
+    l->total = l->got_start + 8 * l->got_slots;
     return SR_OK;
 }
 

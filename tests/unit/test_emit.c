@@ -1,6 +1,7 @@
 /* test_emit - the generated emitters of a header against the runtime's
  * table-driven patcher, on random programs: the same status, the same error
- * message and, when both succeed, the same bytes (code, veneers, data, GOT).
+ * message and, when both succeed, the same bytes (code, veneers, data, GOT);
+ * neither may write past the end emit_plan laid out.
  *
  * Compiled against whatever jit_stencils.h is on the include path (the bundled
  * stencils in the build; relocation fixtures in tests/integration/test_emit.py,
@@ -112,13 +113,14 @@ static void random_trial(trial *t, uint8_t *buf, const uint32_t *end_ops, size_t
 typedef struct outcome {
     sr_status st;
     char message[256];
+    bool overran; /* wrote past the layout's end (emit_plan's total), even on failure */
 } outcome;
 
 /* Emit with the header's emitters or the hole tables; the executor goes to buf
  * either way (PC-relative holes depend on where). */
 static outcome emit_at(const trial *t, bool generated, uint8_t *buf, size_t *total)
 {
-    outcome o = {SR_OK, ""};
+    outcome o = {SR_OK, "", false};
     sr_emitter em;
     uint32_t offsets[MAX_N + 1];
     sr_layout l;
@@ -128,8 +130,11 @@ static outcome emit_at(const trial *t, bool generated, uint8_t *buf, size_t *tot
         o.st = emit_plan(&em, t->code, t->n, offsets, &l);
         if (o.st == SR_OK && l.total > BUFFER)
             o.st = SR_ENOMEM;
-        if (o.st == SR_OK)
+        if (o.st == SR_OK) {
             o.st = emit_write(&em, t->code, t->n, offsets, &l, buf);
+            for (size_t k = l.total; k < BUFFER && k < l.total + 64; k++)
+                o.overran |= buf[k] != 0xa5;
+        }
         emit_fini(&em);
     }
     if (o.st != SR_OK)
@@ -196,6 +201,12 @@ static void differential(size_t programs, bool null_symbols, const char *name)
         size_t at = 0;
         while (at < ta && saved[at] == a[at])
             at++;
+        if (x.overran || y.overran) {
+            if (!mismatches++)
+                printf("     the %s way wrote past the executor's end\n",
+                       x.overran ? "generated" : "table");
+            continue;
+        }
         if (x.st != y.st || strcmp(x.message, y.message) || ta != tb || at < ta) {
             if (!mismatches++) { /* the first one, in full */
                 describe(detail, sizeof detail, &t, at);
