@@ -46,9 +46,21 @@ static void put_final_value(strbuf *sb, const sg_stencil *s, const sg_hole *h,
 
 static bool uses_env(const sg_hole *h)
 {
-    return h->value == SG_VALUE_JUMP_TARGET ||
-           h->value == SG_VALUE_OPERAND || h->value == SG_VALUE_SYMBOL ||
-           sg_patch_uses_got(h->patch);
+    return h->value == SG_VALUE_JUMP_TARGET || h->value == SG_VALUE_OPERAND ||
+           h->value == SG_VALUE_SYMBOL || sg_patch_uses_got(h->patch);
+}
+
+/* Which parameters the emitter reads (the others are marked unused). */
+static void parameters_used(const sg_stencil *s, bool *data_used, bool *env_used)
+{
+    *data_used = s->ndata_holes > 0;
+    *env_used = false;
+    for (size_t i = 0; i < s->ncode_holes + s->ndata_holes; i++) {
+        const sg_hole *h = i < s->ncode_holes ? &s->code_holes[i]
+                                              : &s->data_holes[i - s->ncode_holes];
+        *data_used |= h->value == SG_VALUE_DATA;
+        *env_used |= uses_env(h);
+    }
 }
 
 static void put_patch(strbuf *sb, const sg_stencil *s, const sg_hole *h, const char *base,
@@ -65,14 +77,8 @@ static void put_patch(strbuf *sb, const sg_stencil *s, const sg_hole *h, const c
 
 void emitter_write(strbuf *sb, const sg_stencil *s, const char *id, char *const *symbols)
 {
-    bool env_used = false;
-    for (size_t i = 0; i < s->ncode_holes; i++)
-        env_used |= uses_env(&s->code_holes[i]);
-    for (size_t i = 0; i < s->ndata_holes; i++)
-        env_used |= uses_env(&s->data_holes[i]);
-    bool data_used = s->ndata_holes > 0;
-    for (size_t i = 0; i < s->ncode_holes; i++)
-        data_used |= s->code_holes[i].value == SG_VALUE_DATA;
+    bool data_used, env_used;
+    parameters_used(s, &data_used, &env_used);
     sb_printf(sb, "static unsigned sg_emit_%s(uint8_t *code, uint8_t *data, "
                   "sg_emit_env *env)\n{\n", id);
     if (!data_used)

@@ -66,7 +66,7 @@ static void put_insn_bytes(strbuf *sb, const uint8_t *p, size_t n)
 
 /* The listing comes from the instructions decoded once per stencil (s->insns):
  * no disassembly here. */
-static void listing_with(strbuf *sb, const sg_stencil *s, const char *prefix, const sg_run *run)
+void writer_listing(strbuf *sb, const sg_run *run, const sg_stencil *s, const char *prefix)
 {
     size_t h = 0;
     for (size_t k = 0; k < s->ninsns; k++) {
@@ -93,11 +93,6 @@ static void listing_with(strbuf *sb, const sg_stencil *s, const char *prefix, co
         describe_hole(sb, &s->data_holes[i], run);
         sb_putc(sb, '\n');
     }
-}
-
-void writer_listing(strbuf *sb, const sg_run *run, const sg_stencil *s, const char *prefix)
-{
-    listing_with(sb, s, prefix, run);
 }
 
 static void put_bytes(strbuf *sb, const char *type, const char *name, const uint8_t *p,
@@ -137,7 +132,7 @@ static void put_stencil_arrays(strbuf *sb, const sg_stencil *s, const char *id,
                                const sg_run *run)
 {
     sb_printf(sb, "/* %s - %s:%u:%u\n", s->name, s->source, s->line, s->col);
-    listing_with(sb, s, " *   ", run);
+    writer_listing(sb, run, s, " *   ");
     sb_puts(sb, " */\n");
     char *name = xasprintf("sg_code_%s", id);
     put_bytes(sb, "uint8_t", name, s->code, s->code_size);
