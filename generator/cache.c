@@ -1,92 +1,178 @@
-/* cache.c - see cache.h. Files under DIR: records.idx (every slot's argument
- * hash and dependency list, read once and written once per run) and
- * blobs/<key>.<kind> (a blob followed by a 24-byte trailer: magic, size,
- * checksum). */
+/* cache.c - see cache.h. Files under DIR: records.idx (every record's slot,
+ * argument hash and dependency list), records.lock (held while the index is
+ * merged) and blobs/<key>.<kind> (a blob followed by a 24-byte trailer: magic,
+ * size, checksum). */
+#define _GNU_SOURCE
 #include "cache.h"
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include "opunit.h"
 #include "util.h"
 
 #define TRAILER_MAGIC 0x31454843474753ull /* "SGGCHE1" */
+/* Records kept per slot: enough for a few checkouts or branches sharing a
+ * cache, few enough that the index stays small. */
+#define RECORDS_PER_SLOT 4
 
 typedef struct file_hash {
     char *path;
     bool ok;
+    bool positional; /* mentions a source-position macro */
+    struct timespec mtime;
     uint64_t h[2];
 } file_hash;
 
-/* One record per slot: "args <hex>" then the dependency paths, one a line. */
+/* One record per slot and argument hash: the files the result depended on. */
 typedef struct record {
     char *slot;
-    char *text;
+    uint64_t args;
+    char *deps; /* one path a line */
+    bool fresh; /* recorded by this run */
 } record;
+
+typedef struct record_list {
+    record *items;
+    size_t count, cap;
+} record_list;
 
 struct sg_cache {
     char *dir;
     char *path_buf;
     file_hash *files; /* contents hashed once per run */
     size_t nfiles, cap;
-    record *records;  /* the index, loaded once and saved once */
-    size_t nrecords, records_cap;
-    size_t next_record; /* where find_record starts */
+    record_list records; /* the index as loaded, updated by this run */
+    size_t next_record;  /* where find_record starts */
     bool records_dirty;
 };
+
+static void record_free(record *r)
+{
+    free(r->slot);
+    free(r->deps);
+}
+
+static void records_free(record_list *l)
+{
+    for (size_t i = 0; i < l->count; i++)
+        record_free(&l->items[i]);
+    free(l->items);
+    *l = (record_list){0};
+}
 
 static char *index_path(const sg_cache *c)
 {
     return xasprintf("%s/records.idx", c->dir);
 }
 
-/* Index format: for each record, "slot <name>\n" then its text, then "\n.\n".
- * A torn index loses records (misses), never yields a wrong key. */
-static void load_records(sg_cache *c)
+/* Index format: for each record, "slot <name>\nargs <hex>\n", its dependency
+ * paths one a line, then ".\n". A torn index loses records (misses), never
+ * yields a wrong key. */
+static void load_records(const char *path, record_list *out)
 {
-    char *path = index_path(c);
     uint8_t *data;
     size_t size;
-    bool ok = read_file(path, &data, &size);
-    free(path);
-    if (!ok)
+    if (!read_file(path, &data, &size))
         return;
     char *text = (char *)data;
     for (char *p = text; p < text + size;) {
         char *end = strstr(p, "\n.\n");
-        if (strncmp(p, "slot ", 5) || !end)
-            break;
         char *nl = strchr(p, '\n');
-        record r = {xstrndup(p + 5, (size_t)(nl - p - 5)), xstrndup(nl + 1, (size_t)(end - nl))};
-        ARRAY_PUSH(c->records, c->nrecords, c->records_cap, r);
+        char *args_end = nl ? strchr(nl + 1, '\n') : NULL;
+        unsigned long long args;
+        if (strncmp(p, "slot ", 5) || !end || !args_end || args_end > end ||
+            sscanf(nl + 1, "args %llx\n", &args) != 1)
+            break;
+        record r = {xstrndup(p + 5, (size_t)(nl - p - 5)), args,
+                    xstrndup(args_end + 1, (size_t)(end - args_end)), false};
+        ARRAY_PUSH(out->items, out->count, out->cap, r);
         p = end + 3;
     }
     free(data);
 }
 
+static bool same_record(const record *a, const record *b)
+{
+    return a->args == b->args && !strcmp(a->slot, b->slot);
+}
+
+/* Keep the last RECORDS_PER_SLOT records of each slot (the list is oldest first). */
+static void trim_slots(record_list *l)
+{
+    size_t kept = 0;
+    for (size_t i = 0; i < l->count; i++) {
+        size_t later = 0;
+        for (size_t j = i + 1; j < l->count && later < RECORDS_PER_SLOT; j++)
+            later += !strcmp(l->items[j].slot, l->items[i].slot);
+        if (later >= RECORDS_PER_SLOT)
+            record_free(&l->items[i]);
+        else
+            l->items[kept++] = l->items[i];
+    }
+    l->count = kept;
+}
+
+/* The index on disk is the truth for every record this run did not make:
+ * concurrent runs' records are kept, and this run's own come last (newest). */
 static void save_records(sg_cache *c)
 {
-    if (!c->records_dirty)
+    if (!c->records_dirty || !mkdir_p(c->dir))
         return;
-    strbuf sb = {0};
-    for (size_t i = 0; i < c->nrecords; i++)
-        sb_printf(&sb, "slot %s\n%s.\n", c->records[i].slot, c->records[i].text);
+    char *lock_path = xasprintf("%s/records.lock", c->dir);
+    int lock = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    free(lock_path);
+    if (lock >= 0)
+        flock(lock, LOCK_EX); /* without the lock, merging is still safe, only lossier */
     char *path = index_path(c);
-    if (mkdir_p(c->dir))
-        write_file_atomic(path, sb.data ? sb.data : "", sb.len);
-    free(path);
+    record_list merged = {0};
+    load_records(path, &merged);
+    size_t kept = 0;
+    for (size_t i = 0; i < merged.count; i++) {
+        bool replaced = false;
+        for (size_t j = 0; j < c->records.count && !replaced; j++)
+            replaced = c->records.items[j].fresh &&
+                       same_record(&merged.items[i], &c->records.items[j]);
+        if (replaced)
+            record_free(&merged.items[i]);
+        else
+            merged.items[kept++] = merged.items[i];
+    }
+    merged.count = kept;
+    for (size_t j = 0; j < c->records.count; j++) {
+        if (c->records.items[j].fresh) { /* moved into `merged` */
+            ARRAY_PUSH(merged.items, merged.count, merged.cap, c->records.items[j]);
+            c->records.items[j] = (record){0};
+        }
+    }
+    trim_slots(&merged);
+    strbuf sb = {0};
+    for (size_t i = 0; i < merged.count; i++)
+        sb_printf(&sb, "slot %s\nargs %llx\n%s.\n", merged.items[i].slot,
+                  (unsigned long long)merged.items[i].args, merged.items[i].deps);
+    write_file_atomic(path, sb.data ? sb.data : "", sb.len);
     sb_free(&sb);
+    free(path);
+    records_free(&merged);
+    if (lock >= 0)
+        close(lock);
 }
 
 /* Runs look slots up in the order they recorded them: searching on from the
  * last hit finds the next one at once instead of after hundreds of strcmps. */
-static record *find_record(sg_cache *c, const char *slot)
+static record *find_record(sg_cache *c, const char *slot, uint64_t args)
 {
-    for (size_t k = 0; k < c->nrecords; k++) {
-        size_t i = (c->next_record + k) % c->nrecords;
-        if (!strcmp(c->records[i].slot, slot)) {
+    record want = {(char *)slot, args, NULL, false};
+    for (size_t k = 0; k < c->records.count; k++) {
+        size_t i = (c->next_record + k) % c->records.count;
+        if (same_record(&c->records.items[i], &want)) {
             c->next_record = i + 1;
-            return &c->records[i];
+            return &c->records.items[i];
         }
     }
     return NULL;
@@ -96,7 +182,9 @@ sg_cache *cache_open(const char *dir)
 {
     sg_cache *c = xcalloc(1, sizeof *c);
     c->dir = xstrdup(dir);
-    load_records(c);
+    char *path = index_path(c);
+    load_records(path, &c->records);
+    free(path);
     return c;
 }
 
@@ -105,17 +193,18 @@ void cache_close(sg_cache *c)
     if (!c)
         return;
     save_records(c);
-    for (size_t i = 0; i < c->nrecords; i++) {
-        free(c->records[i].slot);
-        free(c->records[i].text);
-    }
-    free(c->records);
+    records_free(&c->records);
     for (size_t i = 0; i < c->nfiles; i++)
         free(c->files[i].path);
     free(c->files);
     free(c->path_buf);
     free(c->dir);
     free(c);
+}
+
+void cache_now(struct timespec *ts)
+{
+    clock_gettime(CLOCK_REALTIME_COARSE, ts);
 }
 
 /* Two independent 64-bit FNV-1a streams make a 128-bit key. */
@@ -145,11 +234,15 @@ static const file_hash *hash_file(sg_cache *c, const char *path)
     for (size_t i = 0; i < c->nfiles; i++)
         if (!strcmp(c->files[i].path, path))
             return &c->files[i];
-    file_hash f = {xstrdup(path), false, {1, 2}};
+    file_hash f = {xstrdup(path), false, false, {0, 0}, {1, 2}};
+    struct stat st;
     uint8_t *data;
     size_t size;
-    if (read_file(path, &data, &size)) {
+    /* stat first: a write racing with the read leaves a later mtime. */
+    if (stat(path, &st) == 0 && read_file(path, &data, &size)) {
         mix(f.h, data, size);
+        f.positional = text_mentions_position((const char *)data, size);
+        f.mtime = st.st_mtim;
         f.ok = true;
         free(data);
     }
@@ -157,7 +250,7 @@ static const file_hash *hash_file(sg_cache *c, const char *path)
     return &c->files[c->nfiles - 1];
 }
 
-const char *cache_path(sg_cache *c, const sg_key *key, const char *kind)
+static const char *cache_path(sg_cache *c, const sg_key *key, const char *kind)
 {
     free(c->path_buf);
     c->path_buf = xasprintf("%s/blobs/%016llx%016llx.%s", c->dir, (unsigned long long)key->h[0],
@@ -165,62 +258,74 @@ const char *cache_path(sg_cache *c, const sg_key *key, const char *kind)
     return c->path_buf;
 }
 
-static bool key_of(sg_cache *c, uint64_t args, char *const *deps, size_t n, sg_key *key)
+static bool modified_since(const struct timespec *mtime, const struct timespec *since)
 {
+    return mtime->tv_sec > since->tv_sec ||
+           (mtime->tv_sec == since->tv_sec && mtime->tv_nsec >= since->tv_nsec);
+}
+
+static bool key_of(sg_cache *c, uint64_t args, uint64_t position, char *const *deps, size_t n,
+                   const struct timespec *since, sg_key *key)
+{
+    bool positional = false;
     key->h[0] = args;
     key->h[1] = ~args;
     for (size_t i = 0; i < n; i++) {
         const file_hash *f = hash_file(c, deps[i]);
-        if (!f->ok)
+        if (!f->ok || (since && modified_since(&f->mtime, since)))
             return false;
+        positional |= f->positional;
         mix(key->h, deps[i], strlen(deps[i]) + 1);
         mix(key->h, f->h, sizeof f->h);
     }
+    if (positional)
+        mix(key->h, &position, sizeof position);
     return true;
 }
 
-bool cache_key_for(sg_cache *c, const char *slot, uint64_t args, sg_key *key)
+/* Split a record's dependency lines in place. */
+static char **split_deps(char *text, size_t *n)
 {
-    const record *r = find_record(c, slot);
+    char **deps = NULL;
+    size_t cap = 0;
+    *n = 0;
+    for (char *line = text, *nl; (nl = strchr(line, '\n')); line = nl + 1) {
+        *nl = '\0';
+        ARRAY_PUSH(deps, *n, cap, line);
+    }
+    return deps;
+}
+
+bool cache_key_for(sg_cache *c, const char *slot, uint64_t args, uint64_t position, sg_key *key)
+{
+    const record *r = find_record(c, slot, args);
     if (!r)
         return false;
-    char *text = xstrdup(r->text);
-    char **deps = NULL;
-    size_t n = 0, cap = 0;
-    unsigned long long recorded;
-    bool ok = sscanf(text, "args %llx\n", &recorded) == 1 && recorded == args;
-    char *line = strchr(text, '\n');
-    while (ok && line && line[1]) {
-        char *start = line + 1;
-        line = strchr(start, '\n');
-        if (!line)
-            break; /* a damaged record: its last line is incomplete */
-        *line = '\0';
-        ARRAY_PUSH(deps, n, cap, start);
-    }
-    ok = ok && line && key_of(c, args, deps, n, key);
+    char *text = xstrdup(r->deps);
+    size_t n;
+    char **deps = split_deps(text, &n);
+    bool ok = key_of(c, args, position, deps, n, NULL, key);
     free(deps);
     free(text);
     return ok;
 }
 
-bool cache_record(sg_cache *c, const char *slot, uint64_t args, char *const *deps, size_t n,
-                  sg_key *key)
+bool cache_record(sg_cache *c, const char *slot, uint64_t args, uint64_t position,
+                  char *const *deps, size_t n, const struct timespec *since, sg_key *key)
 {
-    if (!key_of(c, args, deps, n, key))
+    if (!key_of(c, args, position, deps, n, since, key))
         return false;
     strbuf sb = {0};
-    sb_printf(&sb, "args %llx\n", (unsigned long long)args);
     for (size_t i = 0; i < n; i++)
         sb_printf(&sb, "%s\n", deps[i]);
-    record *r = find_record(c, slot);
-    if (r) {
-        free(r->text);
-        r->text = sb.data;
-    } else {
-        record nr = {xstrdup(slot), sb.data};
-        ARRAY_PUSH(c->records, c->nrecords, c->records_cap, nr);
+    record nr = {xstrdup(slot), args, sb.data ? sb.data : xstrdup(""), true};
+    record *old = find_record(c, slot, args);
+    if (old) { /* the newest goes last */
+        record_free(old);
+        memmove(old, old + 1, (size_t)(c->records.items + c->records.count - old - 1) * sizeof *old);
+        c->records.count--;
     }
+    ARRAY_PUSH(c->records.items, c->records.count, c->records.cap, nr);
     c->records_dirty = true;
     return true;
 }
@@ -251,16 +356,18 @@ bool cache_get(sg_cache *c, const sg_key *key, const char *kind, uint8_t **data,
     return true;
 }
 
+/* Written to a temporary and renamed: a reader (this run or another sharing
+ * the directory) sees the old entry or the new one, never half of one. */
 bool cache_put(sg_cache *c, const sg_key *key, const char *kind, const void *data, size_t size)
 {
     trailer t = {TRAILER_MAGIC, size, hash64(data, size, key->h[0])};
     strbuf sb = {0};
     sb_putn(&sb, data, size);
     sb_putn(&sb, &t, sizeof t);
-    /* Not atomic, and need not be: a torn blob fails its checksum. */
     const char *path = cache_path(c, key, kind);
     char *dir = path_dirname(path);
-    bool ok = write_file(path, sb.data, sb.len) || (mkdir_p(dir) && write_file(path, sb.data, sb.len));
+    bool ok = write_file_atomic(path, sb.data, sb.len) ||
+              (mkdir_p(dir) && write_file_atomic(path, sb.data, sb.len));
     free(dir);
     sb_free(&sb);
     return ok;

@@ -3,17 +3,31 @@
  * A result (an op's object and its checked stencil, an op source's discovered
  * ops) is stored under a key that hashes everything it was made from: the
  * exact arguments, the compiler's identity, and the contents of every file the
- * previous run found it depended on. A "record" per slot (e.g. "x86_64-unknown-linux-gnu/op_add.o")
- * remembers that file list, so the next run recomputes the key from the files'
- * current contents without running anything. Records live in one index file,
- * read when the cache is opened and written when it is closed. Entries carry a checksum: a
- * corrupt or truncated one is a miss, never trusted. */
+ * previous run found it depended on. A "record" per slot and argument hash
+ * (e.g. "x86_64-unknown-linux-gnu/op_add.o" built with these flags from this
+ * unit) remembers that file list, so the next run recomputes the key from the
+ * files' current contents without running anything. A slot keeps its few most
+ * recent records, so two checkouts sharing one cache directory (worktrees, CI
+ * jobs) do not evict each other.
+ *
+ * Sharing is safe: records live in one index, merged under a lock when a run
+ * closes the cache (a lost record is a miss, never a wrong key); entries are
+ * written to a temporary and renamed, and carry a checksum, so a corrupt or
+ * truncated one is a miss, never trusted; and a result is only recorded when
+ * none of its inputs changed after the work that made it started.
+ *
+ * Source positions: code can compile line numbers and file names in (__LINE__,
+ * __FILE__, __builtin_LINE() ...). When the unit or a file it read mentions
+ * one of those, the key also hashes the unit's `position` (its file name and
+ * line numbers), so moving such code rebuilds it; other code ignores where it
+ * sits, so adding lines above an op does not rebuild it. */
 #ifndef STENCILGEN_CACHE_H
 #define STENCILGEN_CACHE_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 typedef struct sg_key {
     uint64_t h[2];
@@ -23,23 +37,28 @@ typedef struct sg_cache sg_cache;
 
 /* NULL only on out-of-memory; a cache whose directory cannot be created simply misses. */
 sg_cache *cache_open(const char *dir);
+/* Merges this run's records into the index on disk (under a lock) and frees. */
 void cache_close(sg_cache *c);
 
 /* Hash of an argument vector; `skip_next` names options whose following argument
  * (an output path) must not count. */
 uint64_t cache_hash_args(char *const *argv, const char *const *skip_next);
 
-/* The key for `slot` from its record, if the record exists, was made with the
- * same arguments, and every file it lists still exists. */
-bool cache_key_for(sg_cache *c, const char *slot, uint64_t args, sg_key *key);
-/* Write the record for `slot` and return the key its files hash to now. */
-bool cache_record(sg_cache *c, const char *slot, uint64_t args, char *const *deps, size_t n,
-                  sg_key *key);
+/* The key for `slot` from its record, if one was made with the same arguments
+ * and every file it lists still exists. */
+bool cache_key_for(sg_cache *c, const char *slot, uint64_t args, uint64_t position, sg_key *key);
+/* Record `slot` and return the key its files hash to now; false, recording
+ * nothing, when a file is missing or was modified at or after `since` (the time
+ * the work that read them started): the result may not be of these bytes. */
+bool cache_record(sg_cache *c, const char *slot, uint64_t args, uint64_t position,
+                  char *const *deps, size_t n, const struct timespec *since, sg_key *key);
 
 /* Stored blobs, verified on read. `kind` is a file suffix such as "o" or "d". */
 bool cache_get(sg_cache *c, const sg_key *key, const char *kind, uint8_t **data, size_t *size);
 bool cache_put(sg_cache *c, const sg_key *key, const char *kind, const void *data, size_t size);
-/* Path of a stored blob (valid until the next call). */
-const char *cache_path(sg_cache *c, const sg_key *key, const char *kind);
+
+/* A timestamp comparable with file modification times (which the kernel takes
+ * from its coarse clock): any write after this call has an mtime >= it. */
+void cache_now(struct timespec *ts);
 
 #endif

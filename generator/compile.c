@@ -103,23 +103,38 @@ char *find_program(const char *name)
 typedef struct running {
     pid_t pid;
     size_t job;
-    double deadline;
+    double started, deadline;
+    bool noticed; /* "still compiling" was printed */
 } running;
 
+/* A compile slower than this gets one line saying so: a hung compiler must not
+ * look like a quiet build until the deadline. */
+#define SLOW_NOTICE_S 30.0
+
+/* The log is opened here, not by posix_spawn, so a log that cannot be created
+ * is reported as such rather than as a failure to run the compiler. */
 static pid_t spawn_job(sg_job *job, sigset_t *child_mask)
 {
+    int log = open(job->log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (log < 0) {
+        diag_error("%s: cannot create the compiler's log file '%s': %s", job->label, job->log,
+                   strerror(errno));
+        return -1;
+    }
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t attr;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&fa, 2, job->log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(&fa, log, 2);
     posix_spawnattr_init(&attr);
     posix_spawnattr_setsigmask(&attr, child_mask);
     posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
+    clock_gettime(CLOCK_REALTIME_COARSE, &job->started);
     pid_t pid;
     int rc = posix_spawnp(&pid, job->argv[0], &fa, &attr, job->argv, environ);
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&attr);
+    close(log);
     if (rc != 0) {
         diag_error("%s: cannot run '%s': %s", job->label, job->argv[0], strerror(rc));
         return -1;
@@ -127,20 +142,24 @@ static pid_t spawn_job(sg_job *job, sigset_t *child_mask)
     return pid;
 }
 
-/* Print what the command wrote to stderr, if anything, under its label. */
+/* Print what the command wrote to stderr, if anything, under its label; a
+ * failure says how the compiler ended even when it printed nothing. */
 static void show_log(const sg_job *job, bool failed)
 {
-    uint8_t *text;
-    size_t size;
-    if (!read_file(job->log, &text, &size))
+    uint8_t *text = NULL;
+    size_t size = 0;
+    if (!read_file(job->log, &text, &size) && !failed)
         return;
-    if (size || failed) {
-        if (failed)
-            diag_error("%s: compile failed%s", job->label, size ? ":" : "");
-        else
-            fprintf(stderr, "stencilgen: %s: compiler output:\n", job->label);
+    if (failed && job->term_signal)
+        diag_error("%s: the compiler was killed by signal %d (%s)%s", job->label,
+                   job->term_signal, strsignal(job->term_signal), size ? ":" : "");
+    else if (failed && job->status > 0)
+        diag_error("%s: compile failed: the compiler exited with status %d%s", job->label,
+                   job->status, size ? ":" : " and printed nothing");
+    else if (size && !failed)
+        fprintf(stderr, "stencilgen: %s: compiler output:\n", job->label);
+    if (size)
         fwrite(text, 1, size, stderr);
-    }
     free(text);
 }
 
@@ -176,10 +195,12 @@ static void wait_for_child(const sigset_t *chld, const running *run, size_t nrun
 
 static void finish_job(sg_job *job, int wstatus)
 {
-    if (WIFEXITED(wstatus))
+    if (WIFEXITED(wstatus)) {
         job->status = WEXITSTATUS(wstatus);
-    else
-        job->status = 128 + (WIFSIGNALED(wstatus) ? WTERMSIG(wstatus) : 0);
+    } else {
+        job->term_signal = WIFSIGNALED(wstatus) ? WTERMSIG(wstatus) : 0;
+        job->status = 128 + job->term_signal;
+    }
 }
 
 /* Report a finished job and hand it to `done`; returns whether it succeeded. */
@@ -196,9 +217,10 @@ static bool conclude(sg_job *job, const sg_compile_opts *opts, size_t finished, 
     return ok;
 }
 
-/* Reap every finished (or overdue) child into done[]; returns how many. */
+/* Reap every finished (or overdue) child into done[]; returns how many.
+ * *timed_out is set when a compile had to be killed. */
 static size_t reap(sg_job *jobs, running *run, size_t *nrun, const sg_compile_opts *opts,
-                   size_t *done_jobs)
+                   size_t *done_jobs, bool *timed_out)
 {
     size_t ndone = 0;
     for (size_t i = 0; i < *nrun;) {
@@ -208,8 +230,10 @@ static size_t reap(sg_job *jobs, running *run, size_t *nrun, const sg_compile_op
         if (r == 0 && now_seconds() > run[i].deadline) {
             kill(run[i].pid, SIGKILL);
             waitpid(run[i].pid, &wstatus, 0);
-            diag_error("%s: compile timed out after %.0f s", job->label, opts->timeout);
+            diag_error("%s: compile timed out after %.0f s (--compile-timeout); no further "
+                       "compile is started", job->label, opts->timeout);
             job->status = -1;
+            *timed_out = true;
         } else if (r == run[i].pid) {
             finish_job(job, wstatus);
         } else {
@@ -220,6 +244,21 @@ static size_t reap(sg_job *jobs, running *run, size_t *nrun, const sg_compile_op
         run[i] = run[--*nrun];
     }
     return ndone;
+}
+
+static void notice_slow(const sg_job *jobs, running *run, size_t nrun, const sg_compile_opts *o)
+{
+    double after = o->timeout / 2 < SLOW_NOTICE_S ? o->timeout / 2 : SLOW_NOTICE_S;
+    double now = now_seconds();
+    for (size_t i = 0; i < nrun; i++) {
+        if (run[i].noticed || now - run[i].started < after)
+            continue;
+        run[i].noticed = true;
+        fprintf(stderr, "%sstencilgen: %s: still compiling after %.0f s (killed at %.0f s; "
+                        "see --compile-timeout)\n",
+                o->progress ? "\r\033[K" : "", jobs[run[i].job].label, now - run[i].started,
+                o->timeout);
+    }
 }
 
 size_t compile_run(sg_job *jobs, size_t n, const sg_compile_opts *opts, sg_job_done *done,
@@ -237,12 +276,14 @@ size_t compile_run(sg_job *jobs, size_t n, const sg_compile_opts *opts, sg_job_d
     size_t parallel = opts->parallel > 0 ? (size_t)opts->parallel : 1;
     running *run = xcalloc(parallel, sizeof *run);
     size_t *pending = xcalloc(parallel, sizeof *pending); /* reaped, not yet concluded */
+    bool timed_out = false;
     *spawn_failed = false;
 
     while (next < n || nrun > 0 || npending > 0) {
         /* Replace finished compiles first, then read their objects: the
-         * compiler slots stay busy while the generator does its own work. */
-        while (nrun < parallel && next < n && !*spawn_failed) {
+         * compiler slots stay busy while the generator does its own work.
+         * After a compiler could not start or hung, nothing more starts. */
+        while (nrun < parallel && next < n && !*spawn_failed && !timed_out) {
             sg_job *job = &jobs[next];
             if (job->skip) {
                 next++;
@@ -257,18 +298,22 @@ size_t compile_run(sg_job *jobs, size_t n, const sg_compile_opts *opts, sg_job_d
                 *spawn_failed = true; /* the compiler itself is missing: stop */
                 break;
             }
-            run[nrun++] = (running){pid, next, now_seconds() + opts->timeout};
+            double now = now_seconds();
+            run[nrun++] = (running){pid, next, now, now + opts->timeout, false};
             next++;
         }
-        if (*spawn_failed)
-            next = n;
+        if (*spawn_failed || timed_out) {
+            for (; next < n; next++) /* never started: failed, without a message each */
+                jobs[next].status = jobs[next].skip ? jobs[next].status : -1;
+        }
         for (size_t k = 0; k < npending; k++)
             failures += !conclude(&jobs[pending[k]], opts, ++finished, total, done, ctx);
         npending = 0;
         if (nrun == 0)
             continue; /* ends the loop unless jobs remain */
         wait_for_child(&chld, run, nrun);
-        npending = reap(jobs, run, &nrun, opts, pending);
+        npending = reap(jobs, run, &nrun, opts, pending, &timed_out);
+        notice_slow(jobs, run, nrun, opts);
     }
     if (opts->progress && total)
         fputs("\r\033[K", stderr);

@@ -4,6 +4,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <time.h>
 
 typedef struct sg_job {
     char **argv;   /* NULL-terminated: [launcher] clang args... */
@@ -12,12 +13,14 @@ typedef struct sg_job {
     char *label;   /* "op add (x86_64-unknown-linux-gnu)", for messages */
     bool skip;     /* already up to date (cache hit): not run */
     int status;    /* 0 ok; otherwise the exit status, or -1 spawn/timeout failure */
+    int term_signal; /* the signal that killed the compiler, or 0 */
+    struct timespec started; /* when it was started (coarse realtime, as file mtimes) */
     void *user;
 } sg_job;
 
 typedef struct sg_compile_opts {
     int parallel;
-    double timeout; /* seconds per command */
+    double timeout; /* seconds per command; after the first timeout no new job starts */
     bool verbose;   /* print every command */
     bool progress;  /* ninja-style "[n/N] label" status line (on a terminal) */
 } sg_compile_opts;

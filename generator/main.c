@@ -16,16 +16,20 @@ static const char usage_text[] =
     "                        [--cache-dir DIR] [--depfile FILE] [--clang PATH]\n"
     "                        [--launcher PROG] [--compile-commands FILE] [-v]\n"
     "                        [--extra-cflags STR] [--extra-shim-cflags STR]\n"
+    "                        [--compile-timeout SECONDS]\n"
     "       stencilgen check --manifest FILE [--target TRIPLE]...   (all checks, writes nothing)\n"
     "       stencilgen dump  --manifest FILE --target TRIPLE [--op NAME]\n"
     "       stencilgen --version\n"
     "\n"
     "Exit codes: 0 ok, 1 a check failed, 2 usage or manifest error, 3 toolchain failure.\n";
 
+/* Generous: the slowest real op compiles in seconds. */
+#define DEFAULT_COMPILE_TIMEOUT_S 600.0
+
 enum {
     OPT_MANIFEST = 256, OPT_TARGET, OPT_OUTDIR, OPT_CACHE_DIR, OPT_DEPFILE, OPT_CLANG,
     OPT_LAUNCHER, OPT_COMPILE_COMMANDS, OPT_EXTRA_CFLAGS, OPT_EXTRA_SHIM_CFLAGS, OPT_OP,
-    OPT_HELP,
+    OPT_COMPILE_TIMEOUT, OPT_HELP,
 };
 
 static const struct option long_opts[] = {
@@ -41,6 +45,7 @@ static const struct option long_opts[] = {
     {"extra-cflags", required_argument, NULL, OPT_EXTRA_CFLAGS},
     {"extra-shim-cflags", required_argument, NULL, OPT_EXTRA_SHIM_CFLAGS},
     {"op", required_argument, NULL, OPT_OP},
+    {"compile-timeout", required_argument, NULL, OPT_COMPILE_TIMEOUT},
     {"verbose", no_argument, NULL, 'v'},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
@@ -61,6 +66,17 @@ static bool parse_jobs(const char *s, int *out)
     if (*s == '\0' || *end || v < 1 || v > 1024)
         return false;
     *out = (int)v;
+    return true;
+}
+
+/* Seconds, from 1 to a day: a compile stuck longer than that is a hung compiler. */
+static bool parse_timeout(const char *s, double *out)
+{
+    char *end;
+    double v = strtod(s, &end);
+    if (*s == '\0' || *end || !(v >= 1 && v <= 86400))
+        return false;
+    *out = v;
     return true;
 }
 
@@ -89,6 +105,11 @@ static int parse_options(int argc, char **argv, sg_options *o)
         case OPT_EXTRA_CFLAGS: o->extra_cflags = optarg; break;
         case OPT_EXTRA_SHIM_CFLAGS: o->extra_shim_cflags = optarg; break;
         case OPT_OP: o->dump_op = optarg; break;
+        case OPT_COMPILE_TIMEOUT:
+            if (!parse_timeout(optarg, &o->compile_timeout))
+                return usage_error("--compile-timeout wants seconds from 1 to 86400, got '%s'",
+                                   optarg);
+            break;
         case 'v': o->verbose = true; break;
         case OPT_HELP: fputs(usage_text, stdout); return SG_EXIT_OK;
         default:
@@ -135,6 +156,7 @@ int main(int argc, char **argv)
         return usage_error("unknown command '%s'", o.command);
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     o.jobs = ncpu > 0 ? (int)ncpu : 1;
+    o.compile_timeout = DEFAULT_COMPILE_TIMEOUT_S;
     int rc = parse_options(argc - 1, argv + 1, &o);
     if (rc < 0)
         rc = check_required(&o);

@@ -1,4 +1,5 @@
 /* opunit.c - see opunit.h. */
+#define _GNU_SOURCE
 #include "opunit.h"
 
 #include <stdbool.h>
@@ -18,23 +19,30 @@ static void whole_lines(const char *text, size_t size, size_t *b, size_t *e)
     }
 }
 
-static unsigned line_at(const char *text, size_t offset)
+/* Lines are counted as the segments advance through the file: one pass per unit. */
+typedef struct line_cursor {
+    size_t offset;
+    unsigned line;
+} line_cursor;
+
+static unsigned line_at(line_cursor *c, const char *text, size_t offset)
 {
-    unsigned line = 1;
-    for (size_t i = 0; i < offset; i++)
-        line += text[i] == '\n';
-    return line;
+    for (; c->offset < offset; c->offset++)
+        c->line += text[c->offset] == '\n';
+    return c->line;
 }
 
 static void add_segment(op_unit *u, bool want_unit, const sg_op *op, const char *text,
-                        size_t from, size_t to)
+                        line_cursor *lines, size_t from, size_t to)
 {
     if (from >= to)
         return;
+    unsigned line = line_at(lines, text, from);
     sb_putn(&u->key, text + from, to - from);
+    u->position = hash64(&line, sizeof line, u->position);
     if (!want_unit)
         return;
-    sb_printf(&u->unit, "#line %u \"%s\"\n", line_at(text, from), op->source);
+    sb_printf(&u->unit, "#line %u \"%s\"\n", line, op->source);
     sb_putn(&u->unit, text + from, to - from);
     if (text[to - 1] != '\n')
         sb_putc(&u->unit, '\n');
@@ -43,7 +51,8 @@ static void add_segment(op_unit *u, bool want_unit, const sg_op *op, const char 
 op_unit op_translation_unit(const sg_oplist *ops, const sg_op *op, const char *text,
                            size_t size, bool want_unit)
 {
-    op_unit u = {{0}, {0}};
+    op_unit u = {{0}, {0}, 0};
+    line_cursor lines = {0, 1};
     size_t at = 0;
     for (size_t i = 0; i < ops->count; i++) { /* ops of a file are in source order */
         const sg_op *o = &ops->items[i];
@@ -51,15 +60,41 @@ op_unit op_translation_unit(const sg_oplist *ops, const sg_op *op, const char *t
             continue;
         size_t b = o->begin, e = o->end;
         whole_lines(text, size, &b, &e);
-        add_segment(&u, want_unit, op, text, at, b);
+        add_segment(&u, want_unit, op, text, &lines, at, b);
         if (o == op)
-            add_segment(&u, want_unit, op, text, b, e);
+            add_segment(&u, want_unit, op, text, &lines, b, e);
         at = e;
     }
-    add_segment(&u, want_unit, op, text, at, size);
+    add_segment(&u, want_unit, op, text, &lines, at, size);
     if (!u.unit.data)
         sb_puts(&u.unit, "");
     if (!u.key.data)
         sb_puts(&u.key, "");
     return u;
+}
+
+/* Identifiers whose value depends on where the code sits. */
+static const char *const position_macros[] = {
+    "__LINE__", "__FILE__", "__FILE_NAME__", "__BASE_FILE__", "__builtin_LINE",
+    "__builtin_FILE", "__builtin_FILE_NAME", "__builtin_COLUMN", NULL,
+};
+
+static bool ident_char(char c)
+{
+    return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+}
+
+bool text_mentions_position(const char *text, size_t size)
+{
+    for (const char *p = text, *end = text + size;
+         (p = memmem(p, (size_t)(end - p), "__", 2)) != NULL; p++) {
+        if (p > text && ident_char(p[-1]))
+            continue;
+        for (const char *const *m = position_macros; *m; m++) {
+            size_t n = strlen(*m);
+            if ((size_t)(end - p) >= n && !memcmp(p, *m, n) && (p + n == end || !ident_char(p[n])))
+                return true;
+        }
+    }
+    return false;
 }

@@ -5,14 +5,17 @@
  * segment preceded by a #line directive naming the real file and line, so
  * diagnostics point at the source. The cache key hashes the segments without
  * those directives: editing one op (even moving the others down) changes only
- * its own key, so only it recompiles. (An op whose code uses __LINE__ would
- * keep a stale value when text above it moves; no cached object knows lines.)
+ * its own key, so only it recompiles. Code that compiles its position in
+ * (__LINE__, __FILE__ ...) is the exception: `position` hashes the unit's line
+ * numbers, and the cache counts it whenever the unit or a header it reads
+ * mentions such a macro (see cache.h).
  */
 #ifndef STENCILGEN_OPUNIT_H
 #define STENCILGEN_OPUNIT_H
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "discover.h"
 #include "util.h"
@@ -20,6 +23,7 @@
 typedef struct op_unit {
     strbuf unit; /* what clang compiles */
     strbuf key;  /* what the cache key hashes */
+    uint64_t position; /* the line each segment starts at (not the file name) */
 } op_unit;
 
 /* `text` is the contents of op->source; `ops` holds every discovered op (those
@@ -27,5 +31,10 @@ typedef struct op_unit {
  * (a cache hit needs just the key). */
 op_unit op_translation_unit(const sg_oplist *ops, const sg_op *op, const char *text,
                            size_t size, bool want_unit);
+
+/* Whether `text` mentions a macro or builtin whose value is a source position
+ * (__LINE__, __FILE__, __builtin_LINE ...). A mention anywhere counts, even in
+ * a comment: a false positive costs a rebuild, a false negative a stale object. */
+bool text_mentions_position(const char *text, size_t size);
 
 #endif

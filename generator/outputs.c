@@ -163,7 +163,21 @@ static void put_json_string(strbuf *sb, const char *s)
     sb_putc(sb, '"');
 }
 
-strbuf outputs_compile_commands(const sg_job *jobs, size_t n, const char *const *sources)
+/* A path argument, with a run directory prefix replaced by the kept one. */
+static void put_json_path(strbuf *sb, const char *s, const char *run_dir, const char *kept_dir)
+{
+    size_t n = strlen(run_dir);
+    if (strncmp(s, run_dir, n) || s[n] != '/') {
+        put_json_string(sb, s);
+        return;
+    }
+    char *kept = xasprintf("%s%s", kept_dir, s + n);
+    put_json_string(sb, kept);
+    free(kept);
+}
+
+strbuf outputs_compile_commands(const sg_job *jobs, size_t n, const char *const *sources,
+                                const char *run_dir, const char *kept_dir)
 {
     char cwd[PATH_MAX];
     if (!getcwd(cwd, sizeof cwd))
@@ -184,12 +198,12 @@ strbuf outputs_compile_commands(const sg_job *jobs, size_t n, const char *const 
         sb_puts(&sb, ", \"file\": ");
         put_json_string(&sb, file ? file : "");
         sb_puts(&sb, ", \"output\": ");
-        put_json_string(&sb, jobs[i].output);
+        put_json_path(&sb, jobs[i].output, run_dir, kept_dir);
         sb_puts(&sb, ", \"arguments\": [");
         for (char **a = jobs[i].argv; *a; a++) {
             if (a != jobs[i].argv)
                 sb_puts(&sb, ", ");
-            put_json_string(&sb, unit && !strcmp(*a, unit) ? file : *a);
+            put_json_path(&sb, unit && !strcmp(*a, unit) ? file : *a, run_dir, kept_dir);
         }
         sb_puts(&sb, "]}");
     }

@@ -34,7 +34,10 @@ void outputs_parse_deps(const uint8_t *text, size_t size, char ***list, size_t *
 strbuf outputs_depfile(const sg_run *run, char *const *deps, size_t n, const char *target);
 /* compile_commands.json for clangd: the exact command of every compile. */
 /* sources[i], when not NULL, replaces the translation unit job i compiles, so
- * clangd sees the op's real file. */
-strbuf outputs_compile_commands(const sg_job *jobs, size_t n, const char *const *sources);
+ * clangd sees the op's real file. Paths under `run_dir` (a run's private
+ * directory, gone when it ends) are written under `kept_dir` instead, so the
+ * file is the same from run to run. */
+strbuf outputs_compile_commands(const sg_job *jobs, size_t n, const char *const *sources,
+                                const char *run_dir, const char *kept_dir);
 
 #endif

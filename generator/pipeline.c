@@ -23,8 +23,6 @@
 #include "util.h"
 #include "writer.h"
 
-#define COMPILE_TIMEOUT_S 600.0
-
 /* Flags every op needs, whatever the target: no frame, no unwind tables, no
  * stack protector (it would read TLS), no jump tables (data relocations), and
  * the frame-pointer register kept out of reach of the register allocator. */
@@ -153,7 +151,7 @@ static bool discover_cached(sg_run *run, const char *source, const sg_argv *a, u
     uint8_t *text;
     size_t size, before = run->ops.count;
     bool ok;
-    if (cache_key_for(run->cache, slot, args, &key) &&
+    if (cache_key_for(run->cache, slot, args, 0, &key) &&
         cache_get(run->cache, &key, "ops", &text, &size)) {
         ok = parse_cached_ops(text, size, source, &run->ops);
         free(text);
@@ -168,13 +166,15 @@ static bool discover_cached(sg_run *run, const char *source, const sg_argv *a, u
         }
     }
     sg_pathlist deps = {0};
+    struct timespec since;
+    cache_now(&since);
     ok = discover_ops(source, (const char *const *)a->items, a->count, &run->ops, &deps);
     if (ok) {
         strbuf sb = {0};
         for (size_t i = before; i < run->ops.count; i++)
             sb_printf(&sb, "%s %u %u %u %u\n", run->ops.items[i].name, run->ops.items[i].line,
                       run->ops.items[i].col, run->ops.items[i].begin, run->ops.items[i].end);
-        if (cache_record(run->cache, slot, args, deps.items, deps.count, &key))
+        if (cache_record(run->cache, slot, args, 0, deps.items, deps.count, &since, &key))
             cache_put(run->cache, &key, "ops", sb.data ? sb.data : "", sb.len);
         sb_free(&sb);
     }
@@ -247,6 +247,7 @@ typedef struct job_ref {
     char *deps;     /* the compile's depfile text, for this build's depfile */
     char *tu_key;   /* an op's unit without #line directives: what the cache key hashes */
     char *tu_path;  /* where the unit is written when the op must be compiled */
+    uint64_t position; /* the unit's file and lines, for code that compiles them in */
 } job_ref;
 
 typedef struct job_set {
@@ -258,14 +259,18 @@ typedef struct job_set {
 static void add_job(job_set *js, sg_run *run, sg_target_result *r, const sg_op *op)
 {
     const char *name = op ? op->name : "shim";
-    char *dir = path_join(run->workdir, r->target->triple);
-    if (!op) /* the shim comes first: one directory per target */
-        mkdir_p(dir);
+    char *dir = path_join(run->rundir.path, r->target->triple);
     sg_argv a = {0};
     if (run->opt.launcher)
         argv_add(&a, run->opt.launcher);
     argv_add(&a, run->clang);
     if (op) {
+        /* The unit is compiled from the run directory: quoted includes must
+         * still find what they find beside the op's own source, first. */
+        char *srcdir = path_dirname(op->source);
+        argv_add(&a, "-iquote");
+        argv_add(&a, srcdir);
+        free(srcdir);
         add_op_cflags(&a, run, r);
         argv_addf(&a, "-DSTENCILGEN_OP=%s", op->name);
     } else {
@@ -279,8 +284,9 @@ static void add_job(job_set *js, sg_run *run, sg_target_result *r, const sg_op *
     argv_add(&a, "-MD");
     argv_add(&a, "-MF");
     argv_addf(&a, "%s.d", job.output);
-    /* An op compiles from its own translation unit (written only if needed). */
-    char *tu_path = op ? xasprintf("%s/tu/op_%s.c", run->workdir, op->name) : NULL;
+    /* An op compiles from its own translation unit (written only if needed),
+     * alone in its directory: a quoted include never finds a sibling unit. */
+    char *tu_path = op ? xasprintf("%s/tu/%s/unit.c", run->rundir.path, op->name) : NULL;
     argv_add(&a, "-c");
     argv_add(&a, op ? tu_path : run->manifest.shim_source);
     argv_add(&a, "-o");
@@ -290,7 +296,7 @@ static void add_job(job_set *js, sg_run *run, sg_target_result *r, const sg_op *
     grow_array((void **)&js->jobs, &js->cap, js->count + 1, sizeof *js->jobs);
     grow_array((void **)&js->refs, &cap, js->count + 1, sizeof *js->refs);
     js->refs[js->count] = (job_ref){r, op ? &r->ops[op - run->ops.items] : &r->shim, op, false,
-                                    NULL, 0, NULL, NULL, tu_path};
+                                    NULL, 0, NULL, NULL, tu_path, 0};
     js->jobs[js->count++] = job;
     free(dir);
 }
@@ -412,18 +418,13 @@ static bool use_cached_stencil(done_ctx *ctx, job_ref *ref, const sg_key *key)
     return true;
 }
 
-/* Store a fresh object under the key of the files its compile read; keep the
- * compile's depfile text for this build's depfile. (The object also stays
- * where the compiler wrote it, for people and tests to inspect.) Sets *key
- * and returns true when the object was stored. */
-static bool cache_object(sg_cache *cache, job_ref *ref, const char *dfile, const uint8_t *obj,
-                         size_t size, sg_key *key)
+/* Store a fresh object under the key of the files its compile read, unless
+ * one of them changed after the compile started (then the object may be of
+ * other bytes than the key names). Sets *key and returns true when stored. */
+static bool cache_object(sg_cache *cache, const job_ref *ref, const struct timespec *since,
+                         const uint8_t *dtext, size_t dsize, const uint8_t *obj, size_t size,
+                         sg_key *key)
 {
-    uint8_t *dtext;
-    size_t dsize;
-    if (!read_file(dfile, &dtext, &dsize))
-        return false;
-    ref->deps = xstrndup((const char *)dtext, dsize);
     char **deps = NULL;
     size_t n = 0, cap = 0;
     outputs_parse_deps(dtext, dsize, &deps, &n, &cap);
@@ -436,13 +437,37 @@ static bool cache_object(sg_cache *cache, job_ref *ref, const char *dfile, const
             }
         }
     }
-    bool ok = cache_record(cache, ref->slot, ref->args, deps, n, key) &&
+    bool ok = cache_record(cache, ref->slot, ref->args, ref->position, deps, n, since, key) &&
               cache_put(cache, key, "d", dtext, dsize) && cache_put(cache, key, "o", obj, size);
     for (size_t i = 0; i < n; i++)
         free(deps[i]);
     free(deps);
-    free(dtext);
     return ok;
+}
+
+/* A compiler that reports success must have written both files; anything
+ * else is a toolchain failure, never a reason to read an older file. */
+static bool read_compiler_output(const sg_job *job, const char *path, const char *what,
+                                 uint8_t **data, size_t *size)
+{
+    if (read_file(path, data, size))
+        return true;
+    if (errno == ENOENT)
+        diag_error("%s: the compiler exited with status 0 but wrote no %s ('%s')", job->label,
+                   what, path);
+    else
+        diag_error("%s: cannot read the %s '%s': %s", job->label, what, path, strerror(errno));
+    return false;
+}
+
+/* The last object built for each op stays in WORKDIR/<triple>/ for people and
+ * tests to inspect; the generator itself never reads it back. */
+static void keep_for_inspection(const sg_run *run, const job_ref *ref, const sg_job *job)
+{
+    const char *base = strrchr(job->output, '/');
+    char *dest = xasprintf("%s/%s%s", run->workdir, ref->result->target->triple, base);
+    rename(job->output, dest);
+    free(dest);
 }
 
 /* Runs while other compiles are still going: cache the object, build the stencil. */
@@ -450,22 +475,27 @@ static bool on_compiled(sg_job *job, void *vctx)
 {
     done_ctx *ctx = vctx;
     job_ref *ref = job->user;
-    uint8_t *bytes;
-    size_t size;
-    if (!read_file(job->output, &bytes, &size)) {
-        diag_error("%s: cannot read '%s': %s", job->label, job->output, strerror(errno));
-        ref->extract_failed = true;
-        ctx->extract_rc = exit_worst(ctx->extract_rc, SG_EXIT_CHECK);
-        return false;
+    uint8_t *bytes, *dtext;
+    size_t size, dsize;
+    char *dfile = xasprintf("%s.d", job->output);
+    bool have = read_compiler_output(job, job->output, "object", &bytes, &size);
+    if (have && !read_compiler_output(job, dfile, "dependency file", &dtext, &dsize)) {
+        free(bytes);
+        have = false;
     }
+    free(dfile);
+    if (!have)
+        return false; /* status -1 without extract_failed: exit 3 */
     if (ref->op)
         ref->result->compiled++;
-    char *dfile = xasprintf("%s.d", job->output);
+    ref->deps = xstrndup((const char *)dtext, dsize);
     sg_key key;
-    bool stored = cache_object(ctx->run->cache, ref, dfile, bytes, size, &key);
-    free(dfile);
+    bool stored = cache_object(ctx->run->cache, ref, &job->started, dtext, dsize, bytes, size,
+                               &key);
+    free(dtext);
     bool ok = process_object(ctx, job, bytes, size);
     free(bytes);
+    keep_for_inspection(ctx->run, ref, job);
     if (ok && stored)
         cache_stencil(ctx->run->cache, ref, &key);
     return ok;
@@ -487,57 +517,114 @@ static uint64_t compiler_identity(const sg_run *run)
     return h;
 }
 
-/* Keys of every op's unit (first pass), or the units themselves of the ops that
- * must compile (second pass, written to the work directory). */
-static void make_translation_units(sg_run *run, job_set *js, bool units)
+/* Each op source is read once per run, so an op's cache key and the unit it
+ * compiles come from the same bytes. */
+typedef struct source_text {
+    const char *path;
+    uint8_t *text; /* NULL when it cannot be read */
+    size_t size;
+} source_text;
+
+typedef struct source_texts {
+    source_text *items;
+    size_t count, cap;
+} source_texts;
+
+static const source_text *source_of(source_texts *st, const char *path)
 {
-    const char *last = NULL;
-    uint8_t *text = NULL;
-    size_t size = 0;
+    for (size_t i = 0; i < st->count; i++)
+        if (!strcmp(st->items[i].path, path))
+            return &st->items[i];
+    source_text t = {path, NULL, 0};
+    if (!read_file(path, &t.text, &t.size))
+        t.text = NULL;
+    ARRAY_PUSH(st->items, st->count, st->cap, t);
+    return &st->items[st->count - 1];
+}
+
+static void source_texts_free(source_texts *st)
+{
+    for (size_t i = 0; i < st->count; i++)
+        free(st->items[i].text);
+    free(st->items);
+}
+
+static op_unit unit_of(const sg_run *run, source_texts *texts, const sg_op *op, bool want_unit)
+{
+    const source_text *src = source_of(texts, op->source);
+    if (src->text)
+        return op_translation_unit(&run->ops, op, (const char *)src->text, src->size, want_unit);
+    op_unit u = {{0}, {0}, 0}; /* the compile will say what is wrong */
+    sb_puts(&u.key, "");
+    sb_puts(&u.unit, "#error \"cannot read the op source\"\n");
+    return u;
+}
+
+/* Every op's cache key: its unit's text, and its position (the file name as
+ * __FILE__ gives it, and the lines) for code that compiles positions in. */
+static void key_translation_units(sg_run *run, job_set *js, source_texts *texts)
+{
     for (size_t i = 0; i < js->count; i++) {
         job_ref *ref = &js->refs[i];
-        if (!ref->op || (units && js->jobs[i].skip))
+        if (!ref->op)
             continue;
-        if (!last || strcmp(last, ref->op->source)) { /* ops of one file are adjacent */
-            free(text);
-            if (!read_file(ref->op->source, &text, &size))
-                text = NULL;
-            last = ref->op->source;
-        }
-        op_unit u = {{0}, {0}};
-        if (text) {
-            u = op_translation_unit(&run->ops, ref->op, (const char *)text, size, units);
-        } else { /* the compile will say what is wrong */
-            sb_puts(&u.key, "");
-            sb_puts(&u.unit, "#error \"cannot read the op source\"\n");
-        }
-        if (units) {
-            if (!write_file(ref->tu_path, u.unit.data, u.unit.len))
-                diag_error("cannot write '%s': %s", ref->tu_path, strerror(errno));
-            sb_free(&u.key);
-        } else {
-            ref->tu_key = u.key.data;
-        }
+        op_unit u = unit_of(run, texts, ref->op, false);
+        char *rel = manifest_relpath(&run->manifest, ref->op->source);
+        ref->position = hash64(rel, strlen(rel) + 1, u.position);
+        free(rel);
+        ref->tu_key = u.key.data;
         sb_free(&u.unit);
     }
-    free(text);
+}
+
+/* Write the unit of every op that must compile. A unit that cannot be written
+ * fails its op (exit 3): compiling anything else in its place would be wrong. */
+static size_t write_translation_units(sg_run *run, job_set *js, source_texts *texts)
+{
+    size_t failed = 0;
+    for (size_t i = 0; i < js->count; i++) {
+        job_ref *ref = &js->refs[i];
+        sg_job *job = &js->jobs[i];
+        if (!ref->op || job->skip)
+            continue;
+        op_unit u = unit_of(run, texts, ref->op, true);
+        char *dir = path_dirname(ref->tu_path);
+        if (!mkdir_p(dir) || !write_file(ref->tu_path, u.unit.data, u.unit.len)) {
+            diag_error("%s: cannot write its translation unit '%s': %s", job->label,
+                       ref->tu_path, strerror(errno));
+            job->skip = true; /* not compiled, and not a cache hit */
+            job->status = -1;
+            failed++;
+        }
+        free(dir);
+        sb_free(&u.key);
+        sb_free(&u.unit);
+    }
+    return failed;
 }
 
 /* A verified cache entry stands in for the compile: the job is skipped. */
 static bool try_cached(done_ctx *ctx, sg_job *job, uint64_t identity)
 {
-    static const char *const outputs[] = {"-o", "-MF", NULL};
+    /* Paths of this run's own files do not count: an op's unit (after -c) is
+     * hashed by its text, its object and depfile are outputs. */
+    static const char *const shim_paths[] = {"-o", "-MF", NULL};
+    static const char *const op_paths[] = {"-o", "-MF", "-c", NULL};
     job_ref *ref = job->user;
     sg_cache *cache = ctx->run->cache;
     const char *base = strrchr(job->output, '/');
     ref->slot = xasprintf("%s/%s", ref->result->target->triple, base ? base + 1 : job->output);
-    ref->args = hash64(&identity, sizeof identity, cache_hash_args(job->argv, outputs));
-    if (ref->tu_key)
+    ref->args = hash64(&identity, sizeof identity,
+                       cache_hash_args(job->argv, ref->op ? op_paths : shim_paths));
+    if (ref->tu_key) {
         ref->args = hash64(ref->tu_key, strlen(ref->tu_key), ref->args);
+        if (text_mentions_position(ref->tu_key, strlen(ref->tu_key)))
+            ref->args = hash64(&ref->position, sizeof ref->position, ref->args);
+    }
     sg_key key;
     uint8_t *obj, *dtext;
     size_t size, dsize;
-    if (!cache_key_for(cache, ref->slot, ref->args, &key))
+    if (!cache_key_for(cache, ref->slot, ref->args, ref->position, &key))
         return false;
     if (use_cached_stencil(ctx, ref, &key)) {
         job->skip = true;
@@ -585,12 +672,25 @@ static bool stencil_context(const sg_run *run, const sg_target_result *r, uint64
     return true;
 }
 
+/* Per target: the run's own object directory, and the one objects are kept in. */
+static bool make_target_dirs(const sg_run *run, const sg_target *t)
+{
+    char *own = path_join(run->rundir.path, t->triple);
+    char *kept = path_join(run->workdir, t->triple);
+    bool ok = mkdir_p(own) && mkdir_p(kept);
+    if (!ok)
+        diag_error("cannot create '%s' or '%s': %s", own, kept, strerror(errno));
+    free(own);
+    free(kept);
+    return ok;
+}
+
 static int compile_all(sg_run *run, job_set *js)
 {
     for (size_t t = 0; t < run->nresults; t++) {
         sg_target_result *r = &run->results[t];
         r->disasm = open_disasm(r->target);
-        if (!r->disasm)
+        if (!r->disasm || !make_target_dirs(run, r->target))
             return SG_EXIT_TOOLCHAIN;
         r->stencil_cache = stencil_context(run, r, &r->stencil_context);
         r->ops = xcalloc(run->ops.count, sizeof *r->ops);
@@ -602,21 +702,20 @@ static int compile_all(sg_run *run, job_set *js)
         js->jobs[i].user = &js->refs[i];
     sg_compile_opts co = {
         .parallel = run->opt.jobs,
-        .timeout = COMPILE_TIMEOUT_S,
+        .timeout = run->opt.compile_timeout,
         .verbose = run->opt.verbose,
         .progress = isatty(2) && !run->opt.verbose,
     };
     done_ctx ctx = {run, js, SG_EXIT_OK};
     uint64_t identity = compiler_identity(run);
     size_t failures = 0;
-    make_translation_units(run, js, false);
+    source_texts texts = {0};
+    key_translation_units(run, js, &texts);
     for (size_t i = 0; i < js->count; i++)
         if (try_cached(&ctx, &js->jobs[i], identity))
             failures += js->jobs[i].status != 0;
-    char *tu_dir = path_join(run->workdir, "tu");
-    mkdir_p(tu_dir);
-    free(tu_dir);
-    make_translation_units(run, js, true);
+    failures += write_translation_units(run, js, &texts);
+    source_texts_free(&texts);
     bool spawn_failed;
     failures += compile_run(js->jobs, js->count, &co, on_compiled, &ctx, &spawn_failed);
     if (!failures)
@@ -676,7 +775,8 @@ static int render_and_publish(sg_run *run, const job_set *js)
         for (size_t i = 0; i < js->count; i++)
             sources[i] = js->refs[i].op ? js->refs[i].op->source : NULL;
         outputs_add(&out, xstrdup(run->opt.compile_commands),
-                    outputs_compile_commands(js->jobs, js->count, sources));
+                    outputs_compile_commands(js->jobs, js->count, sources, run->rundir.path,
+                                             run->workdir));
         free(sources);
     }
     free(dispatcher);
@@ -730,29 +830,37 @@ static int prepare(sg_run *run)
                    clang);
         return SG_EXIT_TOOLCHAIN;
     }
-    if (run->opt.launcher && !find_program(run->opt.launcher)) {
+    char *launcher = run->opt.launcher ? find_program(run->opt.launcher) : NULL;
+    if (run->opt.launcher && !launcher) {
         diag_error("cannot find the compiler launcher '%s'", run->opt.launcher);
         return SG_EXIT_TOOLCHAIN;
     }
+    free(launcher); /* the launcher runs by name, as given */
     if (run->opt.cache_dir) {
         run->workdir = path_absolute(run->opt.cache_dir);
     } else if (run->opt.outdir) {
         char *w = path_join(run->opt.outdir, ".stencilgen");
         run->workdir = path_absolute(w);
         free(w);
-    } else {
-        char tmpl[] = "/tmp/stencilgen.XXXXXX";
+    } else { /* check and dump: a private cache, removed at the end */
+        const char *tmp = getenv("TMPDIR");
+        char *tmpl = xasprintf("%s/stencilgen.XXXXXX", tmp && *tmp ? tmp : "/tmp");
         if (!mkdtemp(tmpl)) {
-            diag_error("cannot create a temporary directory: %s", strerror(errno));
+            diag_error("cannot create a temporary directory '%s': %s", tmpl, strerror(errno));
+            free(tmpl);
             return SG_EXIT_TOOLCHAIN;
         }
-        run->workdir = xstrdup(tmpl);
+        run->workdir = tmpl;
     }
     if (!mkdir_p(run->workdir)) {
         diag_error("cannot create '%s': %s", run->workdir, strerror(errno));
         return SG_EXIT_TOOLCHAIN;
     }
     run->cache = cache_open(run->workdir);
+    if (!rundir_create(run->workdir, &run->rundir)) {
+        diag_error("cannot create a run directory in '%s': %s", run->workdir, strerror(errno));
+        return SG_EXIT_TOOLCHAIN;
+    }
     return SG_EXIT_OK;
 }
 
@@ -769,9 +877,10 @@ static void run_free(sg_run *run, bool remove_workdir)
             lb_disasm_destroy(r->disasm);
     }
     free(run->results);
+    rundir_remove(&run->rundir);
+    cache_close(run->cache); /* before removing a temporary workdir: it writes there */
     if (remove_workdir && run->workdir)
         remove_tree(run->workdir);
-    cache_close(run->cache);
     free(run->workdir);
     free(run->clang);
     oplist_free(&run->ops);
@@ -780,7 +889,7 @@ static void run_free(sg_run *run, bool remove_workdir)
 
 int pipeline_run(const sg_options *opt)
 {
-    sg_run run = {.opt = *opt};
+    sg_run run = {.opt = *opt, .rundir = {NULL, -1}};
     job_set js = {0};
     bool temp_workdir = !opt->cache_dir && !opt->outdir;
     double t0 = now_seconds();

@@ -10,6 +10,7 @@
 #include "frame_shape.h"
 #include "llvm_bridge.h"
 #include "manifest.h"
+#include "rundir.h"
 #include "stencil.h"
 #include "target.h"
 
@@ -28,6 +29,7 @@ typedef struct sg_options {
     const char *extra_cflags;
     const char *extra_shim_cflags;
     const char *dump_op;
+    double compile_timeout; /* seconds per compile */
     bool verbose;
 } sg_options;
 
@@ -51,7 +53,8 @@ typedef struct sg_run {
     sg_oplist ops;
     sg_target_result *results;
     size_t nresults;
-    char *workdir;
+    char *workdir;    /* the cache lives here (--cache-dir, else OUTDIR/.stencilgen) */
+    sg_rundir rundir; /* this run's own files: units, objects, logs */
     char *clang;      /* resolved compiler path */
     struct sg_cache *cache;
 } sg_run;

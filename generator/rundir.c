@@ -1,0 +1,94 @@
+/* rundir.c - see rundir.h. A run directory holds "lock", a file the owner
+ * keeps flock()ed. It is created as "lock.new", locked, then renamed, so a
+ * "lock" that can be locked by someone else belongs to a dead run. */
+#define _GNU_SOURCE
+#include "rundir.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "util.h"
+
+#define PREFIX "run."
+/* A directory without its lock yet is either being created right now or was
+ * left by a run killed in that instant: only the second kind is this old. */
+#define UNLOCKED_GRACE_S 3600
+
+/* Remove `dir` if the run that made it is gone. The lock is held while
+ * removing, so two sweepers never remove the same directory at once. */
+static void remove_if_dead(const char *dir)
+{
+    char *lock = path_join(dir, "lock");
+    int fd = open(lock, O_RDWR | O_CLOEXEC);
+    free(lock);
+    if (fd < 0) {
+        struct stat st;
+        if (stat(dir, &st) == 0 && time(NULL) - st.st_mtime > UNLOCKED_GRACE_S)
+            remove_tree(dir);
+        return;
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+        remove_tree(dir);
+    close(fd);
+}
+
+static void sweep_dead_runs(const char *workdir)
+{
+    DIR *d = opendir(workdir);
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (strncmp(e->d_name, PREFIX, strlen(PREFIX)))
+            continue;
+        char *dir = path_join(workdir, e->d_name);
+        remove_if_dead(dir);
+        free(dir);
+    }
+    closedir(d);
+}
+
+bool rundir_create(const char *workdir, sg_rundir *out)
+{
+    sweep_dead_runs(workdir);
+    char *path = xasprintf("%s/" PREFIX "XXXXXX", workdir);
+    if (!mkdtemp(path)) {
+        free(path);
+        return false;
+    }
+    char *fresh = path_join(path, "lock.new"), *lock = path_join(path, "lock");
+    int fd = open(fresh, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    bool ok = fd >= 0 && flock(fd, LOCK_EX) == 0 && rename(fresh, lock) == 0;
+    int saved = errno;
+    free(fresh);
+    free(lock);
+    if (!ok) {
+        if (fd >= 0)
+            close(fd);
+        remove_tree(path);
+        free(path);
+        errno = saved;
+        return false;
+    }
+    *out = (sg_rundir){path, fd};
+    return true;
+}
+
+void rundir_remove(sg_rundir *r)
+{
+    if (!r->path)
+        return;
+    remove_tree(r->path);
+    close(r->lock_fd);
+    free(r->path);
+    *r = (sg_rundir){NULL, -1};
+}

@@ -1,0 +1,396 @@
+"""Builds the generator must get right even when the world around it misbehaves:
+a cache directory shared by two checkouts building at once, writes that fail,
+compilers that hang, crash, fail silently or claim success without output,
+code that compiles its own line numbers in, quoted includes beside an op, runs
+that are killed. In every case the header is exactly what a clean build writes,
+or the run fails with exit 3 and a message saying what happened, leaving the
+previous outputs as they were and nothing wrong in the cache.
+
+Fault injection uses tests/fault/libfailopen.so (LD_PRELOAD), so those tests
+run against the plain build only; fake compilers are small shell scripts passed
+as --clang that misbehave for one op and run clang-22 for the others.
+"""
+import os
+import re
+import signal
+import subprocess
+import time
+
+from sgtest import TRIPLE, TestFailure, check, read, write
+
+ASAN = True
+
+EXIT_OK, EXIT_TOOLCHAIN = 0, 3
+HEADER = "jit_stencils-%s.h" % TRIPLE
+X86 = ("--target", TRIPLE)
+TIMEOUT = 240
+
+
+def manifest_of(proj):
+    return os.path.join(proj, "stencils", "stencils.yaml")
+
+
+def build(ctx, proj, out, *extra, env=None, timeout=TIMEOUT):
+    return ctx.generator("build", "--manifest", manifest_of(proj), "--outdir", out, *X86,
+                         *extra, env=env, timeout=timeout)
+
+
+def expect(p, rc, what, *needles):
+    detail = "exit %s\nstdout:\n%s\nstderr:\n%s" % (p.returncode, p.stdout[-2000:],
+                                                   p.stderr[-4000:])
+    check(p.returncode == rc, "%s: expected exit %d, got %s", what, rc, detail)
+    for n in needles:
+        ok = n.search(p.stderr) if hasattr(n, "search") else n in p.stderr
+        check(ok, "%s: stderr lacks %r\n%s", what, getattr(n, "pattern", n), detail)
+
+
+def counts(p):
+    """(compiled, cached) from the x86-64 summary line."""
+    m = re.search(r"%s: \d+ ops \((\d+) compiled, (\d+) cached\)" % TRIPLE, p.stdout)
+    check(m, "no summary line in:\n%s", p.stdout)
+    return int(m.group(1)), int(m.group(2))
+
+
+def header(out):
+    return read(os.path.join(out, HEADER))
+
+
+def outputs_snapshot(out):
+    """Bytes, mtime and inode of every published output (not the work directory)."""
+    snap = {}
+    for name in sorted(os.listdir(out)):
+        p = os.path.join(out, name)
+        if os.path.isfile(p):
+            st = os.stat(p)
+            snap[name] = (read(p, "rb"), st.st_mtime_ns, st.st_ino)
+    return snap
+
+
+def clean_header(ctx, proj, *extra):
+    out = os.path.join(ctx.tmp, "clean-%d" % len(os.listdir(ctx.tmp)))
+    p = build(ctx, proj, out, *extra)
+    expect(p, EXIT_OK, "clean build of %s" % proj)
+    return header(out)
+
+
+def edit(path, old, new):
+    text = read(path)
+    check(old in text, "%s lacks %r", path, old)
+    write(path, text.replace(old, new, 1))
+
+
+def fake_compiler(ctx, name, misbehaviour, op="add"):
+    """A compiler that runs `misbehaviour` (shell) when compiling `op`, clang-22 otherwise."""
+    path = os.path.join(ctx.tmp, name)
+    write(path, "#!/bin/sh\n"
+                "case \" $* \" in\n"
+                "  *\" -DSTENCILGEN_OP=%s \"*) %s ;;\n"
+                "esac\n"
+                "exec clang-22 \"$@\"\n" % (op, misbehaviour))
+    os.chmod(path, 0o755)
+    return path
+
+
+def failopen(ctx):
+    lib = os.path.join(ctx.build, "tests", "fault", "libfailopen.so")
+    check(os.path.exists(lib), "missing %s", lib)
+    return lib
+
+
+# --- a cache shared by two checkouts ----------------------------------------
+
+def test_shared_cache_two_checkouts_at_once(ctx):
+    """Two checkouts whose op `add` differs build at the same time, round after
+    round, with one --cache-dir; every op recompiles each round (a new define),
+    so the two runs' compiles of `add` overlap. Each header must equal that
+    checkout's own clean build every time, and so must later serial builds that
+    take everything from the shared cache."""
+    a, b = ctx.bundled_copy("a"), ctx.bundled_copy("b")
+    arith = os.path.join("stencils", "ops", "arith.c")
+    edit(os.path.join(b, arith), "(uint64_t)a + (uint64_t)b", "(uint64_t)a + (uint64_t)b + 7")
+    want = {a: clean_header(ctx, a), b: clean_header(ctx, b)}
+    check(want[a] != want[b], "the two checkouts' headers should differ")
+    cache = os.path.join(ctx.tmp, "shared-cache")
+    for rnd in range(5):
+        procs = {}
+        for proj in (a, b):
+            cmd = [ctx.stencilgen, "build", "--manifest", manifest_of(proj), "--outdir",
+                   os.path.join(proj, "out"), "--cache-dir", cache, *X86, "-j", "2",
+                   "--extra-cflags", "-DROUND=%d" % rnd]
+            procs[proj] = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                           text=True)
+        for proj, p in procs.items():
+            try:
+                out, err = p.communicate(timeout=TIMEOUT)
+            except subprocess.TimeoutExpired:
+                for q in procs.values():
+                    q.kill()
+                raise TestFailure("round %d: a build did not finish in %d s" % (rnd, TIMEOUT))
+            check(p.returncode == 0, "round %d, %s: exit %d\n%s", rnd, proj, p.returncode, err)
+            got = header(os.path.join(proj, "out"))
+            check(got == want[proj], "round %d: %s got %s's header", rnd, os.path.basename(proj),
+                  "the other checkout" if got in want.values() else "a wrong")
+    for proj in (a, b):  # serial, from the shared cache alone
+        out = os.path.join(proj, "serial")
+        p = build(ctx, proj, out, "--cache-dir", cache, "--extra-cflags", "-DROUND=4")
+        expect(p, EXIT_OK, "serial build from the shared cache")
+        check(counts(p)[0] == 0, "serial build recompiled: %s", p.stdout)
+        check(header(out) == want[proj], "serial build of %s from the shared cache is wrong",
+              proj)
+    leftovers = [d for d in os.listdir(cache) if d.startswith("run.")]
+    check(not leftovers, "run directories left in the cache: %s", leftovers)
+
+
+# --- writes that fail -------------------------------------------------------
+
+def test_unit_that_cannot_be_written_fails_the_build(ctx):
+    """A unit write failing (EIO) is exit 3 naming the unit; nothing is compiled
+    in its place, nothing is cached, the previous outputs stay."""
+    proj = ctx.bundled_copy()
+    out = os.path.join(ctx.tmp, "out")
+    expect(build(ctx, proj, out), EXIT_OK, "first build")
+    edit(os.path.join(proj, "stencils", "ops", "arith.c"), "(uint64_t)a + (uint64_t)b",
+         "(uint64_t)b + (uint64_t)a + 1")
+    before = outputs_snapshot(out)
+    env = {"LD_PRELOAD": failopen(ctx), "FAILOPEN_MATCH": "/tu/add/",
+           "ASAN_OPTIONS": "verify_asan_link_order=0:detect_leaks=0"}
+    p = build(ctx, proj, out, env=env)
+    expect(p, EXIT_TOOLCHAIN, "unit write fails", "op add (%s)" % TRIPLE,
+           "cannot write its translation unit", "Input/output error")
+    check(outputs_snapshot(out) == before, "outputs changed in a failed run")
+    p = build(ctx, proj, out)
+    expect(p, EXIT_OK, "build after the fault")
+    check(counts(p)[0] == 1, "op add should compile once more, nothing else: %s", p.stdout)
+    check(header(out) == clean_header(ctx, proj), "header after the fault differs from clean")
+
+
+def test_cache_writes_that_fail_only_cost_a_rebuild(ctx):
+    """No cache entry can be written (the blob directory is a file): the header
+    is still right, exit 0; the next run simply compiles again."""
+    proj = ctx.bundled_copy()
+    out = os.path.join(ctx.tmp, "out")
+    blobs = os.path.join(out, ".stencilgen", "blobs")
+    write(blobs, "not a directory\n")
+    p = build(ctx, proj, out)
+    expect(p, EXIT_OK, "cache writes fail")
+    want = clean_header(ctx, proj)
+    check(header(out) == want, "header differs from clean when the cache cannot be written")
+    os.unlink(blobs)
+    p = build(ctx, proj, out)
+    expect(p, EXIT_OK, "next build")
+    check(counts(p) == (21, 0), "nothing should have been cached: %s", p.stdout)
+    check(header(out) == want, "header differs from clean after the cache came back")
+
+
+def test_object_write_that_fails_is_a_toolchain_failure(ctx):
+    """The compiler cannot write op add's object: exit 3, clang's own message."""
+    proj = ctx.bundled_copy()
+    out = os.path.join(ctx.tmp, "out")
+    expect(build(ctx, proj, out), EXIT_OK, "first build")
+    before = outputs_snapshot(out)
+    env = {"LD_PRELOAD": failopen(ctx), "FAILOPEN_MATCH": "/op_add", "FAILOPEN_SPARE": ".log",
+           "ASAN_OPTIONS": "verify_asan_link_order=0:detect_leaks=0"}
+    p = build(ctx, proj, out, "--extra-cflags", "-DFRESH", env=env)
+    expect(p, EXIT_TOOLCHAIN, "object write fails", "op add (%s): compile failed" % TRIPLE)
+    check(outputs_snapshot(out) == before, "outputs changed in a failed run")
+
+
+# --- compilers that misbehave -----------------------------------------------
+
+def test_compiler_that_hangs(ctx):
+    """A compiler that never exits is killed at --compile-timeout, said so while
+    it runs and when it is killed; no compile starts after it; exit 3."""
+    proj = ctx.bundled_copy()
+    out = os.path.join(ctx.tmp, "out")
+    expect(build(ctx, proj, out), EXIT_OK, "first build")
+    before = outputs_snapshot(out)
+    cc = fake_compiler(ctx, "hang.sh", "exec sleep 600", op="push")
+    t0 = time.monotonic()
+    p = build(ctx, proj, out, "--clang", cc, "--compile-timeout", "3", "-j", "1", timeout=120)
+    elapsed = time.monotonic() - t0
+    expect(p, EXIT_TOOLCHAIN, "hanging compiler", "op push (%s): still compiling after" % TRIPLE,
+           "op push (%s): compile timed out after 3 s" % TRIPLE, "no further compile is started")
+    check(elapsed < 60, "a 3 s deadline took %.0f s", elapsed)
+    check(outputs_snapshot(out) == before, "outputs changed in a failed run")
+    p = build(ctx, proj, out, "--compile-timeout", "0")
+    expect(p, 2, "bad --compile-timeout", "--compile-timeout wants seconds")
+
+
+def test_compiler_killed_by_a_signal(ctx):
+    proj = ctx.bundled_copy()
+    cc = fake_compiler(ctx, "crash.sh", "kill -SEGV $$")
+    p = build(ctx, proj, os.path.join(ctx.tmp, "out"), "--clang", cc)
+    expect(p, EXIT_TOOLCHAIN, "crashing compiler",
+           "op add (%s): the compiler was killed by signal 11 (Segmentation fault)" % TRIPLE)
+
+
+def test_compiler_that_fails_silently(ctx):
+    proj = ctx.bundled_copy()
+    cc = fake_compiler(ctx, "silent.sh", "exit 7")
+    p = build(ctx, proj, os.path.join(ctx.tmp, "out"), "--clang", cc)
+    expect(p, EXIT_TOOLCHAIN, "silent compiler",
+           "op add (%s): compile failed: the compiler exited with status 7 and printed nothing"
+           % TRIPLE)
+
+
+def test_compiler_that_writes_no_object(ctx):
+    """Exit 0 without an object (or without its depfile) is exit 3 in a fresh
+    outdir and in one holding the previous build's objects: an older object is
+    never read in its place."""
+    proj = ctx.bundled_copy()
+    out = os.path.join(ctx.tmp, "out")
+    expect(build(ctx, proj, out), EXIT_OK, "first build")
+    before = outputs_snapshot(out)
+    noobj = fake_compiler(ctx, "noobj.sh", "exit 0")
+    nodeps = fake_compiler(ctx, "nodeps.sh", "exec clang-22 \"$@\" -MF /dev/null")
+    for outdir in (out, os.path.join(ctx.tmp, "fresh")):
+        p = build(ctx, proj, outdir, "--clang", noobj, "--extra-cflags", "-DFRESH")
+        expect(p, EXIT_TOOLCHAIN, "no object",
+               re.compile(r"op add \(%s\): the compiler exited with status 0 but wrote no "
+                          r"object \('[^']*/op_add\.o'\)" % TRIPLE))
+        p = build(ctx, proj, outdir, "--clang", nodeps, "--extra-cflags", "-DFRESH2")
+        expect(p, EXIT_TOOLCHAIN, "no depfile",
+               "the compiler exited with status 0 but wrote no dependency file")
+    check(outputs_snapshot(out) == before, "outputs changed in a failed run")
+
+
+def test_log_file_name_too_long_is_named(ctx):
+    """An outdir so deep that a compiler log's path exceeds PATH_MAX: the error
+    names the log file, not the compiler."""
+    proj = ctx.bundled_copy()
+    # rundir = OUT/.stencilgen/run.XXXXXX; the shim's log is
+    # rundir/<triple>/shim.o.log and must be just past 4095 bytes, while
+    # its object (4 bytes shorter) and every directory still fit.
+    tail = len("/.stencilgen/run.XXXXXX/%s/shim.o.log" % TRIPLE)
+    out = ctx.tmp
+    while len(out) + tail < 4096 - 200:
+        out = os.path.join(out, "d" * 150)
+    out = os.path.join(out, "e" * (4096 - tail - len(out) - 1))  # log: 4096 bytes
+    p = build(ctx, proj, out)
+    expect(p, EXIT_TOOLCHAIN, "log path too long", "cannot create the compiler's log file",
+           "shim.o.log': File name too long")
+
+
+# --- what code can see of its own position and neighbours -------------------
+
+def test_line_numbers_compiled_in_stay_right(ctx):
+    """An op that compiles __LINE__ in (directly, or through a macro defined in
+    a header) is rebuilt when lines above it move; other ops are not."""
+    proj = ctx.bundled_copy()
+    out = os.path.join(ctx.tmp, "out")
+    ops = os.path.join(proj, "stencils", "ops")
+    write(os.path.join(proj, "stencils", "where.h"), "#define HERE ((vm_value)__LINE__)\n")
+    edit(os.path.join(ops, "arith.c"), "BINARY((vm_value)((uint64_t)a * (uint64_t)b));",
+         "BINARY((vm_value)((uint64_t)a * (uint64_t)b));\n    tos += __LINE__;")
+    edit(os.path.join(ops, "compare.c"), "OP(", '#include "where.h"\nOP(')
+    text = read(os.path.join(ops, "compare.c"))
+    i = text.rindex("CONTINUE();")
+    write(os.path.join(ops, "compare.c"), text[:i] + "tos += HERE;\n    " + text[i:])
+    expect(build(ctx, proj, out), EXIT_OK, "first build")
+    edit(os.path.join(ops, "arith.c"), "(uint64_t)a - (uint64_t)b));",
+         "(uint64_t)a - (uint64_t)b));\n\n\n")
+    edit(os.path.join(ops, "compare.c"), "OP(", "\n\nOP(")
+    p = build(ctx, proj, out)
+    expect(p, EXIT_OK, "incremental build")
+    check(header(out) == clean_header(ctx, proj), "incremental header differs from a clean one")
+    compiled, _ = counts(p)
+    # arith.c: sub (edited) and mul (moved, uses __LINE__); compare.c: its
+    # shared text changed, so all of its ops. Not the other files' ops.
+    n_compare = len(re.findall(r"^OP\(", read(os.path.join(ops, "compare.c")), re.M))
+    check(compiled == 2 + n_compare, "expected %d recompiles, got %s", 2 + n_compare, p.stdout)
+
+
+def test_file_name_compiled_in_follows_a_rename(ctx):
+    proj = ctx.bundled_copy()
+    out = os.path.join(ctx.tmp, "out")
+    ops = os.path.join(proj, "stencils", "ops")
+    edit(os.path.join(ops, "arith.c"), "BINARY((vm_value)((uint64_t)a * (uint64_t)b));",
+         "BINARY((vm_value)((uint64_t)a * (uint64_t)b));\n    tos += sizeof(__FILE__);")
+    expect(build(ctx, proj, out), EXIT_OK, "first build")
+    os.rename(os.path.join(ops, "arith.c"), os.path.join(ops, "arithmetic.c"))
+    edit(manifest_of(proj), "ops/arith.c", "ops/arithmetic.c")
+    expect(build(ctx, proj, out), EXIT_OK, "build after the rename")
+    check(header(out) == clean_header(ctx, proj), "header after a rename differs from clean")
+
+
+def test_quoted_include_beside_the_op(ctx):
+    """`#include "x.h"` finds the header beside the op's file first, even when
+    a same-named header is on the include path, as a compile of the file would;
+    the depfile names that header, and editing it rebuilds the op."""
+    proj = ctx.bundled_copy()
+    out = os.path.join(ctx.tmp, "out")
+    ops = os.path.join(proj, "stencils", "ops")
+    write(os.path.join(ops, "local.h"), "#define LOCAL_BIAS 77\n")
+    write(os.path.join(proj, "stencils", "local.h"), "#define LOCAL_BIAS 1000\n")
+    edit(os.path.join(ops, "arith.c"), "#define BINARY", '#include "local.h"\n#define BINARY')
+    edit(os.path.join(ops, "arith.c"), "(uint64_t)a + (uint64_t)b", "(uint64_t)a + LOCAL_BIAS")
+    dep = os.path.join(ctx.tmp, "out.d")
+    p = build(ctx, proj, out, "--depfile", dep)
+    expect(p, EXIT_OK, "quoted include")
+    text = header(out)
+    check("$77," in text and "$1000," not in text,
+          "op add did not use the local.h beside it:\n%s",
+          text[text.index("op add"):][:1500] if "op add" in text else text[:1500])
+    deps = read(dep)
+    check(os.path.join(ops, "local.h") in deps, "depfile lacks ops/local.h")
+    check(os.path.join(proj, "stencils", "local.h") not in deps, "depfile names the other local.h")
+    write(os.path.join(ops, "local.h"), "#define LOCAL_BIAS 78\n")
+    p = build(ctx, proj, out)
+    expect(p, EXIT_OK, "after editing local.h")
+    check("$78," in header(out), "editing ops/local.h did not rebuild op add")
+
+
+# --- runs that end abruptly, temporary directories ---------------------------
+
+def test_killed_run_leaves_nothing_for_long(ctx):
+    """A killed run's private directory is removed by the next run; a live
+    run's is never touched."""
+    proj = ctx.bundled_copy()
+    out = os.path.join(ctx.tmp, "out")
+    work = os.path.join(out, ".stencilgen")
+    cc = fake_compiler(ctx, "slow.sh", "sleep 600")
+    cmd = [ctx.stencilgen, "build", "--manifest", manifest_of(proj), "--outdir", out, *X86,
+           "--clang", cc]
+    first = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (
+                os.path.isdir(work) and any(d.startswith("run.") for d in os.listdir(work))):
+            time.sleep(0.1)
+        live = [d for d in os.listdir(work) if d.startswith("run.")]
+        check(len(live) == 1, "expected one run directory, found %s", live)
+        second = build(ctx, proj, os.path.join(ctx.tmp, "other"), "--cache-dir", work)
+        expect(second, EXIT_OK, "a build beside a live run")
+        check(live[0] in os.listdir(work), "a live run's directory was removed")
+    finally:
+        os.killpg(first.pid, signal.SIGKILL)
+        first.wait(timeout=30)
+    check(live[0] in os.listdir(work), "the killed run's directory should still be there")
+    expect(build(ctx, proj, out), EXIT_OK, "next build")
+    left = [d for d in os.listdir(work) if d.startswith("run.")]
+    check(not left, "run directories left after the next build: %s", left)
+
+
+def test_check_and_dump_leave_no_temporary_directory(ctx):
+    """check and dump work in a temporary directory under $TMPDIR (the compiler
+    is seen writing there) and remove it."""
+    tmp = os.path.join(ctx.tmp, "tmpdir")
+    os.makedirs(tmp)
+    seen = os.path.join(ctx.tmp, "outputs.txt")
+    cc = os.path.join(ctx.tmp, "cc.sh")
+    write(cc, '#!/bin/sh\nfor a; do case "$a" in *.o) echo "$a" >> %s ;; esac; done\n'
+              'exec clang-22 "$@"\n' % seen)
+    os.chmod(cc, 0o755)
+    env = {"TMPDIR": tmp}
+    manifest = ctx.path("stencils", "stencils.yaml")
+    p = ctx.generator("check", "--manifest", manifest, *X86, "--clang", cc, env=env,
+                      timeout=TIMEOUT)
+    expect(p, EXIT_OK, "check")
+    p = ctx.generator("dump", "--manifest", manifest, *X86, "--op", "add", "--clang", cc,
+                      env=env, timeout=TIMEOUT)
+    expect(p, EXIT_OK, "dump")
+    objects = read(seen).split()
+    check(objects and all(o.startswith(tmp + "/") for o in objects),
+          "compiles outside TMPDIR: %s", [o for o in objects if not o.startswith(tmp)][:3])
+    check(os.listdir(tmp) == [], "left in TMPDIR: %s", os.listdir(tmp))
