@@ -25,7 +25,8 @@ typedef struct file_hash {
     char *path;
     bool ok;
     bool positional; /* mentions a source-position macro */
-    struct timespec mtime;
+    struct timespec mtime; /* when hashed */
+    off_t size;
     uint64_t h[2];
 } file_hash;
 
@@ -234,7 +235,7 @@ static const file_hash *hash_file(sg_cache *c, const char *path)
     for (size_t i = 0; i < c->nfiles; i++)
         if (!strcmp(c->files[i].path, path))
             return &c->files[i];
-    file_hash f = {xstrdup(path), false, false, {0, 0}, {1, 2}};
+    file_hash f = {xstrdup(path), false, false, {0, 0}, 0, {1, 2}};
     struct stat st;
     uint8_t *data;
     size_t size;
@@ -243,6 +244,7 @@ static const file_hash *hash_file(sg_cache *c, const char *path)
         mix(f.h, data, size);
         f.positional = text_mentions_position((const char *)data, size);
         f.mtime = st.st_mtim;
+        f.size = st.st_size;
         f.ok = true;
         free(data);
     }
@@ -264,6 +266,18 @@ static bool modified_since(const struct timespec *mtime, const struct timespec *
            (mtime->tv_sec == since->tv_sec && mtime->tv_nsec >= since->tv_nsec);
 }
 
+/* Whether the file is still the one hashed, unchanged since before `since`:
+ * then the work that started at `since` read exactly the hashed bytes. (Hashes
+ * are kept for the whole run, so a file edited after it was hashed, even
+ * before the work started, must not be recorded by its old hash.) */
+static bool stable_since(const file_hash *f, const struct timespec *since)
+{
+    struct stat st;
+    return stat(f->path, &st) == 0 && st.st_size == f->size &&
+           st.st_mtim.tv_sec == f->mtime.tv_sec && st.st_mtim.tv_nsec == f->mtime.tv_nsec &&
+           !modified_since(&f->mtime, since);
+}
+
 static bool key_of(sg_cache *c, uint64_t args, uint64_t position, char *const *deps, size_t n,
                    const struct timespec *since, sg_key *key)
 {
@@ -272,7 +286,7 @@ static bool key_of(sg_cache *c, uint64_t args, uint64_t position, char *const *d
     key->h[1] = ~args;
     for (size_t i = 0; i < n; i++) {
         const file_hash *f = hash_file(c, deps[i]);
-        if (!f->ok || (since && modified_since(&f->mtime, since)))
+        if (!f->ok || (since && !stable_since(f, since)))
             return false;
         positional |= f->positional;
         mix(key->h, deps[i], strlen(deps[i]) + 1);

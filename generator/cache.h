@@ -48,8 +48,9 @@ uint64_t cache_hash_args(char *const *argv, const char *const *skip_next);
  * and every file it lists still exists. */
 bool cache_key_for(sg_cache *c, const char *slot, uint64_t args, uint64_t position, sg_key *key);
 /* Record `slot` and return the key its files hash to now; false, recording
- * nothing, when a file is missing or was modified at or after `since` (the time
- * the work that read them started): the result may not be of these bytes. */
+ * nothing, when a file is missing, or changed at or after `since` (the time the
+ * work that read them started) or after this run hashed it: the result may not
+ * be of the bytes the key would name. */
 bool cache_record(sg_cache *c, const char *slot, uint64_t args, uint64_t position,
                   char *const *deps, size_t n, const struct timespec *since, sg_key *key);
 

@@ -141,6 +141,32 @@ def test_shared_cache_two_checkouts_at_once(ctx):
     check(not leftovers, "run directories left in the cache: %s", leftovers)
 
 
+def test_header_edited_before_its_compile_is_not_cached_by_its_old_hash(ctx):
+    """The generator hashes a header early in a run (discovery reads it); the
+    header is then edited (here by the compile of an earlier op) before op add
+    compiles it. add's object is of the new bytes and must not be recorded
+    under the old hash: after restoring the old header, the next build must
+    compile it again and equal a clean build."""
+    proj = ctx.bundled_copy()
+    out = os.path.join(ctx.tmp, "out")
+    ops = os.path.join(proj, "stencils", "ops")
+    bias = os.path.join(ops, "bias.h")
+    write(bias, "#define BIAS 77\n")
+    edit(os.path.join(ops, "arith.c"), "#define BINARY", '#include "bias.h"\n#define BINARY')
+    edit(os.path.join(ops, "arith.c"), "(uint64_t)a + (uint64_t)b", "(uint64_t)a + BIAS")
+    marker = os.path.join(ctx.tmp, "edited")
+    cc = fake_compiler(ctx, "editing.sh", "[ -e %s ] || { echo '#define BIAS 78' > %s; "
+                       "touch %s; }" % (marker, bias, marker), op="push")
+    p = build(ctx, proj, out, "--clang", cc, "-j", "1")
+    expect(p, EXIT_OK, "build while the header changes")
+    check("$78," in header(out), "op add should have compiled the edited header")
+    write(bias, "#define BIAS 77\n")
+    p = build(ctx, proj, out, "--clang", cc)  # the same compiler: its objects stay valid
+    expect(p, EXIT_OK, "next build")
+    check("$77," in header(out), "the next build took an object of the edited header from "
+          "the cache:\n%s", p.stdout)
+
+
 # --- writes that fail -------------------------------------------------------
 
 def test_unit_that_cannot_be_written_fails_the_build(ctx):
