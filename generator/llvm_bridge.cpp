@@ -159,6 +159,15 @@ bool read_relocations(const ObjectFile &obj, objfile *out, const std::vector<uin
         if (*target == obj.section_end())
             continue;
         int applies_to = section_position(index_of, (*target)->getIndex());
+        // REL relocations keep their addends in the patched bytes; they are
+        // refused (objfile_is_for), never read as if the addend were 0.
+        if (ELFSectionRef(s).getType() == ELF::SHT_REL && !out->rel_section[0]) {
+            Expected<StringRef> name = s.getName();
+            snprintf(out->rel_section, sizeof out->rel_section, "%s",
+                     name ? name->str().c_str() : "?");
+            if (!name)
+                consumeError(name.takeError());
+        }
         for (const RelocationRef &r : s.relocations()) {
             obj_reloc o{};
             o.section = applies_to;
@@ -173,8 +182,8 @@ bool read_relocations(const ObjectFile &obj, objfile *out, const std::vector<uin
                 if (syms[i] == *sym)
                     o.symbol = (int)i;
             }
-            // REL sections (no explicit addend) report an error here: addend 0.
-            Expected<int64_t> addend = ELFRelocationRef(r).getAddend();
+            Expected<int64_t> addend = ELFRelocationRef(r).getAddend(); // fails for REL
+
             if (addend)
                 o.addend = *addend;
             else
@@ -218,6 +227,10 @@ extern "C" bool lb_read_object(const uint8_t *buf, size_t size, objfile *out, ch
         return false;
     }
     snprintf(out->format, sizeof out->format, "%s", (*obj)->getFileFormatName().str().c_str());
+    const ELFObjectFileBase &elf = cast<ELFObjectFileBase>(**obj);
+    out->machine = elf.getEMachine();
+    out->is64 = elf.is64Bit();
+    out->little_endian = elf.isLittleEndian();
     std::vector<uint64_t> index_of;
     std::vector<SymbolRef> syms;
     return read_sections(**obj, out, index_of, err, errsz) &&

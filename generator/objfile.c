@@ -44,6 +44,35 @@ void objfile_free(objfile *o)
     *o = (objfile){0};
 }
 
+static const char *machine_name(unsigned machine)
+{
+    switch (machine) {
+    case 3: return "i386";
+    case 40: return "ARM";
+    case 62: return "x86-64";
+    case 183: return "AArch64";
+    case 243: return "RISC-V";
+    default: return "machine";
+    }
+}
+
+bool objfile_is_for(const objfile *o, unsigned machine, char *err, size_t errsz)
+{
+    if (o->machine != machine || !o->is64 || !o->little_endian) {
+        snprintf(err, errsz, "the object is ELF%s %s (%u) %s-endian, expected ELF64 %s (%u) "
+                 "little-endian (is the compiler targeting another machine?)",
+                 o->is64 ? "64" : "32", machine_name(o->machine), o->machine,
+                 o->little_endian ? "little" : "big", machine_name(machine), machine);
+        return false;
+    }
+    if (o->rel_section[0]) {
+        snprintf(err, errsz, "section '%s' holds relocations without explicit addends (REL); "
+                 "stencilgen reads RELA relocations only", o->rel_section);
+        return false;
+    }
+    return true;
+}
+
 int objfile_find_defined(const objfile *o, const char *name)
 {
     for (size_t i = 0; i < o->nsyms; i++) {

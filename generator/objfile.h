@@ -48,6 +48,10 @@ typedef struct obj_reloc {
 
 typedef struct objfile {
     char format[32]; /* e.g. "elf64-x86-64" */
+    unsigned machine;   /* ELF e_machine */
+    bool is64;          /* ELFCLASS64 */
+    bool little_endian;
+    char rel_section[64]; /* first relocation section without explicit addends (REL), or "" */
     obj_section *secs;
     size_t nsecs;
     obj_symbol *syms;
@@ -61,6 +65,10 @@ bool objfile_parse(const uint8_t *buf, size_t size, objfile *o, char *err, size_
 /* Read and parse `path`. On failure writes a message into err. */
 bool objfile_load(const char *path, objfile *o, char *err, size_t errsz);
 void objfile_free(objfile *o);
+/* Whether the object was made for a 64-bit little-endian ELF machine
+ * `machine` and has only RELA relocations (explicit addends, which is all
+ * stencilgen reads); otherwise writes what it is into err. */
+bool objfile_is_for(const objfile *o, unsigned machine, char *err, size_t errsz);
 /* Index of the symbol named `name` that is defined, or -1. */
 int objfile_find_defined(const objfile *o, const char *name);
 /* Index of the first section named `name`, or -1. */

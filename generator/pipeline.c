@@ -341,8 +341,11 @@ static bool process_object(done_ctx *ctx, sg_job *job, const uint8_t *bytes, siz
     const sg_manifest *m = &ctx->run->manifest;
     objfile obj;
     char err[512];
-    if (!objfile_parse(bytes, size, &obj, err, sizeof err)) {
+    bool parsed = objfile_parse(bytes, size, &obj, err, sizeof err);
+    if (!parsed || !objfile_is_for(&obj, ref->result->target->elf_machine, err, sizeof err)) {
         diag_error("%s: %s", job->label, err);
+        if (parsed)
+            objfile_free(&obj);
         ref->extract_failed = true;
         ctx->extract_rc = exit_worst(ctx->extract_rc, SG_EXIT_CHECK);
         return false;

@@ -280,6 +280,26 @@ def test_compiler_that_writes_no_object(ctx):
     check(outputs_snapshot(out) == before, "outputs changed in a failed run")
 
 
+def test_compiler_that_targets_another_machine(ctx):
+    """An object for another machine (an i386 ELF32 object with REL
+    relocations, an AArch64 one) is refused with exit 1, saying what it is and
+    what was expected; before, the i386 one became op add's x86-64 stencil."""
+    proj = ctx.bundled_copy()
+    out = os.path.join(ctx.tmp, "out")
+    expect(build(ctx, proj, out), EXIT_OK, "first build")
+    before = outputs_snapshot(out)
+    for triple, found in (("i386-unknown-linux-gnu", "ELF32 i386 (3) little-endian"),
+                          ("aarch64-unknown-linux-gnu", "ELF64 AArch64 (183) little-endian")):
+        cc = fake_compiler(ctx, "to-%s.sh" % triple,
+                           'for a; do shift; case "$a" in --target=*) set -- "$@" --target=%s ;; '
+                           '*) set -- "$@" "$a" ;; esac; done; exec clang-22 "$@" -w -ffreestanding' % triple)
+        p = build(ctx, proj, out, "--clang", cc)
+        expect(p, 1, "object for " + triple,
+               "op add (%s): the object is %s, expected ELF64 x86-64 (62) little-endian"
+               % (TRIPLE, found))
+    check(outputs_snapshot(out) == before, "outputs changed in a failed run")
+
+
 def test_log_file_name_too_long_is_named(ctx):
     """An outdir so deep that a compiler log's path exceeds PATH_MAX: the error
     names the log file, not the compiler."""
