@@ -2,11 +2,15 @@
 #define _GNU_SOURCE
 #include "outputs.h"
 
+#include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "diag.h"
@@ -27,19 +31,106 @@ void outputs_discard(sg_outputs *o)
     *o = (sg_outputs){0};
 }
 
+/* Temporaries are "<output>.tmpXXXXXX" (write_temp_beside's pattern). One
+ * older than this was left by a killed run; a younger one may be another
+ * run's, publishing into the same directory right now. */
+#define STALE_TEMP_S 60
+
+static bool is_temp_of(const char *name, const char *base)
+{
+    size_t n = strlen(base);
+    if (strncmp(name, base, n) || strncmp(name + n, ".tmp", 4) || strlen(name + n + 4) != 6)
+        return false;
+    for (const char *p = name + n + 4; *p; p++)
+        if (!isalnum((unsigned char)*p))
+            return false;
+    return true;
+}
+
+/* Remove temporaries of `path` left behind by runs killed while publishing. */
+static void remove_stale_temps(const char *path)
+{
+    char *dir = path_dirname(path);
+    const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && (e = readdir(d)) != NULL) {
+        if (!is_temp_of(e->d_name, base))
+            continue;
+        char *p = path_join(dir, e->d_name);
+        struct stat st;
+        if (lstat(p, &st) == 0 && S_ISREG(st.st_mode) && time(NULL) - st.st_mtime > STALE_TEMP_S)
+            unlink(p);
+        free(p);
+    }
+    if (d)
+        closedir(d);
+    free(dir);
+}
+
+/* A destination must be absent or a file (or a link) that a rename replaces. */
+static bool replaceable(const char *path)
+{
+    struct stat st;
+    if (lstat(path, &st) != 0)
+        return errno == ENOENT;
+    if (S_ISREG(st.st_mode) || S_ISLNK(st.st_mode))
+        return true;
+    errno = S_ISDIR(st.st_mode) ? EISDIR : EEXIST;
+    return false;
+}
+
+/* A hard link to the file `path` names now, under a temporary name, so it can
+ * be put back; NULL (errno ENOENT) when there is none. */
+static char *keep_previous(const char *path)
+{
+    for (int attempt = 0; attempt < 16; attempt++) {
+        char *backup = write_temp_beside(path, "", 0); /* reserves a fresh name */
+        if (!backup)
+            return NULL;
+        unlink(backup);
+        if (link(path, backup) == 0)
+            return backup;
+        int err = errno;
+        free(backup);
+        if (err != EEXIST) {
+            errno = err;
+            return NULL;
+        }
+    }
+    errno = EEXIST;
+    return NULL;
+}
+
+/* Put back the files replaced by the first `n` renames. */
+static void roll_back(const sg_outputs *o, char **previous, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (previous[i])
+            rename(previous[i], o->items[i].path);
+        else
+            unlink(o->items[i].path);
+    }
+}
+
 bool outputs_publish(sg_outputs *o)
 {
     char **temps = xcalloc(o->count, sizeof *temps);
+    char **previous = xcalloc(o->count, sizeof *previous);
     bool ok = true;
-    for (size_t i = 0; i < o->count && ok; i++) {
+    for (size_t i = 0; i < o->count && ok; i++) { /* nothing is written before all pass */
         char *dir = path_dirname(o->items[i].path);
         if (!mkdir_p(dir)) {
             diag_error("cannot create directory '%s': %s", dir, strerror(errno));
             ok = false;
+        } else if (!replaceable(o->items[i].path)) {
+            diag_error("cannot write '%s': %s", o->items[i].path, strerror(errno));
+            ok = false;
         }
         free(dir);
-        if (!ok)
-            break;
+    }
+    for (size_t i = 0; i < o->count && ok; i++) {
+        remove_stale_temps(o->items[i].path);
         temps[i] = write_temp_beside(o->items[i].path, o->items[i].content.data,
                                      o->items[i].content.len);
         if (!temps[i]) {
@@ -47,19 +138,40 @@ bool outputs_publish(sg_outputs *o)
             ok = false;
         }
     }
-    for (size_t i = 0; i < o->count; i++) {
-        if (!temps[i])
-            continue;
-        if (ok && rename(temps[i], o->items[i].path) != 0) {
-            diag_error("cannot rename '%s' to '%s': %s", temps[i], o->items[i].path,
+    size_t renamed = 0;
+    for (; ok && renamed < o->count; renamed++) {
+        const char *path = o->items[renamed].path;
+        previous[renamed] = keep_previous(path);
+        if (!previous[renamed] && errno != ENOENT) {
+            diag_error("cannot keep the previous '%s' while replacing it: %s", path,
                        strerror(errno));
             ok = false;
+        } else if (rename(temps[renamed], path) != 0) {
+            diag_error("cannot rename '%s' to '%s': %s", temps[renamed], path, strerror(errno));
+            ok = false;
+        } else {
+            free(temps[renamed]);
+            temps[renamed] = NULL;
+            continue;
         }
-        if (!ok)
+        if (previous[renamed]) /* this one was not replaced: drop its link */
+            unlink(previous[renamed]);
+        free(previous[renamed]);
+        previous[renamed] = NULL;
+        break;
+    }
+    if (!ok)
+        roll_back(o, previous, renamed);
+    for (size_t i = 0; i < o->count; i++) {
+        if (temps[i])
             unlink(temps[i]);
+        if (previous[i] && ok)
+            unlink(previous[i]);
         free(temps[i]);
+        free(previous[i]);
     }
     free(temps);
+    free(previous);
     outputs_discard(o);
     return ok;
 }

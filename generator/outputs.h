@@ -1,6 +1,12 @@
-/* outputs.h - the files a build publishes, all or nothing: every file is
- * written to a temporary beside its destination first, and renamed into place
- * only when all were written, so a failed run leaves the previous outputs. */
+/* outputs.h - the files a build publishes, all or nothing. Every destination
+ * is checked first (absent, or a file a rename can replace); every file is
+ * written to a temporary beside it; only then is each renamed into place,
+ * keeping a hard link to the file it replaces, and if any rename fails the
+ * replaced files are put back, so a failed run leaves the previous outputs
+ * exactly as they were (same bytes, inode and mtime). A run killed during the
+ * renames themselves can leave some files new and others old; the build system
+ * re-runs the generator after a failed or killed command, which rewrites all.
+ * Temporaries such a run left behind are removed by a later publish. */
 #ifndef STENCILGEN_OUTPUTS_H
 #define STENCILGEN_OUTPUTS_H
 

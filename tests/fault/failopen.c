@@ -6,7 +6,9 @@
  * Every open/creat/openat (and their 64-bit names) of a path containing
  * FAILOPEN_MATCH (and not FAILOPEN_SPARE, when set), with O_WRONLY, O_RDWR or
  * O_CREAT, fails with FAILOPEN_ERRNO (default EIO); so does mkdir of such a
- * path. Reads are never affected. */
+ * path. Reads are never affected.
+ *
+ * FAILRENAME_MATCH likewise makes rename() onto a path containing it fail. */
 /* Both the plain and the 64-bit names are defined here, so the headers must
  * not rename one into the other. */
 #undef _FILE_OFFSET_BITS
@@ -96,4 +98,17 @@ int mkdir(const char *path, mode_t mode)
     }
     int (*real)(const char *, mode_t) = (int (*)(const char *, mode_t))dlsym(RTLD_NEXT, "mkdir");
     return real(path, mode);
+}
+
+int rename(const char *from, const char *to)
+{
+    const char *match = getenv("FAILRENAME_MATCH");
+    if (match && *match && to && strstr(to, match)) {
+        const char *e = getenv("FAILOPEN_ERRNO");
+        errno = e && atoi(e) > 0 ? atoi(e) : EIO;
+        return -1;
+    }
+    int (*real)(const char *, const char *) =
+        (int (*)(const char *, const char *))dlsym(RTLD_NEXT, "rename");
+    return real(from, to);
 }

@@ -386,6 +386,81 @@ def test_quoted_include_beside_the_op(ctx):
     check("$78," in header(out), "editing ops/local.h did not rebuild op add")
 
 
+# --- publishing: all outputs or none -----------------------------------------
+
+def all_files(out):
+    return sorted(f for f in os.listdir(out) if f != ".stencilgen")
+
+
+def test_publish_refuses_before_writing_anything(ctx):
+    """A destination that is a directory (the dispatcher, or --depfile) fails
+    the run before any output is replaced: exit 3, the previous outputs keep
+    their bytes, inode and mtime, and nothing is left beside them."""
+    proj = ctx.bundled_copy()
+    out = os.path.join(ctx.tmp, "out")
+    dep = os.path.join(ctx.tmp, "deps")
+    expect(build(ctx, proj, out), EXIT_OK, "first build")
+    edit(os.path.join(proj, "stencils", "ops", "arith.c"), "(uint64_t)a + (uint64_t)b",
+         "(uint64_t)b + (uint64_t)a + 3")
+    os.makedirs(dep)
+    before = outputs_snapshot(out)
+    p = build(ctx, proj, out, "--depfile", dep)
+    expect(p, EXIT_TOOLCHAIN, "--depfile is a directory", "cannot write '%s': Is a directory" % dep)
+    check(outputs_snapshot(out) == before, "headers replaced although the depfile cannot be")
+    os.rmdir(dep)
+    os.unlink(os.path.join(out, "jit_stencils.h"))
+    os.makedirs(os.path.join(out, "jit_stencils.h"))
+    before = outputs_snapshot(out)
+    p = build(ctx, proj, out)
+    expect(p, EXIT_TOOLCHAIN, "dispatcher is a directory", "jit_stencils.h': Is a directory")
+    check(outputs_snapshot(out) == before, "headers replaced although the dispatcher cannot be")
+    check(all_files(out) == ["jit_stencils-%s.h" % TRIPLE, "jit_stencils.h"],
+          "left in the outdir: %s", all_files(out))
+
+
+def test_publish_rolls_back_when_a_rename_fails(ctx):
+    """The last rename (the dispatcher's) fails after the per-target header was
+    already replaced: it is put back, exactly as it was."""
+    proj = ctx.bundled_copy()
+    out = os.path.join(ctx.tmp, "out")
+    expect(build(ctx, proj, out), EXIT_OK, "first build")
+    edit(os.path.join(proj, "stencils", "ops", "arith.c"), "(uint64_t)a + (uint64_t)b",
+         "(uint64_t)b + (uint64_t)a + 3")
+    before = outputs_snapshot(out)
+    env = {"LD_PRELOAD": failopen(ctx), "FAILRENAME_MATCH": "/jit_stencils.h",
+           "ASAN_OPTIONS": "verify_asan_link_order=0:detect_leaks=0"}
+    p = build(ctx, proj, out, env=env)
+    expect(p, EXIT_TOOLCHAIN, "rename fails", "cannot rename")
+    check(outputs_snapshot(out) == before, "outputs not rolled back after a failed rename")
+    check(all_files(out) == ["jit_stencils-%s.h" % TRIPLE, "jit_stencils.h"],
+          "left in the outdir: %s", all_files(out))
+    expect(build(ctx, proj, out), EXIT_OK, "build without the fault")
+    check(header(out) == clean_header(ctx, proj), "header after the fault differs from clean")
+
+
+def test_publish_removes_temporaries_of_killed_runs(ctx):
+    """Temporaries a killed run left (older than a minute) go at the next
+    publish; files that only look similar, and fresh temporaries (another run
+    may be publishing), stay."""
+    proj = ctx.bundled_copy()
+    out = os.path.join(ctx.tmp, "out")
+    expect(build(ctx, proj, out), EXIT_OK, "first build")
+    stale = ["jit_stencils.h.tmpAb3dE9", HEADER + ".tmpzzzzzz"]
+    keep = ["jit_stencils.h.tmpfresh1", "jit_stencils.h.tmpAb3dE9x", "notes.tmpAbcdef",
+            "jit_stencils.h.tmp12345"]
+    old = time.time() - 3600
+    for name in stale + keep:
+        write(os.path.join(out, name), "x")
+        if name != "jit_stencils.h.tmpfresh1":
+            os.utime(os.path.join(out, name), (old, old))
+    expect(build(ctx, proj, out), EXIT_OK, "next build")
+    left = all_files(out)
+    for name in stale:
+        check(name not in left, "stale temporary %s was not removed", name)
+    for name in keep:
+        check(name in left, "%s was removed", name)
+
+
 # --- runs that end abruptly, temporary directories ---------------------------
 
 def test_killed_run_leaves_nothing_for_long(ctx):
