@@ -123,6 +123,18 @@ static int parse_options(int argc, char **argv, sg_options *o)
 
 static int check_required(const sg_options *o)
 {
+    const char *const paths[][2] = {
+        {"--manifest", o->manifest}, {"--outdir", o->outdir}, {"--cache-dir", o->cache_dir},
+        {"--depfile", o->depfile}, {"--compile-commands", o->compile_commands},
+        {"--clang", o->clang}, {"--launcher", o->launcher},
+    };
+    for (size_t i = 0; i < sizeof paths / sizeof *paths; i++)
+        if (paths[i][1] && !*paths[i][1]) /* "" would quietly mean the current directory */
+            return usage_error("%s is empty", paths[i][0]);
+    for (size_t i = 0; i < o->ntargets; i++)
+        for (size_t j = 0; j < i; j++)
+            if (!strcmp(o->targets[i], o->targets[j]))
+                return usage_error("--target '%s' is given twice", o->targets[i]);
     if (!o->manifest)
         return usage_error("%s needs --manifest FILE", o->command);
     if (!strcmp(o->command, "build") && !o->outdir)

@@ -21,6 +21,47 @@ void outputs_add(sg_outputs *o, char *path, strbuf content)
     ARRAY_PUSH(o->items, o->count, o->cap, out);
 }
 
+/* The file a path names: its directory resolved (when it exists), then its name. */
+static char *canonical(const char *path)
+{
+    char *abs = path_absolute(path);
+    char *dir = path_dirname(abs);
+    char *real = realpath(dir, NULL);
+    char *c = real ? path_join(real, strrchr(abs, '/') + 1) : xstrdup(abs);
+    free(real);
+    free(dir);
+    free(abs);
+    return c;
+}
+
+static bool same_file(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    if (stat(a, &sa) == 0 && stat(b, &sb) == 0)
+        return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    return false;
+}
+
+bool outputs_distinct(const char *const *paths, const char *const *what, size_t n)
+{
+    char **c = xcalloc(n, sizeof *c);
+    bool ok = true;
+    for (size_t i = 0; i < n && ok; i++) {
+        c[i] = canonical(paths[i]);
+        for (size_t j = 0; j < i && ok; j++) {
+            if (strcmp(c[i], c[j]) && !same_file(paths[i], paths[j]))
+                continue;
+            diag_error("%s '%s' and %s '%s' are the same file", what[j], paths[j], what[i],
+                       paths[i]);
+            ok = false;
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        free(c[i]);
+    free(c);
+    return ok;
+}
+
 void outputs_discard(sg_outputs *o)
 {
     for (size_t i = 0; i < o->count; i++) {

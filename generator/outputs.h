@@ -27,6 +27,9 @@ typedef struct sg_outputs {
 } sg_outputs;
 
 void outputs_add(sg_outputs *o, char *path, strbuf content); /* takes ownership */
+/* Whether the n paths name n different files (through "..", symlinks and hard
+ * links too); otherwise says which two collide, by what[i]. */
+bool outputs_distinct(const char *const *paths, const char *const *what, size_t n);
 bool outputs_publish(sg_outputs *o);                          /* frees o */
 void outputs_discard(sg_outputs *o);
 

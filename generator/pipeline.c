@@ -822,9 +822,42 @@ static int dump(sg_run *run)
     return SG_EXIT_OK;
 }
 
+/* Every file a build writes must be a different file: a --depfile naming a
+ * header would overwrite it. */
+static bool outputs_do_not_collide(const sg_run *run)
+{
+    size_t n = 0, cap = run->nresults + 3;
+    char **paths = xcalloc(cap, sizeof *paths);
+    const char **what = xcalloc(cap, sizeof *what);
+    for (size_t t = 0; t < run->nresults; t++) {
+        char *name = writer_target_filename(run->results[t].target);
+        what[n] = "the header";
+        paths[n++] = path_join(run->opt.outdir, name);
+        free(name);
+    }
+    what[n] = "the header";
+    paths[n++] = path_join(run->opt.outdir, "jit_stencils.h");
+    if (run->opt.depfile) {
+        what[n] = "--depfile";
+        paths[n++] = xstrdup(run->opt.depfile);
+    }
+    if (run->opt.compile_commands) {
+        what[n] = "--compile-commands";
+        paths[n++] = xstrdup(run->opt.compile_commands);
+    }
+    bool ok = outputs_distinct((const char *const *)paths, what, n);
+    for (size_t i = 0; i < n; i++)
+        free(paths[i]);
+    free(paths);
+    free(what);
+    return ok;
+}
+
 static int prepare(sg_run *run)
 {
     if (!manifest_load(run->opt.manifest, &run->manifest) || !resolve_targets(run))
+        return SG_EXIT_USAGE;
+    if (!strcmp(run->opt.command, "build") && !outputs_do_not_collide(run))
         return SG_EXIT_USAGE;
     const char *clang = run->opt.clang ? run->opt.clang : "clang-22";
     run->clang = find_program(clang);

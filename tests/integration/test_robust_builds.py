@@ -438,6 +438,38 @@ def test_publish_rolls_back_when_a_rename_fails(ctx):
     check(header(out) == clean_header(ctx, proj), "header after the fault differs from clean")
 
 
+def test_outputs_that_collide_are_usage_errors(ctx):
+    """--depfile or --compile-commands naming a header (directly, through "..",
+    or a symlinked directory), or each other; --target twice; an empty path:
+    exit 2 before anything is compiled or written."""
+    proj = ctx.bundled_copy()
+    out = os.path.join(ctx.tmp, "out")
+    expect(build(ctx, proj, out), EXIT_OK, "first build")
+    before = outputs_snapshot(out)
+    link = os.path.join(ctx.tmp, "link")
+    os.symlink(out, link)
+    hdr = os.path.join(out, HEADER)
+    cases = [
+        (("--depfile", hdr), "--depfile '%s' are the same file" % hdr),
+        (("--compile-commands", os.path.join(out, "sub", "..", "jit_stencils.h")),
+         "the header '%s' and --compile-commands" % os.path.join(out, "jit_stencils.h")),
+        (("--depfile", os.path.join(link, HEADER)), "are the same file"),
+        (("--depfile", os.path.join(ctx.tmp, "x.d"), "--compile-commands",
+          os.path.join(ctx.tmp, "x.d")), "--depfile '%s' and --compile-commands" %
+         os.path.join(ctx.tmp, "x.d")),
+        (("--target", TRIPLE), "--target '%s' is given twice" % TRIPLE),
+    ]
+    for extra, needle in cases:
+        p = build(ctx, proj, out, *extra)
+        expect(p, 2, " ".join(extra), needle)
+        check(outputs_snapshot(out) == before, "%s: outputs changed", " ".join(extra))
+    p = ctx.generator("build", "--manifest", manifest_of(proj), "--outdir", "", *X86,
+                      cwd=ctx.tmp, timeout=TIMEOUT)
+    expect(p, 2, "empty --outdir", "--outdir is empty")
+    check(not [f for f in os.listdir(ctx.tmp) if f.startswith("jit_stencils")],
+          "an empty --outdir wrote into the current directory")
+
+
 def test_publish_removes_temporaries_of_killed_runs(ctx):
     """Temporaries a killed run left (older than a minute) go at the next
     publish; files that only look similar, and fresh temporaries (another run
