@@ -11,17 +11,31 @@ static void emit(const char *prefix, const char *kind, const char *fmt, va_list 
     fputc('\n', stderr);
 }
 
-void diag_error_at(const char *file, unsigned line, unsigned col, const char *fmt, ...)
+static void emit_at(const char *file, unsigned line, unsigned col, const char *kind,
+                    const char *fmt, va_list ap)
 {
-    va_list ap;
-    va_start(ap, fmt);
     if (line && col)
         fprintf(stderr, "%s:%u:%u: ", file, line, col);
     else if (line)
         fprintf(stderr, "%s:%u: ", file, line);
     else
         fprintf(stderr, "%s: ", file);
-    emit("", "error", fmt, ap);
+    emit("", kind, fmt, ap);
+}
+
+void diag_error_at(const char *file, unsigned line, unsigned col, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    emit_at(file, line, col, "error", fmt, ap);
+    va_end(ap);
+}
+
+void diag_note_at(const char *file, unsigned line, unsigned col, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    emit_at(file, line, col, "note", fmt, ap);
     va_end(ap);
 }
 

@@ -12,6 +12,9 @@ enum sg_exit {
 /* "file:line:col: error: ..." (line/col omitted when 0). */
 void diag_error_at(const char *file, unsigned line, unsigned col, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* "file:line:col: note: ...", e.g. where a duplicate was first given. */
+void diag_note_at(const char *file, unsigned line, unsigned col, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 /* Where a diagnostic about an op or the shim points: its source when known. */
 typedef struct sg_where {
     const char *file; /* NULL: no source location */

@@ -1,15 +1,25 @@
 /* manifest.c - read the manifest with libyaml's document API, which keeps the
- * line and column of every node so each error can point at the offending text. */
+ * line and column of every node so each error can point at the offending text.
+ * The input is bounded first (size, then nesting depth with the event API),
+ * because libyaml's time grows faster than the input on deep nesting. */
+#define _GNU_SOURCE
 #include "manifest.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <yaml.h>
 
 #include "diag.h"
 #include "util.h"
+
+/* A manifest lists files and flags: far below a mebibyte, and a few levels deep. */
+#define MANIFEST_MAX_BYTES (1u << 20)
+#define MANIFEST_MAX_DEPTH 8
 
 typedef struct reader {
     const char *path;
@@ -170,6 +180,15 @@ static bool each_pair(const reader *r, const yaml_node_t *n, const char *what,
             sb_free(&sb);
             return false;
         }
+        for (yaml_node_pair_t *q = n->data.mapping.pairs.start; q < p; q++) {
+            const yaml_node_t *first = yaml_document_get_node(r->doc, q->key);
+            if (strcmp(scalar(first), key))
+                continue;
+            fail(r, k, "duplicate key '%s' in %s", key, what);
+            sg_loc l = loc_of(first);
+            diag_note_at(r->path, l.line, l.col, "'%s' first given here", key);
+            return false;
+        }
         if (!fn(r, key, k, v, ctx))
             return false;
     }
@@ -281,6 +300,23 @@ static bool is_identifier(const char *s)
     return true;
 }
 
+/* Entries that would compile twice or declare a name twice. (Repeated include
+ * directories and defines are harmless: clang takes them as given.) */
+static bool no_repeats(const reader *r, const sg_strlist *l, const char *key)
+{
+    for (size_t i = 0; i < l->count; i++) {
+        for (size_t j = 0; j < i; j++) {
+            if (strcmp(l->items[i], l->items[j]))
+                continue;
+            diag_error_at(r->path, l->locs[i].line, l->locs[i].col, "'%s' is listed twice in '%s'",
+                          l->items[i], key);
+            diag_note_at(r->path, l->locs[j].line, l->locs[j].col, "first listed here");
+            return false;
+        }
+    }
+    return true;
+}
+
 static bool check_complete(const reader *r, const yaml_node_t *root, sg_manifest *m)
 {
     const char *missing = !m->ntargets        ? "targets"
@@ -291,6 +327,8 @@ static bool check_complete(const reader *r, const yaml_node_t *root, sg_manifest
                                               : NULL;
     if (missing)
         return fail(r, root, "manifest is missing '%s'%s", missing, "");
+    if (!no_repeats(r, &m->op_sources, "ops") || !no_repeats(r, &m->symbols, "symbols"))
+        return false;
     for (size_t i = 0; i < m->symbols.count; i++) {
         if (!is_identifier(m->symbols.items[i])) {
             sg_loc l = m->symbols.locs[i];
@@ -316,19 +354,92 @@ static bool parse_error(const char *path, const yaml_parser_t *p)
     return false;
 }
 
+/* At most MANIFEST_MAX_BYTES + 1 bytes, whatever the file is (/dev/zero, a pipe). */
+static bool read_bounded(const char *path, uint8_t **text, size_t *size)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    size_t cap = MANIFEST_MAX_BYTES + 1, n = 0;
+    uint8_t *buf = xmalloc(cap);
+    while (n < cap) {
+        ssize_t got = read(fd, buf + n, cap - n);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0) {
+            if (got < 0) {
+                int saved = errno;
+                free(buf);
+                close(fd);
+                errno = saved;
+                return false;
+            }
+            break;
+        }
+        n += (size_t)got;
+    }
+    close(fd);
+    *text = buf;
+    *size = n;
+    return true;
+}
+
+/* Walk the events only as deep as the schema allows, so that input nested
+ * thousands deep is refused before libyaml spends superlinear time on it. */
+static bool depth_ok(const char *path, const uint8_t *text, size_t size)
+{
+    yaml_parser_t p;
+    yaml_parser_initialize(&p);
+    yaml_parser_set_input_string(&p, text, size);
+    int depth = 0;
+    bool ok = true, done = false;
+    while (ok && !done) {
+        yaml_event_t e;
+        if (!yaml_parser_parse(&p, &e))
+            break; /* the document load below reports syntax errors */
+        if (e.type == YAML_SEQUENCE_START_EVENT || e.type == YAML_MAPPING_START_EVENT) {
+            if (++depth > MANIFEST_MAX_DEPTH) {
+                diag_error_at(path, (unsigned)e.start_mark.line + 1,
+                              (unsigned)e.start_mark.column + 1,
+                              "the manifest nests deeper than %d levels", MANIFEST_MAX_DEPTH);
+                ok = false;
+            }
+        } else if (e.type == YAML_SEQUENCE_END_EVENT || e.type == YAML_MAPPING_END_EVENT) {
+            depth--;
+        }
+        done = e.type == YAML_STREAM_END_EVENT;
+        yaml_event_delete(&e);
+    }
+    yaml_parser_delete(&p);
+    return ok;
+}
+
 bool manifest_load(const char *path, sg_manifest *m)
+{
+    uint8_t *text;
+    size_t size;
+    if (!read_bounded(path, &text, &size)) {
+        *m = (sg_manifest){.path = xstrdup(path)};
+        diag_error("cannot read manifest '%s': %s", path, strerror(errno));
+        return false;
+    }
+    bool ok = manifest_parse(text, size, path, m);
+    free(text);
+    return ok;
+}
+
+bool manifest_parse(const uint8_t *text, size_t size, const char *path, sg_manifest *m)
 {
     *m = (sg_manifest){.path = xstrdup(path)};
     char *abs = path_absolute(path);
     m->dir = path_dirname(abs);
     free(abs);
-
-    uint8_t *text;
-    size_t size;
-    if (!read_file(path, &text, &size)) {
-        diag_error("cannot read manifest '%s': %m", path);
+    if (size > MANIFEST_MAX_BYTES) {
+        diag_error("manifest '%s' is larger than %u bytes", path, MANIFEST_MAX_BYTES);
         return false;
     }
+    if (!depth_ok(path, text, size))
+        return false;
     yaml_parser_t parser;
     yaml_document_t doc;
     yaml_parser_initialize(&parser);
@@ -337,7 +448,6 @@ bool manifest_load(const char *path, sg_manifest *m)
     if (!ok) {
         parse_error(path, &parser);
         yaml_parser_delete(&parser);
-        free(text);
         return false;
     }
     reader r = {path, &doc, m};
@@ -353,7 +463,6 @@ bool manifest_load(const char *path, sg_manifest *m)
     }
     yaml_document_delete(&doc);
     yaml_parser_delete(&parser);
-    free(text);
     return ok;
 }
 

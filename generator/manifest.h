@@ -16,7 +16,7 @@ typedef struct sg_strlist {
     size_t count, cap;
 } sg_strlist;
 
-/* A pinned frame shape (SPEC 4): any difference from the derived one fails the build. */
+/* A pinned frame shape: any difference from the derived one fails the build. */
 typedef struct sg_frame_pin {
     char *cfa_register; /* e.g. "rbp" */
     int64_t cfa_offset;
@@ -52,8 +52,13 @@ typedef struct sg_manifest {
 } sg_manifest;
 
 /* Load and validate; on failure prints "manifest:line:col: error: ..." and
- * returns false (exit code SG_EXIT_USAGE). */
+ * returns false (exit code SG_EXIT_USAGE). Either way m is to be freed with
+ * manifest_free. Input larger than 1 MiB or nested deeper than 8 levels is
+ * refused before it is parsed. */
 bool manifest_load(const char *path, sg_manifest *m);
+/* The same from bytes in memory; `path` names them in messages and anchors
+ * relative paths (the files they name are checked to exist). */
+bool manifest_parse(const uint8_t *text, size_t size, const char *path, sg_manifest *m);
 void manifest_free(sg_manifest *m);
 
 /* Path relative to the manifest directory (caller frees), for generated comments:

@@ -219,7 +219,7 @@ static int discover_all(sg_run *run)
             if (strcmp(x->name, y->name))
                 continue;
             diag_error_at(x->source, x->line, x->col, "op '%s' is defined twice", x->name);
-            fprintf(stderr, "%s:%u:%u: note: first defined here\n", y->source, y->line, y->col);
+            diag_note_at(y->source, y->line, y->col, "first defined here");
             rc = SG_EXIT_USAGE;
             break;
         }

@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """Build and run the libFuzzer targets (clang-22, ASan+UBSan) from a seed corpus.
 
-  tests/fuzz/run.py --build build --seconds N [--target cfi|stencil_cache]
+  tests/fuzz/run.py --build build --seconds N [--target cfi|stencil_cache|manifest]
 
 Prints one line per target: executions, executions/s, corpus size, crashes.
 Exit status 1 if any target crashed (its reproducer is kept in build/fuzz/).
 """
 import argparse
+import glob
 import os
+import shutil
 import re
 import subprocess
 import sys
@@ -17,26 +19,46 @@ FLAGS = ["-g", "-O1", "-fsanitize=fuzzer,address,undefined", "-fno-sanitize-reco
          "-I", os.path.join(ROOT, "generator")]
 
 TARGETS = {
-    # name: (fuzz target source, other sources, seed generator, its other sources)
+    # name: (fuzz target source, other sources, seed generator, its other sources);
+    # a seed "generator" that is a list of globs names seed files to copy instead
     "cfi": ("tests/fuzz/fuzz_cfi.c", ["generator/cfi.c"], "tests/fuzz/make_cfi_seeds.c", []),
     # the seeds are written by the encoder itself
     "stencil_cache": ("tests/fuzz/fuzz_stencil_cache.c",
                       ["generator/stencil_cache.c", "generator/util.c"],
                       "tests/fuzz/make_stencil_cache_seeds.c",
                       ["generator/stencil_cache.c", "generator/util.c"]),
+    # every manifest in the repository
+    "manifest": ("tests/fuzz/fuzz_manifest.c",
+                 ["generator/manifest.c", "generator/util.c", "generator/diag.c", "-lyaml"],
+                 ["stencils/*.yaml", "tests/**/*.yaml"], []),
 }
+
+
+def source(s):
+    return s if s.startswith("-") else os.path.join(ROOT, s)
 
 
 def build_target(name, outdir):
     src, deps, seeds_src, seeds_deps = TARGETS[name]
     fuzzer = os.path.join(outdir, "fuzz_" + name)
     seeder = os.path.join(outdir, "seeds_" + name)
-    subprocess.run(["clang-22"] + FLAGS + [os.path.join(ROOT, s) for s in [src] + deps] +
+    subprocess.run(["clang-22"] + FLAGS + [source(s) for s in [src] + deps] +
                    ["-o", fuzzer], check=True, timeout=600)
+    if isinstance(seeds_src, list):
+        return fuzzer, seeds_src
     subprocess.run(["clang-22", "-O1", "-I", os.path.join(ROOT, "generator")] +
-                   [os.path.join(ROOT, s) for s in [seeds_src] + seeds_deps] +
+                   [source(s) for s in [seeds_src] + seeds_deps] +
                    ["-o", seeder], check=True, timeout=600)
     return fuzzer, seeder
+
+
+def make_seeds(seeder, seeds):
+    if isinstance(seeder, list):
+        for pattern in seeder:
+            for i, f in enumerate(sorted(glob.glob(os.path.join(ROOT, pattern), recursive=True))):
+                shutil.copy(f, os.path.join(seeds, "%s-%d" % (os.path.basename(f), i)))
+    else:
+        subprocess.run([seeder, seeds], check=True, timeout=60)
 
 
 def run_target(name, outdir, seconds):
@@ -45,12 +67,14 @@ def run_target(name, outdir, seconds):
     corpus = os.path.join(outdir, "corpus-" + name)
     os.makedirs(seeds, exist_ok=True)
     os.makedirs(corpus, exist_ok=True)
-    subprocess.run([seeder, seeds], check=True, timeout=60)
-    p = subprocess.run([fuzzer, "-max_total_time=%d" % seconds, "-timeout=10",
+    make_seeds(seeder, seeds)
+    # Run from the repository, so that manifest paths can name real files;
+    # -close_fd_mask=2: the manifest reader's error messages are expected.
+    p = subprocess.run([fuzzer, "-close_fd_mask=2", "-max_total_time=%d" % seconds, "-timeout=10",
                         "-rss_limit_mb=2048", "-print_final_stats=1",
                         "-artifact_prefix=" + outdir + "/crash-" + name + "-", corpus, seeds],
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                       timeout=seconds + 300)
+                       timeout=seconds + 300, cwd=ROOT)
     execs = re.search(r"stat::number_of_executed_units:\s*(\d+)", p.stdout)
     rate = re.search(r"stat::average_exec_per_sec:\s*(\d+)", p.stdout)
     crashed = p.returncode != 0
