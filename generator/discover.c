@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "diag.h"
 #include "util.h"
 
 #define OP_ANNOTATION "stencilgen.op"
@@ -14,38 +15,99 @@
 
 typedef struct visit_ctx {
     const char *source;
+    CXFile main_file;
     sg_oplist *out;
     CXTranslationUnit tu;
+    int rc; /* SG_EXIT_USAGE once an op is refused */
 } visit_ctx;
 
-/* Offset just past the closing brace of the body that follows `from` in `file`.
- * Bodies are skipped while parsing, so the cursor's extent stops at the
- * declarator; tokens find the matching brace (braces in strings and comments
- * are not tokens). 0 if there is no body. */
-static unsigned body_end(CXTranslationUnit tu, CXFile file, unsigned from)
+/* The raw tokens of `file` from offset `from` to its end. */
+typedef struct token_run {
+    CXTranslationUnit tu;
+    CXToken *tokens;
+    unsigned n;
+} token_run;
+
+static token_run tokens_from(CXTranslationUnit tu, CXFile file, unsigned from)
 {
     size_t size = 0;
     clang_getFileContents(tu, file, &size);
     CXSourceRange range = clang_getRange(clang_getLocationForOffset(tu, file, from),
                                          clang_getLocationForOffset(tu, file, (unsigned)size));
-    CXToken *tokens = NULL;
-    unsigned n = 0, end = 0;
-    clang_tokenize(tu, range, &tokens, &n);
-    int depth = 0;
-    for (unsigned i = 0; i < n && !end; i++) {
-        if (clang_getTokenKind(tokens[i]) != CXToken_Punctuation)
-            continue;
-        CXString s = clang_getTokenSpelling(tu, tokens[i]);
-        const char *p = clang_getCString(s);
-        if (!strcmp(p, "{"))
-            depth++;
-        else if (!strcmp(p, "}") && --depth == 0)
-            clang_getExpansionLocation(clang_getRangeEnd(clang_getTokenExtent(tu, tokens[i])),
-                                       NULL, NULL, NULL, &end);
-        clang_disposeString(s);
-    }
-    clang_disposeTokens(tu, tokens, n);
+    token_run t = {tu, NULL, 0};
+    clang_tokenize(tu, range, &t.tokens, &t.n);
+    return t;
+}
+
+static bool token_is(const token_run *t, unsigned i, const char *text)
+{
+    if (i >= t->n)
+        return false;
+    CXString s = clang_getTokenSpelling(t->tu, t->tokens[i]);
+    bool is = !strcmp(clang_getCString(s), text);
+    clang_disposeString(s);
+    return is;
+}
+
+static unsigned token_end(const token_run *t, unsigned i)
+{
+    unsigned end;
+    clang_getExpansionLocation(clang_getRangeEnd(clang_getTokenExtent(t->tu, t->tokens[i])), NULL,
+                               NULL, NULL, &end);
     return end;
+}
+
+/* Index of the token closing the bracket opened at token i, or t->n. (Brackets
+ * in strings and comments are not tokens.) */
+static unsigned matching(const token_run *t, unsigned i, const char *open, const char *close)
+{
+    int depth = 0;
+    for (; i < t->n; i++) {
+        if (clang_getTokenKind(t->tokens[i]) != CXToken_Punctuation)
+            continue;
+        if (token_is(t, i, open))
+            depth++;
+        else if (token_is(t, i, close) && --depth == 0)
+            return i;
+    }
+    return t->n;
+}
+
+/* Offset just past the op's definition; 0 if it has no body. Bodies are
+ * skipped while parsing, so the end is found in the tokens from `from`: the
+ * end of the declarator, whose body is the next braces; or, for an op whose
+ * name comes from a macro (OP(add) { ... }, or BINOP(band, a & b) expanding to
+ * a whole definition), that macro's invocation: the body is the braces right
+ * after it, or, when none follow, the invocation holds it (with a ';' written
+ * after it). */
+static unsigned op_end(CXTranslationUnit tu, CXFile file, unsigned from, bool from_macro)
+{
+    token_run t = tokens_from(tu, file, from);
+    unsigned end = 0, i = 0;
+    if (from_macro && token_is(&t, 1, "(")) {
+        unsigned close = matching(&t, 1, "(", ")");
+        if (close < t.n && !token_is(&t, close + 1, "{"))
+            end = token_end(&t, token_is(&t, close + 1, ";") ? close + 1 : close);
+        i = close + 1;
+    }
+    if (!end) {
+        unsigned close = matching(&t, i, "{", "}");
+        end = close < t.n ? token_end(&t, close) : 0;
+    }
+    clang_disposeTokens(tu, t.tokens, t.n);
+    return end;
+}
+
+/* Whether the cursor's name was written through a macro (its spelling is not
+ * where it expands). */
+static bool named_by_macro(CXCursor c)
+{
+    CXSourceLocation loc = clang_getCursorLocation(c);
+    CXFile ef, sf;
+    unsigned eo, so;
+    clang_getExpansionLocation(loc, &ef, NULL, NULL, &eo);
+    clang_getSpellingLocation(loc, &sf, NULL, NULL, &so);
+    return eo != so || !clang_File_isEqual(ef, sf);
 }
 
 static enum CXChildVisitResult find_annotation(CXCursor c, CXCursor parent, CXClientData data)
@@ -74,8 +136,8 @@ static enum CXChildVisitResult visit_top(CXCursor c, CXCursor parent, CXClientDa
         return CXChildVisit_Continue;
     /* OP(name) is a macro: report where it is written, not where it expands. */
     CXFile file;
-    unsigned line, col, begin, decl_end;
-    clang_getExpansionLocation(clang_getCursorLocation(c), &file, &line, &col, NULL);
+    unsigned line, col, name_at, begin, decl_end;
+    clang_getExpansionLocation(clang_getCursorLocation(c), &file, &line, &col, &name_at);
     CXSourceRange extent = clang_getCursorExtent(c);
     clang_getExpansionLocation(clang_getRangeStart(extent), NULL, NULL, NULL, &begin);
     clang_getExpansionLocation(clang_getRangeEnd(extent), NULL, NULL, NULL, &decl_end);
@@ -85,12 +147,24 @@ static enum CXChildVisitResult visit_top(CXCursor c, CXCursor parent, CXClientDa
     if (!strncmp(name, OP_PREFIX, strlen(OP_PREFIX)))
         name += strlen(OP_PREFIX);
     const char *fn = clang_getCString(fname);
-    sg_op op = {xstrdup(name), path_absolute(fn ? fn : ctx->source), line, col, begin,
-                body_end(ctx->tu, file, decl_end)};
-    ARRAY_PUSH(ctx->out->items, ctx->out->count, ctx->out->cap, op);
+    if (!clang_File_isEqual(file, ctx->main_file)) {
+        /* Its unit would be cut from the header alone, without what the
+         * listed file defines before including it. */
+        diag_error_at(fn ? fn : "?", line, col,
+                      "op '%s' is defined in a header included by '%s'; define ops in the "
+                      "files listed under 'ops' (each is cut into one unit per op)",
+                      name, ctx->source);
+        ctx->rc = SG_EXIT_USAGE;
+    } else {
+        /* A macro-made name expands at the invocation that made it. */
+        bool by_macro = named_by_macro(c);
+        sg_op op = {xstrdup(name), path_absolute(fn ? fn : ctx->source), line, col, begin,
+                    op_end(ctx->tu, file, by_macro ? name_at : decl_end, by_macro)};
+        ARRAY_PUSH(ctx->out->items, ctx->out->count, ctx->out->cap, op);
+    }
     clang_disposeString(spelling);
     clang_disposeString(fname);
-    return CXChildVisit_Continue;
+    return ctx->rc ? CXChildVisit_Break : CXChildVisit_Continue;
 }
 
 /* Print libclang's errors the way clang would; true if there were any. */
@@ -125,30 +199,32 @@ static void add_inclusion(CXFile file, CXSourceLocation *stack, unsigned depth, 
     clang_disposeString(name);
 }
 
-bool discover_ops(const char *source, const char *const *args, size_t nargs, sg_oplist *out,
-                  sg_pathlist *deps)
+int discover_ops(const char *source, const char *const *args, size_t nargs, sg_oplist *out,
+                 sg_pathlist *deps)
 {
     CXIndex index = clang_createIndex(0, 0);
     CXTranslationUnit tu = NULL;
-    enum CXErrorCode rc = clang_parseTranslationUnit2(
+    enum CXErrorCode err = clang_parseTranslationUnit2(
         index, source, args, (int)nargs, NULL, 0,
         CXTranslationUnit_SkipFunctionBodies | CXTranslationUnit_KeepGoing, &tu);
-    bool ok = rc == CXError_Success && tu;
+    bool ok = err == CXError_Success && tu;
     if (!ok)
         fprintf(stderr, "%s: error: libclang could not parse this file (error %d)\n", source,
-                (int)rc);
+                (int)err);
     else if (report_errors(tu))
         ok = false;
+    int rc = ok ? SG_EXIT_OK : SG_EXIT_TOOLCHAIN;
     if (ok) {
-        visit_ctx ctx = {source, out, tu};
+        visit_ctx ctx = {source, clang_getFile(tu, source), out, tu, SG_EXIT_OK};
         clang_visitChildren(clang_getTranslationUnitCursor(tu), visit_top, &ctx);
-        if (deps)
+        rc = ctx.rc;
+        if (deps && rc == SG_EXIT_OK)
             clang_getInclusions(tu, add_inclusion, deps);
     }
     if (tu)
         clang_disposeTranslationUnit(tu);
     clang_disposeIndex(index);
-    return ok;
+    return rc;
 }
 
 void pathlist_free(sg_pathlist *l)

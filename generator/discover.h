@@ -25,10 +25,11 @@ typedef struct sg_oplist {
 
 /* Parse `source` with the given compiler arguments (the template is force-included
  * with STENCILGEN_DISCOVER defined) and append every function the template marked
- * as an op, in source order. Compile errors are printed clang-style; returns
- * false (exit code 3) if the source does not parse. */
-bool discover_ops(const char *source, const char *const *args, size_t nargs, sg_oplist *out,
-                  sg_pathlist *deps);
+ * as an op, in source order. Returns an exit code: 3 when the source does not
+ * parse (errors printed clang-style), 2 when an op is defined in a header rather
+ * than in `source` itself. */
+int discover_ops(const char *source, const char *const *args, size_t nargs, sg_oplist *out,
+                 sg_pathlist *deps);
 
 void oplist_free(sg_oplist *l);
 void pathlist_free(sg_pathlist *l);

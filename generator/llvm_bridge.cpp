@@ -77,6 +77,11 @@ obj_sec_kind classify_section(const SectionRef &s, StringRef name)
         return OBJ_SEC_CODE;
     if (es.getType() == ELF::SHT_NOBITS)
         return OBJ_SEC_BSS;
+    // .data.rel.ro holds const data with relocations (pointer tables under
+    // PIC): writable only until the loader has relocated it, as the runtime
+    // patches data before sealing it. Read-only data with holes.
+    if (name == ".data.rel.ro" || name.starts_with(".data.rel.ro."))
+        return OBJ_SEC_RODATA;
     return (flags & ELF::SHF_WRITE) ? OBJ_SEC_DATA : OBJ_SEC_RODATA;
 }
 

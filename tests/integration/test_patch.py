@@ -34,8 +34,9 @@ reject the same link (test_range_checks_match_lld sweeps the boundaries).
 Sets: the bundled stencils; the relocation-kind fixtures of test_holes.py
 (tests/fixtures/relocs: nopic, large, norelax); this suite's own
 tests/patch/fixtures (jump tables and pointer tables: holes in data, holes
-against the op's own code; a direct call to a run-time symbol; data aligned to
-64 bytes and to 8 KiB; a string address as a 32-bit immediate).
+against the op's own code, a const table of function pointers in .data.rel.ro;
+a direct call to a run-time symbol; data aligned to 64 bytes and to 8 KiB; a
+string address as a 32-bit immediate).
 """
 import os
 import re
@@ -167,8 +168,12 @@ class OpObject:
                 if s["flags"] & SHF_ALLOC and s["flags"] & SHF_EXECINSTR and s["size"] > 0
                 and s["index"] != esec]
         self.code_secs = [elf.sections[esec]] + code
+        # .data.rel.ro is const data the loader relocates (pointer tables under
+        # PIC): read-only data to the generator, which patches it like .rodata.
+        relro = lambda s: s["name"] == ".data.rel.ro" or s["name"].startswith(".data.rel.ro.")
         self.data_secs = [s for s in elf.sections
-                          if s["flags"] & SHF_ALLOC and not s["flags"] & (SHF_WRITE | SHF_EXECINSTR)
+                          if s["flags"] & SHF_ALLOC and not s["flags"] & SHF_EXECINSTR
+                          and (not s["flags"] & SHF_WRITE or relro(s))
                           and s["type"] == SHT_PROGBITS and s["size"] > 0
                           and s["name"] != ".eh_frame"]
         for group in (self.code_secs, self.data_secs):
