@@ -21,10 +21,12 @@ typedef struct visit_ctx {
     int rc; /* SG_EXIT_USAGE once an op is refused */
 } visit_ctx;
 
-/* The raw tokens of `file` from offset `from` to its end. */
+/* The raw tokens of `file` from offset `from` to its end, comments left out. */
 typedef struct token_run {
     CXTranslationUnit tu;
-    CXToken *tokens;
+    CXToken *all; /* as clang_tokenize returned them */
+    unsigned nall;
+    CXToken *tokens; /* the same without comments */
     unsigned n;
 } token_run;
 
@@ -34,9 +36,19 @@ static token_run tokens_from(CXTranslationUnit tu, CXFile file, unsigned from)
     clang_getFileContents(tu, file, &size);
     CXSourceRange range = clang_getRange(clang_getLocationForOffset(tu, file, from),
                                          clang_getLocationForOffset(tu, file, (unsigned)size));
-    token_run t = {tu, NULL, 0};
-    clang_tokenize(tu, range, &t.tokens, &t.n);
+    token_run t = {tu, NULL, 0, NULL, 0};
+    clang_tokenize(tu, range, &t.all, &t.nall);
+    t.tokens = xcalloc(t.nall ? t.nall : 1, sizeof *t.tokens);
+    for (unsigned i = 0; i < t.nall; i++)
+        if (clang_getTokenKind(t.all[i]) != CXToken_Comment)
+            t.tokens[t.n++] = t.all[i];
     return t;
+}
+
+static void tokens_free(token_run *t)
+{
+    free(t->tokens);
+    clang_disposeTokens(t->tu, t->all, t->nall);
 }
 
 static bool token_is(const token_run *t, unsigned i, const char *text)
@@ -94,7 +106,7 @@ static unsigned op_end(CXTranslationUnit tu, CXFile file, unsigned from, bool fr
         unsigned close = matching(&t, i, "{", "}");
         end = close < t.n ? token_end(&t, close) : 0;
     }
-    clang_disposeTokens(tu, t.tokens, t.n);
+    tokens_free(&t);
     return end;
 }
 

@@ -271,7 +271,13 @@ static bool top_pair(const reader *r, const char *key, const yaml_node_t *k,
         return each_item(r, v, key, add_target, m);
     if (!strcmp(key, "template")) {
         m->template_loc = loc_of(v);
-        return want_path(r, v, key, false, &m->template_path);
+        if (!want_path(r, v, key, false, &m->template_path))
+            return false;
+        /* clang turns -include FILE into a line #include "FILE" (unescaped). */
+        if (strpbrk(m->template_path, "\"\n\r"))
+            return fail(r, v, "template: the path '%s' holds a quote or a line break, which "
+                        "clang's -include cannot take%s", m->template_path, "");
+        return true;
     }
     if (!strcmp(key, "shim")) {
         static const char *const keys[] = {"source", "function", NULL};

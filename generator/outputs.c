@@ -217,17 +217,40 @@ bool outputs_publish(sg_outputs *o)
     return ok;
 }
 
-/* Depfiles escape spaces; ninja and make agree on backslash-space. */
-static void put_dep(strbuf *sb, const char *path)
+/* Characters ninja's depfile reader ends a path at, whatever the escaping
+ * (checked against ninja 1.11); make reads them, so they are written as they
+ * are and ninja, finding no such file, re-runs the generator every time. */
+static const char ninja_cannot_read[] = "\"&'*;<>?^`|\t";
+
+/* Make-style escaping, as clang writes it and ninja and make read it: a space
+ * as backslash-space (doubling the backslashes before it), '#' as "\#", '$'
+ * as "$$". Returns false for a path no depfile can hold (a line break). */
+static bool put_dep(strbuf *sb, const char *path, bool *unreadable)
 {
-    sb_puts(sb, " \\\n  ");
+    if (strpbrk(path, "\n\r")) {
+        diag_error("--depfile cannot name '%s': a depfile cannot hold a path with a line break",
+                   path);
+        return false;
+    }
+    if (strpbrk(path, ninja_cannot_read) && !*unreadable) {
+        *unreadable = true;
+        diag_warning("--depfile names '%s', which holds a character ninja cannot read in a "
+                     "depfile (one of %s or a tab): ninja will re-run stencilgen on every build",
+                     path, "\"&'*;<>?^`|");
+    }
     for (const char *p = path; *p; p++) {
-        if (*p == ' ' || *p == '#')
+        if (*p == ' ') {
+            for (const char *q = p; q > path && q[-1] == '\\'; q--)
+                sb_putc(sb, '\\');
             sb_putc(sb, '\\');
-        else if (*p == '$')
+        } else if (*p == '#') {
+            sb_putc(sb, '\\');
+        } else if (*p == '$') {
             sb_putc(sb, '$');
+        }
         sb_putc(sb, *p);
     }
+    return true;
 }
 
 static int cmp_str(const void *a, const void *b)
@@ -235,22 +258,49 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* The inverse of put_dep, on what clang writes: paths separated by spaces
+ * and escaped newlines (a tab is part of a path: clang writes it as is). */
 void outputs_parse_deps(const uint8_t *text, size_t size, char ***list, size_t *count,
                         size_t *cap)
 {
-    const char *s = (const char *)text;
+    const char *s = (const char *)text, *end = s + size;
     const char *p = memmem(s, size, ": ", 2);
-    p = p ? p + 2 : s + size;
+    p = p ? p + 2 : end;
     strbuf word = {0};
-    for (; p <= s + size; p++) {
-        char c = p < s + size ? *p : ' ';
-        if (c == '\\' && p + 1 < s + size && (p[1] == '\n' || p[1] == ' ')) {
-            if (p[1] == ' ')
-                sb_putc(&word, ' ');
+    for (; p <= end; p++) {
+        char c = p < end ? *p : ' ';
+        if (c == '\\') {
+            size_t n = 0; /* a run of backslashes */
+            while (p + n < end && p[n] == '\\')
+                n++;
+            char next = p + n < end ? p[n] : '\0';
+            if (next == ' ') { /* 2k+1 before a space: k and a space; 2k: k, then the end */
+                for (size_t i = 0; i < n / 2; i++)
+                    sb_putc(&word, '\\');
+                p += n - 1;
+                if (n % 2) {
+                    sb_putc(&word, ' ');
+                    p++;
+                }
+                continue;
+            }
+            if (n == 1 && (next == '#' || next == '\n' || next == '\r')) {
+                if (next == '#')
+                    sb_putc(&word, '#');
+                p++; /* "\#", or a line continuation */
+                continue;
+            }
+            for (size_t i = 0; i < n; i++)
+                sb_putc(&word, '\\');
+            p += n - 1;
+            continue;
+        }
+        if (c == '$' && p + 1 < end && p[1] == '$') {
+            sb_putc(&word, '$');
             p++;
             continue;
         }
-        if (c == ' ' || c == '\n' || c == '\t' || c == '\r') {
+        if (c == ' ' || c == '\n' || c == '\r') {
             if (word.len) {
                 char *abs = path_absolute(word.data);
                 ARRAY_PUSH(*list, *count, *cap, abs);
@@ -263,7 +313,8 @@ void outputs_parse_deps(const uint8_t *text, size_t size, char ***list, size_t *
     sb_free(&word);
 }
 
-strbuf outputs_depfile(const sg_run *run, char *const *texts, size_t n, const char *target)
+bool outputs_depfile(const sg_run *run, char *const *texts, size_t n, const char *target,
+                     strbuf *out)
 {
     char **deps = NULL;
     size_t count = 0, cap = 0;
@@ -284,21 +335,23 @@ strbuf outputs_depfile(const sg_run *run, char *const *texts, size_t n, const ch
     count = kept;
     qsort(deps, count, sizeof *deps, cmp_str);
     strbuf sb = {0};
-    for (const char *p = target; *p; p++) {
-        if (*p == ' ')
-            sb_putc(&sb, '\\');
-        sb_putc(&sb, *p);
-    }
+    bool unreadable = false;
+    bool ok = put_dep(&sb, target, &unreadable);
     sb_putc(&sb, ':');
-    for (size_t i = 0; i < count; i++) {
-        if (i == 0 || strcmp(deps[i], deps[i - 1]))
-            put_dep(&sb, deps[i]);
+    for (size_t i = 0; i < count && ok; i++) {
+        if (i > 0 && !strcmp(deps[i], deps[i - 1]))
+            continue;
+        sb_puts(&sb, " \\\n  ");
+        ok = put_dep(&sb, deps[i], &unreadable);
     }
     for (size_t i = 0; i < count; i++)
         free(deps[i]);
     sb_putc(&sb, '\n');
     free(deps);
-    return sb;
+    *out = sb;
+    if (!ok)
+        sb_free(out);
+    return ok;
 }
 
 static void put_json_string(strbuf *sb, const char *s)

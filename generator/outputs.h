@@ -40,7 +40,9 @@ void outputs_parse_deps(const uint8_t *text, size_t size, char ***list, size_t *
 /* Make-style depfile naming `target`: the manifest, the op sources, and every
  * file the compiles read (deps[i]: the text of a compiler-written depfile; NULL
  * entries skipped) except the generator's own files under its work directory. */
-strbuf outputs_depfile(const sg_run *run, char *const *deps, size_t n, const char *target);
+/* False (exit 2) when a path cannot be written in a depfile at all. */
+bool outputs_depfile(const sg_run *run, char *const *deps, size_t n, const char *target,
+                     strbuf *out);
 /* compile_commands.json for clangd: the exact command of every compile. */
 /* sources[i], when not NULL, replaces the translation unit job i compiles, so
  * clangd sees the op's real file. Paths under `run_dir` (a run's private

@@ -776,9 +776,15 @@ static int render_and_publish(sg_run *run, const job_set *js)
         char **texts = xcalloc(js->count, sizeof *texts);
         for (size_t i = 0; i < js->count; i++)
             texts[i] = js->refs[i].deps;
-        outputs_add(&out, xstrdup(run->opt.depfile),
-                    outputs_depfile(run, texts, js->count, dispatcher));
+        strbuf dep;
+        bool ok = outputs_depfile(run, texts, js->count, dispatcher, &dep);
         free(texts);
+        if (!ok) {
+            outputs_discard(&out);
+            free(dispatcher);
+            return SG_EXIT_USAGE;
+        }
+        outputs_add(&out, xstrdup(run->opt.depfile), dep);
     }
     if (run->opt.compile_commands) {
         const char **sources = xcalloc(js->count, sizeof *sources);

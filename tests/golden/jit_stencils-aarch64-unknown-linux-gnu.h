@@ -432,7 +432,7 @@ static unsigned sg_emit_trap(uint8_t *code, uint8_t *data, sg_emit_env *env)
     return 0;
 }
 
-/* ret - ops.c:38:1
+/* ret - ops.c:40:1
  *   0000: e0 03 16 aa                    mov x0, x22
  *   0004: c0 03 5f d6                    ret
  */
@@ -458,7 +458,7 @@ static const sg_stencil sg_stencils[SG_OP__COUNT] = {
 };
 
 /* The shim: the C function that calls into JIT code. */
-/* tinyvm_shim - ../../stencils/shim.c:0:0
+/* tinyvm_shim - ../../stencils/shim.c
  *   0000: ef 3b b6 6d                    stp d15, d14, [sp, #-160]!
  *   0004: ed 33 01 6d                    stp d13, d12, [sp, #16]
  *   0008: eb 2b 02 6d                    stp d11, d10, [sp, #32]

@@ -406,7 +406,7 @@ static unsigned sg_emit_trap(uint8_t *code, uint8_t *data, sg_emit_env *env)
     return 0;
 }
 
-/* ret - ops.c:38:1
+/* ret - ops.c:40:1
  *   0000: 4c 89 f0                       movq %r14, %rax
  *   0003: c3                             retq
  */
@@ -432,7 +432,7 @@ static const sg_stencil sg_stencils[SG_OP__COUNT] = {
 };
 
 /* The shim: the C function that calls into JIT code. */
-/* tinyvm_shim - ../../stencils/shim.c:0:0
+/* tinyvm_shim - ../../stencils/shim.c
  *   0000: 55                             pushq %rbp
  *   0001: 48 89 e5                       movq %rsp, %rbp
  *   0004: 41 57                          pushq %r15

@@ -32,6 +32,8 @@ OP(square_small) /* read-only data and a reference into it */
 
 OP(trap) /* a string in read-only data, and a call that does not return */
 {
+    (void)sp;
+    (void)tos;
     vm_trap(frame, "trap op reached");
 }
 

@@ -38,9 +38,15 @@ OP(scale)
     CONTINUE();
 }
 
-OP(after_macros)
+OP(after_macros) /* a comment between the name and the body */
 {
     tos = tos ^ 0x5a5a;
+    CONTINUE();
+}
+
+OP(last) // and one more
+{
+    tos = tos + 0x77;
     CONTINUE();
 }
 '''
@@ -77,8 +83,10 @@ def test_macro_ops_and_static_helpers(ctx):
           "scale lost its helper or table:\n%s", listing(text, "scale"))
     check("xorq" in listing(text, "after_macros") or "xorl" in listing(text, "after_macros"),
           "the op after the macro ops is wrong:\n%s", listing(text, "after_macros"))
+    check("$119," in listing(text, "last") or "$0x77," in listing(text, "last"),
+          "op last is wrong:\n%s", listing(text, "last"))
     total, _, _ = summary_counts(p)
-    check(total == 21 + 4, "expected 25 ops, got %d", total)
+    check(total == 21 + 5, "expected 26 ops, got %d", total)
     # Editing one macro invocation recompiles that op alone.
     text = read(arith).replace("BITOP(band, a & b)", "BITOP(band, b & a)")
     write(arith, text)
