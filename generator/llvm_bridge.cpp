@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "llvm/ADT/SmallString.h"
+#include <cinttypes>
+
 #include "llvm/BinaryFormat/ELF.h"
 #include "llvm/Config/llvm-config.h"
 #include "llvm/MC/MCAsmInfo.h"
@@ -313,6 +315,15 @@ static bool writes_register(const lb_disasm *d, const MCInst &inst, MCRegister r
     return false;
 }
 
+static std::string print(const lb_disasm *d, const MCInst &inst, uint64_t address)
+{
+    std::string text;
+    raw_string_ostream os(text);
+    d->printer->printInst(&inst, address, "", *d->sti, os);
+    os.flush();
+    return text;
+}
+
 extern "C" void lb_disasm_one(lb_disasm *d, const uint8_t *code, size_t size, uint64_t pc,
                               lb_insn *out)
 {
@@ -326,10 +337,26 @@ extern "C" void lb_disasm_one(lb_disasm *d, const uint8_t *code, size_t size, ui
         return;
     }
     out->size = (unsigned)len;
-    std::string text;
-    raw_string_ostream os(text);
-    d->printer->printInst(&inst, pc, "", *d->sti, os);
-    os.flush();
+    out->is_call = d->mia->isCall(inst);
+    out->is_return = d->mia->isReturn(inst);
+    out->is_branch = !out->is_call && d->mia->isBranch(inst);
+    uint64_t target = 0;
+    if (out->is_call || out->is_branch) {
+        out->is_indirect = !d->mia->evaluateBranch(inst, pc, len, target);
+        out->target = target;
+    }
+    std::string text = print(d, inst, pc);
+    // Printers differ on what a PC-relative immediate is relative to (x86:
+    // the next instruction; AArch64: this one); print the target LLVM's own
+    // analysis computes, as llvm-objdump does.
+    char want[32];
+    snprintf(want, sizeof want, "0x%" PRIx64, target);
+    if ((out->is_call || out->is_branch) && !out->is_indirect &&
+        text.find(want) == std::string::npos) {
+        std::string next = print(d, inst, pc + len);
+        if (next.find(want) != std::string::npos)
+            text = next;
+    }
     size_t start = text.find_first_not_of(" \t");
     std::string trimmed = start == std::string::npos ? text : text.substr(start);
     for (char &c : trimmed) {
@@ -338,14 +365,6 @@ extern "C" void lb_disasm_one(lb_disasm *d, const uint8_t *code, size_t size, ui
     }
     snprintf(out->text, sizeof out->text, "%s", trimmed.c_str());
     out->writes_fp = writes_register(d, inst, d->fp);
-    out->is_call = d->mia->isCall(inst);
-    out->is_return = d->mia->isReturn(inst);
-    out->is_branch = !out->is_call && d->mia->isBranch(inst);
-    if (out->is_call || out->is_branch) {
-        uint64_t target = 0;
-        out->is_indirect = !d->mia->evaluateBranch(inst, pc, len, target);
-        out->target = target;
-    }
 }
 
 extern "C" void lb_disasm_destroy(lb_disasm *d)

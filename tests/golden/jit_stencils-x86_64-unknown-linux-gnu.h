@@ -293,9 +293,9 @@ static unsigned sg_emit_push_operand(uint8_t *code, uint8_t *data, sg_emit_env *
  *   0003: 4d 8b 75 f8                    movq -8(%r13), %r14
  *   0007: 49 83 c5 f8                    addq $-8, %r13
  *   000b: 48 85 c0                       testq %rax, %rax
- *   000e: 0f 85 00 00 00 00              jne 0xe
+ *   000e: 0f 85 00 00 00 00              jne 0x14
  *         ^ hole +0x10: PCREL32 <- CONTINUE - 0x4  (R_X86_64_PLT32 _JIT_CONTINUE)
- *   0014: e9 00 00 00 00                 jmp 0x14
+ *   0014: e9 00 00 00 00                 jmp 0x19
  *         ^ hole +0x15: PCREL32 <- JUMP_TARGET - 0x4  (R_X86_64_PLT32 _JIT_JUMP_TARGET)
  */
 static const uint8_t sg_code_branch_if_zero[25] = {
