@@ -4,10 +4,11 @@
 #include "fp_check.h"
 
 #include <inttypes.h>
+#include <stdlib.h>
 
-#include "diag.h"
+#include "util.h"
 
-bool fp_check(const sg_stencil *s, const sg_where *where)
+static bool writes_nothing_it_should_not(const sg_stencil *s, const sg_where *where)
 {
     bool ok = true;
     for (size_t i = 0; i < s->ninsns; i++) {
@@ -25,4 +26,97 @@ bool fp_check(const sg_stencil *s, const sg_where *where)
         }
     }
     return ok;
+}
+
+/* The instruction whose bytes hold `offset` (s->insns is in offset order). */
+static const sg_insn *insn_at(const sg_stencil *s, int64_t offset)
+{
+    size_t lo = 0, hi = s->ninsns;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if ((int64_t)s->insns[mid].offset + s->insns[mid].size <= offset)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < s->ninsns ? &s->insns[lo] : NULL;
+}
+
+/* Whether a hole patches any byte of the instruction: then its target is
+ * whatever the runtime writes there, not what the bytes say now. */
+static bool patched(const sg_stencil *s, const sg_insn *in)
+{
+    for (size_t i = 0; i < s->ncode_holes; i++)
+        if (s->code_holes[i].offset >= in->offset &&
+            s->code_holes[i].offset < in->offset + in->size)
+            return true;
+    return false;
+}
+
+/* A place control can reach: the start of a decoded instruction, or the end
+ * of the code (where the next instruction's stencil follows). */
+static bool lands_on_an_instruction(const sg_stencil *s, int64_t target)
+{
+    if (target == (int64_t)s->code_size)
+        return true;
+    const sg_insn *at = insn_at(s, target);
+    return at && at->offset == target;
+}
+
+static bool check_target(const sg_stencil *s, const sg_where *where, const char *what,
+                         uint32_t from, int64_t target, const char *text)
+{
+    if (target < 0 || target > (int64_t)s->code_size) {
+        diag_error_in(where, "%s at +0x%" PRIx32 ": %s: %s %s0x%" PRIx64 ", outside the "
+                      "stencil's %zu bytes of code, so the check cannot see what runs there",
+                      where->label, from, text, what, target < 0 ? "-" : "+",
+                      (uint64_t)(target < 0 ? -target : target), s->code_size);
+        return false;
+    }
+    if (lands_on_an_instruction(s, target))
+        return true;
+    const sg_insn *at = insn_at(s, target);
+    diag_error_in(where, "%s at +0x%" PRIx32 ": %s: %s +0x%" PRIx64 ", inside the instruction "
+                  "at +0x%" PRIx32 " (%s), so the check cannot see what runs there",
+                  where->label, from, text, what, (uint64_t)target, at->offset,
+                  stencil_insn_text(s, at));
+    return false;
+}
+
+/* Every direct branch and call, every PC-relative address of code, and every
+ * absolute code address in the stencil's data must name the start of an
+ * instruction the sweep decoded: then whatever such control flow reaches is
+ * exactly what writes_nothing_it_should_not looked at. */
+static bool control_stays_on_checked_code(const sg_stencil *s, const sg_where *where)
+{
+    bool ok = true;
+    for (size_t i = 0; i < s->ninsns; i++) {
+        const sg_insn *in = &s->insns[i];
+        if (!in->has_target || patched(s, in))
+            continue;
+        if (!in->target_is_branch && (in->target < 0 || in->target >= (int64_t)s->code_size))
+            continue; /* an address outside the code (data or beyond): not control flow */
+        ok &= check_target(s, where, in->target_is_branch ? "jumps to" : "takes the address",
+                           in->offset, in->target, stencil_insn_text(s, in));
+    }
+    for (size_t i = 0; i < s->ndata_holes; i++) {
+        const sg_hole *h = &s->data_holes[i];
+        bool absolute = h->patch == SG_PATCH_ABS64 || h->patch == SG_PATCH_ABS32 ||
+                        h->patch == SG_PATCH_ABS32S;
+        if (h->value != SG_VALUE_CODE || !absolute || lands_on_an_instruction(s, h->addend))
+            continue;
+        const sg_insn *at = insn_at(s, h->addend);
+        diag_error_in(where, "%s: data at +0x%" PRIx32 " holds the code address +0x%" PRIx64
+                      "%s%s%s, so the check cannot see what runs there",
+                      where->label, h->offset, (uint64_t)h->addend,
+                      at ? ", inside the instruction (" : ", outside the code",
+                      at ? stencil_insn_text(s, at) : "", at ? ")" : "");
+        ok = false;
+    }
+    return ok;
+}
+
+bool fp_check(const sg_stencil *s, const sg_where *where)
+{
+    return writes_nothing_it_should_not(s, where) && control_stays_on_checked_code(s, where);
 }

@@ -8,10 +8,17 @@
 #include "diag.h"
 #include "stencil.h"
 
-/* Walks s->insns (stencil_disassemble). Each violation (and each undecodable byte
- * sequence, which could hide one) is reported as
+/* Walks s->insns (stencil_disassemble: a linear sweep from the entry). Each
+ * violation (and each undecodable byte sequence, which could hide one) is
+ * reported as
  *   op NAME (TARGET) at +0xOFF: <instruction>: writes the frame pointer
- * Returns false if there was any (exit code 1). */
+ * Then, so that no control flow reaches bytes the sweep read differently,
+ * every direct branch or call target, every PC-relative address into the code
+ * (x86) and every absolute code address in the data must be the start of a
+ * swept instruction or the end of the code; a branch whose bytes are a hole
+ * goes where the runtime patches it. Code reached only through an address the
+ * generator cannot see (computed by arithmetic) is not covered.
+ * Returns false if anything failed (exit code 1). */
 bool fp_check(const sg_stencil *s, const sg_where *where);
 
 #endif

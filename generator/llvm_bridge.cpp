@@ -345,6 +345,11 @@ extern "C" void lb_disasm_one(lb_disasm *d, const uint8_t *code, size_t size, ui
         out->is_indirect = !d->mia->evaluateBranch(inst, pc, len, target);
         out->target = target;
     }
+    if (std::optional<uint64_t> a = d->mia->evaluateMemoryOperandAddress(inst, d->sti.get(), pc,
+                                                                         len)) {
+        out->has_address = true;
+        out->address = *a;
+    }
     std::string text = print(d, inst, pc);
     // Printers differ on what a PC-relative immediate is relative to (x86:
     // the next instruction; AArch64: this one); print the target LLVM's own

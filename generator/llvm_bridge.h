@@ -26,6 +26,8 @@ typedef struct lb_insn {
     bool is_branch;     /* jumps, conditional or not (not calls) */
     bool is_indirect;   /* a call or branch whose target is not in the instruction */
     uint64_t target;    /* direct call/branch target */
+    bool has_address;   /* a PC-relative memory operand or address (x86 RIP-relative) */
+    uint64_t address;   /* ... and the address it names */
     char text[128];     /* e.g. "movq %rsp, %rbp" */
 } lb_insn;
 

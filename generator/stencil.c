@@ -242,7 +242,14 @@ void stencil_disassemble(sg_stencil *s, lb_disasm *d)
         lb_insn in;
         lb_disasm_one(d, s->code + pc, s->code_size - pc, pc, &in);
         sg_insn i = {(uint32_t)pc, in.size ? in.size : 1, (uint32_t)text.len, in.size != 0,
-                     in.writes_fp};
+                     in.writes_fp, false, false, 0};
+        if ((in.is_call || in.is_branch) && !in.is_indirect) {
+            i.has_target = i.target_is_branch = true;
+            i.target = (int64_t)in.target;
+        } else if (in.has_address) {
+            i.has_target = true;
+            i.target = (int64_t)in.address;
+        }
         sb_putn(&text, in.text, strlen(in.text) + 1);
         ARRAY_PUSH(s->insns, s->ninsns, cap, i);
         pc += i.size;

@@ -31,6 +31,11 @@ typedef struct sg_insn {
     uint32_t text;   /* offset of its NUL-terminated text in sg_stencil.insn_text */
     bool decoded;    /* false: an undecodable byte, text "<undecodable>" */
     bool writes_fp;  /* defines the frame-pointer register or any part of it */
+    /* Where a direct branch or call goes, or the code or data a PC-relative
+     * operand names, as an offset from the code's start (fresh decodes only:
+     * a cached stencil was checked before it was cached). */
+    bool has_target, target_is_branch;
+    int64_t target;
 } sg_insn;
 
 typedef struct sg_stencil {

@@ -199,7 +199,8 @@ static void get_insns(reader *r, sg_stencil *s)
             fail(r, "instruction %zu at +0x%zx: size %u does not fit the code", i, pc, size);
             break;
         }
-        s->insns[i] = (sg_insn){(uint32_t)pc, size, (uint32_t)pool.len, true, false};
+        s->insns[i] = (sg_insn){(uint32_t)pc, size, (uint32_t)pool.len, true, false, false, false,
+                                0};
         sb_putn(&pool, text, strlen(text) + 1);
         pc += size;
     }

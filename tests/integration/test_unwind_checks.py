@@ -83,6 +83,7 @@ CONTROLS = {
     "r_compare": r"btq \$1, %rbp",
     "r_to_xmm": r"movq %rbp, %xmm0",
     "r_rbx": r"movq \$1, %rbx",
+    "r_branches": r"jne 0x[0-9a-f]+",
 }
 
 # DWARF register numbers of x86-64 (psABI), as the generator names them.

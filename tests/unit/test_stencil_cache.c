@@ -50,7 +50,9 @@ static sg_hole code_holes[] = {
     {9, SG_PATCH_GOTPCREL32, SG_VALUE_SYMBOL, 3, -4, "R_X86_64_GOTPCRELX", "vm_trap"},
 };
 static sg_hole data_holes[] = {{0, SG_PATCH_ABS64, SG_VALUE_CODE, 0, 7, "R_X86_64_64", ".text"}};
-static sg_insn insns[] = {{0, 7, 0, true, false}, {7, 6, 18, true, false}, {13, 1, 32, true, false}};
+static sg_insn insns[] = {{.offset = 0, .size = 7, .text = 0, .decoded = true},
+                          {.offset = 7, .size = 6, .text = 18, .decoded = true},
+                          {.offset = 13, .size = 1, .text = 32, .decoded = true}};
 static char insn_text[] = "movq (%rip), %rax\0callq *(%rip)\0nop";
 
 static sg_stencil sample(void)
