@@ -1,6 +1,7 @@
 /* jitmem.c - executable memory, W^X: an arena reserves address space with no
  * access; a run of pages is mapped read+write while an executor is written,
  * then read+execute for good. No page is ever writable and executable. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -17,6 +18,8 @@ size_t jitmem_page_size(void)
 sr_arena *jitmem_arena_new(size_t size)
 {
     size_t page = jitmem_page_size();
+    if (size > SIZE_MAX - page)
+        return NULL; /* rounding up would wrap */
     size = (size + page - 1) / page * page;
     sr_arena *a = calloc(1, sizeof *a);
     if (!a)

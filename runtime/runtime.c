@@ -13,6 +13,8 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
+#include <strings.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +22,7 @@
 #include "internal.h"
 
 #define DEFAULT_ARENA_SIZE ((size_t)1 << 20)
+#define MAX_ARENA_SIZE ((size_t)1 << 40) /* address space only, but some limit */
 #define PERF_UNWIND_SLACK 256 /* bytes perf may place after an executor's code */
 
 /* ---- the library's one registry lock, reset around fork() */
@@ -78,49 +81,99 @@ const char *sr_strerror(sr_status s)
 
 /* ---- configuration */
 
-static int env_switch(const char *name, int fallback)
+/* One warning per variable per process, for a value that is not understood
+ * (the setting then keeps its default). */
+typedef struct env_var {
+    const char *name;
+    atomic_flag warned;
+} env_var;
+
+static env_var env_frames = {"STENCILRT_FRAMES", ATOMIC_FLAG_INIT};
+static env_var env_gdb = {"STENCILRT_GDB", ATOMIC_FLAG_INIT};
+static env_var env_perf_mode = {"STENCILRT_PERF", ATOMIC_FLAG_INIT};
+
+static void env_warn(env_var *v, const char *value, const char *accepted, const char *fallback)
 {
-    const char *v = getenv(name);
+    if (!atomic_flag_test_and_set(&v->warned))
+        fprintf(stderr, "stencilrt: warning: %s=%s is not one of %s; using %s\n", v->name,
+                value, accepted, fallback);
+}
+
+static bool one_of(const char *v, const char *const *words)
+{
+    for (; *words; words++)
+        if (!strcasecmp(v, *words))
+            return true;
+    return false;
+}
+
+static int env_switch(env_var *var, int fallback)
+{
+    static const char *const on[] = {"1", "on", "yes", "true", NULL};
+    static const char *const off[] = {"0", "off", "no", "false", NULL};
+    const char *v = getenv(var->name);
     if (!v || !*v)
         return fallback;
-    return !(v[0] == '0' || !strcmp(v, "off") || !strcmp(v, "no") || !strcmp(v, "false"));
+    if (one_of(v, on))
+        return 1;
+    if (one_of(v, off))
+        return 0;
+    env_warn(var, v, "0, 1, on, off, yes, no, true, false", fallback ? "1 (on)" : "0 (off)");
+    return fallback;
 }
 
 static int env_perf(void)
 {
-    const char *v = getenv("STENCILRT_PERF");
-    if (v && !strcmp(v, "map"))
+    static const char *const off[] = {"off", "0", "no", "false", "none", NULL};
+    const char *v = getenv(env_perf_mode.name);
+    if (!v || !*v || one_of(v, off))
+        return SR_PERF_OFF;
+    if (!strcasecmp(v, "map"))
         return SR_PERF_MAP;
-    if (v && !strcmp(v, "jitdump"))
+    if (!strcasecmp(v, "jitdump"))
         return SR_PERF_JITDUMP;
+    env_warn(&env_perf_mode, v, "off, map, jitdump", "off");
     return SR_PERF_OFF;
 }
 
-static sr_config resolve_config(const sr_config *in)
+static sr_status resolve_config(const sr_config *in, sr_config *out)
 {
     sr_config c = in ? *in : (sr_config)SR_CONFIG_DEFAULT;
+    if (c.frames < -1 || c.frames > 1 || c.gdb < -1 || c.gdb > 1 || c.perf < -1 ||
+        c.perf > SR_PERF_JITDUMP)
+        return sr_fail(SR_EINVAL, "sr_config: frames %d, gdb %d, perf %d: each must be -1 "
+                       "(environment), 0 or 1 (perf: an sr_perf_mode)", c.frames, c.gdb, c.perf);
+    if (c.arena_size > MAX_ARENA_SIZE)
+        return sr_fail(SR_EINVAL, "sr_config: arena_size %zu is larger than %zu bytes",
+                       c.arena_size, MAX_ARENA_SIZE);
     if (c.frames < 0)
-        c.frames = env_switch("STENCILRT_FRAMES", 1);
+        c.frames = env_switch(&env_frames, 1);
     if (c.gdb < 0)
-        c.gdb = env_switch("STENCILRT_GDB", 1);
+        c.gdb = env_switch(&env_gdb, 1);
     if (c.perf < 0)
         c.perf = env_perf();
     if (!c.arena_size)
         c.arena_size = DEFAULT_ARENA_SIZE;
-    return c;
+    *out = c;
+    return SR_OK;
 }
 
 /* ---- arenas and their registrations (registry lock held) */
 
-static void register_frames(sr_runtime *rt, sr_arena *a, const sr_fde *fde)
+/* False when the unwind table cannot be built: code in the arena would then
+ * stop every backtrace and terminate every exception, so it must not run. */
+static bool register_frames(sr_runtime *rt, sr_arena *a, const sr_fde *fde)
 {
     if (!rt->cfg.frames && !rt->cfg.gdb)
-        return;
+        return true;
     a->eh_frame = ehframe_build(rt->set, fde, 1, &a->eh_frame_size);
-    if (a->eh_frame && rt->cfg.frames) {
+    if (!a->eh_frame)
+        return false;
+    if (rt->cfg.frames) {
         ehframe_register(a->eh_frame);
         a->frames_registered = true;
     }
+    return true;
 }
 
 static sr_arena *new_arena(sr_runtime *rt, size_t size)
@@ -131,7 +184,10 @@ static sr_arena *new_arena(sr_runtime *rt, size_t size)
     a->no_reuse = rt->perf != NULL;
     sr_fde fde = {(uintptr_t)a->base, a->size, rt->set->executor_cfi,
                   rt->set->executor_cfi_len};
-    register_frames(rt, a, &fde);
+    if (!register_frames(rt, a, &fde)) {
+        jitmem_arena_free(a);
+        return NULL;
+    }
     a->next = rt->arenas;
     rt->arenas = a;
     return a;
@@ -378,7 +434,8 @@ static sr_status place_shim(sr_runtime *rt)
     uint8_t *mem = rt->shim;
     sr_fde fde = {(uintptr_t)mem + rt->set->shim_fde_start, rt->set->shim_fde_size,
                   rt->set->shim_fde_insns, rt->set->shim_fde_insns_len};
-    register_frames(rt, rt->shim_arena, &fde);
+    if (!register_frames(rt, rt->shim_arena, &fde))
+        return sr_fail(SR_ENOMEM, "out of memory for the shim's unwind table");
     if (rt->perf) {
         sr_perf_code code = {shim->name, (uintptr_t)mem + rt->set->shim_fde_start,
                              rt->set->shim_fde_size, rt->shim_arena->eh_frame,
@@ -401,13 +458,19 @@ static sr_status place_shim(sr_runtime *rt)
 sr_status sr_runtime_create(const sr_stencil_set *set, const void *const *symbols,
                             const sr_config *cfg, sr_runtime **out)
 {
+    if (!out)
+        return sr_fail(SR_EINVAL, "sr_runtime_create: out is NULL");
     *out = NULL;
     if (!set || !set->stencils || !set->shim)
         return sr_fail(SR_EINVAL, "no stencil set");
+    sr_config resolved;
+    sr_status st = resolve_config(cfg, &resolved);
+    if (st != SR_OK)
+        return st;
     sr_runtime *rt = calloc(1, sizeof *rt);
     if (!rt)
         return sr_fail(SR_ENOMEM, "out of memory");
-    rt->cfg = resolve_config(cfg);
+    rt->cfg = resolved;
     rt->set = set;
     rt->symbols = calloc(set->symbol_count ? set->symbol_count : 1, sizeof *rt->symbols);
     if (!rt->symbols) {
@@ -416,7 +479,7 @@ sr_status sr_runtime_create(const sr_stencil_set *set, const void *const *symbol
     }
     for (size_t i = 0; symbols && i < set->symbol_count; i++)
         rt->symbols[i] = symbols[i];
-    sr_status st = emit_init(&rt->emitter, set, (const void *const *)rt->symbols, true);
+    st = emit_init(&rt->emitter, set, (const void *const *)rt->symbols, true);
     if (st != SR_OK) {
         sr_runtime_destroy(rt);
         return st;
@@ -483,12 +546,12 @@ void sr_runtime_destroy(sr_runtime *rt)
 
 void *sr_shim_entry(const sr_runtime *rt)
 {
-    return rt->shim + rt->set->shim_entry;
+    return rt ? rt->shim + rt->set->shim_entry : NULL;
 }
 
 sr_config sr_runtime_config(const sr_runtime *rt)
 {
-    return rt->cfg;
+    return rt ? rt->cfg : (sr_config)SR_CONFIG_DEFAULT;
 }
 
 /* A page run for `bytes`, from an existing arena or a new one. */
@@ -553,11 +616,12 @@ static sr_status emit_one(sr_runtime *rt, const sr_program *prog, sr_executor **
      * the code; keep that much of our own page run so no other executor's
      * image can cover them. */
     e->mem_size = l.total + (rt->perf ? PERF_UNWIND_SLACK : 0);
+    errno = 0;
     e->mem = allocate(rt, e->mem_size, &e->arena);
     if (!e->mem) {
         executor_destroy(e);
-        return sr_fail(SR_ENOMEM, "cannot map %zu bytes of code memory: %s", l.total,
-                       strerror(errno));
+        return sr_fail(SR_ENOMEM, "cannot map %zu bytes of code memory, or its unwind table: %s",
+                       l.total, errno ? strerror(errno) : "out of memory");
     }
     st = emit_write(&rt->emitter, prog->code, prog->n, e->offsets, &l, e->mem);
     if (st == SR_OK && !jitmem_seal(e->mem, e->mem_size))
@@ -594,8 +658,15 @@ static void free_executor_locked(sr_runtime *rt, sr_executor *ex, bool settle)
 sr_status sr_emit_batch(sr_runtime *rt, const sr_program *progs, size_t count,
                         sr_executor **out)
 {
-    for (size_t i = 0; i < count; i++)
+    if (!rt || (count && (!progs || !out)))
+        return sr_fail(SR_EINVAL, "sr_emit_batch: %s is NULL", !rt ? "the runtime"
+                                                             : !progs ? "progs" : "out");
+    for (size_t i = 0; i < count; i++) {
         out[i] = NULL;
+        if (progs[i].n && !progs[i].code)
+            return sr_fail(SR_EINVAL, "sr_emit_batch: program %zu has %zu instructions and "
+                           "no code", i, progs[i].n);
+    }
     sr_status st = SR_OK;
     size_t done = 0;
     sr_registry_lock();
@@ -617,6 +688,8 @@ sr_status sr_emit_batch(sr_runtime *rt, const sr_program *progs, size_t count,
 sr_status sr_emit(sr_runtime *rt, const sr_instr *code, size_t n, const char *name,
                   sr_executor **out)
 {
+    if (!out)
+        return sr_fail(SR_EINVAL, "sr_emit: out is NULL");
     sr_program prog = {code, n, name};
     *out = NULL;
     return sr_emit_batch(rt, &prog, 1, out);
@@ -624,17 +697,17 @@ sr_status sr_emit(sr_runtime *rt, const sr_instr *code, size_t n, const char *na
 
 void *sr_executor_entry(const sr_executor *ex)
 {
-    return ex->mem;
+    return ex ? ex->mem : NULL;
 }
 
 size_t sr_executor_code_size(const sr_executor *ex)
 {
-    return ex->code_size;
+    return ex ? ex->code_size : 0;
 }
 
 void *sr_executor_instr(const sr_executor *ex, size_t i)
 {
-    return i <= ex->n ? ex->mem + ex->offsets[i] : NULL;
+    return ex && i <= ex->n ? ex->mem + ex->offsets[i] : NULL;
 }
 
 void sr_executor_free(sr_executor *ex)
@@ -647,8 +720,36 @@ void sr_executor_free(sr_executor *ex)
     sr_registry_unlock();
 }
 
-void sr_executor_free_batch(sr_executor *const *ex, size_t count)
+static int by_pointer(const void *a, const void *b)
 {
+    uintptr_t x = (uintptr_t)*(sr_executor *const *)a, y = (uintptr_t)*(sr_executor *const *)b;
+    return (x > y) - (x < y);
+}
+
+/* An executor listed twice would be freed twice: refuse the whole batch. */
+static sr_status check_distinct(sr_executor *const *ex, size_t count)
+{
+    sr_executor **sorted = malloc((count ? count : 1) * sizeof *sorted);
+    if (!sorted)
+        return sr_fail(SR_ENOMEM, "out of memory");
+    memcpy(sorted, ex, count * sizeof *sorted);
+    qsort(sorted, count, sizeof *sorted, by_pointer);
+    sr_status st = SR_OK;
+    for (size_t i = 1; i < count && st == SR_OK; i++)
+        if (sorted[i] && sorted[i] == sorted[i - 1])
+            st = sr_fail(SR_EINVAL, "sr_executor_free_batch: executor '%s' is listed twice",
+                         sorted[i]->name);
+    free(sorted);
+    return st;
+}
+
+sr_status sr_executor_free_batch(sr_executor *const *ex, size_t count)
+{
+    if (count && !ex)
+        return sr_fail(SR_EINVAL, "sr_executor_free_batch: ex is NULL");
+    sr_status st = check_distinct(ex, count);
+    if (st != SR_OK)
+        return st;
     /* Each group touched is rebuilt once, after all its departing members left. */
     sr_group **touched = calloc(count ? count : 1, sizeof *touched);
     sr_registry_lock();
@@ -674,10 +775,13 @@ void sr_executor_free_batch(sr_executor *const *ex, size_t count)
     }
     sr_registry_unlock();
     free(touched);
+    return SR_OK;
 }
 
 void sr_gdb_hold(sr_runtime *rt)
 {
+    if (!rt)
+        return;
     sr_registry_lock();
     rt->gdb_hold++;
     sr_registry_unlock();
@@ -685,6 +789,8 @@ void sr_gdb_hold(sr_runtime *rt)
 
 void sr_gdb_release(sr_runtime *rt)
 {
+    if (!rt)
+        return;
     sr_registry_lock();
     if (rt->gdb_hold && --rt->gdb_hold == 0) {
         while (rt->held) {
@@ -701,6 +807,8 @@ void sr_gdb_release(sr_runtime *rt)
 sr_stats sr_runtime_stats(const sr_runtime *rt)
 {
     sr_stats s = {0};
+    if (!rt)
+        return s;
     sr_registry_lock();
     for (const sr_arena *a = rt->arenas; a; a = a->next) {
         s.arenas++;

@@ -296,12 +296,16 @@ typedef struct sr_stencil_set {
 
 typedef enum sr_perf_mode { SR_PERF_OFF, SR_PERF_MAP, SR_PERF_JITDUMP } sr_perf_mode;
 
-/* Fields set to -1 (or NULL) take the environment's value, then the default. */
+/* Fields set to -1 take the environment's value, then the default. The
+ * environment's switches are case-insensitive: 1/on/yes/true and 0/off/no/false
+ * for STENCILRT_FRAMES and STENCILRT_GDB, off/map/jitdump for STENCILRT_PERF;
+ * anything else prints one warning and keeps the default. Other values in the
+ * struct (frames 2, arena_size above 1 TiB) are SR_EINVAL at create. */
 typedef struct sr_config {
     int frames;        /* STENCILRT_FRAMES: register with libgcc (default 1) */
     int gdb;           /* STENCILRT_GDB: GDB JIT interface (default 1) */
     int perf;          /* STENCILRT_PERF=off|map|jitdump (sr_perf_mode, default off) */
-    size_t arena_size; /* bytes of address space per code arena (0: 1 MiB) */
+    size_t arena_size; /* bytes of address space per code arena (0: 1 MiB; at most 1 TiB) */
 } sr_config;
 
 #define SR_CONFIG_DEFAULT {-1, -1, -1, 0}
@@ -327,6 +331,34 @@ typedef enum sr_status {
 
 typedef struct sr_runtime sr_runtime;
 typedef struct sr_executor sr_executor;
+
+/* Rules of use.
+ *
+ * Errors: every call that can fail returns an sr_status and leaves a message
+ * for sr_last_error(); on failure nothing was created and nothing is
+ * registered. In particular SR_OK from an emit means the code is registered
+ * with every unwinder the configuration enables: when the unwind table of a
+ * new code arena cannot be allocated, the emit fails with SR_ENOMEM and maps
+ * nothing. GDB registration is the one best-effort part: without memory for a
+ * GDB object, GDB does not see that code, and the emit still succeeds.
+ *
+ * Arguments: a NULL runtime, a NULL out pointer, NULL code with n > 0, and an
+ * executor listed twice in one sr_executor_free_batch are SR_EINVAL; getters
+ * given NULL return NULL, 0 or the default configuration; frees of NULL do
+ * nothing. What cannot be detected is undefined behaviour: using a runtime
+ * after sr_runtime_destroy, or an executor after it was freed (freeing it
+ * again included), or passing an executor to a call on another runtime.
+ *
+ * Lifetimes: an executor belongs to the runtime that emitted it and lives
+ * until it is freed or the runtime is destroyed (sr_runtime_destroy frees every
+ * executor still alive, so no executor pointer may be used afterwards). The
+ * stencil set and the symbol values must outlive the runtime. An executor's
+ * code must not be running, on any thread, when it is freed.
+ *
+ * Threads: every call may be made from any thread at any time, except that a
+ * runtime must not be destroyed while another thread uses it or its
+ * executors. fork() is safe: the child inherits the runtime and may go on
+ * using it (the registry lock is reset in the child). */
 
 /* symbols[i] is the value of run-time symbol i (SG_SYM_*). cfg may be NULL.
  * Places the shim in JIT memory and registers its unwind information. */
@@ -363,8 +395,9 @@ SR_API void *sr_executor_instr(const sr_executor *ex, size_t i);
 SR_API void sr_executor_free(sr_executor *ex);
 /* sr_executor_free for each of ex[0..count) (NULLs are skipped), with GDB told
  * once per object touched rather than once per executor: freeing one executor
- * of a batch rebuilds that batch's GDB object without it. */
-SR_API void sr_executor_free_batch(sr_executor *const *ex, size_t count);
+ * of a batch rebuilds that batch's GDB object without it. All or nothing: an
+ * executor listed twice is SR_EINVAL and frees none. */
+SR_API sr_status sr_executor_free_batch(sr_executor *const *ex, size_t count);
 
 /* Batching for code emitted one executor at a time. Between sr_gdb_hold and the
  * matching sr_gdb_release, executors emitted by sr_emit or sr_emit_batch (from

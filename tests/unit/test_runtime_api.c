@@ -1,0 +1,192 @@
+/* test_runtime_api - stencilrt's rules of use (stencilrt.h): environment
+ * switches read strictly (case-insensitive, one warning for anything else),
+ * configurations out of range refused, NULL arguments and an executor freed
+ * twice in one batch refused with SR_EINVAL, NULL-tolerant getters.
+ * Prints one line per case and ends with "N passed, N failed". */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "rt_common.h"
+
+/* stderr into a file while `fn` runs; returns what was written (static). */
+static const char *captured_stderr(void (*fn)(void *), void *arg)
+{
+    static char text[4096];
+    char path[] = "/tmp/test_runtime_api.XXXXXX";
+    int fd = mkstemp(path);
+    int saved = dup(2);
+    fflush(stderr);
+    dup2(fd, 2);
+    fn(arg);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    ssize_t n = pread(fd, text, sizeof text - 1, 0);
+    text[n > 0 ? n : 0] = '\0';
+    close(fd);
+    unlink(path);
+    return text;
+}
+
+typedef struct create_result {
+    sr_status st;
+    sr_config cfg;
+} create_result;
+
+static void create_with_environment(void *arg)
+{
+    create_result *r = arg;
+    sr_runtime *rt;
+    r->st = sr_runtime_create(&rt_set, rt_symbols, NULL, &rt);
+    if (r->st == SR_OK) {
+        r->cfg = sr_runtime_config(rt);
+        sr_runtime_destroy(rt);
+    }
+}
+
+/* Sets name=value, creates a runtime, returns its setting; *warning gets stderr. */
+static int effective(const char *name, const char *value, const char **warning)
+{
+    setenv(name, value, 1);
+    create_result r = {SR_EINVAL, SR_CONFIG_DEFAULT};
+    *warning = captured_stderr(create_with_environment, &r);
+    unsetenv(name);
+    if (r.st != SR_OK)
+        return -2;
+    return !strcmp(name, "STENCILRT_FRAMES") ? r.cfg.frames
+           : !strcmp(name, "STENCILRT_GDB")  ? r.cfg.gdb
+                                             : r.cfg.perf;
+}
+
+static void check_value(const char *name, const char *value, int want, bool warns)
+{
+    const char *warning;
+    int got = effective(name, value, &warning);
+    char detail[512];
+    snprintf(detail, sizeof detail, "%s=%s gave %d (want %d); stderr: %.300s", name, value, got,
+             want, warning);
+    bool warned = strstr(warning, "stencilrt: warning:") && strstr(warning, name);
+    rt_result(got == want && warned == warns, "environment value", detail);
+}
+
+static void environment_switches(void)
+{
+    /* The first unknown value of each variable warns (once per process). */
+    check_value("STENCILRT_FRAMES", "maybe", 1, true);
+    check_value("STENCILRT_FRAMES", "2", 1, false);
+    check_value("STENCILRT_GDB", "2", 1, true);
+    check_value("STENCILRT_PERF", "1", SR_PERF_OFF, true);
+    check_value("STENCILRT_PERF", "garbage", SR_PERF_OFF, false);
+    static const char *const on[] = {"1", "on", "ON", "Yes", "true", "TRUE"};
+    static const char *const off[] = {"0", "off", "OFF", "No", "false", "False"};
+    for (size_t i = 0; i < sizeof on / sizeof *on; i++) {
+        check_value("STENCILRT_FRAMES", on[i], 1, false);
+        check_value("STENCILRT_GDB", off[i], 0, false);
+        check_value("STENCILRT_FRAMES", off[i], 0, false);
+    }
+    check_value("STENCILRT_PERF", "MAP", SR_PERF_MAP, false);
+    check_value("STENCILRT_PERF", "JitDump", SR_PERF_JITDUMP, false);
+    check_value("STENCILRT_PERF", "OFF", SR_PERF_OFF, false);
+}
+
+static void expect_status(sr_status got, sr_status want, const char *name)
+{
+    char detail[400];
+    snprintf(detail, sizeof detail, "status %d (%s), want %d; message: %s", got,
+             sr_strerror(got), want, sr_last_error());
+    rt_result(got == want, name, detail);
+}
+
+static void configurations(void)
+{
+    sr_runtime *rt = (sr_runtime *)&rt; /* must be reset to NULL */
+    sr_config c = SR_CONFIG_DEFAULT;
+    c.arena_size = SIZE_MAX;
+    expect_status(sr_runtime_create(&rt_set, rt_symbols, &c, &rt), SR_EINVAL,
+                  "arena_size SIZE_MAX refused");
+    rt_result(rt == NULL && strstr(sr_last_error(), "arena_size"), "arena_size named, no runtime",
+              sr_last_error());
+    c.arena_size = ((size_t)1 << 40) + 1;
+    expect_status(sr_runtime_create(&rt_set, rt_symbols, &c, &rt), SR_EINVAL,
+                  "arena_size above 1 TiB refused");
+    c = (sr_config)SR_CONFIG_DEFAULT;
+    c.frames = 2;
+    expect_status(sr_runtime_create(&rt_set, rt_symbols, &c, &rt), SR_EINVAL, "frames 2 refused");
+    c = (sr_config)SR_CONFIG_DEFAULT;
+    c.perf = 7;
+    expect_status(sr_runtime_create(&rt_set, rt_symbols, &c, &rt), SR_EINVAL, "perf 7 refused");
+    c = (sr_config)SR_CONFIG_DEFAULT;
+    c.arena_size = 3 * 4096 + 1; /* rounded up to pages, and it works */
+    sr_status st = sr_runtime_create(&rt_set, rt_symbols, &c, &rt);
+    sr_executor *ex = NULL;
+    if (st == SR_OK)
+        st = sr_emit(rt, rt_answer, 3, "answer", &ex);
+    expect_status(st, SR_OK, "a small odd arena_size works");
+    if (st == SR_OK)
+        rt_result(rt_run(rt, ex) == 42, "its executor runs", "");
+    if (rt)
+        sr_runtime_destroy(rt);
+}
+
+static void null_arguments(void)
+{
+    expect_status(sr_runtime_create(&rt_set, rt_symbols, NULL, NULL), SR_EINVAL,
+                  "create with out NULL");
+    sr_runtime *rt;
+    if (sr_runtime_create(&rt_set, rt_symbols, NULL, &rt) != SR_OK) {
+        rt_result(false, "create", sr_last_error());
+        return;
+    }
+    sr_executor *ex = (sr_executor *)&ex;
+    expect_status(sr_emit(NULL, rt_answer, 3, "x", &ex), SR_EINVAL, "emit with no runtime");
+    rt_result(ex == NULL, "emit with no runtime leaves out NULL", "");
+    expect_status(sr_emit(rt, NULL, 3, "x", &ex), SR_EINVAL, "emit of NULL code, n 3");
+    expect_status(sr_emit(rt, rt_answer, 3, "x", NULL), SR_EINVAL, "emit with out NULL");
+    sr_program p = {rt_answer, 3, "x"};
+    expect_status(sr_emit_batch(rt, &p, 1, NULL), SR_EINVAL, "batch with out NULL");
+    expect_status(sr_emit_batch(rt, NULL, 1, &ex), SR_EINVAL, "batch with progs NULL");
+    expect_status(sr_executor_free_batch(NULL, 2), SR_EINVAL, "free_batch of NULL, count 2");
+    rt_result(sr_shim_entry(NULL) == NULL && sr_executor_entry(NULL) == NULL &&
+                  sr_executor_code_size(NULL) == 0 && sr_executor_instr(NULL, 0) == NULL &&
+                  sr_runtime_stats(NULL).executors == 0 && sr_runtime_config(NULL).frames == -1,
+              "getters take NULL", "");
+    sr_executor_free(NULL);
+    sr_gdb_hold(NULL);
+    sr_gdb_release(NULL);
+    sr_runtime_destroy(NULL);
+    sr_runtime_destroy(rt);
+}
+
+static void batch_with_a_duplicate(void)
+{
+    sr_runtime *rt;
+    sr_executor *a, *b;
+    if (sr_runtime_create(&rt_set, rt_symbols, NULL, &rt) != SR_OK ||
+        sr_emit(rt, rt_answer, 3, "a", &a) != SR_OK || sr_emit(rt, rt_answer, 3, "b", &b) != SR_OK) {
+        rt_result(false, "set-up", sr_last_error());
+        return;
+    }
+    sr_executor *list[] = {a, NULL, b, a};
+    expect_status(sr_executor_free_batch(list, 4), SR_EINVAL, "an executor listed twice");
+    rt_result(strstr(sr_last_error(), "'a' is listed twice") != NULL, "the message names it",
+              sr_last_error());
+    rt_result(sr_runtime_stats(rt).executors == 2 && rt_run(rt, a) == 42 && rt_run(rt, b) == 42,
+              "all or nothing: both still alive and running", "");
+    expect_status(sr_executor_free_batch(list, 3), SR_OK, "the same batch without the repeat");
+    rt_result(sr_runtime_stats(rt).executors == 0, "both freed", "");
+    sr_runtime_destroy(rt);
+}
+
+int main(void)
+{
+    unsetenv("STENCILRT_FRAMES");
+    unsetenv("STENCILRT_GDB");
+    unsetenv("STENCILRT_PERF");
+    environment_switches();
+    configurations();
+    null_arguments();
+    batch_with_a_duplicate();
+    return rt_summary();
+}
