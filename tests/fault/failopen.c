@@ -1,14 +1,13 @@
-/* failopen.c - an LD_PRELOAD library that makes opening a file for writing
- * fail, to test how a program handles a write it cannot make.
+/* failopen.c - an LD_PRELOAD library that makes chosen writes fail, to test
+ * how a program handles a write it cannot make.
  *
  *   FAILOPEN_MATCH=/tu/ FAILOPEN_ERRNO=5 LD_PRELOAD=libfailopen.so prog ...
  *
  * Every open/creat/openat (and their 64-bit names) of a path containing
  * FAILOPEN_MATCH (and not FAILOPEN_SPARE, when set), with O_WRONLY, O_RDWR or
  * O_CREAT, fails with FAILOPEN_ERRNO (default EIO); so does mkdir of such a
- * path. Reads are never affected.
- *
- * FAILRENAME_MATCH likewise makes rename() onto a path containing it fail. */
+ * path. Reads are never affected. FAILRENAME_MATCH likewise makes rename()
+ * onto a path containing it fail. */
 /* Both the plain and the 64-bit names are defined here, so the headers must
  * not rename one into the other. */
 #undef _FILE_OFFSET_BITS
@@ -17,28 +16,43 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 
-static int injected_errno(const char *path, int flags)
+static bool matches(const char *path, const char *match_var, const char *spare_var)
 {
-    const char *match = getenv("FAILOPEN_MATCH");
-    const char *spare = getenv("FAILOPEN_SPARE");
-    if (!match || !*match || !path || !strstr(path, match) || (spare && *spare && strstr(path, spare)))
-        return 0;
-    if (!(flags & (O_WRONLY | O_RDWR | O_CREAT)))
-        return 0;
+    const char *match = getenv(match_var);
+    const char *spare = spare_var ? getenv(spare_var) : NULL;
+    return match && *match && path && strstr(path, match) &&
+           !(spare && *spare && strstr(path, spare));
+}
+
+/* Whether this call is to fail; if so, errno is set. */
+static bool refused(const char *path, const char *match_var, const char *spare_var)
+{
+    if (!matches(path, match_var, spare_var))
+        return false;
     const char *e = getenv("FAILOPEN_ERRNO");
-    int err = e ? atoi(e) : 0;
-    return err > 0 ? err : EIO;
+    errno = e && atoi(e) > 0 ? atoi(e) : EIO;
+    return true;
+}
+
+static bool refused_open(const char *path, int flags)
+{
+    return (flags & (O_WRONLY | O_RDWR | O_CREAT)) &&
+           refused(path, "FAILOPEN_MATCH", "FAILOPEN_SPARE");
 }
 
 static mode_t mode_arg(int flags, va_list ap)
 {
     return (flags & (O_CREAT | O_TMPFILE)) ? (mode_t)va_arg(ap, int) : 0;
 }
+
+typedef int open_fn(const char *, int, ...);
+typedef int openat_fn(int, const char *, int, ...);
 
 #define WRAP_OPEN(name)                                                                       \
     int name(const char *path, int flags, ...)                                                \
@@ -47,14 +61,8 @@ static mode_t mode_arg(int flags, va_list ap)
         va_start(ap, flags);                                                                  \
         mode_t mode = mode_arg(flags, ap);                                                    \
         va_end(ap);                                                                           \
-        int err = injected_errno(path, flags);                                                \
-        if (err) {                                                                            \
-            errno = err;                                                                      \
-            return -1;                                                                        \
-        }                                                                                     \
-        int (*real)(const char *, int, ...) = (int (*)(const char *, int, ...))dlsym(         \
-            RTLD_NEXT, #name);                                                                \
-        return real(path, flags, mode);                                                       \
+        return refused_open(path, flags) ? -1                                                 \
+                                         : ((open_fn *)dlsym(RTLD_NEXT, #name))(path, flags, mode); \
     }
 
 #define WRAP_OPENAT(name)                                                                     \
@@ -64,14 +72,9 @@ static mode_t mode_arg(int flags, va_list ap)
         va_start(ap, flags);                                                                  \
         mode_t mode = mode_arg(flags, ap);                                                    \
         va_end(ap);                                                                           \
-        int err = injected_errno(path, flags);                                                \
-        if (err) {                                                                            \
-            errno = err;                                                                      \
-            return -1;                                                                        \
-        }                                                                                     \
-        int (*real)(int, const char *, int, ...) = (int (*)(int, const char *, int, ...))dlsym( \
-            RTLD_NEXT, #name);                                                                \
-        return real(dirfd, path, flags, mode);                                                \
+        return refused_open(path, flags)                                                      \
+                   ? -1                                                                       \
+                   : ((openat_fn *)dlsym(RTLD_NEXT, #name))(dirfd, path, flags, mode);        \
     }
 
 WRAP_OPEN(open)
@@ -91,24 +94,14 @@ int creat64(const char *path, mode_t mode)
 
 int mkdir(const char *path, mode_t mode)
 {
-    int err = injected_errno(path, O_CREAT);
-    if (err) {
-        errno = err;
-        return -1;
-    }
-    int (*real)(const char *, mode_t) = (int (*)(const char *, mode_t))dlsym(RTLD_NEXT, "mkdir");
-    return real(path, mode);
+    typedef int mkdir_fn(const char *, mode_t);
+    return refused_open(path, O_CREAT) ? -1 : ((mkdir_fn *)dlsym(RTLD_NEXT, "mkdir"))(path, mode);
 }
 
 int rename(const char *from, const char *to)
 {
-    const char *match = getenv("FAILRENAME_MATCH");
-    if (match && *match && to && strstr(to, match)) {
-        const char *e = getenv("FAILOPEN_ERRNO");
-        errno = e && atoi(e) > 0 ? atoi(e) : EIO;
-        return -1;
-    }
-    int (*real)(const char *, const char *) =
-        (int (*)(const char *, const char *))dlsym(RTLD_NEXT, "rename");
-    return real(from, to);
+    typedef int rename_fn(const char *, const char *);
+    return refused(to, "FAILRENAME_MATCH", NULL)
+               ? -1
+               : ((rename_fn *)dlsym(RTLD_NEXT, "rename"))(from, to);
 }

@@ -91,10 +91,23 @@ def fake_compiler(ctx, name, misbehaviour, op="add"):
     return path
 
 
-def failopen(ctx):
+def faults(ctx, **match):
+    """The environment that makes tests/fault/libfailopen.so fail some writes
+    (FAILOPEN_MATCH=..., FAILRENAME_MATCH=...: see failopen.c)."""
     lib = os.path.join(ctx.build, "tests", "fault", "libfailopen.so")
     check(os.path.exists(lib), "missing %s", lib)
-    return lib
+    return dict(match, LD_PRELOAD=lib, ASAN_OPTIONS="verify_asan_link_order=0:detect_leaks=0")
+
+
+def built_then_edited(ctx):
+    """A project built once into its outdir, then op add edited (so the next
+    build must replace the headers); returns (project, outdir, snapshot)."""
+    proj = ctx.bundled_copy()
+    out = os.path.join(ctx.tmp, "out")
+    expect(build(ctx, proj, out), EXIT_OK, "first build")
+    edit(os.path.join(proj, "stencils", "ops", "arith.c"), "(uint64_t)a + (uint64_t)b",
+         "(uint64_t)b + (uint64_t)a + 1")
+    return proj, out, outputs_snapshot(out)
 
 
 # --- a cache shared by two checkouts ----------------------------------------
@@ -172,15 +185,8 @@ def test_header_edited_before_its_compile_is_not_cached_by_its_old_hash(ctx):
 def test_unit_that_cannot_be_written_fails_the_build(ctx):
     """A unit write failing (EIO) is exit 3 naming the unit; nothing is compiled
     in its place, nothing is cached, the previous outputs stay."""
-    proj = ctx.bundled_copy()
-    out = os.path.join(ctx.tmp, "out")
-    expect(build(ctx, proj, out), EXIT_OK, "first build")
-    edit(os.path.join(proj, "stencils", "ops", "arith.c"), "(uint64_t)a + (uint64_t)b",
-         "(uint64_t)b + (uint64_t)a + 1")
-    before = outputs_snapshot(out)
-    env = {"LD_PRELOAD": failopen(ctx), "FAILOPEN_MATCH": "/tu/add/",
-           "ASAN_OPTIONS": "verify_asan_link_order=0:detect_leaks=0"}
-    p = build(ctx, proj, out, env=env)
+    proj, out, before = built_then_edited(ctx)
+    p = build(ctx, proj, out, env=faults(ctx, FAILOPEN_MATCH="/tu/add/"))
     expect(p, EXIT_TOOLCHAIN, "unit write fails", "op add (%s)" % TRIPLE,
            "cannot write its translation unit", "Input/output error")
     check(outputs_snapshot(out) == before, "outputs changed in a failed run")
@@ -210,13 +216,8 @@ def test_cache_writes_that_fail_only_cost_a_rebuild(ctx):
 
 def test_object_write_that_fails_is_a_toolchain_failure(ctx):
     """The compiler cannot write op add's object: exit 3, clang's own message."""
-    proj = ctx.bundled_copy()
-    out = os.path.join(ctx.tmp, "out")
-    expect(build(ctx, proj, out), EXIT_OK, "first build")
-    before = outputs_snapshot(out)
-    env = {"LD_PRELOAD": failopen(ctx), "FAILOPEN_MATCH": "/op_add", "FAILOPEN_SPARE": ".log",
-           "ASAN_OPTIONS": "verify_asan_link_order=0:detect_leaks=0"}
-    p = build(ctx, proj, out, "--extra-cflags", "-DFRESH", env=env)
+    proj, out, before = built_then_edited(ctx)
+    p = build(ctx, proj, out, env=faults(ctx, FAILOPEN_MATCH="/op_add", FAILOPEN_SPARE=".log"))
     expect(p, EXIT_TOOLCHAIN, "object write fails", "op add (%s): compile failed" % TRIPLE)
     check(outputs_snapshot(out) == before, "outputs changed in a failed run")
 
@@ -396,14 +397,9 @@ def test_publish_refuses_before_writing_anything(ctx):
     """A destination that is a directory (the dispatcher, or --depfile) fails
     the run before any output is replaced: exit 3, the previous outputs keep
     their bytes, inode and mtime, and nothing is left beside them."""
-    proj = ctx.bundled_copy()
-    out = os.path.join(ctx.tmp, "out")
+    proj, out, before = built_then_edited(ctx)
     dep = os.path.join(ctx.tmp, "deps")
-    expect(build(ctx, proj, out), EXIT_OK, "first build")
-    edit(os.path.join(proj, "stencils", "ops", "arith.c"), "(uint64_t)a + (uint64_t)b",
-         "(uint64_t)b + (uint64_t)a + 3")
     os.makedirs(dep)
-    before = outputs_snapshot(out)
     p = build(ctx, proj, out, "--depfile", dep)
     expect(p, EXIT_TOOLCHAIN, "--depfile is a directory", "cannot write '%s': Is a directory" % dep)
     check(outputs_snapshot(out) == before, "headers replaced although the depfile cannot be")
@@ -421,15 +417,8 @@ def test_publish_refuses_before_writing_anything(ctx):
 def test_publish_rolls_back_when_a_rename_fails(ctx):
     """The last rename (the dispatcher's) fails after the per-target header was
     already replaced: it is put back, exactly as it was."""
-    proj = ctx.bundled_copy()
-    out = os.path.join(ctx.tmp, "out")
-    expect(build(ctx, proj, out), EXIT_OK, "first build")
-    edit(os.path.join(proj, "stencils", "ops", "arith.c"), "(uint64_t)a + (uint64_t)b",
-         "(uint64_t)b + (uint64_t)a + 3")
-    before = outputs_snapshot(out)
-    env = {"LD_PRELOAD": failopen(ctx), "FAILRENAME_MATCH": "/jit_stencils.h",
-           "ASAN_OPTIONS": "verify_asan_link_order=0:detect_leaks=0"}
-    p = build(ctx, proj, out, env=env)
+    proj, out, before = built_then_edited(ctx)
+    p = build(ctx, proj, out, env=faults(ctx, FAILRENAME_MATCH="/jit_stencils.h"))
     expect(p, EXIT_TOOLCHAIN, "rename fails", "cannot rename")
     check(outputs_snapshot(out) == before, "outputs not rolled back after a failed rename")
     check(all_files(out) == ["jit_stencils-%s.h" % TRIPLE, "jit_stencils.h"],
