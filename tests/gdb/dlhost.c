@@ -63,7 +63,9 @@ typedef struct dlhost_function {
 dlhost_function dlhost_functions[FN__COUNT];
 size_t dlhost_nfunctions = FN__COUNT;
 void *dlhost_shim;
-void *(*dlhost_executor_instr)(const sr_executor *, size_t);
+/* dlhost_instr[i][k]: the address of instruction k of function i (k == n: the
+ * end), for GDB to read (it cannot call into the program on every CPU). */
+void **dlhost_instr[FN__COUNT];
 
 /* --bad-cfi: swap the CFA offsets of r12 and r13 (DW_CFA_offset 0x8c, 0x8d). */
 static uint8_t bad_cfi[64];
@@ -162,6 +164,14 @@ static bool emit(sr_runtime *rt, int i, dlhost_function f)
     }
     dlhost_functions[i] = f;
     entries[i] = api.executor_entry(f.executor);
+    free(dlhost_instr[i]); /* a function emitted again */
+    dlhost_instr[i] = calloc(f.n + 1, sizeof *dlhost_instr[i]);
+    if (!dlhost_instr[i]) {
+        fprintf(stderr, "dlhost: out of memory\n");
+        return false;
+    }
+    for (size_t k = 0; k <= f.n; k++)
+        dlhost_instr[i][k] = api.executor_instr(f.executor, k);
     return true;
 }
 
@@ -203,7 +213,6 @@ int main(int argc, char **argv)
     *(void **)&api.executor_free = need(lib, "sr_executor_free");
     *(void **)&api.executor_instr = need(lib, "sr_executor_instr");
     *(void **)&api.last_error = need(lib, "sr_last_error");
-    dlhost_executor_instr = api.executor_instr;
 
     const void *symbols[SG_SYM__COUNT] = {
         [SG_SYM_vm_call] = (const void *)vm_call,
@@ -246,8 +255,10 @@ int main(int argc, char **argv)
                entries[FN_LEAF] == old_leaf ? "at" : "not at");
         ok = ok && result == 82;
     }
-    for (int i = 0; i < FN__COUNT; i++)
+    for (int i = 0; i < FN__COUNT; i++) {
         api.executor_free(dlhost_functions[i].executor);
+        free(dlhost_instr[i]);
+    }
     api.runtime_destroy(rt);
     dlclose(lib);
     return ok ? 0 : 1;

@@ -12,13 +12,15 @@
 # host: {"start": where to stop once all executors are emitted and before JIT
 #   code runs; "functions", "nfunctions", "shim": GDB expressions (in main's
 #   frame) for the array of functions (fields name, code, n, executor), its
-#   length, and the shim's entry; "executor_instr": the expression of a
-#   function like sr_executor_instr; "glue": the C frames between a JIT frame
+#   length, and the shim's entry; "instr": the expression of instruction k's
+#   address in function fn, whose executor pointer is ex (a format string with
+#   {ex}, {fn}, {k}; memory reads only, never a call into the program);
+#   "glue": the C frames between a JIT frame
 #   and the JIT frame below it that called vm_call; "glue_outer": the C frames
 #   between the outermost JIT frame and main}.
 #
 # Ground truth comes from the runtime and the program, never from GDB's unwinder:
-#   - every executor's instruction boundaries from sr_executor_instr(), its ops
+#   - every executor's instruction boundaries as the runtime recorded them, its ops
 #     from the program's instruction arrays, so frame 0 must be "<op>@<fn>[<i>]"
 #     (or the shim's name);
 #   - a shadow stack of JIT activations kept by this script: a JIT frame that
@@ -132,8 +134,10 @@ try:
         name = fn["name"].string()
         n = int(fn["n"])
         ex = u64(fn["executor"])
-        bounds = [u64(gdb.parse_and_eval("(unsigned long)%s((void *)%d, %d)" % (
-            HOST["executor_instr"], ex, k))) for k in range(n + 1)]
+        # Plain reads of the program's memory: no function is called in the
+        # inferior (GDB 13 cannot on CPUs with AMX state).
+        bounds = [u64(gdb.parse_and_eval("(unsigned long)(%s)" % HOST["instr"].format(
+            ex=ex, fn=i, k=k))) for k in range(n + 1)]
         ops = [CFG["op_names"][int(fn["code"][k]["op"])] for k in range(n)]
         executors.append((name, bounds[0], bounds[-1], bounds, ops))
     gdb.newest_frame().select()

@@ -182,12 +182,18 @@ def header_config(ctx):
 
 
 # How stepcheck.py reads each program's executors (see its header).
+# Instruction addresses are read from memory, never computed by calling into
+# the program: GDB 13 cannot call functions on CPUs with AMX state. tinyvm
+# links stencilrt statically with debug info, so GDB knows its executor struct;
+# the stripped library under dlhost does not, so dlhost keeps a table.
 TINYVM_HOST = {"start": "vm_jit_run", "functions": "vm.functions", "nfunctions": "vm.nfunctions",
-               "shim": "vm.shim", "executor_instr": "sr_executor_instr", "glue": GLUE,
-               "glue_outer": GLUE}
+               "shim": "vm.shim",
+               "instr": "((struct sr_executor *){ex})->mem + "
+                        "((struct sr_executor *){ex})->offsets[{k}]",
+               "glue": GLUE, "glue_outer": GLUE}
 DLHOST_HOST = {"start": "run_function", "functions": "dlhost_functions",
                "nfunctions": "dlhost_nfunctions", "shim": "dlhost_shim",
-               "executor_instr": "dlhost_executor_instr", "glue": ["run_function", "vm_call"],
+               "instr": "dlhost_instr[{fn}][{k}]", "glue": ["run_function", "vm_call"],
                "glue_outer": ["run_function"]}
 
 
