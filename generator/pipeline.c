@@ -682,6 +682,48 @@ static bool stencil_context(const sg_run *run, const sg_target_result *r, uint64
     return true;
 }
 
+/* stencilgen needs clang 22: -mframe-pointer=reserved keeps x86-64 code off
+ * %rbp only from 22 on (19 ignores it, 14 rejects it), and stencils use
+ * preserve_none (19 on). */
+#define MIN_CLANG_MAJOR 22
+
+/* Ask the compiler for the macros it predefines (vendors reword --version,
+ * never __clang_major__) before compiling anything with it: one clear error
+ * instead of one per op. Returns an exit code. */
+static int check_compiler(const sg_run *run, const sg_compile_opts *co)
+{
+    char *out = path_join(run->rundir.path, "compiler-macros.h");
+    char *argv[] = {run->clang, "-dM", "-E", "-x", "c", "/dev/null", "-o", out, NULL};
+    char *log = path_join(run->rundir.path, "compiler-check.log");
+    char *label = xasprintf("the C compiler '%s' (asked for its version)", run->clang);
+    sg_job job = {.argv = argv, .output = out, .log = log, .label = label};
+    bool spawn_failed;
+    int rc = SG_EXIT_TOOLCHAIN;
+    uint8_t *text = NULL;
+    size_t size = 0;
+    if (compile_run(&job, 1, co, NULL, NULL, &spawn_failed) == 0 && read_file(out, &text, &size)) {
+        char *macros = xstrndup((const char *)text, size);
+        const char *m = strstr(macros, "#define __clang_major__ ");
+        int major = m ? atoi(m + strlen("#define __clang_major__ ")) : 0;
+        if (!m)
+            diag_error("'%s' is not clang (it does not define __clang_major__); stencilgen needs "
+                       "clang %d or newer", run->clang, MIN_CLANG_MAJOR);
+        else if (major < MIN_CLANG_MAJOR)
+            diag_error("'%s' is clang %d; stencilgen needs clang %d or newer "
+                       "(-mframe-pointer=reserved keeps x86-64 stencils off %%rbp only from "
+                       "clang 22 on, and stencils use preserve_none)",
+                       run->clang, major, MIN_CLANG_MAJOR);
+        else
+            rc = SG_EXIT_OK;
+        free(macros);
+    }
+    free(text);
+    free(out);
+    free(log);
+    free(label);
+    return rc;
+}
+
 /* Per target: the run's own object directory, and the one objects are kept in. */
 static bool make_target_dirs(const sg_run *run, const sg_target *t)
 {
@@ -726,6 +768,11 @@ static int compile_all(sg_run *run, job_set *js)
             failures += js->jobs[i].status != 0;
     failures += write_translation_units(run, js, &texts);
     source_texts_free(&texts);
+    bool must_compile = false;
+    for (size_t i = 0; i < js->count; i++)
+        must_compile |= !js->jobs[i].skip;
+    if (must_compile && check_compiler(run, &co) != SG_EXIT_OK)
+        return SG_EXIT_TOOLCHAIN;
     bool spawn_failed;
     failures += compile_run(js->jobs, js->count, &co, on_compiled, &ctx, &spawn_failed);
     if (!failures)

@@ -243,6 +243,29 @@ def test_compiler_that_hangs(ctx):
     expect(p, 2, "bad --compile-timeout", "--compile-timeout wants seconds")
 
 
+def test_compiler_too_old_or_not_clang(ctx):
+    """clang-14 (rejects -mframe-pointer=reserved) and gcc: one message naming
+    the version found and the one needed, before any op compiles; exit 3. A
+    build that needs no compile does not ask."""
+    proj = ctx.bundled_copy()
+    out = os.path.join(ctx.tmp, "out")
+    for cc, needle in (("clang-14", "is clang 14; stencilgen needs clang 22 or newer"),
+                       ("gcc", "is not clang (it does not define __clang_major__)")):
+        p = build(ctx, proj, out, "--clang", cc)
+        expect(p, EXIT_TOOLCHAIN, cc, needle)
+        check(p.stderr.count("error:") == 1, "%s: one error expected:\n%s", cc, p.stderr)
+    counter = os.path.join(ctx.tmp, "runs")
+    cc = os.path.join(ctx.tmp, "counting.sh")
+    write(cc, "#!/bin/sh\necho x >> %s\nexec clang-22 \"$@\"\n" % counter)
+    os.chmod(cc, 0o755)
+    expect(build(ctx, proj, out, "--clang", cc), EXIT_OK, "with clang-22")
+    runs = len(read(counter).split())
+    p = build(ctx, proj, out, "--clang", cc)
+    expect(p, EXIT_OK, "a no-op build")
+    check(counts(p)[0] == 0 and len(read(counter).split()) == runs,
+          "a no-op build ran the compiler (%d more times)", len(read(counter).split()) - runs)
+
+
 def test_compiler_killed_by_a_signal(ctx):
     proj = ctx.bundled_copy()
     cc = fake_compiler(ctx, "crash.sh", "kill -SEGV $$")
