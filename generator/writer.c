@@ -314,9 +314,10 @@ void writer_target_header(strbuf *sb, const sg_run *run, const sg_target_result 
 
     for (size_t i = 0; i < run->ops.count; i++)
         put_stencil_arrays(sb, &r->ops[i], r->ops[i].name, run);
+    /* In SG_OP_ order; no array designators, which C++ lacks. */
     sb_puts(sb, "static const sg_stencil sg_stencils[SG_OP__COUNT] = {\n");
     for (size_t i = 0; i < run->ops.count; i++) {
-        sb_printf(sb, "    [SG_OP_%s] = ", r->ops[i].name);
+        sb_printf(sb, "    /* SG_OP_%s */ ", r->ops[i].name);
         put_stencil_init(sb, &r->ops[i], r->ops[i].name);
         sb_puts(sb, ",\n");
     }

@@ -423,12 +423,12 @@ static unsigned sg_emit_ret(uint8_t *code, uint8_t *data, sg_emit_env *env)
 }
 
 static const sg_stencil sg_stencils[SG_OP__COUNT] = {
-    [SG_OP_push_operand] = {"push_operand", sg_code_push_operand, 15, NULL, 0, 1, sg_code_holes_push_operand, 1, NULL, 0, 1, sg_emit_push_operand},
-    [SG_OP_branch_if_zero] = {"branch_if_zero", sg_code_branch_if_zero, 25, NULL, 0, 1, sg_code_holes_branch_if_zero, 2, NULL, 0, 0, sg_emit_branch_if_zero},
-    [SG_OP_print] = {"print", sg_code_print, 17, NULL, 0, 1, sg_code_holes_print, 1, NULL, 0, 1, sg_emit_print},
-    [SG_OP_square_small] = {"square_small", sg_code_square_small, 15, sg_data_square_small, 64, 16, sg_code_holes_square_small, 1, NULL, 0, 1, sg_emit_square_small},
-    [SG_OP_trap] = {"trap", sg_code_trap, 17, sg_data_trap, 16, 1, sg_code_holes_trap, 2, NULL, 0, 0, sg_emit_trap},
-    [SG_OP_ret] = {"ret", sg_code_ret, 4, NULL, 0, 1, NULL, 0, NULL, 0, 0, sg_emit_ret},
+    /* SG_OP_push_operand */ {"push_operand", sg_code_push_operand, 15, NULL, 0, 1, sg_code_holes_push_operand, 1, NULL, 0, 1, sg_emit_push_operand},
+    /* SG_OP_branch_if_zero */ {"branch_if_zero", sg_code_branch_if_zero, 25, NULL, 0, 1, sg_code_holes_branch_if_zero, 2, NULL, 0, 0, sg_emit_branch_if_zero},
+    /* SG_OP_print */ {"print", sg_code_print, 17, NULL, 0, 1, sg_code_holes_print, 1, NULL, 0, 1, sg_emit_print},
+    /* SG_OP_square_small */ {"square_small", sg_code_square_small, 15, sg_data_square_small, 64, 16, sg_code_holes_square_small, 1, NULL, 0, 1, sg_emit_square_small},
+    /* SG_OP_trap */ {"trap", sg_code_trap, 17, sg_data_trap, 16, 1, sg_code_holes_trap, 2, NULL, 0, 0, sg_emit_trap},
+    /* SG_OP_ret */ {"ret", sg_code_ret, 4, NULL, 0, 1, NULL, 0, NULL, 0, 0, sg_emit_ret},
 };
 
 /* The shim: the C function that calls into JIT code. */

@@ -31,12 +31,15 @@ def test_deterministic_across_jobs_and_paths(ctx):
     check(headers(out_a) == ha, "a second build in place changed the headers")
 
 
-def test_header_compiles_as_c11(ctx):
+def test_header_compiles_as_c11_and_cxx17(ctx):
+    """The header is strict C11 and C++17 (a C++ VM includes it too): no array
+    designators, each entry at its SG_OP_ index."""
     out = os.path.join(ctx.tmp, "out")
     ctx.build_stencils(ctx.path("stencils", "stencils.yaml"), out)
     src = os.path.join(ctx.tmp, "use.c")
     write(src, """#include "jit_stencils.h"
 #include <stdio.h>
+#include <string.h>
 int main(void)
 {
     size_t code = 0, holes = 0;
@@ -47,15 +50,22 @@ int main(void)
             if (sg_stencils[i].code_holes[h].offset + 4 > sg_stencils[i].code_size)
                 return 1;
     }
+    const char *add = sg_stencils[SG_OP_add].name, *native = sg_stencils[SG_OP_native].name;
+    if (strcmp(add, "add") != 0)
+        return 2;
+    if (strcmp(native, "native") != 0)
+        return 3;
     printf("%d %zu %zu %s %zu\\n", SG_OP__COUNT, code, holes, sg_symbol_names[SG_SYM_vm_call],
            sg_shim.code_size);
     return 0;
 }
 """)
-    for cc in ("gcc", "clang-22"):
+    for cc, lang in (("gcc", ["-std=c11"]), ("clang-22", ["-std=c11"]),
+                     ("g++", ["-x", "c++", "-std=c++17"]),
+                     ("clang++-22", ["-x", "c++", "-std=c++17"])):
         exe = os.path.join(ctx.tmp, "use-" + cc)
-        ctx.run([cc, "-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic", "-I", out, src,
-                 "-o", exe], check=True)
+        ctx.run([cc] + lang + ["-Wall", "-Wextra", "-Werror", "-pedantic", "-I", out, src,
+                               "-o", exe], check=True)
         p = ctx.run([exe], check=True)
         fields = p.stdout.split()
         check(fields[0] == "21" and fields[3] == "vm_call", "unexpected: %s", p.stdout)
