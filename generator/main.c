@@ -14,7 +14,7 @@
 static const char usage_text[] =
     "usage: stencilgen build --manifest FILE [--target TRIPLE]... --outdir DIR [-j N]\n"
     "                        [--cache-dir DIR] [--depfile FILE] [--clang PATH]\n"
-    "                        [--launcher PROG] [--compile-commands FILE] [-v]\n"
+    "                        [--launcher PROG] [--compile-commands FILE] [-v|-vv]\n"
     "                        [--extra-cflags STR] [--extra-shim-cflags STR]\n"
     "                        [--compile-timeout SECONDS]\n"
     "       stencilgen check --manifest FILE [--target TRIPLE]...   (all checks, writes nothing)\n"
@@ -110,7 +110,7 @@ static int parse_options(int argc, char **argv, sg_options *o)
                 return usage_error("--compile-timeout wants seconds from 1 to 86400, got '%s'",
                                    optarg);
             break;
-        case 'v': o->verbose = true; break;
+        case 'v': o->verbose++; break;
         case OPT_HELP: fputs(usage_text, stdout); return SG_EXIT_OK;
         default:
             return usage_error("unknown or incomplete option '%s'", argv[optind - 1]);

@@ -755,7 +755,7 @@ static int compile_all(sg_run *run, job_set *js)
     sg_compile_opts co = {
         .parallel = run->opt.jobs,
         .timeout = run->opt.compile_timeout,
-        .verbose = run->opt.verbose,
+        .verbose = run->opt.verbose >= 2,
         .progress = isatty(2) && !run->opt.verbose,
     };
     done_ctx ctx = {run, js, SG_EXIT_OK};

@@ -30,7 +30,7 @@ typedef struct sg_options {
     const char *extra_shim_cflags;
     const char *dump_op;
     double compile_timeout; /* seconds per compile */
-    bool verbose;
+    int verbose; /* -v: counts and phase times; -vv: also every compiler command */
 } sg_options;
 
 typedef struct sg_target_result {

@@ -128,3 +128,14 @@ def test_runtime_abi_block_matches_generated_headers(ctx):
     runtime = types_block(read(ctx.path("runtime", "stencilrt.h")))
     check(generated == runtime, "runtime/stencilrt.h's SG_STENCIL_TYPES block differs from "
           "the generator's; copy it from a generated header")
+
+
+def test_verbosity_levels(ctx):
+    """-v: counts and the time of each phase, no commands; -vv: every command too."""
+    manifest = ctx.path("stencils", "stencils.yaml")
+    p = ctx.build_stencils(manifest, os.path.join(ctx.tmp, "v"), "--target", TRIPLE, "-v")
+    check("stencilgen: discovery " in p.stderr and "-DSTENCILGEN_OP=" not in p.stderr,
+          "-v: want phase times and no commands:\n%s", p.stderr[-2000:])
+    p = ctx.build_stencils(manifest, os.path.join(ctx.tmp, "vv"), "--target", TRIPLE, "-vv")
+    check(p.stderr.count("-DSTENCILGEN_OP=") == 21 and "stencilgen: discovery " in p.stderr,
+          "-vv: want the 21 op commands and phase times:\n%s", p.stderr[-2000:])
