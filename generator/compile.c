@@ -144,22 +144,25 @@ static pid_t spawn_job(sg_job *job, sigset_t *child_mask)
 
 /* Print what the command wrote to stderr, if anything, under its label; a
  * failure says how the compiler ended even when it printed nothing. */
-static void show_log(const sg_job *job, bool failed)
+static void show_log(const sg_job *job, bool failed, double timeout)
 {
     uint8_t *text = NULL;
     size_t size = 0;
     if (!read_file(job->log, &text, &size) && !failed)
         return;
-    if (failed && job->term_signal)
+    if (failed && job->timed_out)
+        diag_error("%s: compile timed out after %.0f s (--compile-timeout); no further "
+                   "compile is started", job->label, timeout);
+    else if (failed && job->term_signal)
         diag_error("%s: the compiler was killed by signal %d (%s)%s", job->label,
                    job->term_signal, strsignal(job->term_signal), size ? ":" : "");
     else if (failed && job->status > 0)
         diag_error("%s: compile failed: the compiler exited with status %d%s", job->label,
                    job->status, size ? ":" : " and printed nothing");
     else if (size && !failed)
-        fprintf(stderr, "stencilgen: %s: compiler output:\n", job->label);
+        diag_note("%s: compiler output:", job->label);
     if (size)
-        fwrite(text, 1, size, stderr);
+        diag_write(text, size);
     free(text);
 }
 
@@ -203,24 +206,48 @@ static void finish_job(sg_job *job, int wstatus)
     }
 }
 
-/* Report a finished job and hand it to `done`; returns whether it succeeded. */
+/* Report a finished job and hand it to `done`, collecting what either says
+ * into `messages`; returns whether it succeeded. */
 static bool conclude(sg_job *job, const sg_compile_opts *opts, size_t finished, size_t total,
-                     sg_job_done *done, void *ctx)
+                     sg_job_done *done, void *ctx, strbuf *messages)
 {
     progress_line(opts, finished, total, job->label);
     bool ok = job->status == 0;
-    show_log(job, !ok);
+    diag_capture(messages);
+    show_log(job, !ok, opts->timeout);
     if (ok && done && !done(job, ctx)) {
         job->status = -1;
         ok = false;
     }
+    diag_capture(NULL);
     return ok;
+}
+
+/* Messages of concluded jobs, printed in job order (for a build, manifest
+ * order) however the jobs finish: the same build says the same thing. */
+typedef struct in_order {
+    strbuf *messages; /* per job */
+    bool *ready;      /* concluded, or never to run */
+    size_t next;      /* the first job not printed yet */
+} in_order;
+
+static void print_ready(in_order *o, const sg_job *jobs, size_t n, const sg_compile_opts *opts)
+{
+    for (; o->next < n && (o->ready[o->next] || jobs[o->next].skip); o->next++) {
+        strbuf *m = &o->messages[o->next];
+        if (m->len) {
+            if (opts->progress)
+                fputs("\r\033[K", stderr);
+            fwrite(m->data, 1, m->len, stderr);
+        }
+        sb_free(m);
+    }
 }
 
 /* Reap every finished (or overdue) child into done[]; returns how many.
  * *timed_out is set when a compile had to be killed. */
-static size_t reap(sg_job *jobs, running *run, size_t *nrun, const sg_compile_opts *opts,
-                   size_t *done_jobs, bool *timed_out)
+static size_t reap(sg_job *jobs, running *run, size_t *nrun, size_t *done_jobs,
+                   bool *timed_out)
 {
     size_t ndone = 0;
     for (size_t i = 0; i < *nrun;) {
@@ -230,9 +257,8 @@ static size_t reap(sg_job *jobs, running *run, size_t *nrun, const sg_compile_op
         if (r == 0 && now_seconds() > run[i].deadline) {
             kill(run[i].pid, SIGKILL);
             waitpid(run[i].pid, &wstatus, 0);
-            diag_error("%s: compile timed out after %.0f s (--compile-timeout); no further "
-                       "compile is started", job->label, opts->timeout);
             job->status = -1;
+            job->timed_out = true;
             *timed_out = true;
         } else if (r == run[i].pid) {
             finish_job(job, wstatus);
@@ -278,6 +304,7 @@ size_t compile_run(sg_job *jobs, size_t n, const sg_compile_opts *opts, sg_job_d
     size_t *pending = xcalloc(parallel, sizeof *pending); /* reaped, not yet concluded */
     bool timed_out = false;
     *spawn_failed = false;
+    in_order order = {xcalloc(n ? n : 1, sizeof *order.messages), xcalloc(n ? n : 1, 1), 0};
 
     while (next < n || nrun > 0 || npending > 0) {
         /* Replace finished compiles first, then read their objects: the
@@ -303,18 +330,29 @@ size_t compile_run(sg_job *jobs, size_t n, const sg_compile_opts *opts, sg_job_d
             next++;
         }
         if (*spawn_failed || timed_out) {
-            for (; next < n; next++) /* never started: failed, without a message each */
+            for (; next < n; next++) { /* never started: failed, without a message each */
                 jobs[next].status = jobs[next].skip ? jobs[next].status : -1;
+                order.ready[next] = true;
+            }
         }
-        for (size_t k = 0; k < npending; k++)
-            failures += !conclude(&jobs[pending[k]], opts, ++finished, total, done, ctx);
+        for (size_t k = 0; k < npending; k++) {
+            failures += !conclude(&jobs[pending[k]], opts, ++finished, total, done, ctx,
+                                  &order.messages[pending[k]]);
+            order.ready[pending[k]] = true;
+        }
         npending = 0;
+        print_ready(&order, jobs, n, opts);
         if (nrun == 0)
             continue; /* ends the loop unless jobs remain */
         wait_for_child(&chld, run, nrun);
-        npending = reap(jobs, run, &nrun, opts, pending, &timed_out);
+        npending = reap(jobs, run, &nrun, pending, &timed_out);
         notice_slow(jobs, run, nrun, opts);
     }
+    for (size_t i = 0; i < n; i++) /* a spawn failure stopped the loop early */
+        order.ready[i] = true;
+    print_ready(&order, jobs, n, opts);
+    free(order.messages);
+    free(order.ready);
     if (opts->progress && total)
         fputs("\r\033[K", stderr);
     free(pending);

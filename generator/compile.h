@@ -14,6 +14,7 @@ typedef struct sg_job {
     bool skip;     /* already up to date (cache hit): not run */
     int status;    /* 0 ok; otherwise the exit status, or -1 spawn/timeout failure */
     int term_signal; /* the signal that killed the compiler, or 0 */
+    bool timed_out;  /* killed at the deadline */
     struct timespec started; /* when it was started (coarse realtime, as file mtimes) */
     void *user;
 } sg_job;
@@ -30,7 +31,8 @@ typedef struct sg_compile_opts {
 typedef bool sg_job_done(sg_job *job, void *ctx);
 
 /* Run every job not marked skip. Each job's stderr is printed (prefixed with its
- * label) when it fails or produced warnings. Returns the number of failures.
+ * label) when it fails or produced warnings, together with what `done` says,
+ * in job order whatever order the jobs finish in. Returns the number of failures.
  * *spawn_failed is set when a command could not be started at all. */
 size_t compile_run(sg_job *jobs, size_t n, const sg_compile_opts *opts, sg_job_done *done,
                    void *ctx, bool *spawn_failed);

@@ -1,25 +1,57 @@
-/* diag.c - see diag.h. Diagnostics go to stderr, one message per call. */
+/* diag.c - see diag.h. Diagnostics go to stderr, one message per call, or
+ * into the capture buffer while one is set. */
 #include "diag.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 
+/* The one piece of state: where messages go while a job's are collected. */
+static strbuf *capture;
+
+void diag_capture(strbuf *into)
+{
+    capture = into;
+}
+
+void diag_write(const void *text, size_t n)
+{
+    if (capture)
+        sb_putn(capture, text, n);
+    else
+        fwrite(text, 1, n, stderr);
+}
+
+static void put(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void put(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    if (capture)
+        sb_vprintf(capture, fmt, ap);
+    else
+        vfprintf(stderr, fmt, ap);
+    va_end(ap);
+}
+
 static void emit(const char *prefix, const char *kind, const char *fmt, va_list ap)
 {
-    fprintf(stderr, "%s%s: ", prefix, kind);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    put("%s%s: ", prefix, kind);
+    if (capture)
+        sb_vprintf(capture, fmt, ap);
+    else
+        vfprintf(stderr, fmt, ap);
+    put("\n");
 }
 
 static void emit_at(const char *file, unsigned line, unsigned col, const char *kind,
                     const char *fmt, va_list ap)
 {
     if (line && col)
-        fprintf(stderr, "%s:%u:%u: ", file, line, col);
+        put("%s:%u:%u: ", file, line, col);
     else if (line)
-        fprintf(stderr, "%s:%u: ", file, line);
+        put("%s:%u: ", file, line);
     else
-        fprintf(stderr, "%s: ", file);
+        put("%s: ", file);
     emit("", kind, fmt, ap);
 }
 
@@ -44,9 +76,9 @@ void diag_error_in(const sg_where *w, const char *fmt, ...)
     va_list ap;
     va_start(ap, fmt);
     if (w->file && w->line && w->col)
-        fprintf(stderr, "%s:%u:%u: ", w->file, w->line, w->col);
+        put("%s:%u:%u: ", w->file, w->line, w->col);
     else if (w->file)
-        fprintf(stderr, "%s: ", w->file);
+        put("%s: ", w->file);
     emit(w->file ? "" : "stencilgen: ", "error", fmt, ap);
     va_end(ap);
 }

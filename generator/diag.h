@@ -2,6 +2,10 @@
 #ifndef STENCILGEN_DIAG_H
 #define STENCILGEN_DIAG_H
 
+#include <stddef.h>
+
+#include "util.h"
+
 enum sg_exit {
     SG_EXIT_OK = 0,
     SG_EXIT_CHECK = 1,     /* invariant, frame shape, unsupported relocation */
@@ -29,6 +33,12 @@ void diag_error_in(const sg_where *w, const char *fmt, ...) __attribute__((forma
 void diag_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void diag_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void diag_warning(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* While `into` is set (NULL: stderr again), every message, and what
+ * diag_write is given, goes there instead of stderr: so compile_run can print
+ * each job's messages in job order, whatever order the jobs finish in. */
+void diag_capture(strbuf *into);
+void diag_write(const void *text, size_t n);
 
 /* Keep the worst (highest) exit code seen so far. */
 static inline int exit_worst(int a, int b)

@@ -1,6 +1,7 @@
 """Generated headers: byte-identical across runs, -j values and checkout paths;
 they compile cleanly as C11; the dispatcher picks the host's header."""
 import os
+import re
 
 from sgtest import TRIPLE, check, read, write
 
@@ -139,3 +140,35 @@ def test_verbosity_levels(ctx):
     p = ctx.build_stencils(manifest, os.path.join(ctx.tmp, "vv"), "--target", TRIPLE, "-vv")
     check(p.stderr.count("-DSTENCILGEN_OP=") == 21 and "stencilgen: discovery " in p.stderr,
           "-vv: want the 21 op commands and phase times:\n%s", p.stderr[-2000:])
+
+
+def test_diagnostics_come_in_manifest_order(ctx):
+    """Three ops in three files fail to compile, the first of them last; with
+    parallel compiles the messages still come op by op in manifest order, the
+    same on every run."""
+    base = ctx.bundled_copy()
+    ops = os.path.join(base, "stencils", "ops")
+    for fname, op in (("stack.c", "push"), ("arith.c", "mul"), ("calls.c", "native")):
+        path = os.path.join(ops, fname)
+        text = read(path)
+        i = text.index("OP(%s)" % op)
+        j = text.index("{", i) + 1
+        write(path, text[:j] + "\n    broken_%s_here;" % op + text[j:])
+    # push, the first to fail, is the last to finish.
+    slow = os.path.join(ctx.tmp, "slow.sh")
+    write(slow, '#!/bin/sh\ncase " $* " in *" -DSTENCILGEN_OP=push "*) sleep 1 ;; esac\n'
+                'exec clang-22 "$@"\n')
+    os.chmod(slow, 0o755)
+    runs = []
+    for k in range(3):
+        p = ctx.build_stencils(os.path.join(base, "stencils", "stencils.yaml"),
+                               os.path.join(ctx.tmp, "out%d" % k), "--target", TRIPLE, "-j", "2",
+                               "--clang", slow, check=False, timeout=240)
+        check(p.returncode == 3, "expected exit 3: %d\n%s", p.returncode, p.stderr[-2000:])
+        runs.append(p.stderr)
+    labels = re.findall(r"error: op (\w+) \(", runs[0])
+    check(labels == ["push", "mul", "native"], "ops in this order: %s\n%s", labels, runs[0])
+    for op in ("push", "mul", "native"):  # each op's clang message right after its label
+        check(re.search(r"error: op %s \(.*\n.*broken_%s_here" % (op, op), runs[0]),
+                        "clang's message for %s is not under its label:\n%s", op, runs[0])
+    check(runs[0] == runs[1] == runs[2], "the messages differ between runs")
