@@ -213,13 +213,13 @@ static bool conclude(sg_job *job, const sg_compile_opts *opts, size_t finished, 
 {
     progress_line(opts, finished, total, job->label);
     bool ok = job->status == 0;
-    diag_capture(messages);
+    strbuf *outer = diag_capture(messages);
     show_log(job, !ok, opts->timeout);
     if (ok && done && !done(job, ctx)) {
         job->status = -1;
         ok = false;
     }
-    diag_capture(NULL);
+    diag_capture(outer);
     return ok;
 }
 
@@ -238,7 +238,7 @@ static void print_ready(in_order *o, const sg_job *jobs, size_t n, const sg_comp
         if (m->len) {
             if (opts->progress)
                 fputs("\r\033[K", stderr);
-            fwrite(m->data, 1, m->len, stderr);
+            diag_write(m->data, m->len);
         }
         sb_free(m);
     }

@@ -8,9 +8,11 @@
 /* The one piece of state: where messages go while a job's are collected. */
 static strbuf *capture;
 
-void diag_capture(strbuf *into)
+strbuf *diag_capture(strbuf *into)
 {
+    strbuf *previous = capture;
     capture = into;
+    return previous;
 }
 
 void diag_write(const void *text, size_t n)

@@ -36,8 +36,9 @@ void diag_warning(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* While `into` is set (NULL: stderr again), every message, and what
  * diag_write is given, goes there instead of stderr: so compile_run can print
- * each job's messages in job order, whatever order the jobs finish in. */
-void diag_capture(strbuf *into);
+ * each job's messages in job order, whatever order the jobs finish in.
+ * Returns the previous target, to restore. */
+strbuf *diag_capture(strbuf *into);
 void diag_write(const void *text, size_t n);
 
 /* Keep the worst (highest) exit code seen so far. */

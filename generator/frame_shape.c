@@ -313,6 +313,7 @@ bool frame_shape_analyze(const objfile *obj, const sg_stencil *shim, const sg_ta
         u->fde_insns = copy_insns(fde.insns, u->rows.fde_insns_used, &u->fde_insns_len);
         u->fde_start = fde.pc_begin;
         u->fde_size = fde.pc_range;
+        u->derived = true;
     }
     free(bytes);
     return ok;

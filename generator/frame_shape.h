@@ -47,6 +47,7 @@ typedef struct sg_unwind {
      * the runtime's executor FDE. */
     uint8_t *executor_cfi;
     size_t executor_cfi_len;
+    bool derived; /* every field above is set: the shape passed its checks */
 } sg_unwind;
 
 /* A copy of the object's .eh_frame with its relocations applied, as a linker

@@ -993,8 +993,15 @@ int pipeline_run(const sg_options *opt)
     if (rc == SG_EXIT_OK)
         rc = discover_all(&run);
     double t1 = now_seconds();
+    /* dump shows what it has even when a check fails (the thing being
+     * debugged), and the check's messages after it. */
+    bool dumping = !strcmp(opt->command, "dump");
+    strbuf held = {0};
+    strbuf *outer = dumping ? diag_capture(&held) : NULL;
     if (rc == SG_EXIT_OK)
         rc = compile_all(&run, &js);
+    if (dumping)
+        diag_capture(outer);
     double t2 = now_seconds();
     if (rc == SG_EXIT_OK && !strcmp(opt->command, "build"))
         rc = render_and_publish(&run, &js);
@@ -1006,9 +1013,15 @@ int pipeline_run(const sg_options *opt)
                         "(%zu cached stencils), write %.3f s\n",
                 t1 - t0, t2 - t1, stencils, now_seconds() - t2);
     }
-    if (rc == SG_EXIT_OK && !strcmp(opt->command, "dump"))
-        rc = dump(&run);
-    if (rc == SG_EXIT_OK && strcmp(opt->command, "dump"))
+    if (dumping && (rc == SG_EXIT_OK || rc == SG_EXIT_CHECK)) {
+        int dumped = dump(&run);
+        rc = rc == SG_EXIT_OK ? dumped : rc;
+        fflush(stdout);
+    }
+    if (held.len)
+        diag_write(held.data, held.len);
+    sb_free(&held);
+    if (rc == SG_EXIT_OK && !dumping)
         print_summary(&run);
     free_jobs(&js);
     run_free(&run, temp_workdir);

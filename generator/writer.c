@@ -215,14 +215,20 @@ void writer_unwind_rows(strbuf *sb, const sg_target_result *r, const char *prefi
 {
     const sg_unwind *u = &r->unwind;
     char row[512];
-    sb_printf(sb, "%sCFI rows of the shim (code_align %" PRIu64 ", data_align %" PRId64
-                  ", return address in %s):\n",
-              prefix, u->code_align, u->data_align, reg_or_number(r->target, u->ra_column));
+    if (u->derived)
+        sb_printf(sb, "%sCFI rows of the shim (code_align %" PRIu64 ", data_align %" PRId64
+                      ", return address in %s):\n",
+                  prefix, u->code_align, u->data_align, reg_or_number(r->target, u->ra_column));
+    else /* a shim that failed its checks: what was found, for whoever debugs it */
+        sb_printf(sb, "%sCFI rows of the shim (%zu; it failed its checks):\n", prefix,
+                  u->rows.count);
     for (size_t i = 0; i < u->rows.count; i++) {
         frame_shape_format_row(&u->rows.rows[i], r->target, row, sizeof row);
         sb_printf(sb, "%s  0x%04" PRIx64 "-0x%04" PRIx64 ": %s\n", prefix, u->rows.rows[i].loc,
                   u->rows.rows[i].end, row);
     }
+    if (!u->derived)
+        return;
     frame_shape_format_row(u->call_row, r->target, row, sizeof row);
     sb_printf(sb, "%sat the call into JIT code, shim+0x%zx %s:\n%s  %s\n", prefix,
               u->call_offset, u->call_text, prefix, row);

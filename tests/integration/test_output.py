@@ -172,3 +172,15 @@ def test_diagnostics_come_in_manifest_order(ctx):
         check(re.search(r"error: op %s \(.*\n.*broken_%s_here" % (op, op), runs[0]),
                         "clang's message for %s is not under its label:\n%s", op, runs[0])
     check(runs[0] == runs[1] == runs[2], "the messages differ between runs")
+
+
+def test_dump_shows_a_shim_that_fails_its_checks(ctx):
+    """dump is what one runs to debug a shim: when its frame is refused, the
+    shim's code and CFI rows are still printed, then the error; exit 1."""
+    p = ctx.generator("dump", "--manifest", ctx.path("stencils", "stencils.yaml"), "--target",
+                      TRIPLE, "--extra-shim-cflags", "-fomit-frame-pointer", timeout=240)
+    check(p.returncode == 1, "expected exit 1: %d\n%s", p.returncode, p.stderr[-2000:])
+    check("callq *%rdx" in p.stdout and "CFI rows of the shim" in p.stdout and
+          re.search(r"0x[0-9a-f]{4}-0x[0-9a-f]{4}: CFA=rsp\+\d+", p.stdout),
+          "the shim's code and rows are missing:\n%s", p.stdout[-3000:])
+    check("is not frame-pointer based" in p.stderr, "no error:\n%s", p.stderr)
