@@ -690,8 +690,16 @@ static bool stencil_context(const sg_run *run, const sg_target_result *r, uint64
 /* Ask the compiler for the macros it predefines (vendors reword --version,
  * never __clang_major__) before compiling anything with it: one clear error
  * instead of one per op. Returns an exit code. */
-static int check_compiler(const sg_run *run, const sg_compile_opts *co)
+static int check_compiler(const sg_run *run, const sg_compile_opts *co, uint64_t identity)
 {
+    /* Once per compiler: the verdict is cached under its identity. */
+    sg_key key = {{identity, identity ^ 0x636c616e67ull /* "clang" */}};
+    uint8_t *seen;
+    size_t seen_size;
+    if (cache_get(run->cache, &key, "clang-ok", &seen, &seen_size)) {
+        free(seen);
+        return SG_EXIT_OK;
+    }
     char *out = path_join(run->rundir.path, "compiler-macros.h");
     char *argv[] = {run->clang, "-dM", "-E", "-x", "c", "/dev/null", "-o", out, NULL};
     char *log = path_join(run->rundir.path, "compiler-check.log");
@@ -715,6 +723,8 @@ static int check_compiler(const sg_run *run, const sg_compile_opts *co)
                        run->clang, major, MIN_CLANG_MAJOR);
         else
             rc = SG_EXIT_OK;
+        if (rc == SG_EXIT_OK)
+            cache_put(run->cache, &key, "clang-ok", m, strcspn(m, "\n"));
         free(macros);
     }
     free(text);
@@ -771,7 +781,7 @@ static int compile_all(sg_run *run, job_set *js)
     bool must_compile = false;
     for (size_t i = 0; i < js->count; i++)
         must_compile |= !js->jobs[i].skip;
-    if (must_compile && check_compiler(run, &co) != SG_EXIT_OK)
+    if (must_compile && check_compiler(run, &co, identity) != SG_EXIT_OK)
         return SG_EXIT_TOOLCHAIN;
     bool spawn_failed;
     failures += compile_run(js->jobs, js->count, &co, on_compiled, &ctx, &spawn_failed);

@@ -246,7 +246,7 @@ def test_compiler_that_hangs(ctx):
 def test_compiler_too_old_or_not_clang(ctx):
     """clang-14 (rejects -mframe-pointer=reserved) and gcc: one message naming
     the version found and the one needed, before any op compiles; exit 3. A
-    build that needs no compile does not ask."""
+    build that needs no compile does not ask, and a compiler is asked once."""
     proj = ctx.bundled_copy()
     out = os.path.join(ctx.tmp, "out")
     for cc, needle in (("clang-14", "is clang 14; stencilgen needs clang 22 or newer"),
@@ -264,6 +264,13 @@ def test_compiler_too_old_or_not_clang(ctx):
     expect(p, EXIT_OK, "a no-op build")
     check(counts(p)[0] == 0 and len(read(counter).split()) == runs,
           "a no-op build ran the compiler (%d more times)", len(read(counter).split()) - runs)
+    # One op edited: one compile, and the compiler is not asked again.
+    edit(os.path.join(proj, "stencils", "ops", "arith.c"), "(uint64_t)a + (uint64_t)b",
+         "(uint64_t)b + (uint64_t)a")
+    p = build(ctx, proj, out, "--clang", cc)
+    expect(p, EXIT_OK, "a one-op edit")
+    check(counts(p)[0] == 1 and len(read(counter).split()) == runs + 1,
+          "a one-op edit ran the compiler %d times", len(read(counter).split()) - runs)
 
 
 def test_compiler_killed_by_a_signal(ctx):
