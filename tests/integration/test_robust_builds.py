@@ -273,6 +273,16 @@ def test_compiler_too_old_or_not_clang(ctx):
           "a one-op edit ran the compiler %d times", len(read(counter).split()) - runs)
 
 
+def test_launcher_runs_every_compile(ctx):
+    """--launcher (env here) wraps every compile; the run exits 0 and, under the
+    leak-checking ASan build, leaks nothing (its resolved path used to leak)."""
+    proj = ctx.bundled_copy()
+    p = build(ctx, proj, os.path.join(ctx.tmp, "out"), "--launcher", "env", "-vv")
+    expect(p, EXIT_OK, "--launcher env")
+    check(p.stderr.count("env ") >= 21 and "LeakSanitizer" not in p.stderr,
+          "compiles not launched through env, or a leak:\n%s", p.stderr[-2000:])
+
+
 def test_compiler_killed_by_a_signal(ctx):
     proj = ctx.bundled_copy()
     cc = fake_compiler(ctx, "crash.sh", "kill -SEGV $$")
