@@ -135,6 +135,16 @@ static void random_prog(st_rng *r, prog *p)
 
 /* ---- thread A */
 
+/* In --debug-own-lock, our lock is kept a little past the runtime call: fork()
+ * waits for the runtime's registry lock, so without this A could release ours
+ * before the child is cloned, and the control would sometimes not deadlock. */
+static void release_own_lock(void)
+{
+    struct timespec linger = {0, 3000000}; /* longer than a fork takes here */
+    nanosleep(&linger, NULL);
+    pthread_mutex_unlock(&test_lock);
+}
+
 /* Emit or free with the in_runtime flag (and, in --debug-own-lock, our lock). */
 static sr_status a_emit(const sr_instr *code, size_t n, const char *name, sr_executor **out,
                         double *seconds)
@@ -147,7 +157,7 @@ static sr_status a_emit(const sr_instr *code, size_t n, const char *name, sr_exe
     *seconds = st_now() - t0;
     atomic_store(&in_runtime, 0);
     if (own_lock)
-        pthread_mutex_unlock(&test_lock);
+        release_own_lock();
     return st;
 }
 
@@ -159,7 +169,7 @@ static void a_free(sr_executor *ex)
     sr_executor_free(ex);
     atomic_store(&in_runtime, 0);
     if (own_lock)
-        pthread_mutex_unlock(&test_lock);
+        release_own_lock();
     atomic_fetch_add(&a_frees, 1);
 }
 
