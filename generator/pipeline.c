@@ -470,14 +470,28 @@ static bool read_compiler_output(const sg_job *job, const char *path, const char
     return false;
 }
 
-/* The last object built for each op stays in WORKDIR/<triple>/ for people and
- * tests to inspect; the generator itself never reads it back. */
+/* The last object built for each op stays in WORKDIR/<triple>/, and its unit
+ * in WORKDIR/tu/<op>/unit.c, for people, tests and benchmarks to inspect; the
+ * generator itself never reads them back. */
 static void keep_for_inspection(const sg_run *run, const job_ref *ref, const sg_job *job)
 {
     const char *base = strrchr(job->output, '/');
     char *dest = xasprintf("%s/%s%s", run->workdir, ref->result->target->triple, base);
     rename(job->output, dest);
     free(dest);
+    if (!ref->op)
+        return;
+    /* Linked, not moved: every target's job compiles the same unit. */
+    char *unit = xasprintf("%s/tu/%s/unit.c", run->workdir, ref->op->name);
+    char *fresh = xasprintf("%s.%ld", unit, (long)getpid());
+    char *dir = path_dirname(unit);
+    if (mkdir_p(dir) && link(ref->tu_path, fresh) == 0) {
+        rename(fresh, unit);
+        unlink(fresh); /* left when unit already was this file (rename does nothing then) */
+    }
+    free(dir);
+    free(fresh);
+    free(unit);
 }
 
 /* Runs while other compiles are still going: cache the object, build the stencil. */

@@ -82,7 +82,7 @@ def generator_figures(build, jobs=2):
             args = e["arguments"]
             op = os.path.basename(args[args.index("-o") + 1])[:-2]
             if op.startswith("op_"):
-                args[args.index("-c") + 1] = os.path.join(units, op + ".c")
+                args[args.index("-c") + 1] = os.path.join(units, op[len("op_"):], "unit.c")
             args[args.index("-o") + 1] = os.path.join(tmp, "floor-%s.o" % op)
             i = args.index("-MF")
             args[i + 1] = os.path.join(tmp, "floor-%s.d" % op)
