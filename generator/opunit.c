@@ -32,22 +32,6 @@ static unsigned line_at(line_cursor *c, const char *text, size_t offset)
     return c->line;
 }
 
-/* A path as a C string literal: clang decodes the escapes in #line names. */
-static void put_c_string(strbuf *sb, const char *s)
-{
-    sb_putc(sb, '"');
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            sb_printf(sb, "\\%c", c);
-        else if (c < 0x20 || c == 0x7f)
-            sb_printf(sb, "\\%03o", c);
-        else
-            sb_putc(sb, (char)c);
-    }
-    sb_putc(sb, '"');
-}
-
 static void add_segment(op_unit *u, bool want_unit, const sg_op *op, const char *text,
                         line_cursor *lines, size_t from, size_t to)
 {
@@ -59,7 +43,7 @@ static void add_segment(op_unit *u, bool want_unit, const sg_op *op, const char 
     if (!want_unit)
         return;
     sb_printf(&u->unit, "#line %u ", line);
-    put_c_string(&u->unit, op->source);
+    sb_put_quoted(&u->unit, op->source, SB_QUOTE_C); /* clang decodes #line's escapes */
     sb_putc(&u->unit, '\n');
     sb_putn(&u->unit, text + from, to - from);
     if (text[to - 1] != '\n')

@@ -354,31 +354,17 @@ bool outputs_depfile(const sg_run *run, char *const *texts, size_t n, const char
     return ok;
 }
 
-static void put_json_string(strbuf *sb, const char *s)
-{
-    sb_putc(sb, '"');
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            sb_printf(sb, "\\%c", c);
-        else if (c < 0x20)
-            sb_printf(sb, "\\u%04x", c);
-        else
-            sb_putc(sb, (char)c);
-    }
-    sb_putc(sb, '"');
-}
 
 /* A path argument, with a run directory prefix replaced by the kept one. */
 static void put_json_path(strbuf *sb, const char *s, const char *run_dir, const char *kept_dir)
 {
     size_t n = strlen(run_dir);
     if (strncmp(s, run_dir, n) || s[n] != '/') {
-        put_json_string(sb, s);
+        sb_put_quoted(sb, s, SB_QUOTE_JSON);
         return;
     }
     char *kept = xasprintf("%s%s", kept_dir, s + n);
-    put_json_string(sb, kept);
+    sb_put_quoted(sb, kept, SB_QUOTE_JSON);
     free(kept);
 }
 
@@ -400,9 +386,9 @@ strbuf outputs_compile_commands(const sg_job *jobs, size_t n, const char *const 
         if (sources[i])
             file = sources[i];
         sb_puts(&sb, i ? ",\n  {\"directory\": " : "\n  {\"directory\": ");
-        put_json_string(&sb, cwd);
+        sb_put_quoted(&sb, cwd, SB_QUOTE_JSON);
         sb_puts(&sb, ", \"file\": ");
-        put_json_string(&sb, file ? file : "");
+        sb_put_quoted(&sb, file ? file : "", SB_QUOTE_JSON);
         sb_puts(&sb, ", \"output\": ");
         put_json_path(&sb, jobs[i].output, run_dir, kept_dir);
         sb_puts(&sb, ", \"arguments\": [");

@@ -141,6 +141,21 @@ void sb_free(strbuf *sb)
     *sb = (strbuf){0};
 }
 
+void sb_put_quoted(strbuf *sb, const char *s, sb_quote_style style)
+{
+    sb_putc(sb, '"');
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            sb_printf(sb, "\\%c", c);
+        else if (c < 0x20 || (c == 0x7f && style == SB_QUOTE_C))
+            sb_printf(sb, style == SB_QUOTE_C ? "\\%03o" : "\\u%04x", c);
+        else
+            sb_putc(sb, (char)c);
+    }
+    sb_putc(sb, '"');
+}
+
 /* Sized by fstat so that a file usually takes one read and one allocation
  * (a no-op build reads hundreds of cache entries); reads on to end of file
  * in case the size was wrong. */

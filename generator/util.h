@@ -36,6 +36,11 @@ void sb_putn(strbuf *sb, const void *p, size_t n);
 void sb_printf(strbuf *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void sb_vprintf(strbuf *sb, const char *fmt, va_list ap);
 void sb_free(strbuf *sb);
+/* s between double quotes, with '"' and '\\' escaped by a backslash and
+ * control characters as a C octal escape (SB_QUOTE_C, what clang decodes in
+ * #line names) or a JSON \\u escape (SB_QUOTE_JSON). */
+typedef enum sb_quote_style { SB_QUOTE_C, SB_QUOTE_JSON } sb_quote_style;
+void sb_put_quoted(strbuf *sb, const char *s, sb_quote_style style);
 
 /* Whole-file read; returns false and sets errno on failure. */
 bool read_file(const char *path, uint8_t **data, size_t *size);
