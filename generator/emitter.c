@@ -5,10 +5,8 @@
 
 #include <inttypes.h>
 
-#include "abi.h"
-
 /* S: the hole's value, as a C expression over the emitter's parameters. */
-static void put_value(strbuf *sb, const sg_stencil *s, const sg_hole *h, char *const *symbols)
+static void put_value(strbuf *sb, const gen_stencil *s, const gen_hole *h, char *const *symbols)
 {
     switch (h->value) {
     case SG_VALUE_CODE: sb_puts(sb, "(uintptr_t)code"); break;
@@ -26,7 +24,7 @@ static void put_value(strbuf *sb, const sg_stencil *s, const sg_hole *h, char *c
 }
 
 /* v = S + A, or G + A where G is the GOT slot holding S. */
-static void put_final_value(strbuf *sb, const sg_stencil *s, const sg_hole *h,
+static void put_final_value(strbuf *sb, const gen_stencil *s, const gen_hole *h,
                             char *const *symbols)
 {
     if (sg_patch_uses_got(h->patch) && h->value == SG_VALUE_SYMBOL) {
@@ -44,38 +42,39 @@ static void put_final_value(strbuf *sb, const sg_stencil *s, const sg_hole *h,
         sb_printf(sb, " - 0x%" PRIx64 "u", (uint64_t)0 - (uint64_t)h->addend);
 }
 
-static bool uses_env(const sg_hole *h)
+static bool uses_env(const gen_hole *h)
 {
     return h->value == SG_VALUE_JUMP_TARGET || h->value == SG_VALUE_OPERAND ||
            h->value == SG_VALUE_SYMBOL || sg_patch_uses_got(h->patch);
 }
 
 /* Which parameters the emitter reads (the others are marked unused). */
-static void parameters_used(const sg_stencil *s, bool *data_used, bool *env_used)
+static void parameters_used(const gen_stencil *s, bool *data_used, bool *env_used)
 {
     *data_used = s->ndata_holes > 0;
     *env_used = false;
     for (size_t i = 0; i < s->ncode_holes + s->ndata_holes; i++) {
-        const sg_hole *h = i < s->ncode_holes ? &s->code_holes[i]
+        const gen_hole *h = i < s->ncode_holes ? &s->code_holes[i]
                                               : &s->data_holes[i - s->ncode_holes];
         *data_used |= h->value == SG_VALUE_DATA;
         *env_used |= uses_env(h);
     }
 }
 
-static void put_patch(strbuf *sb, const sg_stencil *s, const sg_hole *h, const char *base,
+static void put_patch(strbuf *sb, const gen_stencil *s, const gen_hole *h, const char *base,
                       size_t number, char *const *symbols)
 {
-    bool via_veneer = h->patch == SG_PATCH_AARCH64_BRANCH26 &&
-                      (h->value == SG_VALUE_SYMBOL || h->value == SG_VALUE_OPERAND);
-    const sg_patch_call *c = &sg_patch_calls[h->patch];
-    sb_printf(sb, "    if (%s(%s + 0x%" PRIx32 ", ", via_veneer ? "sg_patch_a64_call" : c->fn,
-              base, h->offset);
+    bool via_veneer = sg_hole_may_use_veneer(h->patch, h->value);
+    if (via_veneer)
+        sb_printf(sb, "    if (sg_patch_a64_call(%s + 0x%" PRIx32 ", ", base, h->offset);
+    else
+        sb_printf(sb, "    if (sg_patch_%s(%s + 0x%" PRIx32 ", ", sg_patch_infos[h->patch].name,
+                  base, h->offset);
     put_final_value(sb, s, h, symbols);
-    sb_printf(sb, "%s))\n        return %zu;\n", via_veneer ? ", env" : c->args, number);
+    sb_printf(sb, "%s))\n        return %zu;\n", via_veneer ? ", env" : "", number);
 }
 
-void emitter_write(strbuf *sb, const sg_stencil *s, const char *id, char *const *symbols)
+void emitter_write(strbuf *sb, const gen_stencil *s, const char *id, char *const *symbols)
 {
     bool data_used, env_used;
     parameters_used(s, &data_used, &env_used);

@@ -8,6 +8,6 @@
 #include "util.h"
 
 /* "static unsigned sg_emit_<id>(...) { ... }" (the sg_emit_fn contract). */
-void emitter_write(strbuf *sb, const sg_stencil *s, const char *id, char *const *symbols);
+void emitter_write(strbuf *sb, const gen_stencil *s, const char *id, char *const *symbols);
 
 #endif

@@ -8,7 +8,7 @@
 
 #include "util.h"
 
-static bool writes_nothing_it_should_not(const sg_stencil *s, const sg_where *where)
+static bool writes_nothing_it_should_not(const gen_stencil *s, const sg_where *where)
 {
     bool ok = true;
     for (size_t i = 0; i < s->ninsns; i++) {
@@ -29,7 +29,7 @@ static bool writes_nothing_it_should_not(const sg_stencil *s, const sg_where *wh
 }
 
 /* The instruction whose bytes hold `offset` (s->insns is in offset order). */
-static const sg_insn *insn_at(const sg_stencil *s, int64_t offset)
+static const sg_insn *insn_at(const gen_stencil *s, int64_t offset)
 {
     size_t lo = 0, hi = s->ninsns;
     while (lo < hi) {
@@ -44,7 +44,7 @@ static const sg_insn *insn_at(const sg_stencil *s, int64_t offset)
 
 /* Whether a hole patches any byte of the instruction: then its target is
  * whatever the runtime writes there, not what the bytes say now. */
-static bool patched(const sg_stencil *s, const sg_insn *in)
+static bool patched(const gen_stencil *s, const sg_insn *in)
 {
     for (size_t i = 0; i < s->ncode_holes; i++)
         if (s->code_holes[i].offset >= in->offset &&
@@ -55,7 +55,7 @@ static bool patched(const sg_stencil *s, const sg_insn *in)
 
 /* A place control can reach: the start of a decoded instruction, or the end
  * of the code (where the next instruction's stencil follows). */
-static bool lands_on_an_instruction(const sg_stencil *s, int64_t target)
+static bool lands_on_an_instruction(const gen_stencil *s, int64_t target)
 {
     if (target == (int64_t)s->code_size)
         return true;
@@ -63,7 +63,7 @@ static bool lands_on_an_instruction(const sg_stencil *s, int64_t target)
     return at && at->offset == target;
 }
 
-static bool check_target(const sg_stencil *s, const sg_where *where, const char *what,
+static bool check_target(const gen_stencil *s, const sg_where *where, const char *what,
                          uint32_t from, int64_t target, const char *text)
 {
     if (target < 0 || target > (int64_t)s->code_size) {
@@ -87,7 +87,7 @@ static bool check_target(const sg_stencil *s, const sg_where *where, const char 
  * absolute code address in the stencil's data must name the start of an
  * instruction the sweep decoded: then whatever such control flow reaches is
  * exactly what writes_nothing_it_should_not looked at. */
-static bool control_stays_on_checked_code(const sg_stencil *s, const sg_where *where)
+static bool control_stays_on_checked_code(const gen_stencil *s, const sg_where *where)
 {
     bool ok = true;
     for (size_t i = 0; i < s->ninsns; i++) {
@@ -100,7 +100,7 @@ static bool control_stays_on_checked_code(const sg_stencil *s, const sg_where *w
                            in->offset, in->target, stencil_insn_text(s, in));
     }
     for (size_t i = 0; i < s->ndata_holes; i++) {
-        const sg_hole *h = &s->data_holes[i];
+        const gen_hole *h = &s->data_holes[i];
         bool absolute = h->patch == SG_PATCH_ABS64 || h->patch == SG_PATCH_ABS32 ||
                         h->patch == SG_PATCH_ABS32S;
         if (h->value != SG_VALUE_CODE || !absolute || lands_on_an_instruction(s, h->addend))
@@ -116,7 +116,7 @@ static bool control_stays_on_checked_code(const sg_stencil *s, const sg_where *w
     return ok;
 }
 
-bool fp_check(const sg_stencil *s, const sg_where *where)
+bool fp_check(const gen_stencil *s, const sg_where *where)
 {
     return writes_nothing_it_should_not(s, where) && control_stays_on_checked_code(s, where);
 }

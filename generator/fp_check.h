@@ -19,6 +19,6 @@
  * goes where the runtime patches it. Code reached only through an address the
  * generator cannot see (computed by arithmetic) is not covered.
  * Returns false if anything failed (exit code 1). */
-bool fp_check(const sg_stencil *s, const sg_where *where);
+bool fp_check(const gen_stencil *s, const sg_where *where);
 
 #endif

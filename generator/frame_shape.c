@@ -155,7 +155,7 @@ static const char *reg_name(const sg_target *t, uint32_t r, char *buf, size_t n)
 
 /* The single indirect call into JIT code; calls whose operand is a hole (a
  * GOT slot for a named function) are calls to C, not to JIT code. */
-static bool find_jit_call(const sg_stencil *shim, const cfi_fde *fde, lb_disasm *d,
+static bool find_jit_call(const gen_stencil *shim, const cfi_fde *fde, lb_disasm *d,
                           const sg_where *where, sg_unwind *u)
 {
     strbuf found = {0}, others = {0};
@@ -263,7 +263,7 @@ static bool locate_fde(const cfi_section *sec, uint64_t entry, const sg_where *w
     return false;
 }
 
-bool frame_shape_analyze(const objfile *obj, const sg_stencil *shim, const sg_target *t,
+bool frame_shape_analyze(const objfile *obj, const gen_stencil *shim, const sg_target *t,
                          lb_disasm *d, const sg_where *where, sg_unwind *u)
 {
     *u = (sg_unwind){0};

@@ -57,7 +57,7 @@ uint8_t *eh_frame_relocated(const objfile *obj, int code_sec, uint64_t code_size
                             const sg_target *t, const sg_where *where, cfi_section *out);
 
 /* Analyse the compiled shim. `shim` is its stencil (code as placed at 0). */
-bool frame_shape_analyze(const objfile *obj, const sg_stencil *shim, const sg_target *t,
+bool frame_shape_analyze(const objfile *obj, const gen_stencil *shim, const sg_target *t,
                          lb_disasm *d, const sg_where *where, sg_unwind *out);
 
 /* Compare with a manifest pin; on mismatch prints both shapes side by side. */

@@ -246,7 +246,7 @@ static lb_disasm *open_disasm(const sg_target *t)
 
 typedef struct job_ref {
     sg_target_result *result;
-    sg_stencil *stencil;
+    gen_stencil *stencil;
     const sg_op *op; /* NULL for the shim */
     bool extract_failed;
     char *slot;     /* cache slot: "<triple>/<object name>" */
@@ -334,7 +334,7 @@ typedef struct done_ctx {
  * cache key ignores lines, so an op moved down a file still hits). */
 static void name_stencil(const sg_manifest *m, job_ref *ref)
 {
-    sg_stencil *s = ref->stencil;
+    gen_stencil *s = ref->stencil;
     s->name = xstrdup(ref->op ? ref->op->name : m->shim_function);
     s->source = manifest_relpath(m, ref->op ? ref->op->source : m->shim_source);
     s->line = ref->op ? ref->op->line : 0;
@@ -368,7 +368,7 @@ static bool process_object(done_ctx *ctx, sg_job *job, const uint8_t *bytes, siz
         .remove_trailing_jump = ref->op != NULL,
         .disasm = ref->result->disasm,
     };
-    sg_stencil *s = ref->stencil;
+    gen_stencil *s = ref->stencil;
     sg_target_result *r = ref->result;
     name_stencil(m, ref);
     bool ok = stencil_extract(&obj, &ec, s);
@@ -818,7 +818,7 @@ static void print_summary(const sg_run *run)
         for (int k = 0; k < SG_PATCH__COUNT; k++) {
             if (tot.by_patch[k])
                 sb_printf(&kinds, "%s%s %zu", kinds.len ? ", " : "",
-                          sg_patch_names[k] + strlen("SG_PATCH_"), tot.by_patch[k]);
+                          sg_patch_infos[k].name, tot.by_patch[k]);
         }
         printf("stencilgen: %s: %zu ops (%zu compiled, %zu cached), %zu bytes of code, "
                "%zu bytes of data, %zu holes (%s)\n",

@@ -36,8 +36,8 @@ typedef struct sg_options {
 typedef struct sg_target_result {
     const sg_target *target;
     const sg_manifest_target *mt;
-    sg_stencil *ops;  /* one per discovered op, in op order */
-    sg_stencil shim;
+    gen_stencil *ops;  /* one per discovered op, in op order */
+    gen_stencil shim;
     sg_unwind unwind; /* derived from the shim */
     lb_disasm *disasm;
     size_t compiled;  /* ops compiled for this target in this run */

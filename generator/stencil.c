@@ -38,7 +38,7 @@ static void place(const obj_section *sec, uint8_t **buf, size_t *size, size_t *m
 }
 
 static bool lay_out(const objfile *obj, const sg_extract_ctx *ctx, int entry_sec, layout *l,
-                    sg_stencil *s)
+                    gen_stencil *s)
 {
     size_t code_align = 1;
     s->data_align = 1;
@@ -87,7 +87,7 @@ static void insn_at(const objfile *obj, const sg_extract_ctx *ctx, const obj_rel
 
 /* Undefined symbols name holes by convention: the template's _JIT_* and the
  * manifest's run-time symbols. */
-static bool classify_undefined(const char *name, const sg_extract_ctx *ctx, sg_hole *h)
+static bool classify_undefined(const char *name, const sg_extract_ctx *ctx, gen_hole *h)
 {
     size_t plen = strlen(SG_HOLE_OPERAND_PREFIX);
     if (!strcmp(name, SG_HOLE_CONTINUE)) {
@@ -99,7 +99,7 @@ static bool classify_undefined(const char *name, const sg_extract_ctx *ctx, sg_h
         return true;
     }
     if (!strncmp(name, SG_HOLE_OPERAND_PREFIX, plen) && name[plen] >= '0' &&
-        name[plen] < '0' + SG_MAX_OPERANDS && !name[plen + 1]) {
+        name[plen] < '0' + SG_OPERANDS && !name[plen + 1]) {
         h->value = SG_VALUE_OPERAND;
         h->index = (uint32_t)(name[plen] - '0');
         return true;
@@ -115,7 +115,7 @@ static bool classify_undefined(const char *name, const sg_extract_ctx *ctx, sg_h
 }
 
 static bool classify_reloc(const objfile *obj, const sg_extract_ctx *ctx, const layout *l,
-                           const obj_reloc *r, sg_hole *h)
+                           const obj_reloc *r, gen_hole *h)
 {
     const obj_section *sec = &obj->secs[r->section];
     const char *symname = r->symbol >= 0 ? obj->syms[r->symbol].name : "";
@@ -162,7 +162,7 @@ static bool classify_reloc(const objfile *obj, const sg_extract_ctx *ctx, const 
 }
 
 static bool collect_holes(const objfile *obj, const sg_extract_ctx *ctx, const layout *l,
-                          sg_stencil *s)
+                          gen_stencil *s)
 {
     size_t code_cap = 0, data_cap = 0;
     for (size_t i = 0; i < obj->nrelocs; i++) {
@@ -170,7 +170,7 @@ static bool collect_holes(const objfile *obj, const sg_extract_ctx *ctx, const l
         int64_t cbase = l->code_base[r->section], dbase = l->data_base[r->section];
         if (cbase < 0 && dbase < 0)
             continue; /* e.g. .eh_frame: not part of the stencil */
-        sg_hole h = {0};
+        gen_hole h = {0};
         if (!classify_reloc(obj, ctx, l, r, &h))
             return false;
         h.offset = (uint32_t)((cbase >= 0 ? cbase : dbase) + (int64_t)r->offset);
@@ -185,11 +185,11 @@ static bool collect_holes(const objfile *obj, const sg_extract_ctx *ctx, const l
 /* The last hole may be a jump to the continuation: the next stencil will be
  * placed right there, so the jump can go. Only when the entry section is the
  * last code (no other code follows it). */
-static void remove_trailing_jump(const sg_extract_ctx *ctx, sg_stencil *s)
+static void remove_trailing_jump(const sg_extract_ctx *ctx, gen_stencil *s)
 {
     if (!s->ncode_holes)
         return;
-    sg_hole *last = &s->code_holes[s->ncode_holes - 1];
+    gen_hole *last = &s->code_holes[s->ncode_holes - 1];
     if (last->value != SG_VALUE_CONTINUE)
         return;
     size_t n = ctx->target->trailing_jump(s->code, s->code_size, last->offset, last->patch,
@@ -203,11 +203,11 @@ static void remove_trailing_jump(const sg_extract_ctx *ctx, sg_stencil *s)
 
 static int cmp_hole(const void *a, const void *b)
 {
-    const sg_hole *x = a, *y = b;
+    const gen_hole *x = a, *y = b;
     return (x->offset > y->offset) - (x->offset < y->offset);
 }
 
-bool stencil_extract(const objfile *obj, const sg_extract_ctx *ctx, sg_stencil *s)
+bool stencil_extract(const objfile *obj, const sg_extract_ctx *ctx, gen_stencil *s)
 {
     int entry = objfile_find_defined(obj, ctx->entry_symbol);
     if (entry < 0 || obj->secs[obj->syms[entry].section].kind != OBJ_SEC_CODE) {
@@ -234,7 +234,7 @@ bool stencil_extract(const objfile *obj, const sg_extract_ctx *ctx, sg_stencil *
     return ok;
 }
 
-void stencil_disassemble(sg_stencil *s, lb_disasm *d)
+void stencil_disassemble(gen_stencil *s, lb_disasm *d)
 {
     strbuf text = {0};
     size_t cap = 0;
@@ -258,7 +258,7 @@ void stencil_disassemble(sg_stencil *s, lb_disasm *d)
     s->insn_text_size = text.len;
 }
 
-void stencil_free(sg_stencil *s)
+void stencil_free(gen_stencil *s)
 {
     free(s->insns);
     free(s->insn_text);
@@ -268,10 +268,10 @@ void stencil_free(sg_stencil *s)
     free(s->data);
     free(s->code_holes);
     free(s->data_holes);
-    *s = (sg_stencil){0};
+    *s = (gen_stencil){0};
 }
 
-sg_totals stencil_totals(const sg_stencil *s, size_t n)
+sg_totals stencil_totals(const gen_stencil *s, size_t n)
 {
     sg_totals t = {0};
     for (size_t k = 0; k < n; k++) {

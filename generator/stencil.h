@@ -7,13 +7,19 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "abi.h"
 #include "diag.h"
 #include "llvm_bridge.h"
 #include "objfile.h"
 #include "target.h"
 
-typedef struct sg_hole {
+/* The symbols an op refers to for its holes, as the template declares them:
+ * _JIT_OPERAND0 .. _JIT_OPERAND<SG_OPERANDS - 1>, and the op's entry point. */
+#define SG_HOLE_CONTINUE "_JIT_CONTINUE"
+#define SG_HOLE_JUMP_TARGET "_JIT_JUMP_TARGET"
+#define SG_HOLE_OPERAND_PREFIX "_JIT_OPERAND"
+#define SG_HOLE_ENTRY "_JIT_ENTRY"
+
+typedef struct gen_hole {
     uint32_t offset; /* in the stencil's code or data */
     sg_patch patch;
     sg_value value;
@@ -21,14 +27,14 @@ typedef struct sg_hole {
     int64_t addend;
     char reloc[40];      /* the relocation it came from, for comments */
     char symbol[64];     /* the symbol it referred to, for comments */
-} sg_hole;
+} gen_hole;
 
 /* One instruction of a stencil's code, decoded once (stencil_disassemble) for
  * the frame-pointer check, the header's listing and `dump`. */
 typedef struct sg_insn {
     uint32_t offset; /* in code */
     uint32_t size;   /* 1 for a byte that does not decode */
-    uint32_t text;   /* offset of its NUL-terminated text in sg_stencil.insn_text */
+    uint32_t text;   /* offset of its NUL-terminated text in gen_stencil.insn_text */
     bool decoded;    /* false: an undecodable byte, text "<undecodable>" */
     bool writes_fp;  /* defines the frame-pointer register or any part of it */
     /* Where a direct branch or call goes, or the code or data a PC-relative
@@ -38,7 +44,7 @@ typedef struct sg_insn {
     int64_t target;
 } sg_insn;
 
-typedef struct sg_stencil {
+typedef struct gen_stencil {
     char *name;    /* op name, or the shim function's name */
     char *source;  /* manifest-relative path of the source, for comments */
     unsigned line, col;
@@ -47,9 +53,9 @@ typedef struct sg_stencil {
     uint8_t *data;
     size_t data_size;
     size_t data_align;
-    sg_hole *code_holes;
+    gen_hole *code_holes;
     size_t ncode_holes;
-    sg_hole *data_holes;
+    gen_hole *data_holes;
     size_t ndata_holes;
     size_t entry;            /* offset of the entry point in code */
     size_t removed_jump;     /* bytes of trailing jump to the continuation removed */
@@ -57,7 +63,7 @@ typedef struct sg_stencil {
     size_t ninsns;
     char *insn_text;         /* the instructions' texts, back to back */
     size_t insn_text_size;
-} sg_stencil;
+} gen_stencil;
 
 /* Everything the extraction needs to know besides the object itself. */
 typedef struct sg_extract_ctx {
@@ -72,14 +78,14 @@ typedef struct sg_extract_ctx {
 
 /* Fills *s from the object. On a problem prints a diagnostic naming the op,
  * target, section, offset and relocation, and returns false (exit code 1). */
-bool stencil_extract(const objfile *obj, const sg_extract_ctx *ctx, sg_stencil *s);
+bool stencil_extract(const objfile *obj, const sg_extract_ctx *ctx, gen_stencil *s);
 /* Decodes s->code (final: after stencil_extract) into s->insns, once. */
-void stencil_disassemble(sg_stencil *s, lb_disasm *d);
-static inline const char *stencil_insn_text(const sg_stencil *s, const sg_insn *in)
+void stencil_disassemble(gen_stencil *s, lb_disasm *d);
+static inline const char *stencil_insn_text(const gen_stencil *s, const sg_insn *in)
 {
     return s->insn_text + in->text;
 }
-void stencil_free(sg_stencil *s);
+void stencil_free(gen_stencil *s);
 
 /* What a set of stencils adds up to (for summaries). */
 typedef struct sg_totals {
@@ -87,6 +93,6 @@ typedef struct sg_totals {
     size_t by_patch[SG_PATCH__COUNT];
 } sg_totals;
 
-sg_totals stencil_totals(const sg_stencil *s, size_t n);
+sg_totals stencil_totals(const gen_stencil *s, size_t n);
 
 #endif

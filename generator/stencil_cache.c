@@ -35,7 +35,7 @@ static void put_str(strbuf *sb, const char *s, unsigned len_bytes)
     sb_putn(sb, s, n);
 }
 
-static void put_hole(strbuf *sb, const sg_hole *h)
+static void put_hole(strbuf *sb, const gen_hole *h)
 {
     put_uint(sb, h->offset, 4);
     put_u8(sb, (unsigned)h->patch);
@@ -46,7 +46,7 @@ static void put_hole(strbuf *sb, const sg_hole *h)
     put_str(sb, h->symbol, 1);
 }
 
-void stencil_cache_encode(strbuf *out, const sg_stencil *s, const char *deps, uint64_t context)
+void stencil_cache_encode(strbuf *out, const gen_stencil *s, const char *deps, uint64_t context)
 {
     sb_putn(out, magic, sizeof magic);
     put_uint(out, STENCIL_CACHE_VERSION, 4);
@@ -154,11 +154,11 @@ static void get_str(reader *r, unsigned len_bytes, char *buf, size_t cap, const 
 /* Holes must be of known kinds, name existing operands and symbols, lie inside
  * their code or data (`limit` bytes), and come sorted as the extraction leaves
  * them (the listing relies on the order). */
-static void get_holes(reader *r, sg_hole *holes, size_t n, size_t limit, size_t nsymbols,
+static void get_holes(reader *r, gen_hole *holes, size_t n, size_t limit, size_t nsymbols,
                       const char *where)
 {
     for (size_t i = 0; i < n && !r->failed; i++) {
-        sg_hole *h = &holes[i];
+        gen_hole *h = &holes[i];
         h->offset = (uint32_t)get_uint(r, 4);
         unsigned patch = (unsigned)get_uint(r, 1), value = (unsigned)get_uint(r, 1);
         h->index = (uint32_t)get_uint(r, 4);
@@ -169,7 +169,7 @@ static void get_holes(reader *r, sg_hole *holes, size_t n, size_t limit, size_t 
             return;
         h->patch = (sg_patch)patch;
         h->value = (sg_value)value;
-        uint32_t max_index = value == SG_VALUE_OPERAND ? SG_MAX_OPERANDS
+        uint32_t max_index = value == SG_VALUE_OPERAND ? SG_OPERANDS
                              : value == SG_VALUE_SYMBOL ? (uint32_t)(nsymbols < UINT32_MAX ? nsymbols : UINT32_MAX)
                                                         : 1;
         if (patch >= SG_PATCH__COUNT || value >= SG_VALUE__COUNT)
@@ -185,7 +185,7 @@ static void get_holes(reader *r, sg_hole *holes, size_t n, size_t limit, size_t 
 }
 
 /* Instructions tile the code exactly; their texts go to one pool. */
-static void get_insns(reader *r, sg_stencil *s)
+static void get_insns(reader *r, gen_stencil *s)
 {
     strbuf pool = {0};
     size_t pc = 0;
@@ -211,7 +211,7 @@ static void get_insns(reader *r, sg_stencil *s)
 }
 
 /* Decoded into `t`; handed over only when everything checked out. */
-static bool decode(reader *r, uint64_t context, size_t nsymbols, sg_stencil *t, char **deps)
+static bool decode(reader *r, uint64_t context, size_t nsymbols, gen_stencil *t, char **deps)
 {
     const uint8_t *m = get_bytes(r, sizeof magic);
     if (!m || memcmp(m, magic, sizeof magic)) {
@@ -268,10 +268,10 @@ static bool decode(reader *r, uint64_t context, size_t nsymbols, sg_stencil *t, 
 }
 
 bool stencil_cache_decode(const uint8_t *buf, size_t size, uint64_t context, size_t nsymbols,
-                          sg_stencil *s, char **deps, char *err, size_t errsz)
+                          gen_stencil *s, char **deps, char *err, size_t errsz)
 {
     reader r = {buf, buf, buf + size, false, err, errsz};
-    sg_stencil t = {0};
+    gen_stencil t = {0};
     if (!decode(&r, context, nsymbols, &t, deps)) {
         /* not stencil_free: this module stays free of the extraction's
          * dependencies (LLVM), so the fuzzer can link it alone */

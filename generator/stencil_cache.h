@@ -40,13 +40,13 @@
  * pointer: a checked stencil) to `out`. `context` hashes what the stencil was
  * made under besides its object (the generator build, the LLVM version, the
  * run-time symbols); `deps` is the compile's depfile text. */
-void stencil_cache_encode(strbuf *out, const sg_stencil *s, const char *deps, uint64_t context);
+void stencil_cache_encode(strbuf *out, const gen_stencil *s, const char *deps, uint64_t context);
 
 /* Fills s's code, data, holes, entry, removed jump and instructions, and
  * *deps (caller frees), from a blob written under the same `context`, for a
  * manifest with `nsymbols` run-time symbols. On any problem leaves s and *deps
  * alone, writes the reason into err and returns false. */
 bool stencil_cache_decode(const uint8_t *buf, size_t size, uint64_t context, size_t nsymbols,
-                          sg_stencil *s, char **deps, char *err, size_t errsz);
+                          gen_stencil *s, char **deps, char *err, size_t errsz);
 
 #endif

@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "abi.h"
+#include "../runtime/stencilrt_abi.h" /* the ABI, owned by the runtime */
 #include "cfi.h"
 
 typedef struct sg_target {

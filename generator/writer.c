@@ -9,8 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "abi.h"
-#include "abi_header.h"
 #include "emitter.h"
 
 static const char *reg_or_number(const sg_target *t, uint32_t r)
@@ -19,20 +17,15 @@ static const char *reg_or_number(const sg_target *t, uint32_t r)
     return n ? n : "?";
 }
 
-static const char *short_patch(sg_patch p)
+static void describe_hole(strbuf *sb, const gen_hole *h, const sg_run *run)
 {
-    return sg_patch_names[p] + strlen("SG_PATCH_");
-}
-
-static void describe_hole(strbuf *sb, const sg_hole *h, const sg_run *run)
-{
-    sb_printf(sb, "hole +0x%" PRIx32 ": %s <- ", h->offset, short_patch(h->patch));
+    sb_printf(sb, "hole +0x%" PRIx32 ": %s <- ", h->offset, sg_patch_infos[h->patch].name);
     switch (h->value) {
     case SG_VALUE_OPERAND: sb_printf(sb, "OPERAND%" PRIu32, h->index); break;
     case SG_VALUE_SYMBOL:
         sb_printf(sb, "SYMBOL %s", run->manifest.symbols.items[h->index]);
         break;
-    default: sb_puts(sb, sg_value_names[h->value] + strlen("SG_VALUE_")); break;
+    default: sb_puts(sb, sg_value_names[h->value]); break;
     }
     if (h->addend)
         sb_printf(sb, " %c 0x%" PRIx64, h->addend < 0 ? '-' : '+',
@@ -66,7 +59,7 @@ static void put_insn_bytes(strbuf *sb, const uint8_t *p, size_t n)
 
 /* The listing comes from the instructions decoded once per stencil (s->insns):
  * no disassembly here. */
-void writer_listing(strbuf *sb, const sg_run *run, const sg_stencil *s, const char *prefix)
+void writer_listing(strbuf *sb, const sg_run *run, const gen_stencil *s, const char *prefix)
 {
     size_t h = 0;
     for (size_t k = 0; k < s->ninsns; k++) {
@@ -110,12 +103,13 @@ static void put_bytes(strbuf *sb, const char *type, const char *name, const uint
     sb_puts(sb, "\n};\n");
 }
 
-static void put_holes(strbuf *sb, const char *name, const sg_hole *h, size_t n)
+static void put_holes(strbuf *sb, const char *name, const gen_hole *h, size_t n)
 {
     sb_printf(sb, "static const sg_hole %s[%zu] = {\n", name, n);
     for (size_t i = 0; i < n; i++)
-        sb_printf(sb, "    {0x%" PRIx32 ", %s, %s, %" PRIu32 ", %" PRId64 "}, /* %s %s */\n",
-                  h[i].offset, sg_patch_names[h[i].patch], sg_value_names[h[i].value],
+        sb_printf(sb, "    {0x%" PRIx32 ", SG_PATCH_%s, SG_VALUE_%s, %" PRIu32 ", %" PRId64
+                      "}, /* %s %s */\n",
+                  h[i].offset, sg_patch_infos[h[i].patch].name, sg_value_names[h[i].value],
                   h[i].index, h[i].addend, h[i].reloc, h[i].symbol);
     sb_puts(sb, "};\n");
 }
@@ -144,7 +138,7 @@ static void put_in_comment(strbuf *sb, const char *text)
     }
 }
 
-static void put_stencil_arrays(strbuf *sb, const sg_stencil *s, const char *id,
+static void put_stencil_arrays(strbuf *sb, const gen_stencil *s, const char *id,
                                const sg_run *run)
 {
     sb_printf(sb, "/* %s - ", s->name);
@@ -176,7 +170,7 @@ static void put_stencil_arrays(strbuf *sb, const sg_stencil *s, const char *id,
     emitter_write(sb, s, id, run->manifest.symbols.items);
 }
 
-static void put_stencil_init(strbuf *sb, const sg_stencil *s, const char *id)
+static void put_stencil_init(strbuf *sb, const gen_stencil *s, const char *id)
 {
     sb_printf(sb, "{\"%s\", sg_code_%s, %zu, ", s->name, id, s->code_size);
     if (s->data_size)
@@ -201,7 +195,7 @@ static void put_summary(strbuf *sb, const sg_run *run, const sg_target_result *r
               t.code, t.data);
     for (int k = 0; k < SG_PATCH__COUNT; k++) {
         if (t.by_patch[k])
-            sb_printf(sb, " %s %zu", short_patch((sg_patch)k), t.by_patch[k]);
+            sb_printf(sb, " %s %zu", sg_patch_infos[k].name, t.by_patch[k]);
     }
     sb_puts(sb, ".\n");
 }
@@ -299,7 +293,13 @@ void writer_target_header(strbuf *sb, const sg_run *run, const sg_target_result 
     sb_puts(sb, " */\n");
     sb_printf(sb, "#ifndef %s\n#define %s\n\n", guard, guard);
     sb_puts(sb, "#include <stddef.h>\n#include <stdint.h>\n#include <string.h>\n\n");
-    abi_header_types(sb);
+    /* The ABI comes from the runtime this header is compiled against, and
+     * must be the one it was generated for. */
+    sb_printf(sb, "#include \"stencilrt_abi.h\"\n"
+                  "#if SG_ABI_VERSION != %d /* the stencil ABI this header was written for */\n"
+                  "#error \"%s: stencilrt_abi.h is another ABI version; regenerate this header\"\n"
+                  "#endif\n\n",
+              SG_ABI_VERSION, file);
     sb_printf(sb, "#define SG_TARGET_TRIPLE \"%s\"\n", r->target->triple);
     sb_printf(sb, "#define SG_TARGET_ELF_MACHINE %u\n\n", r->target->elf_machine);
 

@@ -6,7 +6,7 @@
 #include "util.h"
 
 /* Annotated disassembly of a stencil (from s->insns), every line starting with `prefix`. */
-void writer_listing(strbuf *sb, const sg_run *run, const sg_stencil *s, const char *prefix);
+void writer_listing(strbuf *sb, const sg_run *run, const gen_stencil *s, const char *prefix);
 
 /* The whole per-target header. */
 void writer_target_header(strbuf *sb, const sg_run *run, const sg_target_result *r);

@@ -12,7 +12,7 @@
  * Each stencil is written by its generated emitter (straight-line code in the
  * header) when every one of its holes was checked valid up front; otherwise,
  * and to explain any patch that fails, by the table-driven patcher here. Both
- * use the header's patch formulas, so they cannot disagree on a bit. */
+ * call stencilrt_abi.h's formulas, so they cannot disagree on a bit. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,19 +23,6 @@
 static size_t align_up(size_t v, size_t a)
 {
     return a > 1 ? (v + a - 1) / a * a : v;
-}
-
-static bool is_got_patch(uint8_t patch)
-{
-    return patch == SG_PATCH_GOTPCREL32 || patch == SG_PATCH_AARCH64_GOT_ADRP ||
-           patch == SG_PATCH_AARCH64_GOT_LO12 || patch == SG_PATCH_AARCH64_GOT_PCREL19;
-}
-
-/* A branch that may need a veneer: B/BL to something outside the executor. */
-static bool may_need_veneer(const sg_hole *h)
-{
-    return h->patch == SG_PATCH_AARCH64_BRANCH26 &&
-           (h->value == SG_VALUE_SYMBOL || h->value == SG_VALUE_OPERAND);
 }
 
 /* The generated emitter trusts its holes: operand and symbol numbers in range,
@@ -49,7 +36,7 @@ static bool hole_checked(const sr_emitter *em, const sg_hole *h)
     case SG_VALUE_CONTINUE:
     case SG_VALUE_JUMP_TARGET: break;
     case SG_VALUE_OPERAND:
-        if (h->index >= SR_OPERANDS)
+        if (h->index >= SG_OPERANDS)
             return false;
         break;
     case SG_VALUE_SYMBOL:
@@ -58,7 +45,7 @@ static bool hole_checked(const sr_emitter *em, const sg_hole *h)
         break;
     default: return false;
     }
-    return h->patch <= SG_PATCH_AARCH64_MOVW_G3;
+    return h->patch < SG_PATCH__COUNT;
 }
 
 static void note_holes(const sr_emitter *em, sr_op_info *info, const sg_hole *h, size_t n)
@@ -67,8 +54,8 @@ static void note_holes(const sr_emitter *em, sr_op_info *info, const sg_hole *h,
         info->generated &= hole_checked(em, &h[i]);
         info->jumps |= h[i].value == SG_VALUE_JUMP_TARGET;
         info->continues |= h[i].value == SG_VALUE_CONTINUE;
-        info->got += is_got_patch(h[i].patch);
-        info->veneers += may_need_veneer(&h[i]);
+        info->got += sg_patch_uses_got(h[i].patch);
+        info->veneers += sg_hole_may_use_veneer(h[i].patch, h[i].value);
     }
 }
 
@@ -80,7 +67,7 @@ static bool list_got_symbols(const sr_emitter *em, const sg_stencil *s, sr_op_in
     for (size_t k = 0; k < s->code_hole_count + s->data_hole_count; k++) {
         const sg_hole *h = k < s->code_hole_count ? &s->code_holes[k]
                                                   : &s->data_holes[k - s->code_hole_count];
-        if (!is_got_patch(h->patch) || h->value != SG_VALUE_SYMBOL ||
+        if (!sg_patch_uses_got(h->patch) || h->value != SG_VALUE_SYMBOL ||
             h->index >= em->set->symbol_count)
             continue;
         bool seen = false;
@@ -201,7 +188,7 @@ static sr_status value_of(writer *w, size_t i, const sg_hole *h, uint64_t *s)
     case SG_VALUE_CONTINUE: *s = (uintptr_t)(w->mem + w->offsets[i + 1]); return SR_OK;
     case SG_VALUE_JUMP_TARGET: *s = (uintptr_t)(w->mem + w->offsets[in->target]); return SR_OK;
     case SG_VALUE_OPERAND:
-        if (h->index >= SR_OPERANDS)
+        if (h->index >= SG_OPERANDS)
             break;
         *s = in->operand[h->index];
         return SR_OK;
@@ -240,13 +227,6 @@ static uint64_t veneer(void *ctx, uint64_t target)
     return (uintptr_t)v;
 }
 
-/* The kinds whose only failure is a misaligned value. */
-static bool is_lo12_patch(uint8_t patch)
-{
-    return (patch >= SG_PATCH_AARCH64_ADD_LO12 && patch <= SG_PATCH_AARCH64_LDST128_LO12) ||
-           patch == SG_PATCH_AARCH64_GOT_LO12;
-}
-
 static sr_status patch(writer *w, size_t i, const sg_hole *h, uint8_t *loc)
 {
     uint64_t s = 0;
@@ -254,21 +234,19 @@ static sr_status patch(writer *w, size_t i, const sg_hole *h, uint8_t *loc)
     if (st != SR_OK)
         return st;
     uint64_t g = s; /* the GOT slots a generated emitter would use, in the same order */
-    if (is_got_patch(h->patch))
+    if (sg_patch_uses_got(h->patch))
         g = h->value == SG_VALUE_SYMBOL ? w->symbol_got[h->index] : sg_got(&w->env, s);
     uint64_t v = g + (uint64_t)h->addend;
-    int rc = may_need_veneer(h) ? sg_patch_a64_call(loc, v, &w->env)
+    int rc = sg_hole_may_use_veneer(h->patch, h->value) ? sg_patch_a64_call(loc, v, &w->env)
                                 : sg_patch_hole(loc, h->patch, v);
     const char *name = w->em->set->stencils[w->code[i].op].name;
     if (rc == 2)
         return sr_fail(SR_EUNSUPPORTED, "instruction %zu (%s): hole kind %u is not supported", i,
                        name, h->patch);
     if (rc)
-        return sr_fail(SR_ERANGE, "instruction %zu (%s): value 0x%" PRIx64 " %s the hole "
-                       "at +0x%" PRIx32 " (kind %u)", i, name, s,
-                       is_lo12_patch(h->patch) ? "is not aligned to the access size of"
-                                               : "does not fit",
-                       h->offset, h->patch);
+        return sr_fail(SR_ERANGE, "instruction %zu (%s): value 0x%" PRIx64 " does not fit the "
+                       "hole at +0x%" PRIx32 " (%s: %s)", i, name, s, h->offset,
+                       sg_patch_infos[h->patch].name, sg_patch_infos[h->patch].doc);
     return SR_OK;
 }
 
@@ -330,8 +308,8 @@ static sr_status explain(writer *w, size_t i, const sg_stencil *s, unsigned bad)
     if (st != SR_OK)
         return st;
     return sr_fail(SR_EUNSUPPORTED, "instruction %zu (%s): the generated emitter refused the "
-                   "hole at +0x%" PRIx32 " that the hole table accepts (header and runtime "
-                   "from different versions?)", i, s->name, h->offset);
+                   "hole at +0x%" PRIx32 " that its hole table accepts (an edited "
+                   "header?)", i, s->name, h->offset);
 }
 
 /* One pass: data, GOT slots, then code, instruction by instruction (the

@@ -142,8 +142,6 @@ typedef struct sr_layout {
     size_t total;
 } sr_layout;
 
-enum { SR_OPERANDS = sizeof ((sr_instr *)0)->operand / sizeof ((sr_instr *)0)->operand[0] };
-
 /* What emitting needs to know of an op, worked out once per stencil set. */
 typedef struct sr_op_info {
     bool generated;   /* its generated emitter may write it: every hole checked */

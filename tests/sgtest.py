@@ -83,6 +83,14 @@ class Ctx:
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 
+def patch_kinds():
+    """The patch kinds of runtime/stencilrt_abi.h's SG_PATCH_KINDS table, in order."""
+    lines = read(os.path.join(ROOT, "runtime", "stencilrt_abi.h")).splitlines()
+    start = lines.index(next(l for l in lines if l.startswith("#define SG_PATCH_KINDS(X)")))
+    end = next(i for i in range(start, len(lines)) if not lines[i].endswith("\\"))
+    return re.findall(r"\bX\((\w+),", "\n".join(lines[start:end + 1]))
+
+
 def check(cond, msg, *args):
     if not cond:
         raise TestFailure(msg % args if args else msg)

@@ -23,7 +23,7 @@ static void check(int cond)
         __builtin_trap();
 }
 
-static void check_holes(const sg_hole *h, size_t n, size_t limit, size_t nsymbols)
+static void check_holes(const gen_hole *h, size_t n, size_t limit, size_t nsymbols)
 {
     for (size_t i = 0; i < n; i++) {
         check(h[i].patch < SG_PATCH__COUNT && h[i].value < SG_VALUE__COUNT);
@@ -31,7 +31,7 @@ static void check_holes(const sg_hole *h, size_t n, size_t limit, size_t nsymbol
         if (h[i].value == SG_VALUE_SYMBOL)
             check(h[i].index < nsymbols);
         else if (h[i].value == SG_VALUE_OPERAND)
-            check(h[i].index < SG_MAX_OPERANDS);
+            check(h[i].index < SG_OPERANDS);
         check(memchr(h[i].reloc, '\0', sizeof h[i].reloc) != NULL);
         check(memchr(h[i].symbol, '\0', sizeof h[i].symbol) != NULL);
     }
@@ -42,7 +42,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size < 1)
         return 0;
     size_t nsymbols = data[0] & 7;
-    sg_stencil s = {0};
+    gen_stencil s = {0};
     char *deps = NULL;
     char err[256];
     if (!stencil_cache_decode(data + 1, size - 1, FUZZ_CONTEXT, nsymbols, &s, &deps, err,

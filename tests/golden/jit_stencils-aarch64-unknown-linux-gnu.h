@@ -9,232 +9,10 @@
 #include <stdint.h>
 #include <string.h>
 
-#ifndef SG_STENCIL_TYPES
-#define SG_STENCIL_TYPES
-/* How a hole is written: P = hole address, S = value, A = addend. */
-typedef enum sg_patch {
-    SG_PATCH_ABS64 = 0, /* 64-bit S + A */
-    SG_PATCH_ABS32 = 1, /* 32-bit S + A, must fit unsigned */
-    SG_PATCH_ABS32S = 2, /* 32-bit S + A, must fit signed */
-    SG_PATCH_PCREL32 = 3, /* 32-bit S + A - P, must fit signed */
-    SG_PATCH_GOTPCREL32 = 4, /* 32-bit G + A - P, G = GOT slot holding S */
-    SG_PATCH_AARCH64_BRANCH26 = 5, /* AArch64 B, BL: (S + A - P) >> 2, +-128 MiB (run-time symbols: via a veneer beyond) */
-    SG_PATCH_AARCH64_PCREL19 = 6, /* AArch64 B.cond, CBZ, CBNZ, LDR literal: (S + A - P) >> 2, +-1 MiB */
-    SG_PATCH_AARCH64_TSTBR14 = 7, /* AArch64 TBZ, TBNZ: (S + A - P) >> 2, +-32 KiB */
-    SG_PATCH_AARCH64_ADR21 = 8, /* AArch64 ADR: S + A - P, +-1 MiB */
-    SG_PATCH_AARCH64_ADRP = 9, /* AArch64 ADRP: (Page(S + A) - Page(P)) >> 12, +-4 GiB */
-    SG_PATCH_AARCH64_ADD_LO12 = 10, /* AArch64 ADD: (S + A) & 0xfff */
-    SG_PATCH_AARCH64_LDST8_LO12 = 11, /* AArch64 LDR/STR byte: (S + A) & 0xfff */
-    SG_PATCH_AARCH64_LDST16_LO12 = 12, /* AArch64 LDR/STR half: ((S + A) & 0xfff) >> 1, 2-aligned */
-    SG_PATCH_AARCH64_LDST32_LO12 = 13, /* AArch64 LDR/STR word: ((S + A) & 0xfff) >> 2, 4-aligned */
-    SG_PATCH_AARCH64_LDST64_LO12 = 14, /* AArch64 LDR/STR double: ((S + A) & 0xfff) >> 3, 8-aligned */
-    SG_PATCH_AARCH64_LDST128_LO12 = 15, /* AArch64 LDR/STR quad: ((S + A) & 0xfff) >> 4, 16-aligned */
-    SG_PATCH_AARCH64_GOT_ADRP = 16, /* AArch64 ADRP: (Page(G + A) - Page(P)) >> 12, G = GOT slot holding S */
-    SG_PATCH_AARCH64_GOT_LO12 = 17, /* AArch64 LDR double: ((G + A) & 0xfff) >> 3, G = GOT slot holding S */
-    SG_PATCH_AARCH64_GOT_PCREL19 = 18, /* AArch64 LDR literal: (G + A - P) >> 2, +-1 MiB, G = GOT slot holding S */
-    SG_PATCH_AARCH64_MOVW_G0 = 19, /* AArch64 MOVZ/MOVK: S + A, must fit 16 bits unsigned */
-    SG_PATCH_AARCH64_MOVW_G0_NC = 20, /* AArch64 MOVK: (S + A) & 0xffff */
-    SG_PATCH_AARCH64_MOVW_G1 = 21, /* AArch64 MOVZ/MOVK: (S + A) >> 16, S + A must fit 32 bits unsigned */
-    SG_PATCH_AARCH64_MOVW_G1_NC = 22, /* AArch64 MOVK: ((S + A) >> 16) & 0xffff */
-    SG_PATCH_AARCH64_MOVW_G2 = 23, /* AArch64 MOVZ/MOVK: (S + A) >> 32, S + A must fit 48 bits unsigned */
-    SG_PATCH_AARCH64_MOVW_G2_NC = 24, /* AArch64 MOVK: ((S + A) >> 32) & 0xffff */
-    SG_PATCH_AARCH64_MOVW_G3 = 25, /* AArch64 MOVZ/MOVK: (S + A) >> 48 */
-} sg_patch;
-
-/* What S is. */
-typedef enum sg_value {
-    SG_VALUE_CODE = 0, /* this stencil's code */
-    SG_VALUE_DATA = 1, /* this stencil's read-only data */
-    SG_VALUE_CONTINUE = 2, /* the next instruction's code */
-    SG_VALUE_JUMP_TARGET = 3, /* the jump target's code */
-    SG_VALUE_OPERAND = 4, /* operand number `index` */
-    SG_VALUE_SYMBOL = 5, /* run-time symbol number `index` */
-} sg_value;
-
-typedef struct sg_hole {
-    uint32_t offset; /* in the stencil's code (or data) */
-    uint8_t patch;   /* sg_patch */
-    uint8_t value;   /* sg_value */
-    uint16_t index;  /* operand or symbol number */
-    int64_t addend;
-} sg_hole;
-
-/* What a stencil's generated emitter needs besides the bytes it copies: the
- * values of its holes (code and data pointers are passed directly, and the
- * next instruction's code follows this one's). */
-typedef struct sg_emit_env {
-    uint64_t target;             /* SG_VALUE_JUMP_TARGET */
-    const uint64_t *operand;     /* SG_VALUE_OPERAND, 4 of them */
-    const void *const *symbol;   /* SG_VALUE_SYMBOL, every one the stencil uses non-NULL */
-    const uint64_t *symbol_got;  /* per symbol used through the GOT: its slot's address */
-    uint8_t *got_free;           /* the next free GOT slot, for other values */
-    uint64_t (*veneer)(void *ctx, uint64_t target); /* address of a jump to target, 0: none */
-    void *ctx;
-} sg_emit_env;
-
-/* Copies a stencil's code to `code` and patches its holes there and in its
- * data, already copied to `data`; both are at their final addresses. Returns
- * 0, or 1 + the number of the first hole whose value does not fit (code holes
- * first, then data holes), the stencil then being partly written. */
-typedef unsigned sg_emit_fn(uint8_t *code, uint8_t *data, sg_emit_env *env);
-
-typedef struct sg_stencil {
-    const char *name;
-    const uint8_t *code;
-    size_t code_size;
-    const uint8_t *data; /* read-only data, placed apart from code */
-    size_t data_size;
-    size_t data_align;
-    const sg_hole *code_holes;
-    size_t code_hole_count;
-    const sg_hole *data_holes;
-    size_t data_hole_count;
-    uint8_t falls_through; /* ends by running into the next instruction */
-    sg_emit_fn *emit;      /* the holes above as straight-line code */
-} sg_stencil;
-
-/* The patch formulas, one definition for generated emitters and the runtime's
- * table-driven patcher. Each writes the final value v (S + A, or G + A for
- * GOT kinds) into the hole at p and returns 0, or returns 1 when v does not
- * fit or is misaligned. Holes are little-endian: both targets are, and
- * stencils are patched on the machine that runs them. */
-static inline int sg_fits(int64_t d, unsigned bits, unsigned scale)
-{
-    int64_t lim = (int64_t)1 << (bits + scale - 1);
-    return d >= -lim && d < lim && (d & (((int64_t)1 << scale) - 1)) == 0;
-}
-
-/* Replace bits [shift, shift + width) of the AArch64 instruction at p. */
-static inline int sg_field(uint8_t *p, unsigned shift, unsigned width, uint64_t f)
-{
-    uint32_t w, mask = (uint32_t)((((uint64_t)1 << width) - 1) << shift);
-    memcpy(&w, p, 4);
-    w = (w & ~mask) | ((uint32_t)(f << shift) & mask);
-    memcpy(p, &w, 4);
-    return 0;
-}
-
-static inline int sg_patch_abs64(uint8_t *p, uint64_t v)
-{
-    memcpy(p, &v, 8);
-    return 0;
-}
-
-static inline int sg_patch_abs32(uint8_t *p, uint64_t v)
-{
-    uint32_t w = (uint32_t)v;
-    if (v > UINT32_MAX)
-        return 1;
-    memcpy(p, &w, 4);
-    return 0;
-}
-
-static inline int sg_patch_abs32s(uint8_t *p, uint64_t v)
-{
-    uint32_t w = (uint32_t)v;
-    if (v + UINT64_C(0x80000000) > UINT32_MAX)
-        return 1;
-    memcpy(p, &w, 4);
-    return 0;
-}
-
-static inline int sg_patch_pcrel32(uint8_t *p, uint64_t v)
-{
-    return sg_patch_abs32s(p, v - (uintptr_t)p);
-}
-
-/* B, BL (shift 0, 26 bits); B.cond, CBZ, LDR literal (5, 19); TBZ (5, 14). */
-static inline int sg_patch_a64_pcrel(uint8_t *p, uint64_t v, unsigned shift, unsigned bits)
-{
-    int64_t d = (int64_t)(v - (uintptr_t)p);
-    return sg_fits(d, bits, 2) ? sg_field(p, shift, bits, (uint64_t)(d >> 2)) : 1;
-}
-
-static inline int sg_a64_adr_imm(uint8_t *p, int64_t imm21)
-{
-    sg_field(p, 29, 2, (uint64_t)imm21 & 3);
-    return sg_field(p, 5, 19, ((uint64_t)imm21 >> 2) & 0x7ffff);
-}
-
-static inline int sg_patch_a64_adr21(uint8_t *p, uint64_t v)
-{
-    int64_t d = (int64_t)(v - (uintptr_t)p);
-    return sg_fits(d, 21, 0) ? sg_a64_adr_imm(p, d) : 1;
-}
-
-static inline int sg_patch_a64_adrp(uint8_t *p, uint64_t v)
-{
-    int64_t d = (int64_t)((v & ~(uint64_t)0xfff) - ((uintptr_t)p & ~(uint64_t)0xfff));
-    return sg_fits(d, 21, 12) ? sg_a64_adr_imm(p, d >> 12) : 1;
-}
-
-/* ADD and LDR/STR: the low 12 bits, counted in units of the access size. */
-static inline int sg_patch_a64_lo12(uint8_t *p, uint64_t v, unsigned scale)
-{
-    return v & ((1u << scale) - 1) ? 1 : sg_field(p, 10, 12, (v & 0xfff) >> scale);
-}
-
-/* MOVZ/MOVK: 16 bits of v; `checked`: the bits above them must be zero. */
-static inline int sg_patch_a64_movw(uint8_t *p, uint64_t v, unsigned group, int checked)
-{
-    if (checked && group < 3 && v >> (16 * (group + 1)))
-        return 1;
-    return sg_field(p, 5, 16, (v >> (16 * group)) & 0xffff);
-}
-
-/* The address of a fresh GOT slot holding value. */
-static inline uint64_t sg_got(sg_emit_env *env, uint64_t value)
-{
-    uint8_t *slot = env->got_free;
-    memcpy(slot, &value, 8);
-    env->got_free = slot + 8;
-    return (uintptr_t)slot;
-}
-
-/* B or BL to a run-time symbol or an operand: through a veneer when too far. */
-static inline int sg_patch_a64_call(uint8_t *p, uint64_t v, const sg_emit_env *env)
-{
-    uint64_t veneer;
-    if (!sg_patch_a64_pcrel(p, v, 0, 26))
-        return 0;
-    veneer = env->veneer(env->ctx, v);
-    return veneer ? sg_patch_a64_pcrel(p, veneer, 0, 26) : 1;
-}
-
-/* The formula of a patch kind, for table-driven patching: 2 if unknown. */
-static inline int sg_patch_hole(uint8_t *p, unsigned kind, uint64_t v)
-{
-    switch (kind) {
-    case SG_PATCH_ABS64: return sg_patch_abs64(p, v);
-    case SG_PATCH_ABS32: return sg_patch_abs32(p, v);
-    case SG_PATCH_ABS32S: return sg_patch_abs32s(p, v);
-    case SG_PATCH_PCREL32:
-    case SG_PATCH_GOTPCREL32: return sg_patch_pcrel32(p, v);
-    case SG_PATCH_AARCH64_BRANCH26: return sg_patch_a64_pcrel(p, v, 0, 26);
-    case SG_PATCH_AARCH64_PCREL19:
-    case SG_PATCH_AARCH64_GOT_PCREL19: return sg_patch_a64_pcrel(p, v, 5, 19);
-    case SG_PATCH_AARCH64_TSTBR14: return sg_patch_a64_pcrel(p, v, 5, 14);
-    case SG_PATCH_AARCH64_ADR21: return sg_patch_a64_adr21(p, v);
-    case SG_PATCH_AARCH64_ADRP:
-    case SG_PATCH_AARCH64_GOT_ADRP: return sg_patch_a64_adrp(p, v);
-    case SG_PATCH_AARCH64_ADD_LO12:
-    case SG_PATCH_AARCH64_LDST8_LO12: return sg_patch_a64_lo12(p, v, 0);
-    case SG_PATCH_AARCH64_LDST16_LO12: return sg_patch_a64_lo12(p, v, 1);
-    case SG_PATCH_AARCH64_LDST32_LO12: return sg_patch_a64_lo12(p, v, 2);
-    case SG_PATCH_AARCH64_LDST64_LO12:
-    case SG_PATCH_AARCH64_GOT_LO12: return sg_patch_a64_lo12(p, v, 3);
-    case SG_PATCH_AARCH64_LDST128_LO12: return sg_patch_a64_lo12(p, v, 4);
-    case SG_PATCH_AARCH64_MOVW_G0: return sg_patch_a64_movw(p, v, 0, 1);
-    case SG_PATCH_AARCH64_MOVW_G0_NC: return sg_patch_a64_movw(p, v, 0, 0);
-    case SG_PATCH_AARCH64_MOVW_G1: return sg_patch_a64_movw(p, v, 1, 1);
-    case SG_PATCH_AARCH64_MOVW_G1_NC: return sg_patch_a64_movw(p, v, 1, 0);
-    case SG_PATCH_AARCH64_MOVW_G2: return sg_patch_a64_movw(p, v, 2, 1);
-    case SG_PATCH_AARCH64_MOVW_G2_NC: return sg_patch_a64_movw(p, v, 2, 0);
-    case SG_PATCH_AARCH64_MOVW_G3: return sg_patch_a64_movw(p, v, 3, 0);
-    default: return 2;
-    }
-}
-#endif /* SG_STENCIL_TYPES */
+#include "stencilrt_abi.h"
+#if SG_ABI_VERSION != 2 /* the stencil ABI this header was written for */
+#error "jit_stencils-aarch64-unknown-linux-gnu.h: stencilrt_abi.h is another ABI version; regenerate this header"
+#endif
 
 #define SG_TARGET_TRIPLE "aarch64-unknown-linux-gnu"
 #define SG_TARGET_ELF_MACHINE 183
@@ -286,9 +64,9 @@ static unsigned sg_emit_push_operand(uint8_t *code, uint8_t *data, sg_emit_env *
 {
     (void)data;
     memcpy(code, sg_code_push_operand, 16);
-    if (sg_patch_a64_adrp(code + 0x0, sg_got(env, env->operand[0])))
+    if (sg_patch_AARCH64_GOT_ADRP(code + 0x0, sg_got(env, env->operand[0])))
         return 1;
-    if (sg_patch_a64_lo12(code + 0x4, sg_got(env, env->operand[0]), 3))
+    if (sg_patch_AARCH64_GOT_LO12(code + 0x4, sg_got(env, env->operand[0])))
         return 2;
     return 0;
 }
@@ -315,9 +93,9 @@ static unsigned sg_emit_branch_if_zero(uint8_t *code, uint8_t *data, sg_emit_env
 {
     (void)data;
     memcpy(code, sg_code_branch_if_zero, 20);
-    if (sg_patch_a64_pcrel(code + 0xc, (uintptr_t)code + 20, 0, 26))
+    if (sg_patch_AARCH64_BRANCH26(code + 0xc, (uintptr_t)code + 20))
         return 1;
-    if (sg_patch_a64_pcrel(code + 0x10, env->target, 0, 26))
+    if (sg_patch_AARCH64_BRANCH26(code + 0x10, env->target))
         return 2;
     return 0;
 }
@@ -348,9 +126,9 @@ static unsigned sg_emit_print(uint8_t *code, uint8_t *data, sg_emit_env *env)
 {
     (void)data;
     memcpy(code, sg_code_print, 32);
-    if (sg_patch_a64_adrp(code + 0x4, env->symbol_got[SG_SYM_vm_print]))
+    if (sg_patch_AARCH64_GOT_ADRP(code + 0x4, env->symbol_got[SG_SYM_vm_print]))
         return 1;
-    if (sg_patch_a64_lo12(code + 0x10, env->symbol_got[SG_SYM_vm_print], 3))
+    if (sg_patch_AARCH64_GOT_LO12(code + 0x10, env->symbol_got[SG_SYM_vm_print]))
         return 2;
     return 0;
 }
@@ -383,9 +161,9 @@ static unsigned sg_emit_square_small(uint8_t *code, uint8_t *data, sg_emit_env *
 {
     (void)env;
     memcpy(code, sg_code_square_small, 16);
-    if (sg_patch_a64_adrp(code + 0x4, (uintptr_t)data))
+    if (sg_patch_AARCH64_ADRP(code + 0x4, (uintptr_t)data))
         return 1;
-    if (sg_patch_a64_lo12(code + 0x8, (uintptr_t)data, 0))
+    if (sg_patch_AARCH64_ADD_LO12(code + 0x8, (uintptr_t)data))
         return 2;
     return 0;
 }
@@ -421,13 +199,13 @@ static const sg_hole sg_code_holes_trap[4] = {
 static unsigned sg_emit_trap(uint8_t *code, uint8_t *data, sg_emit_env *env)
 {
     memcpy(code, sg_code_trap, 28);
-    if (sg_patch_a64_adrp(code + 0x4, env->symbol_got[SG_SYM_vm_trap]))
+    if (sg_patch_AARCH64_GOT_ADRP(code + 0x4, env->symbol_got[SG_SYM_vm_trap]))
         return 1;
-    if (sg_patch_a64_adrp(code + 0xc, (uintptr_t)data))
+    if (sg_patch_AARCH64_ADRP(code + 0xc, (uintptr_t)data))
         return 2;
-    if (sg_patch_a64_lo12(code + 0x10, (uintptr_t)data, 0))
+    if (sg_patch_AARCH64_ADD_LO12(code + 0x10, (uintptr_t)data))
         return 3;
-    if (sg_patch_a64_lo12(code + 0x14, env->symbol_got[SG_SYM_vm_trap], 3))
+    if (sg_patch_AARCH64_GOT_LO12(code + 0x14, env->symbol_got[SG_SYM_vm_trap]))
         return 4;
     return 0;
 }

@@ -624,5 +624,6 @@ size_t total(void)
     if shutil.which("aarch64-linux-gnu-gcc"):
         compilers.append(["aarch64-linux-gnu-gcc"])
     for cc in compilers:
-        ctx.run(cc + ["-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic", "-I", out, "-c",
-                      src, "-o", os.path.join(ctx.tmp, "use.o")], check=True, timeout=T)
+        ctx.run(cc + ["-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic", "-I", out,
+                      "-I", ctx.path("runtime"), "-c", src, "-o", os.path.join(ctx.tmp, "use.o")],
+                check=True, timeout=T)

@@ -65,8 +65,8 @@ int main(void)
                      ("g++", ["-x", "c++", "-std=c++17"]),
                      ("clang++-22", ["-x", "c++", "-std=c++17"])):
         exe = os.path.join(ctx.tmp, "use-" + cc)
-        ctx.run([cc] + lang + ["-Wall", "-Wextra", "-Werror", "-pedantic", "-I", out, src,
-                               "-o", exe], check=True)
+        ctx.run([cc] + lang + ["-Wall", "-Wextra", "-Werror", "-pedantic", "-I", out,
+                               "-I", ctx.path("runtime"), src, "-o", exe], check=True)
         p = ctx.run([exe], check=True)
         fields = p.stdout.split()
         check(fields[0] == "21" and fields[3] == "vm_call", "unexpected: %s", p.stdout)
@@ -114,21 +114,28 @@ def test_depfile_and_compile_commands(ctx):
     ctx.run(args, cwd=e["directory"], check=True)
 
 
-def types_block(text):
-    start = text.index("#ifndef SG_STENCIL_TYPES")
-    end = text.index("#endif /* SG_STENCIL_TYPES */")
-    return text[start:end]
-
-
-def test_runtime_abi_block_matches_generated_headers(ctx):
-    """stencilrt.h carries the same ABI block every generated header starts
-    with (both guarded by SG_STENCIL_TYPES); they must never drift apart."""
+def test_header_refuses_another_abi_version(ctx):
+    """A generated header takes its ABI from the runtime's stencilrt_abi.h and
+    compiles only against the version it was generated for: a header from an
+    older stencilgen, or a runtime from a newer one, is a compile error that
+    says what to do, never stencils read with the wrong layout."""
     out = os.path.join(ctx.tmp, "out")
-    ctx.build_stencils(ctx.path("stencils", "stencils.yaml"), out)
-    generated = types_block(read(os.path.join(out, "jit_stencils-%s.h" % TRIPLE)))
-    runtime = types_block(read(ctx.path("runtime", "stencilrt.h")))
-    check(generated == runtime, "runtime/stencilrt.h's SG_STENCIL_TYPES block differs from "
-          "the generator's; copy it from a generated header")
+    ctx.build_stencils(ctx.path("stencils", "stencils.yaml"), out, "--target", TRIPLE)
+    src = os.path.join(ctx.tmp, "use.c")
+    write(src, '#include "jit_stencils.h"\nint main(void) { return SG_OP__COUNT == 0; }\n')
+    abi = read(ctx.path("runtime", "stencilrt_abi.h"))
+    version = int(re.search(r"^#define SG_ABI_VERSION (\d+)$", abi, re.M).group(1))
+    other = os.path.join(ctx.tmp, "other-abi")
+    os.makedirs(other)
+    write(os.path.join(other, "stencilrt_abi.h"),
+          abi.replace("#define SG_ABI_VERSION %d" % version,
+                      "#define SG_ABI_VERSION %d" % (version + 1)))
+    cmd = ["gcc", "-std=c11", "-fsyntax-only", "-I", out]
+    p = ctx.run(cmd + ["-I", ctx.path("runtime"), src])
+    check(p.returncode == 0, "the header does not compile with its own ABI: %s", p.stderr)
+    p = ctx.run(cmd + ["-I", other, src])
+    check(p.returncode != 0 and "stencilrt_abi.h is another ABI version; regenerate this "
+          "header" in p.stderr, "another ABI version was not refused: %s", p.stderr)
 
 
 def test_verbosity_levels(ctx):

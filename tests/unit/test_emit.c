@@ -97,7 +97,7 @@ static void random_trial(trial *t, uint8_t *buf, const uint32_t *end_ops, size_t
         sr_instr *in = &t->code[i];
         in->op = (uint32_t)below(set.count);
         in->target = (uint32_t)below(t->n);
-        for (size_t k = 0; k < SR_OPERANDS; k++)
+        for (size_t k = 0; k < SG_OPERANDS; k++)
             in->operand[k] = interesting_value((uintptr_t)buf);
     }
     t->code[t->n - 1].op = end_ops[below(nend)];

@@ -45,33 +45,33 @@ static const char DEPS[] = "op_add.o: tu/op_add.c stencil_template.h\n";
 
 static uint8_t code[] = {0x48, 0x8b, 0x05, 0, 0, 0, 0, 0xff, 0x15, 0, 0, 0, 0, 0x90};
 static uint8_t data[] = {1, 2, 3, 4, 5, 6, 7, 8};
-static sg_hole code_holes[] = {
+static gen_hole code_holes[] = {
     {3, SG_PATCH_GOTPCREL32, SG_VALUE_OPERAND, 1, -4, "R_X86_64_REX_GOTPCRELX", "_JIT_OPERAND1"},
     {9, SG_PATCH_GOTPCREL32, SG_VALUE_SYMBOL, 3, -4, "R_X86_64_GOTPCRELX", "vm_trap"},
 };
-static sg_hole data_holes[] = {{0, SG_PATCH_ABS64, SG_VALUE_CODE, 0, 7, "R_X86_64_64", ".text"}};
+static gen_hole data_holes[] = {{0, SG_PATCH_ABS64, SG_VALUE_CODE, 0, 7, "R_X86_64_64", ".text"}};
 static sg_insn insns[] = {{.offset = 0, .size = 7, .text = 0, .decoded = true},
                           {.offset = 7, .size = 6, .text = 18, .decoded = true},
                           {.offset = 13, .size = 1, .text = 32, .decoded = true}};
 static char insn_text[] = "movq (%rip), %rax\0callq *(%rip)\0nop";
 
-static sg_stencil sample(void)
+static gen_stencil sample(void)
 {
-    return (sg_stencil){.code = code, .code_size = sizeof code, .data = data,
+    return (gen_stencil){.code = code, .code_size = sizeof code, .data = data,
                         .data_size = sizeof data, .data_align = 8, .code_holes = code_holes,
                         .ncode_holes = 2, .data_holes = data_holes, .ndata_holes = 1,
                         .entry = 0, .removed_jump = 5, .insns = insns, .ninsns = 3,
                         .insn_text = insn_text, .insn_text_size = sizeof insn_text};
 }
 
-static strbuf encode(const sg_stencil *s)
+static strbuf encode(const gen_stencil *s)
 {
     strbuf sb = {0};
     stencil_cache_encode(&sb, s, DEPS, CONTEXT);
     return sb;
 }
 
-static void free_decoded(sg_stencil *s, char *deps)
+static void free_decoded(gen_stencil *s, char *deps)
 {
     free(s->code);
     free(s->data);
@@ -85,7 +85,7 @@ static void free_decoded(sg_stencil *s, char *deps)
 /* Decoding `b` fails, gives a reason containing `reason`, and touches nothing. */
 static int refused(const void *b, size_t n, size_t nsymbols, const char *reason)
 {
-    sg_stencil s = {.name = "kept"};
+    gen_stencil s = {.name = "kept"};
     char *deps = NULL;
     err[0] = '\0';
     bool ok = stencil_cache_decode(b, n, CONTEXT, nsymbols, &s, &deps, err, sizeof err);
@@ -99,9 +99,9 @@ static int refused(const void *b, size_t n, size_t nsymbols, const char *reason)
 
 TEST(round_trip)
 {
-    sg_stencil in = sample();
+    gen_stencil in = sample();
     strbuf b = encode(&in);
-    sg_stencil out = {0};
+    gen_stencil out = {0};
     char *deps = NULL;
     CHECK(stencil_cache_decode((uint8_t *)b.data, b.len, CONTEXT, NSYMBOLS, &out, &deps, err,
                                sizeof err));
@@ -126,10 +126,10 @@ TEST(round_trip)
 
 TEST(empty_code)
 {
-    sg_stencil in = {.data_align = 1, .removed_jump = 5};
+    gen_stencil in = {.data_align = 1, .removed_jump = 5};
     strbuf b = {0};
     stencil_cache_encode(&b, &in, "", CONTEXT);
-    sg_stencil out = {0};
+    gen_stencil out = {0};
     char *deps = NULL;
     bool ok = stencil_cache_decode((uint8_t *)b.data, b.len, CONTEXT, 0, &out, &deps, err,
                                    sizeof err);
@@ -143,7 +143,7 @@ TEST(empty_code)
 
 TEST(every_truncation_refused)
 {
-    sg_stencil in = sample();
+    gen_stencil in = sample();
     strbuf b = encode(&in);
     for (size_t n = 0; n < b.len; n++)
         CHECK(refused(b.data, n, NSYMBOLS, "")); /* "truncated", or a size beyond the end */
@@ -153,7 +153,7 @@ TEST(every_truncation_refused)
 
 TEST(trailing_byte_refused)
 {
-    sg_stencil in = sample();
+    gen_stencil in = sample();
     strbuf b = encode(&in);
     sb_putc(&b, 0);
     CHECK(refused(b.data, b.len, NSYMBOLS, "1 bytes after the end"));
@@ -163,7 +163,7 @@ TEST(trailing_byte_refused)
 
 TEST(version_and_context_refused)
 {
-    sg_stencil in = sample();
+    gen_stencil in = sample();
     strbuf b = encode(&in);
     b.data[8]++; /* the version's low byte */
     CHECK(refused(b.data, b.len, NSYMBOLS, "format version 2, this stencilgen reads 1"));
@@ -179,7 +179,7 @@ TEST(version_and_context_refused)
 
 TEST(symbol_beyond_the_manifest_refused)
 {
-    sg_stencil in = sample();
+    gen_stencil in = sample();
     strbuf b = encode(&in);
     CHECK(refused(b.data, b.len, 3, "code hole 1: index 3 out of range"));
     sb_free(&b);
@@ -195,8 +195,8 @@ TEST(bad_fields_refused)
         "size 2 does not fit the code", "instructions cover 13 of 14 code bytes",
     };
     for (size_t k = 0; k < sizeof reasons / sizeof *reasons; k++) {
-        sg_stencil s = sample();
-        sg_hole holes[2];
+        gen_stencil s = sample();
+        gen_hole holes[2];
         sg_insn ins[3];
         memcpy(holes, code_holes, sizeof holes);
         memcpy(ins, insns, sizeof ins);
@@ -227,12 +227,12 @@ TEST(bad_fields_refused)
  * accepts must be exactly what the encoder would write (run under ASan). */
 TEST(every_bit_flip_is_refused_or_canonical)
 {
-    sg_stencil in = sample();
+    gen_stencil in = sample();
     strbuf b = encode(&in);
     for (size_t i = 0; i < b.len; i++) {
         for (int bit = 0; bit < 8; bit++) {
             b.data[i] ^= (char)(1 << bit);
-            sg_stencil out = {0};
+            gen_stencil out = {0};
             char *deps = NULL;
             if (stencil_cache_decode((uint8_t *)b.data, b.len, CONTEXT, NSYMBOLS, &out, &deps,
                                      err, sizeof err)) {
