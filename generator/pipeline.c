@@ -14,81 +14,14 @@
 #include "cache.h"
 #include "compile.h"
 #include "diag.h"
-#include "fp_check.h"
+#include "flags.h"
+#include "incremental.h"
 #include "llvm_bridge.h"
-#include "objfile.h"
 #include "opunit.h"
 #include "outputs.h"
-#include "stencil_cache.h"
 #include "util.h"
+#include "verify.h"
 #include "writer.h"
-
-/* Flags every op needs, whatever the target: no frame, no unwind tables, no
- * stack protector (it would read TLS), no jump tables (data relocations), and
- * the frame-pointer register kept out of reach of the register allocator. */
-static const char *const op_flags[] = {
-    "-x", "c", "-std=c11", "-O3", "-fPIC", "-fno-plt", "-fno-jump-tables",
-    "-fno-stack-protector", "-fno-asynchronous-unwind-tables", "-fno-unwind-tables",
-    "-fno-ident", "-fno-addrsig", "-Xclang", "-mframe-pointer=reserved", "-DNDEBUG", NULL,
-};
-
-/* The shim is an ordinary function whose unwind tables are the source of truth. */
-static const char *const shim_flags[] = {
-    "-x", "c", "-std=c11", "-O2", "-fPIC", "-fno-plt", "-fno-jump-tables",
-    "-fno-stack-protector", "-fasynchronous-unwind-tables", "-fno-omit-frame-pointer",
-    "-mno-omit-leaf-frame-pointer", "-fno-ident", "-fno-addrsig", "-DNDEBUG", NULL,
-};
-
-static void add_list(sg_argv *a, const char *const *flags)
-{
-    for (; *flags; flags++)
-        argv_add(a, *flags);
-}
-
-static void add_strlist(sg_argv *a, const sg_strlist *l, const char *prefix)
-{
-    for (size_t i = 0; i < l->count; i++)
-        argv_addf(a, "%s%s", prefix, l->items[i]);
-}
-
-/* -include, -I, -D: shared by discovery, op and shim compiles. */
-static void add_common(sg_argv *a, const sg_run *run, const sg_target *t)
-{
-    const sg_manifest *m = &run->manifest;
-    argv_addf(a, "--target=%s", t->triple);
-    argv_add(a, "-include");
-    argv_add(a, m->template_path);
-    add_strlist(a, &m->include_dirs, "-I");
-    add_strlist(a, &m->defines, "-D");
-    argv_addf(a, "-ffile-prefix-map=%s=.", m->dir);
-}
-
-static void add_op_cflags(sg_argv *a, const sg_run *run, const sg_target_result *r)
-{
-    add_list(a, op_flags);
-    add_list(a, r->target->op_cflags);
-    add_common(a, run, r->target);
-    add_strlist(a, &run->manifest.cflags, "");
-    if (r->mt)
-        add_strlist(a, &r->mt->cflags, "");
-    if (run->opt.extra_cflags)
-        argv_add_split(a, run->opt.extra_cflags);
-    /* Last, so no -Wall undoes them: an op's unit keeps the file's static
-     * helpers and tables, and those another op uses look unused in it. */
-    argv_add(a, "-Wno-unused-function");
-    argv_add(a, "-Wno-unused-const-variable");
-}
-
-static void add_shim_cflags(sg_argv *a, const sg_run *run, const sg_target_result *r)
-{
-    add_list(a, shim_flags);
-    add_list(a, r->target->shim_cflags);
-    add_common(a, run, r->target);
-    if (r->mt)
-        add_strlist(a, &r->mt->shim_cflags, "");
-    if (run->opt.extra_shim_cflags)
-        argv_add_split(a, run->opt.extra_shim_cflags);
-}
 
 static bool resolve_targets(sg_run *run)
 {
@@ -117,74 +50,10 @@ static bool resolve_targets(sg_run *run)
     return true;
 }
 
-/* A copy of the arguments, NULL-terminated, for hashing (freed with argv_free). */
-static char **argv_finish_copy(const sg_argv *a)
+static sg_flag_inputs flag_inputs(const sg_run *run, const sg_target_result *r)
 {
-    sg_argv c = {0};
-    for (size_t i = 0; i < a->count; i++)
-        argv_add(&c, a->items[i]);
-    return argv_finish(&c);
-}
-
-/* Parse "name line col begin end" lines of a cached discovery into ops of `source`. */
-static bool parse_cached_ops(const uint8_t *text, size_t size, const char *source,
-                             sg_oplist *out)
-{
-    char *copy = xstrndup((const char *)text, size);
-    bool ok = true;
-    for (char *line = strtok(copy, "\n"); line && ok; line = strtok(NULL, "\n")) {
-        char name[256];
-        unsigned l, c, begin, end;
-        ok = sscanf(line, "%255s %u %u %u %u", name, &l, &c, &begin, &end) == 5;
-        if (ok) {
-            sg_op op = {xstrdup(name), xstrdup(source), l, c, begin, end};
-            ARRAY_PUSH(out->items, out->count, out->cap, op);
-        }
-    }
-    free(copy);
-    return ok;
-}
-
-/* Discovery costs a libclang parse per source; its result is cached under the
- * contents of every file that parse read. Returns an exit code. */
-static int discover_cached(sg_run *run, const char *source, const sg_argv *a, uint64_t args)
-{
-    char *slot = xasprintf("discover/%016llx",
-                           (unsigned long long)hash64(source, strlen(source), 0));
-    sg_key key;
-    uint8_t *text;
-    size_t size, before = run->ops.count;
-    bool ok;
-    if (cache_key_for(run->cache, slot, args, 0, &key) &&
-        cache_get(run->cache, &key, "ops", &text, &size)) {
-        ok = parse_cached_ops(text, size, source, &run->ops);
-        free(text);
-        if (ok) {
-            free(slot);
-            return SG_EXIT_OK;
-        }
-        while (run->ops.count > before) { /* a damaged entry: discover afresh */
-            sg_op *op = &run->ops.items[--run->ops.count];
-            free(op->name);
-            free(op->source);
-        }
-    }
-    sg_pathlist deps = {0};
-    struct timespec since;
-    cache_now(&since);
-    int rc = discover_ops(source, (const char *const *)a->items, a->count, &run->ops, &deps);
-    if (rc == SG_EXIT_OK) {
-        strbuf sb = {0};
-        for (size_t i = before; i < run->ops.count; i++)
-            sb_printf(&sb, "%s %u %u %u %u\n", run->ops.items[i].name, run->ops.items[i].line,
-                      run->ops.items[i].col, run->ops.items[i].begin, run->ops.items[i].end);
-        if (cache_record(run->cache, slot, args, 0, deps.items, deps.count, &since, &key))
-            cache_put(run->cache, &key, "ops", sb.data ? sb.data : "", sb.len);
-        sb_free(&sb);
-    }
-    pathlist_free(&deps);
-    free(slot);
-    return rc;
+    return (sg_flag_inputs){&run->manifest, r->target, r->mt, run->opt.extra_cflags,
+                            run->opt.extra_shim_cflags};
 }
 
 /* Ops are named by what the template marks; names must be unique across files. */
@@ -192,26 +61,12 @@ static int discover_all(sg_run *run)
 {
     const sg_manifest *m = &run->manifest;
     sg_argv a = {0};
-    argv_add(&a, "-x");
-    argv_add(&a, "c");
-    argv_add(&a, "-std=c11");
-    argv_add(&a, "-DSTENCILGEN_DISCOVER");
-    add_common(&a, run, run->results[0].target);
-    add_strlist(&a, &m->cflags, "");
-    if (run->opt.extra_cflags)
-        argv_add_split(&a, run->opt.extra_cflags);
-    /* Errors only: bodies are skipped here, so a static helper or table used
-     * only inside ops looks unused, and -Werror would make that an error. The
-     * op compiles report every warning. */
-    argv_add(&a, "-w");
+    sg_flag_inputs in = flag_inputs(run, &run->results[0]);
+    flags_discover(&a, &in);
     int rc = SG_EXIT_OK;
-    char **copy = argv_finish_copy(&a);
-    uint64_t args = hash64(lb_llvm_version(), strlen(lb_llvm_version()),
-                           cache_hash_args(copy, (const char *const[]){NULL}));
-    argv_free(copy);
     for (size_t i = 0; i < m->op_sources.count && rc == SG_EXIT_OK; i++) {
         size_t before = run->ops.count;
-        rc = discover_cached(run, m->op_sources.items[i], &a, args);
+        rc = inc_discover(&run->inc, m->op_sources.items[i], &a, &run->ops);
         if (rc == SG_EXIT_OK && run->ops.count == before) {
             sg_loc l = m->op_sources.locs[i];
             diag_error_at(m->path, l.line, l.col,
@@ -249,8 +104,7 @@ typedef struct job_ref {
     gen_stencil *stencil;
     const sg_op *op; /* NULL for the shim */
     bool extract_failed;
-    char *slot;     /* cache slot: "<triple>/<object name>" */
-    uint64_t args;  /* hash of the command and the compiler's identity */
+    inc_unit unit;  /* the compile as the cache knows it */
     char *deps;     /* the compile's depfile text, for this build's depfile */
     char *tu_key;   /* an op's unit without #line directives: what the cache key hashes */
     char *tu_path;  /* where the unit is written when the op must be compiled */
@@ -271,18 +125,11 @@ static void add_job(job_set *js, sg_run *run, sg_target_result *r, const sg_op *
     if (run->opt.launcher)
         argv_add(&a, run->opt.launcher);
     argv_add(&a, run->clang);
-    if (op) {
-        /* The unit is compiled from the run directory: quoted includes must
-         * still find what they find beside the op's own source, first. */
-        char *srcdir = path_dirname(op->source);
-        argv_add(&a, "-iquote");
-        argv_add(&a, srcdir);
-        free(srcdir);
-        add_op_cflags(&a, run, r);
-        argv_addf(&a, "-DSTENCILGEN_OP=%s", op->name);
-    } else {
-        add_shim_cflags(&a, run, r);
-    }
+    sg_flag_inputs in = flag_inputs(run, r);
+    if (op)
+        flags_op(&a, &in, op);
+    else
+        flags_shim(&a, &in);
     sg_job job = {0};
     job.output = xasprintf("%s/%s%s.o", dir, op ? "op_" : "", name);
     job.log = xasprintf("%s.log", job.output);
@@ -302,8 +149,10 @@ static void add_job(job_set *js, sg_run *run, sg_target_result *r, const sg_op *
     size_t cap = js->cap;
     grow_array((void **)&js->jobs, &js->cap, js->count + 1, sizeof *js->jobs);
     grow_array((void **)&js->refs, &cap, js->count + 1, sizeof *js->refs);
-    js->refs[js->count] = (job_ref){r, op ? &r->ops[op - run->ops.items] : &r->shim, op, false,
-                                    NULL, 0, NULL, NULL, tu_path, 0};
+    js->refs[js->count] = (job_ref){.result = r,
+                                    .stencil = op ? &r->ops[op - run->ops.items] : &r->shim,
+                                    .op = op,
+                                    .tu_path = tu_path};
     js->jobs[js->count++] = job;
     free(dir);
 }
@@ -311,7 +160,7 @@ static void add_job(job_set *js, sg_run *run, sg_target_result *r, const sg_op *
 static void free_jobs(job_set *js)
 {
     for (size_t i = 0; i < js->count; i++) {
-        free(js->refs[i].slot);
+        inc_unit_free(&js->refs[i].unit);
         free(js->refs[i].deps);
         free(js->refs[i].tu_key);
         free(js->refs[i].tu_path);
@@ -330,129 +179,22 @@ typedef struct done_ctx {
     int extract_rc;
 } done_ctx;
 
-/* What the run itself knows of a stencil (not stored in any cache entry: the
- * cache key ignores lines, so an op moved down a file still hits). */
-static void name_stencil(const sg_manifest *m, job_ref *ref)
+static sg_verify_in verify_inputs(const sg_run *run, const job_ref *ref, const sg_job *job)
 {
-    gen_stencil *s = ref->stencil;
-    s->name = xstrdup(ref->op ? ref->op->name : m->shim_function);
-    s->source = manifest_relpath(m, ref->op ? ref->op->source : m->shim_source);
-    s->line = ref->op ? ref->op->line : 0;
-    s->col = ref->op ? ref->op->col : 0;
+    return (sg_verify_in){&run->manifest, ref->result->target, ref->result->mt,
+                          ref->result->disasm, ref->op, job->label};
 }
 
 /* Build the stencil from an object's bytes and run the checks on it. */
 static bool process_object(done_ctx *ctx, sg_job *job, const uint8_t *bytes, size_t size)
 {
     job_ref *ref = job->user;
-    const sg_manifest *m = &ctx->run->manifest;
-    objfile obj;
-    char err[512];
-    bool parsed = objfile_parse(bytes, size, &obj, err, sizeof err);
-    if (!parsed || !objfile_is_for(&obj, ref->result->target->elf_machine, err, sizeof err)) {
-        diag_error("%s: %s", job->label, err);
-        if (parsed)
-            objfile_free(&obj);
-        ref->extract_failed = true;
-        ctx->extract_rc = exit_worst(ctx->extract_rc, SG_EXIT_CHECK);
-        return false;
-    }
-    sg_where where = {ref->op ? ref->op->source : m->shim_source, ref->op ? ref->op->line : 0,
-                      ref->op ? ref->op->col : 0, job->label};
-    sg_extract_ctx ec = {
-        .target = ref->result->target,
-        .where = &where,
-        .entry_symbol = ref->op ? SG_HOLE_ENTRY : m->shim_function,
-        .symbols = m->symbols.items,
-        .nsymbols = m->symbols.count,
-        .remove_trailing_jump = ref->op != NULL,
-        .disasm = ref->result->disasm,
-    };
-    gen_stencil *s = ref->stencil;
-    sg_target_result *r = ref->result;
-    name_stencil(m, ref);
-    bool ok = stencil_extract(&obj, &ec, s);
-    if (ok) /* once: the check, the header's listing and dump all use it */
-        stencil_disassemble(s, r->disasm);
-    if (ok && ref->op)
-        ok = fp_check(s, &where);
-    if (ok && !ref->op) {
-        ok = frame_shape_analyze(&obj, s, r->target, r->disasm, &where, &r->unwind);
-        if (ok && r->mt && r->mt->has_pin)
-            ok = frame_shape_check_pin(&r->unwind, &r->mt->pin, r->target, m->path, &where);
-    }
-    objfile_free(&obj);
-    if (!ok) {
-        ref->extract_failed = true;
-        ctx->extract_rc = exit_worst(ctx->extract_rc, SG_EXIT_CHECK);
-    }
-    return ok;
-}
-
-/* An op's checked stencil, stored beside its object so that the next run
- * need not read, extract, check or disassemble the object again. */
-static void cache_stencil(sg_cache *cache, const job_ref *ref, const sg_key *key)
-{
-    const sg_target_result *r = ref->result;
-    if (!ref->op || !r->stencil_cache || !ref->deps)
-        return;
-    strbuf sb = {0};
-    stencil_cache_encode(&sb, ref->stencil, ref->deps, r->stencil_context);
-    cache_put(cache, key, "stencil", sb.data, sb.len);
-    sb_free(&sb);
-}
-
-/* A verified, decodable "stencil" entry stands in for the object and every
- * step after it. A damaged one is a miss: the caller falls back to the object. */
-static bool use_cached_stencil(done_ctx *ctx, job_ref *ref, const sg_key *key)
-{
-    sg_cache *cache = ctx->run->cache;
-    sg_target_result *r = ref->result;
-    uint8_t *blob;
-    size_t size;
-    if (!ref->op || !r->stencil_cache || !cache_get(cache, key, "stencil", &blob, &size))
-        return false;
-    char err[256];
-    bool ok = stencil_cache_decode(blob, size, r->stencil_context,
-                                   ctx->run->manifest.symbols.count, ref->stencil, &ref->deps,
-                                   err, sizeof err);
-    free(blob);
-    if (!ok) {
-        if (ctx->run->opt.verbose)
-            diag_note("op %s (%s): cached stencil not used: %s", ref->op->name,
-                      r->target->triple, err);
-        return false;
-    }
-    name_stencil(&ctx->run->manifest, ref);
-    r->stencils_cached++;
-    return true;
-}
-
-/* Store a fresh object under the key of the files its compile read, unless
- * one of them changed after the compile started (then the object may be of
- * other bytes than the key names). Sets *key and returns true when stored. */
-static bool cache_object(sg_cache *cache, const job_ref *ref, const struct timespec *since,
-                         const uint8_t *dtext, size_t dsize, const uint8_t *obj, size_t size,
-                         sg_key *key)
-{
-    char **deps = NULL;
-    size_t n = 0, cap = 0;
-    outputs_parse_deps(dtext, dsize, &deps, &n, &cap);
-    if (ref->tu_path) { /* the unit itself is hashed into ref->args */
-        for (size_t i = 0; i < n; i++) {
-            if (!strcmp(deps[i], ref->tu_path)) {
-                free(deps[i]);
-                deps[i] = deps[--n];
-                break;
-            }
-        }
-    }
-    bool ok = cache_record(cache, ref->slot, ref->args, ref->position, deps, n, since, key) &&
-              cache_put(cache, key, "d", dtext, dsize) && cache_put(cache, key, "o", obj, size);
-    for (size_t i = 0; i < n; i++)
-        free(deps[i]);
-    free(deps);
-    return ok;
+    sg_verify_in in = verify_inputs(ctx->run, ref, job);
+    if (verify_object(bytes, size, &in, ref->stencil, &ref->result->unwind))
+        return true;
+    ref->extract_failed = true;
+    ctx->extract_rc = exit_worst(ctx->extract_rc, SG_EXIT_CHECK);
+    return false;
 }
 
 /* A compiler that reports success must have written both files; anything
@@ -513,32 +255,13 @@ static bool on_compiled(sg_job *job, void *vctx)
     if (ref->op)
         ref->result->compiled++;
     ref->deps = xstrndup((const char *)dtext, dsize);
-    sg_key key;
-    bool stored = cache_object(ctx->run->cache, ref, &job->started, dtext, dsize, bytes, size,
-                               &key);
-    free(dtext);
     bool ok = process_object(ctx, job, bytes, size);
+    inc_output out = {&job->started, dtext, dsize, bytes, size};
+    inc_store(&ctx->run->inc, &ref->unit, &out, ok ? ref->stencil : NULL, ref->deps);
+    free(dtext);
     free(bytes);
     keep_for_inspection(ctx->run, ref, job);
-    if (ok && stored)
-        cache_stencil(ctx->run->cache, ref, &key);
     return ok;
-}
-
-/* The compiler's identity for cache keys: its path, size and modification time
- * (stat only: a no-op build must not run the compiler). */
-static uint64_t compiler_identity(const sg_run *run)
-{
-    struct stat st;
-    uint64_t h = hash64(run->clang, strlen(run->clang), 0);
-    if (stat(run->clang, &st) == 0) {
-        int64_t facts[3] = {(int64_t)st.st_size, (int64_t)st.st_mtim.tv_sec,
-                            (int64_t)st.st_mtim.tv_nsec};
-        h = hash64(facts, sizeof facts, h);
-    }
-    if (run->opt.launcher)
-        h = hash64(run->opt.launcher, strlen(run->opt.launcher), h);
-    return h;
 }
 
 /* Each op source is read once per run, so an op's cache key and the unit it
@@ -627,72 +350,35 @@ static size_t write_translation_units(sg_run *run, job_set *js, source_texts *te
     return failed;
 }
 
-/* A verified cache entry stands in for the compile: the job is skipped. */
-static bool try_cached(done_ctx *ctx, sg_job *job, uint64_t identity)
+/* A cache entry stands in for the compile: the job is skipped. */
+static bool try_cached(done_ctx *ctx, sg_job *job)
 {
-    /* Paths of this run's own files do not count: an op's unit (after -c) is
-     * hashed by its text, its object and depfile are outputs. */
-    static const char *const shim_paths[] = {"-o", "-MF", NULL};
-    static const char *const op_paths[] = {"-o", "-MF", "-c", NULL};
     job_ref *ref = job->user;
-    sg_cache *cache = ctx->run->cache;
-    const char *base = strrchr(job->output, '/');
-    ref->slot = xasprintf("%s/%s", ref->result->target->triple, base ? base + 1 : job->output);
-    ref->args = hash64(&identity, sizeof identity,
-                       cache_hash_args(job->argv, ref->op ? op_paths : shim_paths));
-    if (ref->tu_key) {
-        ref->args = hash64(ref->tu_key, strlen(ref->tu_key), ref->args);
-        if (text_mentions_position(ref->tu_key, strlen(ref->tu_key)))
-            ref->args = hash64(&ref->position, sizeof ref->position, ref->args);
+    sg_run *run = ctx->run;
+    uint8_t *obj;
+    size_t size;
+    inc_unit_init(&run->inc, &ref->unit, ref->result->target->triple, job, ref->tu_key,
+                  ref->position, ref->tu_path);
+    switch (inc_lookup(&run->inc, &ref->unit, job->label, ref->stencil, &obj, &size,
+                       &ref->deps)) {
+    case INC_MISS: return false;
+    case INC_STENCIL: {
+        sg_verify_in in = verify_inputs(run, ref, job);
+        verify_name(&in, ref->stencil);
+        ref->result->stencils_cached++;
+        break;
     }
-    sg_key key;
-    uint8_t *obj, *dtext;
-    size_t size, dsize;
-    if (!cache_key_for(cache, ref->slot, ref->args, ref->position, &key))
-        return false;
-    if (use_cached_stencil(ctx, ref, &key)) {
-        job->skip = true;
-        ref->result->cached++;
-        return true;
+    case INC_OBJECT:
+        if (!process_object(ctx, job, obj, size))
+            job->status = -1;
+        else
+            inc_store(&run->inc, &ref->unit, NULL, ref->stencil, ref->deps);
+        free(obj);
+        break;
     }
-    if (!cache_get(cache, &key, "d", &dtext, &dsize))
-        return false;
-    if (!cache_get(cache, &key, "o", &obj, &size)) {
-        free(dtext);
-        return false;
-    }
-    ref->deps = xstrndup((const char *)dtext, dsize);
-    free(dtext);
     job->skip = true;
     if (ref->op)
         ref->result->cached++;
-    if (!process_object(ctx, job, obj, size))
-        job->status = -1;
-    else
-        cache_stencil(cache, ref, &key);
-    free(obj);
-    return true;
-}
-
-/* What an op's checked stencil depends on besides its object (and so, its
- * cache key): this generator build (extraction and checks may change with it),
- * the LLVM that printed the instructions, the target, and the run-time symbol
- * list (holes name symbols by number). The generator is known by its
- * executable's size, modification time and inode; without them, no stencil
- * cache. */
-static bool stencil_context(const sg_run *run, const sg_target_result *r, uint64_t *context)
-{
-    struct stat st;
-    if (stat("/proc/self/exe", &st) != 0)
-        return false;
-    int64_t facts[4] = {(int64_t)st.st_size, (int64_t)st.st_mtim.tv_sec,
-                        (int64_t)st.st_mtim.tv_nsec, (int64_t)st.st_ino};
-    uint64_t h = hash64(facts, sizeof facts, STENCIL_CACHE_VERSION);
-    h = hash64(lb_llvm_version(), strlen(lb_llvm_version()) + 1, h);
-    h = hash64(r->target->triple, strlen(r->target->triple) + 1, h);
-    for (size_t i = 0; i < run->manifest.symbols.count; i++)
-        h = hash64(run->manifest.symbols.items[i], strlen(run->manifest.symbols.items[i]) + 1, h);
-    *context = h;
     return true;
 }
 
@@ -768,7 +454,6 @@ static int compile_all(sg_run *run, job_set *js)
         r->disasm = open_disasm(r->target);
         if (!r->disasm || !make_target_dirs(run, r->target))
             return SG_EXIT_TOOLCHAIN;
-        r->stencil_cache = stencil_context(run, r, &r->stencil_context);
         r->ops = xcalloc(run->ops.count, sizeof *r->ops);
         add_job(js, run, r, NULL);
         for (size_t i = 0; i < run->ops.count; i++)
@@ -783,12 +468,12 @@ static int compile_all(sg_run *run, job_set *js)
         .progress = isatty(2) && !run->opt.verbose,
     };
     done_ctx ctx = {run, js, SG_EXIT_OK};
-    uint64_t identity = compiler_identity(run);
+    uint64_t identity = run->inc.compiler;
     size_t failures = 0;
     source_texts texts = {0};
     key_translation_units(run, js, &texts);
     for (size_t i = 0; i < js->count; i++)
-        if (try_cached(&ctx, &js->jobs[i], identity))
+        if (try_cached(&ctx, &js->jobs[i]))
             failures += js->jobs[i].status != 0;
     failures += write_translation_units(run, js, &texts);
     source_texts_free(&texts);
@@ -977,6 +662,8 @@ static int prepare(sg_run *run)
         return SG_EXIT_TOOLCHAIN;
     }
     run->cache = cache_open(run->workdir);
+    inc_open(&run->inc, run->cache, run->clang, run->opt.launcher, run->manifest.symbols.items,
+             run->manifest.symbols.count, run->opt.verbose);
     if (!rundir_create(run->workdir, &run->rundir)) {
         diag_error("cannot create a run directory in '%s': %s", run->workdir, strerror(errno));
         return SG_EXIT_TOOLCHAIN;

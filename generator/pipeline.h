@@ -8,6 +8,7 @@
 
 #include "discover.h"
 #include "frame_shape.h"
+#include "incremental.h"
 #include "llvm_bridge.h"
 #include "manifest.h"
 #include "rundir.h"
@@ -43,8 +44,6 @@ typedef struct sg_target_result {
     size_t compiled;  /* ops compiled for this target in this run */
     size_t cached;    /* ops taken from the cache */
     size_t stencils_cached; /* of those, ops whose checked stencil was cached (no object read) */
-    bool stencil_cache;     /* false when stencil_context could not be known */
-    uint64_t stencil_context; /* what an op's stencil depends on besides its object */
 } sg_target_result;
 
 typedef struct sg_run {
@@ -57,6 +56,7 @@ typedef struct sg_run {
     sg_rundir rundir; /* this run's own files: units, objects, logs */
     char *clang;      /* resolved compiler path */
     struct sg_cache *cache;
+    sg_incremental inc; /* the cache protocol, over `cache` */
 } sg_run;
 
 /* Run a command end to end; returns the process exit code. */

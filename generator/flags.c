@@ -1,0 +1,127 @@
+/* flags.c - see flags.h. */
+#include "flags.h"
+
+#include <stdlib.h>
+
+#include "util.h"
+
+/* Every op, whatever the target. */
+static const char *const op_flags[] = {
+    "-x", "c", "-std=c11",
+    /* Stencils are the JIT's code: as fast as clang makes them. */
+    "-O3",
+    /* A stencil runs wherever the runtime copies it. */
+    "-fPIC",
+    /* Calls to run-time symbols go through GOT slots the runtime fills: there is no PLT. */
+    "-fno-plt",
+    /* A jump table would be data with a relocation per entry for every switch. */
+    "-fno-jump-tables",
+    /* The canary is read from TLS, and the check calls __stack_chk_fail. */
+    "-fno-stack-protector",
+    /* An executor unwinds by the shim's rule: stencils need no .eh_frame of their own. */
+    "-fno-asynchronous-unwind-tables", "-fno-unwind-tables",
+    /* No .comment and no .llvm_addrsig: sections that are not code or data. */
+    "-fno-ident", "-fno-addrsig",
+    /* Keep the frame-pointer register away from the register allocator: the
+     * unwind rule of every JIT frame rests on it (fp_check proves it held). */
+    "-Xclang", "-mframe-pointer=reserved",
+    /* No assert() in stencils: it would call a C library function by name. */
+    "-DNDEBUG", NULL,
+};
+
+/* The shim: an ordinary C function whose unwind tables are the source of truth. */
+static const char *const shim_flags[] = {
+    "-x", "c", "-std=c11", "-O2",
+    /* Copied into JIT memory like a stencil. */
+    "-fPIC",
+    /* A call to a run-time symbol is a GOT load the runtime fills: there is no PLT. */
+    "-fno-plt",
+    /* A jump table would be data with a relocation per entry. */
+    "-fno-jump-tables",
+    /* The canary is read from TLS, and the check calls __stack_chk_fail. */
+    "-fno-stack-protector",
+    /* The shim's .eh_frame is what the unwind facts are derived from. */
+    "-fasynchronous-unwind-tables",
+    /* A frame-pointer-based frame, even in a leaf: the rule JIT frames share. */
+    "-fno-omit-frame-pointer", "-mno-omit-leaf-frame-pointer",
+    /* No .comment and no .llvm_addrsig. */
+    "-fno-ident", "-fno-addrsig",
+    "-DNDEBUG", NULL,
+};
+
+static void add_list(sg_argv *a, const char *const *flags)
+{
+    for (; *flags; flags++)
+        argv_add(a, *flags);
+}
+
+static void add_strlist(sg_argv *a, const sg_strlist *l, const char *prefix)
+{
+    for (size_t i = 0; i < l->count; i++)
+        argv_addf(a, "%s%s", prefix, l->items[i]);
+}
+
+/* Shared by all three: the target, the template, the manifest's -I and -D. */
+static void add_common(sg_argv *a, const sg_flag_inputs *in)
+{
+    const sg_manifest *m = in->manifest;
+    argv_addf(a, "--target=%s", in->target->triple);
+    argv_add(a, "-include");
+    argv_add(a, m->template_path);
+    add_strlist(a, &m->include_dirs, "-I");
+    add_strlist(a, &m->defines, "-D");
+    /* Objects, and so headers, must not depend on where the checkout is. */
+    argv_addf(a, "-ffile-prefix-map=%s=.", m->dir);
+}
+
+void flags_discover(sg_argv *a, const sg_flag_inputs *in)
+{
+    argv_add(a, "-x");
+    argv_add(a, "c");
+    argv_add(a, "-std=c11");
+    /* The template marks ops only while they are being looked for. */
+    argv_add(a, "-DSTENCILGEN_DISCOVER");
+    add_common(a, in);
+    add_strlist(a, &in->manifest->cflags, "");
+    if (in->extra_cflags)
+        argv_add_split(a, in->extra_cflags);
+    /* Errors only: bodies are skipped here, so a static helper or table used
+     * only inside ops looks unused, and -Werror would make that an error. The
+     * op compiles report every warning. */
+    argv_add(a, "-w");
+}
+
+void flags_op(sg_argv *a, const sg_flag_inputs *in, const sg_op *op)
+{
+    /* The unit is compiled from the run directory: quoted includes must still
+     * find what they find beside the op's own source, first. */
+    char *srcdir = path_dirname(op->source);
+    argv_add(a, "-iquote");
+    argv_add(a, srcdir);
+    free(srcdir);
+    add_list(a, op_flags);
+    add_list(a, in->target->op_cflags);
+    add_common(a, in);
+    add_strlist(a, &in->manifest->cflags, "");
+    if (in->mt)
+        add_strlist(a, &in->mt->cflags, "");
+    if (in->extra_cflags)
+        argv_add_split(a, in->extra_cflags);
+    /* Last, so no -Wall undoes them: an op's unit keeps the file's static
+     * helpers and tables, and those another op uses look unused in it. */
+    argv_add(a, "-Wno-unused-function");
+    argv_add(a, "-Wno-unused-const-variable");
+    /* The template makes _JIT_ENTRY an alias of this op. */
+    argv_addf(a, "-DSTENCILGEN_OP=%s", op->name);
+}
+
+void flags_shim(sg_argv *a, const sg_flag_inputs *in)
+{
+    add_list(a, shim_flags);
+    add_list(a, in->target->shim_cflags);
+    add_common(a, in);
+    if (in->mt)
+        add_strlist(a, &in->mt->shim_cflags, "");
+    if (in->extra_shim_cflags)
+        argv_add_split(a, in->extra_shim_cflags);
+}

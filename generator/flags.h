@@ -1,0 +1,27 @@
+/* flags.h - the clang command lines of a run: discovery's parse, every op's
+ * compile and the shim's, each flag with the reason it is there. */
+#ifndef STENCILGEN_FLAGS_H
+#define STENCILGEN_FLAGS_H
+
+#include "compile.h"
+#include "discover.h"
+#include "manifest.h"
+#include "target.h"
+
+/* What the flags depend on besides the source. */
+typedef struct sg_flag_inputs {
+    const sg_manifest *manifest;
+    const sg_target *target;
+    const sg_manifest_target *mt;  /* the manifest's entry for the target, or NULL */
+    const char *extra_cflags;      /* --extra-cflags, or NULL */
+    const char *extra_shim_cflags; /* --extra-shim-cflags, or NULL */
+} sg_flag_inputs;
+
+/* libclang's parse of an op source, to find its ops. */
+void flags_discover(sg_argv *a, const sg_flag_inputs *in);
+/* Compiling `op` from its translation unit (the caller adds -c UNIT). */
+void flags_op(sg_argv *a, const sg_flag_inputs *in, const sg_op *op);
+/* Compiling the shim. */
+void flags_shim(sg_argv *a, const sg_flag_inputs *in);
+
+#endif

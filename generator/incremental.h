@@ -1,0 +1,85 @@
+/* incremental.h - what makes a run incremental: the cache protocol for op
+ * discovery and for compiles, on top of the store in cache.h.
+ *
+ * A compile is known to the cache as an inc_unit: a slot (target and object
+ * name), a hash of its exact command, the compiler's identity and (for an op)
+ * its translation unit, and the unit's position for code that compiles its
+ * position in. Three calls make up the protocol:
+ *   inc_discover  an op source's ops, parsed once per content of the files read;
+ *   inc_lookup    before compiling: a miss, the object (still to be checked), or
+ *                 an op's checked stencil, which stands in for every step after
+ *                 the compile;
+ *   inc_store     after compiling (and checking): the object under the key of
+ *                 the files the compile read, and the op's checked stencil. */
+#ifndef STENCILGEN_INCREMENTAL_H
+#define STENCILGEN_INCREMENTAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "cache.h"
+#include "compile.h"
+#include "discover.h"
+#include "stencil.h"
+
+typedef struct sg_incremental {
+    sg_cache *cache;
+    uint64_t compiler;  /* the compiler's (and launcher's) identity */
+    bool stencils;      /* checked stencils may be cached: this generator build is known */
+    uint64_t generator; /* this generator build, the LLVM it links and the symbol list */
+    size_t nsymbols;
+    bool verbose;       /* say why a cached stencil was not used */
+} sg_incremental;
+
+void inc_open(sg_incremental *inc, sg_cache *cache, const char *clang, const char *launcher,
+              char *const *symbols, size_t nsymbols, bool verbose);
+
+/* The ops of `source` for a parse with `args` (from the cache, or by
+ * discover_ops, whose result is then stored). Returns an exit code. */
+int inc_discover(sg_incremental *inc, const char *source, const sg_argv *args, sg_oplist *ops);
+
+typedef struct inc_unit {
+    char *slot;          /* "<triple>/<object name>" */
+    uint64_t args;       /* the command, the compiler, and an op's unit text */
+    uint64_t position;   /* an op unit's file name and lines */
+    uint64_t context;    /* what an op's checked stencil depends on besides its object */
+    const char *tu_path; /* an op's unit as compiled (hashed through args, not as a file) */
+    bool op;             /* only ops' checked stencils are cached */
+    bool keyed;          /* key holds the entry found or stored */
+    sg_key key;
+} inc_unit;
+
+/* `tu_key`: an op's unit without #line directives, NULL for the shim. */
+void inc_unit_init(const sg_incremental *inc, inc_unit *u, const char *triple, const sg_job *job,
+                   const char *tu_key, uint64_t position, const char *tu_path);
+void inc_unit_free(inc_unit *u);
+
+typedef enum inc_hit {
+    INC_MISS,    /* compile it */
+    INC_OBJECT,  /* *object and *deps set (caller frees): check it, then inc_store */
+    INC_STENCIL, /* *stencil (code, data, holes, instructions) and *deps set: done */
+} inc_hit;
+
+/* `label` names the compile in the note on a damaged stencil entry. */
+inc_hit inc_lookup(sg_incremental *inc, inc_unit *u, const char *label, gen_stencil *stencil,
+                   uint8_t **object, size_t *size, char **deps);
+
+/* A compile's output: its object and its depfile's text. */
+typedef struct inc_output {
+    const struct timespec *started; /* when the compile started */
+    const uint8_t *deps;
+    size_t deps_size;
+    const uint8_t *object;
+    size_t size;
+} inc_output;
+
+/* After a compile (`fresh`), or after checking an INC_OBJECT hit (fresh NULL).
+ * `checked`: the op's stencil as checked, NULL when it failed a check;
+ * `deps`: the depfile text, kept with the stencil. A result whose inputs
+ * changed after its compile started is not stored. */
+void inc_store(sg_incremental *inc, inc_unit *u, const inc_output *fresh,
+               const gen_stencil *checked, const char *deps);
+
+#endif

@@ -1,0 +1,61 @@
+/* verify.c - see verify.h. */
+#include "verify.h"
+
+#include "fp_check.h"
+#include "objfile.h"
+#include "util.h"
+
+void verify_name(const sg_verify_in *in, gen_stencil *s)
+{
+    const sg_manifest *m = in->manifest;
+    s->name = xstrdup(in->op ? in->op->name : m->shim_function);
+    s->source = manifest_relpath(m, in->op ? in->op->source : m->shim_source);
+    s->line = in->op ? in->op->line : 0;
+    s->col = in->op ? in->op->col : 0;
+}
+
+/* The shim's unwind facts, and its pin. */
+static bool check_shim(const objfile *obj, const sg_verify_in *in, const gen_stencil *s,
+                       const sg_where *where, sg_unwind *unwind)
+{
+    if (!frame_shape_analyze(obj, s, in->target, in->disasm, where, unwind))
+        return false;
+    if (in->mt && in->mt->has_pin)
+        return frame_shape_check_pin(unwind, &in->mt->pin, in->target, in->manifest->path,
+                                     where);
+    return true;
+}
+
+bool verify_object(const uint8_t *bytes, size_t size, const sg_verify_in *in, gen_stencil *s,
+                   sg_unwind *unwind)
+{
+    const sg_manifest *m = in->manifest;
+    objfile obj;
+    char err[512];
+    bool parsed = objfile_parse(bytes, size, &obj, err, sizeof err);
+    if (!parsed || !objfile_is_for(&obj, in->target->elf_machine, err, sizeof err)) {
+        diag_error("%s: %s", in->label, err);
+        if (parsed)
+            objfile_free(&obj);
+        return false;
+    }
+    sg_where where = {in->op ? in->op->source : m->shim_source, in->op ? in->op->line : 0,
+                      in->op ? in->op->col : 0, in->label};
+    sg_extract_ctx ec = {
+        .target = in->target,
+        .where = &where,
+        .entry_symbol = in->op ? SG_HOLE_ENTRY : m->shim_function,
+        .symbols = m->symbols.items,
+        .nsymbols = m->symbols.count,
+        .remove_trailing_jump = in->op != NULL,
+        .disasm = in->disasm,
+    };
+    verify_name(in, s);
+    bool ok = stencil_extract(&obj, &ec, s);
+    if (ok) /* once: the check, the header's listing and dump all use it */
+        stencil_disassemble(s, in->disasm);
+    if (ok)
+        ok = in->op ? fp_check(s, &where) : check_shim(&obj, in, s, &where, unwind);
+    objfile_free(&obj);
+    return ok;
+}

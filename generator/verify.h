@@ -1,0 +1,37 @@
+/* verify.h - from an object file's bytes to a checked stencil: read the
+ * object (for the right machine), extract code, data and holes, decode the
+ * code once, and check it: no op may write the frame pointer, and the shim's
+ * frame must be frame-pointer based (and equal its pin, if the manifest has
+ * one). Every failure is a diagnostic naming the op or shim; exit code 1. */
+#ifndef STENCILGEN_VERIFY_H
+#define STENCILGEN_VERIFY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "discover.h"
+#include "frame_shape.h"
+#include "llvm_bridge.h"
+#include "manifest.h"
+#include "stencil.h"
+#include "target.h"
+
+typedef struct sg_verify_in {
+    const sg_manifest *manifest; /* run-time symbols, the shim, paths for messages */
+    const sg_target *target;
+    const sg_manifest_target *mt; /* the manifest's entry for the target (its pin), or NULL */
+    lb_disasm *disasm;
+    const sg_op *op;   /* NULL: the shim */
+    const char *label; /* "op add (x86_64-unknown-linux-gnu)" */
+} sg_verify_in;
+
+/* What the run itself knows of a stencil: its name and source position (no
+ * cache entry holds them: an op moved down its file still hits the cache). */
+void verify_name(const sg_verify_in *in, gen_stencil *s);
+
+/* Fills and checks *s; for the shim also derives *unwind. */
+bool verify_object(const uint8_t *bytes, size_t size, const sg_verify_in *in, gen_stencil *s,
+                   sg_unwind *unwind);
+
+#endif
