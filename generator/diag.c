@@ -2,6 +2,7 @@
  * into the capture buffer while one is set. */
 #include "diag.h"
 
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 
@@ -23,25 +24,27 @@ void diag_write(const void *text, size_t n)
         fwrite(text, 1, n, stderr);
 }
 
+static void vput(const char *fmt, va_list ap)
+{
+    if (capture)
+        sb_vprintf(capture, fmt, ap);
+    else
+        vfprintf(stderr, fmt, ap);
+}
+
 static void put(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void put(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    if (capture)
-        sb_vprintf(capture, fmt, ap);
-    else
-        vfprintf(stderr, fmt, ap);
+    vput(fmt, ap);
     va_end(ap);
 }
 
 static void emit(const char *prefix, const char *kind, const char *fmt, va_list ap)
 {
     put("%s%s: ", prefix, kind);
-    if (capture)
-        sb_vprintf(capture, fmt, ap);
-    else
-        vfprintf(stderr, fmt, ap);
+    vput(fmt, ap);
     put("\n");
 }
 
@@ -73,15 +76,33 @@ void diag_note_at(const char *file, unsigned line, unsigned col, const char *fmt
     va_end(ap);
 }
 
-void diag_error_in(const sg_where *w, const char *fmt, ...)
+/* `where` is what follows the label: ": " or " at +0x12: ". */
+static void emit_in(const sg_where *w, const char *where, const char *fmt, va_list ap)
 {
-    va_list ap;
-    va_start(ap, fmt);
     if (w->file && w->line && w->col)
         put("%s:%u:%u: ", w->file, w->line, w->col);
     else if (w->file)
         put("%s: ", w->file);
-    emit(w->file ? "" : "stencilgen: ", "error", fmt, ap);
+    put("%serror: %s%s", w->file ? "" : "stencilgen: ", w->label, where);
+    vput(fmt, ap);
+    put("\n");
+}
+
+void diag_error_in(const sg_where *w, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    emit_in(w, ": ", fmt, ap);
+    va_end(ap);
+}
+
+void diag_error_in_code(const sg_where *w, uint64_t offset, const char *fmt, ...)
+{
+    char where[32];
+    va_list ap;
+    snprintf(where, sizeof where, " at +0x%" PRIx64 ": ", offset);
+    va_start(ap, fmt);
+    emit_in(w, where, fmt, ap);
     va_end(ap);
 }
 

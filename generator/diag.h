@@ -3,6 +3,7 @@
 #define STENCILGEN_DIAG_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "util.h"
 
@@ -26,8 +27,12 @@ typedef struct sg_where {
     const char *label; /* "op add (x86_64-unknown-linux-gnu)" */
 } sg_where;
 
-/* "file:line:col: error: ..." when w has a file, else "stencilgen: error: ...". */
+/* "file:line:col: error: LABEL: ..." when w has a file, else
+ * "stencilgen: error: LABEL: ...". */
 void diag_error_in(const sg_where *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The same about the instruction at `offset` in the code: "... error: LABEL at +0xOFF: ...". */
+void diag_error_in_code(const sg_where *w, uint64_t offset, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /* "stencilgen: error: ..." */
 void diag_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -14,14 +14,15 @@ static bool writes_nothing_it_should_not(const gen_stencil *s, const sg_where *w
     for (size_t i = 0; i < s->ninsns; i++) {
         const sg_insn *in = &s->insns[i];
         if (!in->decoded) {
-            diag_error_in(where, "%s at +0x%" PRIx32 ": cannot decode the instruction (byte 0x%02x), so cannot "
-                       "prove it leaves the frame pointer alone",
-                       where->label, in->offset, s->code[in->offset]);
+            diag_error_in_code(where, in->offset,
+                               "cannot decode the instruction (byte 0x%02x), so cannot "
+                               "prove it leaves the frame pointer alone",
+                               s->code[in->offset]);
             return false;
         }
         if (in->writes_fp) {
-            diag_error_in(where, "%s at +0x%" PRIx32 ": %s: writes the frame pointer", where->label,
-                          in->offset, stencil_insn_text(s, in));
+            diag_error_in_code(where, in->offset, "%s: writes the frame pointer",
+                               stencil_insn_text(s, in));
             ok = false;
         }
     }
@@ -67,19 +68,20 @@ static bool check_target(const gen_stencil *s, const sg_where *where, const char
                          uint32_t from, int64_t target, const char *text)
 {
     if (target < 0 || target > (int64_t)s->code_size) {
-        diag_error_in(where, "%s at +0x%" PRIx32 ": %s: %s %s0x%" PRIx64 ", outside the "
-                      "stencil's %zu bytes of code, so the check cannot see what runs there",
-                      where->label, from, text, what, target < 0 ? "-" : "+",
-                      (uint64_t)(target < 0 ? -target : target), s->code_size);
+        diag_error_in_code(where, from,
+                           "%s: %s %s0x%" PRIx64 ", outside the "
+                           "stencil's %zu bytes of code, so the check cannot see what runs there",
+                           text, what, target < 0 ? "-" : "+",
+                           (uint64_t)(target < 0 ? -target : target), s->code_size);
         return false;
     }
     if (lands_on_an_instruction(s, target))
         return true;
     const sg_insn *at = insn_at(s, target);
-    diag_error_in(where, "%s at +0x%" PRIx32 ": %s: %s +0x%" PRIx64 ", inside the instruction "
-                  "at +0x%" PRIx32 " (%s), so the check cannot see what runs there",
-                  where->label, from, text, what, (uint64_t)target, at->offset,
-                  stencil_insn_text(s, at));
+    diag_error_in_code(where, from,
+                       "%s: %s +0x%" PRIx64 ", inside the instruction "
+                       "at +0x%" PRIx32 " (%s), so the check cannot see what runs there",
+                       text, what, (uint64_t)target, at->offset, stencil_insn_text(s, at));
     return false;
 }
 
@@ -106,9 +108,10 @@ static bool control_stays_on_checked_code(const gen_stencil *s, const sg_where *
         if (h->value != SG_VALUE_CODE || !absolute || lands_on_an_instruction(s, h->addend))
             continue;
         const sg_insn *at = insn_at(s, h->addend);
-        diag_error_in(where, "%s: data at +0x%" PRIx32 " holds the code address +0x%" PRIx64
+        diag_error_in(where,
+                      "data at +0x%" PRIx32 " holds the code address +0x%" PRIx64
                       "%s%s%s, so the check cannot see what runs there",
-                      where->label, h->offset, (uint64_t)h->addend,
+                      h->offset, (uint64_t)h->addend,
                       at ? ", inside the instruction (" : ", outside the code",
                       at ? stencil_insn_text(s, at) : "", at ? ")" : "");
         ok = false;

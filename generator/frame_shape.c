@@ -33,8 +33,8 @@ static bool apply_relocs(const objfile *obj, int eh, int entry_sec, uint64_t eh_
                   (patch == SG_PATCH_PCREL32 || patch == SG_PATCH_ABS64);
         size_t width = ok && patch == SG_PATCH_ABS64 ? 8 : 4;
         if (!ok || r->offset > sec->size || sec->size - r->offset < width) {
-            diag_error_in(where, "%s: cannot apply relocation %s at .eh_frame+0x%" PRIx64, where->label,
-                       r->type_name, r->offset);
+            diag_error_in(where, "cannot apply relocation %s at .eh_frame+0x%" PRIx64, r->type_name,
+                          r->offset);
             return false;
         }
         if (patch == SG_PATCH_PCREL32) {
@@ -57,9 +57,8 @@ uint8_t *eh_frame_relocated(const objfile *obj, int code_sec, uint64_t code_size
     for (size_t i = 0; i < obj->nsecs; i++)
         eh = obj->secs[i].kind == OBJ_SEC_EH_FRAME ? (int)i : eh;
     if (eh < 0) {
-        diag_error_in(where, "%s: the object has no .eh_frame; compile it with "
-                   "-fasynchronous-unwind-tables",
-                   where->label);
+        diag_error_in(where, "the object has no .eh_frame; compile it with "
+                             "-fasynchronous-unwind-tables");
         return NULL;
     }
     const obj_section *ehs = &obj->secs[eh];
@@ -139,11 +138,6 @@ static bool encode_row(const cfi_row *row, int64_t data_align, strbuf *sb)
     return true;
 }
 
-void frame_shape_format_row(const cfi_row *row, const sg_target *t, char *buf, size_t size)
-{
-    cfi_format_row(row, t->reg_name, buf, size);
-}
-
 static const char *reg_name(const sg_target *t, uint32_t r, char *buf, size_t n)
 {
     const char *s = t->reg_name(r);
@@ -154,40 +148,43 @@ static const char *reg_name(const sg_target *t, uint32_t r, char *buf, size_t n)
 }
 
 /* The single indirect call into JIT code; calls whose operand is a hole (a
- * GOT slot for a named function) are calls to C, not to JIT code. */
-static bool find_jit_call(const gen_stencil *shim, const cfi_fde *fde, lb_disasm *d,
-                          const sg_where *where, sg_unwind *u)
+ * GOT slot for a named function) are calls to C, not to JIT code. Walks the
+ * instructions decoded once (stencil_disassemble) that the FDE covers. */
+static bool find_jit_call(const gen_stencil *shim, const cfi_fde *fde, const sg_where *where,
+                          sg_unwind *u)
 {
     strbuf found = {0}, others = {0};
     size_t n = 0;
     uint64_t end = fde->pc_begin + fde->pc_range;
-    for (uint64_t pc = fde->pc_begin; pc < end && pc < shim->code_size;) {
-        lb_insn in;
-        lb_disasm_one(d, shim->code + pc, shim->code_size - pc, pc, &in);
-        if (!in.size) {
-            diag_error_in(where, "%s at +0x%" PRIx64 ": cannot decode the instruction", where->label, pc);
+    for (size_t k = 0; k < shim->ninsns; k++) {
+        const sg_insn *in = &shim->insns[k];
+        const char *text = stencil_insn_text(shim, in);
+        if (in->offset < fde->pc_begin || in->offset >= end)
+            continue;
+        if (!in->decoded) {
+            diag_error_in_code(where, in->offset, "cannot decode the instruction");
             sb_free(&found);
             sb_free(&others);
             return false;
         }
         bool via_hole = false;
         for (size_t h = 0; h < shim->ncode_holes; h++)
-            via_hole |= shim->code_holes[h].offset >= pc && shim->code_holes[h].offset < pc + in.size;
-        if (in.is_call && in.is_indirect && !via_hole) {
-            sb_printf(&found, "\n  +0x%" PRIx64 ": %s", pc, in.text);
-            u->call_offset = (size_t)pc;
-            u->call_size = in.size;
-            snprintf(u->call_text, sizeof u->call_text, "%s", in.text);
+            via_hole |= shim->code_holes[h].offset >= in->offset &&
+                        shim->code_holes[h].offset < in->offset + in->size;
+        if (in->is_call && in->is_indirect && !via_hole) {
+            sb_printf(&found, "\n  +0x%" PRIx32 ": %s", in->offset, text);
+            u->call_offset = in->offset;
+            u->call_size = in->size;
+            snprintf(u->call_text, sizeof u->call_text, "%s", text);
             n++;
-        } else if (in.is_call) {
-            sb_printf(&others, "\n  +0x%" PRIx64 ": %s (a call to C, not JIT code)", pc, in.text);
+        } else if (in->is_call) {
+            sb_printf(&others, "\n  +0x%" PRIx32 ": %s (a call to C, not JIT code)", in->offset,
+                      text);
         }
-        pc += in.size;
     }
     if (n != 1) {
-        diag_error_in(where, "%s: expected exactly one indirect call into JIT code, found %zu%s%s%s",
-                   where->label, n, n ? ":" : "", found.len ? found.data : "",
-                   others.len ? others.data : "");
+        diag_error_in(where, "expected exactly one indirect call into JIT code, found %zu%s%s%s", n,
+                      n ? ":" : "", found.len ? found.data : "", others.len ? others.data : "");
         if (!n)
             diag_note("the shim must call the executor through a function pointer, once");
     }
@@ -200,7 +197,7 @@ static bool check_shape(const cfi_row *row, const sg_target *t, uint32_t ra, con
                         const sg_unwind *u, sg_frame_shape *shape)
 {
     char rowtext[512], a[16], b[16], c[16];
-    frame_shape_format_row(row, t, rowtext, sizeof rowtext);
+    cfi_format_row(row, t->reg_name, rowtext, sizeof rowtext);
     const char *fp = reg_name(t, t->fp_reg, a, sizeof a);
     const char *ran = reg_name(t, ra, b, sizeof b);
     const char *problem = NULL;
@@ -219,12 +216,13 @@ static bool check_shape(const cfi_row *row, const sg_target *t, uint32_t ra, con
         }
     }
     if (problem) {
-        diag_error_in(where, "%s: the frame is not frame-pointer based at the call into JIT code: %s\n"
-                   "  found:    %s   at shim+0x%zx %s\n"
-                   "  expected: CFA=%s+k, %s=[CFA+m], %s=[CFA+n] (fixed offsets)\n"
-                   "  fix:      compile the shim with frame pointers: -fno-omit-frame-pointer, "
-                   "and no -fomit-frame-pointer in shim_cflags",
-                   where->label, problem, rowtext, u->call_offset, u->call_text, fp, fp, ran);
+        diag_error_in(where,
+                      "the frame is not frame-pointer based at the call into JIT code: %s\n"
+                      "  found:    %s   at shim+0x%zx %s\n"
+                      "  expected: CFA=%s+k, %s=[CFA+m], %s=[CFA+n] (fixed offsets)\n"
+                      "  fix:      compile the shim with frame pointers: -fno-omit-frame-pointer, "
+                      "and no -fomit-frame-pointer in shim_cflags",
+                      problem, rowtext, u->call_offset, u->call_text, fp, fp, ran);
         return false;
     }
     *shape = (sg_frame_shape){row->cfa.reg, row->cfa.offset, row->regs[t->fp_reg].offset,
@@ -249,7 +247,7 @@ static bool locate_fde(const cfi_section *sec, uint64_t entry, const sg_where *w
     for (size_t guard = 0; guard <= sec->size; guard++) {
         int rc = cfi_next_fde(sec, &cursor, cie, fde, &err);
         if (rc < 0) {
-            diag_error_in(where, "%s: malformed .eh_frame at 0x%zx: %s", where->label, err.offset, err.msg);
+            diag_error_in(where, "malformed .eh_frame at 0x%zx: %s", err.offset, err.msg);
             return false;
         }
         if (rc == 0)
@@ -257,19 +255,18 @@ static bool locate_fde(const cfi_section *sec, uint64_t entry, const sg_where *w
         if (fde->pc_begin <= entry && entry - fde->pc_begin < fde->pc_range)
             return true;
     }
-    diag_error_in(where, "%s: no FDE in .eh_frame covers the shim; compile it with "
-               "-fasynchronous-unwind-tables",
-               where->label);
+    diag_error_in(where, "no FDE in .eh_frame covers the shim; compile it with "
+                         "-fasynchronous-unwind-tables");
     return false;
 }
 
 bool frame_shape_analyze(const objfile *obj, const gen_stencil *shim, const sg_target *t,
-                         lb_disasm *d, const sg_where *where, sg_unwind *u)
+                         const sg_where *where, sg_unwind *u)
 {
     *u = (sg_unwind){0};
     int entry = objfile_find_defined(obj, shim->name);
     if (entry < 0) {
-        diag_error_in(where, "%s: the object defines no function '%s'", where->label, shim->name);
+        diag_error_in(where, "the object defines no function '%s'", shim->name);
         return false;
     }
     cfi_section sec;
@@ -281,15 +278,15 @@ bool frame_shape_analyze(const objfile *obj, const gen_stencil *shim, const sg_t
                                         &sec);
     bool ok = bytes && locate_fde(&sec, shim->entry, where, &cie, &fde);
     if (ok && cfi_run(&sec, &cie, &fde, &u->rows, &err) != 0) {
-        diag_error_in(where, "%s: malformed CFI in the FDE at .eh_frame+0x%zx: %s", where->label, err.offset,
-                   err.msg);
+        diag_error_in(where, "malformed CFI in the FDE at .eh_frame+0x%zx: %s", err.offset,
+                      err.msg);
         ok = false;
     }
-    ok = ok && find_jit_call(shim, &fde, d, where, u);
+    ok = ok && find_jit_call(shim, &fde, where, u);
     if (ok) {
         u->call_row = cfi_row_at(&u->rows, u->call_offset);
         if (!u->call_row) {
-            diag_error_in(where, "%s: no CFI row covers the call at shim+0x%zx", where->label, u->call_offset);
+            diag_error_in(where, "no CFI row covers the call at shim+0x%zx", u->call_offset);
             ok = false;
         }
     }
@@ -297,9 +294,9 @@ bool frame_shape_analyze(const objfile *obj, const gen_stencil *shim, const sg_t
     if (ok) {
         strbuf enc = {0};
         if (!encode_row(u->call_row, cie.data_align, &enc)) {
-            frame_shape_format_row(u->call_row, t, rowtext, sizeof rowtext);
-            diag_error_in(where, "%s: cannot re-encode the row at the call as CFA instructions: %s", where->label,
-                       rowtext);
+            cfi_format_row(u->call_row, t->reg_name, rowtext, sizeof rowtext);
+            diag_error_in(where, "cannot re-encode the row at the call as CFA instructions: %s",
+                          rowtext);
             ok = false;
         }
         u->executor_cfi = (uint8_t *)enc.data;
@@ -317,27 +314,6 @@ bool frame_shape_analyze(const objfile *obj, const gen_stencil *shim, const sg_t
     }
     free(bytes);
     return ok;
-}
-
-bool frame_shape_check_pin(const sg_unwind *u, const sg_frame_pin *pin, const sg_target *t,
-                           const char *manifest, const sg_where *where)
-{
-    const sg_frame_shape *s = &u->shape;
-    char a[16];
-    const char *cfa_reg = reg_name(t, s->cfa_reg, a, sizeof a);
-    if (!strcmp(cfa_reg, pin->cfa_register) && s->cfa_offset == pin->cfa_offset &&
-        s->fp_offset == pin->fp_offset && s->ra_offset == pin->ra_offset)
-        return true;
-    diag_error_at(manifest, pin->loc.line, pin->loc.col,
-                  "%s: the shim's frame shape differs from expect_frame\n"
-                  "                  derived      expected\n"
-                  "  cfa_register    %-12s %s\n"
-                  "  cfa_offset      %-12" PRId64 " %" PRId64 "\n"
-                  "  fp_offset       %-12" PRId64 " %" PRId64 "\n"
-                  "  ra_offset       %-12" PRId64 " %" PRId64,
-                  where->label, cfa_reg, pin->cfa_register, s->cfa_offset, pin->cfa_offset,
-                  s->fp_offset, pin->fp_offset, s->ra_offset, pin->ra_offset);
-    return false;
 }
 
 void unwind_free(sg_unwind *u)

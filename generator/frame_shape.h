@@ -13,8 +13,6 @@
 
 #include "cfi.h"
 #include "diag.h"
-#include "llvm_bridge.h"
-#include "manifest.h"
 #include "objfile.h"
 #include "stencil.h"
 #include "target.h"
@@ -56,16 +54,10 @@ typedef struct sg_unwind {
 uint8_t *eh_frame_relocated(const objfile *obj, int code_sec, uint64_t code_size,
                             const sg_target *t, const sg_where *where, cfi_section *out);
 
-/* Analyse the compiled shim. `shim` is its stencil (code as placed at 0). */
+/* Analyse the compiled shim. `shim` is its stencil (code as placed at 0,
+ * decoded by stencil_disassemble). */
 bool frame_shape_analyze(const objfile *obj, const gen_stencil *shim, const sg_target *t,
-                         lb_disasm *d, const sg_where *where, sg_unwind *out);
-
-/* Compare with a manifest pin; on mismatch prints both shapes side by side. */
-bool frame_shape_check_pin(const sg_unwind *u, const sg_frame_pin *pin, const sg_target *t,
-                           const char *manifest, const sg_where *where);
-
-/* "CFA=rbp+16 rbx=[CFA-56] ... rip=[CFA-8]" */
-void frame_shape_format_row(const cfi_row *row, const sg_target *t, char *buf, size_t size);
+                         const sg_where *where, sg_unwind *out);
 
 void unwind_free(sg_unwind *u);
 

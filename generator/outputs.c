@@ -313,21 +313,21 @@ void outputs_parse_deps(const uint8_t *text, size_t size, char ***list, size_t *
     sb_free(&word);
 }
 
-bool outputs_depfile(const sg_run *run, char *const *texts, size_t n, const char *target,
-                     strbuf *out)
+bool outputs_depfile(const sg_depfile_inputs *in, char *const *texts, size_t n,
+                     const char *target, strbuf *out)
 {
     char **deps = NULL;
     size_t count = 0, cap = 0;
-    ARRAY_PUSH(deps, count, cap, path_absolute(run->manifest.path));
-    for (size_t i = 0; i < run->manifest.op_sources.count; i++)
-        ARRAY_PUSH(deps, count, cap, xstrdup(run->manifest.op_sources.items[i]));
+    ARRAY_PUSH(deps, count, cap, path_absolute(in->manifest));
+    for (size_t i = 0; i < in->nsources; i++)
+        ARRAY_PUSH(deps, count, cap, xstrdup(in->sources[i]));
     for (size_t i = 0; i < n; i++) {
         if (texts[i])
             outputs_parse_deps((const uint8_t *)texts[i], strlen(texts[i]), &deps, &count, &cap);
     }
-    size_t wlen = strlen(run->workdir), kept = 0;
+    size_t wlen = strlen(in->workdir), kept = 0;
     for (size_t i = 0; i < count; i++) {
-        if (!strncmp(deps[i], run->workdir, wlen) && deps[i][wlen] == '/')
+        if (!strncmp(deps[i], in->workdir, wlen) && deps[i][wlen] == '/')
             free(deps[i]);
         else
             deps[kept++] = deps[i];

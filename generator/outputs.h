@@ -13,7 +13,6 @@
 #include <stdbool.h>
 
 #include "compile.h"
-#include "pipeline.h"
 #include "util.h"
 
 typedef struct sg_output {
@@ -37,12 +36,18 @@ void outputs_discard(sg_outputs *o);
 void outputs_parse_deps(const uint8_t *text, size_t size, char ***list, size_t *count,
                         size_t *cap);
 
+typedef struct sg_depfile_inputs {
+    const char *manifest; /* the manifest's path */
+    char *const *sources; /* the op sources, absolute */
+    size_t nsources;
+    const char *workdir;  /* the generator's own files: never prerequisites */
+} sg_depfile_inputs;
 /* Make-style depfile naming `target`: the manifest, the op sources, and every
  * file the compiles read (deps[i]: the text of a compiler-written depfile; NULL
- * entries skipped) except the generator's own files under its work directory. */
-/* False (exit 2) when a path cannot be written in a depfile at all. */
-bool outputs_depfile(const sg_run *run, char *const *deps, size_t n, const char *target,
-                     strbuf *out);
+ * entries skipped) except the generator's own files under its work directory.
+ * False (exit 2) when a path cannot be written in a depfile at all. */
+bool outputs_depfile(const sg_depfile_inputs *in, char *const *deps, size_t n,
+                     const char *target, strbuf *out);
 /* compile_commands.json for clangd: the exact command of every compile. */
 /* sources[i], when not NULL, replaces the translation unit job i compiles, so
  * clangd sees the op's real file. Paths under `run_dir` (a run's private

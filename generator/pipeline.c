@@ -494,38 +494,43 @@ static int compile_all(sg_run *run, job_set *js)
     return toolchain_failed ? SG_EXIT_TOOLCHAIN : ctx.extract_rc;
 }
 
-static void print_summary(const sg_run *run)
+/* What the writer renders of one target. */
+static sg_header_model header_model(const sg_run *run, const sg_target_result *r)
 {
-    for (size_t t = 0; t < run->nresults; t++) {
-        const sg_target_result *r = &run->results[t];
-        sg_totals tot = stencil_totals(r->ops, run->ops.count);
-        strbuf kinds = {0};
-        for (int k = 0; k < SG_PATCH__COUNT; k++) {
-            if (tot.by_patch[k])
-                sb_printf(&kinds, "%s%s %zu", kinds.len ? ", " : "",
-                          sg_patch_infos[k].name, tot.by_patch[k]);
-        }
-        printf("stencilgen: %s: %zu ops (%zu compiled, %zu cached), %zu bytes of code, "
-               "%zu bytes of data, %zu holes (%s)\n",
-               r->target->triple, run->ops.count, r->compiled, r->cached, tot.code, tot.data,
-               tot.holes, kinds.len ? kinds.data : "none");
-        sb_free(&kinds);
-    }
+    const char *slash = strrchr(run->manifest.path, '/');
+    return (sg_header_model){r->target, slash ? slash + 1 : run->manifest.path,
+                             run->manifest.symbols.items, run->manifest.symbols.count,
+                             r->ops, run->ops.count, &r->shim, &r->unwind};
 }
 
+static void print_summary(const sg_run *run)
+{
+    strbuf sb = {0};
+    for (size_t t = 0; t < run->nresults; t++) {
+        sg_header_model m = header_model(run, &run->results[t]);
+        writer_summary(&sb, &m, run->results[t].compiled, run->results[t].cached);
+    }
+    fputs(sb.data, stdout);
+    sb_free(&sb);
+}
 
 static int render_and_publish(sg_run *run, const job_set *js)
 {
     sg_outputs out = {0};
     for (size_t t = 0; t < run->nresults; t++) {
         strbuf sb = {0};
-        writer_target_header(&sb, run, &run->results[t]);
+        sg_header_model m = header_model(run, &run->results[t]);
+        writer_target_header(&sb, &m);
         char *name = writer_target_filename(run->results[t].target);
         outputs_add(&out, path_join(run->opt.outdir, name), sb);
         free(name);
     }
     strbuf disp = {0};
-    writer_dispatcher(&disp, run);
+    const sg_target **targets = xcalloc(run->nresults, sizeof *targets);
+    for (size_t t = 0; t < run->nresults; t++)
+        targets[t] = run->results[t].target;
+    writer_dispatcher(&disp, targets, run->nresults);
+    free(targets);
     char *dispatcher = path_join(run->opt.outdir, "jit_stencils.h");
     outputs_add(&out, xstrdup(dispatcher), disp);
     if (run->opt.depfile) {
@@ -533,7 +538,9 @@ static int render_and_publish(sg_run *run, const job_set *js)
         for (size_t i = 0; i < js->count; i++)
             texts[i] = js->refs[i].deps;
         strbuf dep;
-        bool ok = outputs_depfile(run, texts, js->count, dispatcher, &dep);
+        sg_depfile_inputs in = {run->manifest.path, run->manifest.op_sources.items,
+                                run->manifest.op_sources.count, run->workdir};
+        bool ok = outputs_depfile(&in, texts, js->count, dispatcher, &dep);
         free(texts);
         if (!ok) {
             outputs_discard(&out);
@@ -555,35 +562,18 @@ static int render_and_publish(sg_run *run, const job_set *js)
     return outputs_publish(&out) ? SG_EXIT_OK : SG_EXIT_TOOLCHAIN;
 }
 
-static int dump(sg_run *run)
+static int dump(const sg_run *run)
 {
     const char *only = run->opt.dump_op;
     bool found = !only;
+    strbuf sb = {0};
     for (size_t t = 0; t < run->nresults; t++) {
-        const sg_target_result *r = &run->results[t];
-        for (size_t i = 0; i < run->ops.count; i++) {
-            if (only && strcmp(only, r->ops[i].name))
-                continue;
-            found = true;
-            strbuf sb = {0};
-            sb_printf(&sb, "op %s (%s) - %s:%u:%u, %zu bytes\n", r->ops[i].name,
-                      r->target->triple, r->ops[i].source, r->ops[i].line, r->ops[i].col,
-                      r->ops[i].code_size);
-            writer_listing(&sb, run, &r->ops[i], "  ");
-            fputs(sb.data, stdout);
-            putchar('\n');
-            sb_free(&sb);
-        }
-        if (!only) {
-            strbuf sb = {0};
-            sb_printf(&sb, "shim %s (%s) - %s, %zu bytes, entry +0x%zx\n", r->shim.name,
-                      r->target->triple, r->shim.source, r->shim.code_size, r->shim.entry);
-            writer_listing(&sb, run, &r->shim, "  ");
-            writer_unwind_rows(&sb, r, "  ");
-            fputs(sb.data, stdout);
-            sb_free(&sb);
-        }
+        sg_header_model m = header_model(run, &run->results[t]);
+        found |= writer_dump(&sb, &m, only);
     }
+    if (sb.len)
+        fputs(sb.data, stdout);
+    sb_free(&sb);
     if (!found) {
         diag_error("no op named '%s' in %s", only, run->manifest.path);
         return SG_EXIT_USAGE;

@@ -54,9 +54,10 @@ static bool lay_out(const objfile *obj, const sg_extract_ctx *ctx, int entry_sec
         else if (sec->kind == OBJ_SEC_RODATA)
             place(sec, &s->data, &s->data_size, &s->data_align, &l->data_base[i]);
         else if (sec->kind == OBJ_SEC_DATA || sec->kind == OBJ_SEC_BSS) {
-            diag_error_in(ctx->where, "%s: writable section '%s' (%" PRIu64 " bytes): stencils cannot have "
-                       "mutable static data; make it const or pass it as an operand",
-                       ctx->where->label, sec->name, sec->size);
+            diag_error_in(ctx->where,
+                          "writable section '%s' (%" PRIu64 " bytes): stencils cannot have "
+                          "mutable static data; make it const or pass it as an operand",
+                          sec->name, sec->size);
             return false;
         }
     }
@@ -125,14 +126,15 @@ static bool classify_reloc(const objfile *obj, const sg_extract_ctx *ctx, const 
     char insn[200]; /* filled only for a diagnostic: decoding costs time on every hole */
     if (!ctx->target->classify_reloc(r->type, &h->patch)) {
         insn_at(obj, ctx, r, insn, sizeof insn);
-        diag_error_in(ctx->where, "%s: unsupported relocation %s (type %u) in %s at offset 0x%" PRIx64
-                   " against '%s'%s",
-                   ctx->where->label, r->type_name, r->type, sec->name, r->offset, symname, insn);
+        diag_error_in(ctx->where,
+                      "unsupported relocation %s (type %u) in %s at offset 0x%" PRIx64
+                      " against '%s'%s",
+                      r->type_name, r->type, sec->name, r->offset, symname, insn);
         return false;
     }
     if (r->symbol < 0) {
-        diag_error_in(ctx->where, "%s: relocation %s in %s at offset 0x%" PRIx64 " has no symbol", ctx->where->label,
-                   r->type_name, sec->name, r->offset);
+        diag_error_in(ctx->where, "relocation %s in %s at offset 0x%" PRIx64 " has no symbol",
+                      r->type_name, sec->name, r->offset);
         return false;
     }
     const obj_symbol *sym = &obj->syms[r->symbol];
@@ -140,9 +142,10 @@ static bool classify_reloc(const objfile *obj, const sg_extract_ctx *ctx, const 
         if (classify_undefined(sym->name, ctx, h))
             return true;
         insn_at(obj, ctx, r, insn, sizeof insn);
-        diag_error_in(ctx->where, "%s: %s at %s+0x%" PRIx64 "%s refers to unknown symbol '%s'; list it "
-                   "under 'symbols:' in the manifest if the runtime provides it",
-                   ctx->where->label, r->type_name, sec->name, r->offset, insn, sym->name);
+        diag_error_in(ctx->where,
+                      "%s at %s+0x%" PRIx64 "%s refers to unknown symbol '%s'; list it "
+                      "under 'symbols:' in the manifest if the runtime provides it",
+                      r->type_name, sec->name, r->offset, insn, sym->name);
         return false;
     }
     int64_t base = sym->section >= 0 ? l->code_base[sym->section] : -1;
@@ -152,9 +155,10 @@ static bool classify_reloc(const objfile *obj, const sg_extract_ctx *ctx, const 
         h->value = SG_VALUE_DATA;
     }
     if (base < 0) {
-        diag_error_in(ctx->where, "%s: %s at %s+0x%" PRIx64 " refers to '%s', which is in a section that is "
-                   "not part of the stencil",
-                   ctx->where->label, r->type_name, sec->name, r->offset, sym->name);
+        diag_error_in(ctx->where,
+                      "%s at %s+0x%" PRIx64 " refers to '%s', which is in a section that is "
+                      "not part of the stencil",
+                      r->type_name, sec->name, r->offset, sym->name);
         return false;
     }
     h->addend += base + (int64_t)(sym->is_section ? 0 : sym->value);
@@ -211,7 +215,7 @@ bool stencil_extract(const objfile *obj, const sg_extract_ctx *ctx, gen_stencil 
 {
     int entry = objfile_find_defined(obj, ctx->entry_symbol);
     if (entry < 0 || obj->secs[obj->syms[entry].section].kind != OBJ_SEC_CODE) {
-        diag_error_in(ctx->where, "%s: the object defines no function '%s'", ctx->where->label, ctx->entry_symbol);
+        diag_error_in(ctx->where, "the object defines no function '%s'", ctx->entry_symbol);
         return false;
     }
     int entry_sec = obj->syms[entry].section;
@@ -241,8 +245,13 @@ void stencil_disassemble(gen_stencil *s, lb_disasm *d)
     for (size_t pc = 0; pc < s->code_size;) {
         lb_insn in;
         lb_disasm_one(d, s->code + pc, s->code_size - pc, pc, &in);
-        sg_insn i = {(uint32_t)pc, in.size ? in.size : 1, (uint32_t)text.len, in.size != 0,
-                     in.writes_fp, false, false, 0};
+        sg_insn i = {.offset = (uint32_t)pc,
+                     .size = in.size ? in.size : 1,
+                     .text = (uint32_t)text.len,
+                     .decoded = in.size != 0,
+                     .writes_fp = in.writes_fp,
+                     .is_call = in.is_call,
+                     .is_indirect = in.is_indirect};
         if ((in.is_call || in.is_branch) && !in.is_indirect) {
             i.has_target = i.target_is_branch = true;
             i.target = (int64_t)in.target;

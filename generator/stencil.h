@@ -37,9 +37,10 @@ typedef struct sg_insn {
     uint32_t text;   /* offset of its NUL-terminated text in gen_stencil.insn_text */
     bool decoded;    /* false: an undecodable byte, text "<undecodable>" */
     bool writes_fp;  /* defines the frame-pointer register or any part of it */
-    /* Where a direct branch or call goes, or the code or data a PC-relative
-     * operand names, as an offset from the code's start (fresh decodes only:
-     * a cached stencil was checked before it was cached). */
+    /* Fresh decodes only (a cached stencil was checked before it was cached):
+     * calls, and where a direct branch or call goes, or the code or data a
+     * PC-relative operand names, as an offset from the code's start. */
+    bool is_call, is_indirect;
     bool has_target, target_is_branch;
     int64_t target;
 } sg_insn;

@@ -199,8 +199,10 @@ static void get_insns(reader *r, gen_stencil *s)
             fail(r, "instruction %zu at +0x%zx: size %u does not fit the code", i, pc, size);
             break;
         }
-        s->insns[i] = (sg_insn){(uint32_t)pc, size, (uint32_t)pool.len, true, false, false, false,
-                                0};
+        s->insns[i] = (sg_insn){.offset = (uint32_t)pc,
+                                .size = size,
+                                .text = (uint32_t)pool.len,
+                                .decoded = true};
         sb_putn(&pool, text, strlen(text) + 1);
         pc += size;
     }

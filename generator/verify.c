@@ -1,6 +1,9 @@
 /* verify.c - see verify.h. */
 #include "verify.h"
 
+#include <inttypes.h>
+#include <string.h>
+
 #include "fp_check.h"
 #include "objfile.h"
 #include "util.h"
@@ -14,15 +17,36 @@ void verify_name(const sg_verify_in *in, gen_stencil *s)
     s->col = in->op ? in->op->col : 0;
 }
 
+/* Compare the derived shape with the manifest's expect_frame; on mismatch
+ * print both side by side. */
+static bool check_pin(const sg_unwind *u, const sg_frame_pin *pin, const sg_target *t,
+                      const char *manifest, const sg_where *where)
+{
+    const sg_frame_shape *s = &u->shape;
+    const char *cfa_reg = t->reg_name(s->cfa_reg) ? t->reg_name(s->cfa_reg) : "?";
+    if (!strcmp(cfa_reg, pin->cfa_register) && s->cfa_offset == pin->cfa_offset &&
+        s->fp_offset == pin->fp_offset && s->ra_offset == pin->ra_offset)
+        return true;
+    diag_error_at(manifest, pin->loc.line, pin->loc.col,
+                  "%s: the shim's frame shape differs from expect_frame\n"
+                  "                  derived      expected\n"
+                  "  cfa_register    %-12s %s\n"
+                  "  cfa_offset      %-12" PRId64 " %" PRId64 "\n"
+                  "  fp_offset       %-12" PRId64 " %" PRId64 "\n"
+                  "  ra_offset       %-12" PRId64 " %" PRId64,
+                  where->label, cfa_reg, pin->cfa_register, s->cfa_offset, pin->cfa_offset,
+                  s->fp_offset, pin->fp_offset, s->ra_offset, pin->ra_offset);
+    return false;
+}
+
 /* The shim's unwind facts, and its pin. */
 static bool check_shim(const objfile *obj, const sg_verify_in *in, const gen_stencil *s,
                        const sg_where *where, sg_unwind *unwind)
 {
-    if (!frame_shape_analyze(obj, s, in->target, in->disasm, where, unwind))
+    if (!frame_shape_analyze(obj, s, in->target, where, unwind))
         return false;
     if (in->mt && in->mt->has_pin)
-        return frame_shape_check_pin(unwind, &in->mt->pin, in->target, in->manifest->path,
-                                     where);
+        return check_pin(unwind, &in->mt->pin, in->target, in->manifest->path, where);
     return true;
 }
 

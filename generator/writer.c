@@ -17,13 +17,13 @@ static const char *reg_or_number(const sg_target *t, uint32_t r)
     return n ? n : "?";
 }
 
-static void describe_hole(strbuf *sb, const gen_hole *h, const sg_run *run)
+static void describe_hole(strbuf *sb, const gen_hole *h, char *const *symbols)
 {
     sb_printf(sb, "hole +0x%" PRIx32 ": %s <- ", h->offset, sg_patch_infos[h->patch].name);
     switch (h->value) {
     case SG_VALUE_OPERAND: sb_printf(sb, "OPERAND%" PRIu32, h->index); break;
     case SG_VALUE_SYMBOL:
-        sb_printf(sb, "SYMBOL %s", run->manifest.symbols.items[h->index]);
+        sb_printf(sb, "SYMBOL %s", symbols[h->index]);
         break;
     default: sb_puts(sb, sg_value_names[h->value]); break;
     }
@@ -59,7 +59,7 @@ static void put_insn_bytes(strbuf *sb, const uint8_t *p, size_t n)
 
 /* The listing comes from the instructions decoded once per stencil (s->insns):
  * no disassembly here. */
-void writer_listing(strbuf *sb, const sg_run *run, const gen_stencil *s, const char *prefix)
+void writer_listing(strbuf *sb, char *const *symbols, const gen_stencil *s, const char *prefix)
 {
     size_t h = 0;
     for (size_t k = 0; k < s->ninsns; k++) {
@@ -72,7 +72,7 @@ void writer_listing(strbuf *sb, const sg_run *run, const gen_stencil *s, const c
         sb_putc(sb, '\n');
         for (; h < s->ncode_holes && s->code_holes[h].offset < pc + len; h++) {
             sb_printf(sb, "%s      ^ ", prefix);
-            describe_hole(sb, &s->code_holes[h], run);
+            describe_hole(sb, &s->code_holes[h], symbols);
             sb_putc(sb, '\n');
         }
     }
@@ -83,7 +83,7 @@ void writer_listing(strbuf *sb, const sg_run *run, const gen_stencil *s, const c
         sb_printf(sb, "%sdata: %zu bytes, aligned to %zu\n", prefix, s->data_size, s->data_align);
     for (size_t i = 0; i < s->ndata_holes; i++) {
         sb_printf(sb, "%s  data ", prefix);
-        describe_hole(sb, &s->data_holes[i], run);
+        describe_hole(sb, &s->data_holes[i], symbols);
         sb_putc(sb, '\n');
     }
 }
@@ -139,14 +139,14 @@ static void put_in_comment(strbuf *sb, const char *text)
 }
 
 static void put_stencil_arrays(strbuf *sb, const gen_stencil *s, const char *id,
-                               const sg_run *run)
+                               char *const *symbols)
 {
     sb_printf(sb, "/* %s - ", s->name);
     put_in_comment(sb, s->source);
     if (s->line) /* the shim is named by its file alone */
         sb_printf(sb, ":%u:%u", s->line, s->col);
     sb_putc(sb, '\n');
-    writer_listing(sb, run, s, " *   ");
+    writer_listing(sb, symbols, s, " *   ");
     sb_puts(sb, " */\n");
     char *name = xasprintf("sg_code_%s", id);
     put_bytes(sb, "uint8_t", name, s->code, s->code_size);
@@ -167,7 +167,7 @@ static void put_stencil_arrays(strbuf *sb, const gen_stencil *s, const char *id,
         free(name);
     }
     sb_putc(sb, '\n');
-    emitter_write(sb, s, id, run->manifest.symbols.items);
+    emitter_write(sb, s, id, symbols);
 }
 
 static void put_stencil_init(strbuf *sb, const gen_stencil *s, const char *id)
@@ -188,11 +188,11 @@ static void put_stencil_init(strbuf *sb, const gen_stencil *s, const char *id)
     sb_printf(sb, "%d, sg_emit_%s}", s->removed_jump ? 1 : 0, id);
 }
 
-static void put_summary(strbuf *sb, const sg_run *run, const sg_target_result *r)
+static void put_summary(strbuf *sb, const sg_header_model *m)
 {
-    sg_totals t = stencil_totals(r->ops, run->ops.count);
-    sb_printf(sb, " * %zu ops, %zu bytes of code, %zu bytes of data; holes:", run->ops.count,
-              t.code, t.data);
+    sg_totals t = stencil_totals(m->ops, m->nops);
+    sb_printf(sb, " * %zu ops, %zu bytes of code, %zu bytes of data; holes:", m->nops, t.code,
+              t.data);
     for (int k = 0; k < SG_PATCH__COUNT; k++) {
         if (t.by_patch[k])
             sb_printf(sb, " %s %zu", sg_patch_infos[k].name, t.by_patch[k]);
@@ -205,40 +205,37 @@ char *writer_target_filename(const sg_target *t)
     return xasprintf("jit_stencils-%s.h", t->triple);
 }
 
-void writer_unwind_rows(strbuf *sb, const sg_target_result *r, const char *prefix)
+void writer_unwind_rows(strbuf *sb, const sg_target *t, const sg_unwind *u, const char *prefix)
 {
-    const sg_unwind *u = &r->unwind;
     char row[512];
     if (u->derived)
         sb_printf(sb, "%sCFI rows of the shim (code_align %" PRIu64 ", data_align %" PRId64
                       ", return address in %s):\n",
-                  prefix, u->code_align, u->data_align, reg_or_number(r->target, u->ra_column));
+                  prefix, u->code_align, u->data_align, reg_or_number(t, u->ra_column));
     else /* a shim that failed its checks: what was found, for whoever debugs it */
         sb_printf(sb, "%sCFI rows of the shim (%zu; it failed its checks):\n", prefix,
                   u->rows.count);
     for (size_t i = 0; i < u->rows.count; i++) {
-        frame_shape_format_row(&u->rows.rows[i], r->target, row, sizeof row);
+        cfi_format_row(&u->rows.rows[i], t->reg_name, row, sizeof row);
         sb_printf(sb, "%s  0x%04" PRIx64 "-0x%04" PRIx64 ": %s\n", prefix, u->rows.rows[i].loc,
                   u->rows.rows[i].end, row);
     }
     if (!u->derived)
         return;
-    frame_shape_format_row(u->call_row, r->target, row, sizeof row);
+    cfi_format_row(u->call_row, t->reg_name, row, sizeof row);
     sb_printf(sb, "%sat the call into JIT code, shim+0x%zx %s:\n%s  %s\n", prefix,
               u->call_offset, u->call_text, prefix, row);
     sb_printf(sb, "%sframe shape: CFA=%s%+" PRId64 ", %s saved at CFA%+" PRId64
                   ", return address at CFA%+" PRId64 "\n",
-              prefix, reg_or_number(r->target, u->shape.cfa_reg), u->shape.cfa_offset,
-              reg_or_number(r->target, r->target->fp_reg), u->shape.fp_offset,
+              prefix, reg_or_number(t, u->shape.cfa_reg), u->shape.cfa_offset,
+              reg_or_number(t, t->fp_reg), u->shape.fp_offset,
               u->shape.ra_offset);
 }
 
-static void put_unwind(strbuf *sb, const sg_target_result *r)
+static void put_unwind(strbuf *sb, const sg_target *t, const sg_unwind *u)
 {
-    const sg_unwind *u = &r->unwind;
-    const sg_target *t = r->target;
     char row[512];
-    frame_shape_format_row(u->call_row, t, row, sizeof row);
+    cfi_format_row(u->call_row, t->reg_name, row, sizeof row);
     sb_puts(sb, "/* Unwind facts, all derived from the shim's compiled .eh_frame. No stencil\n"
                 " * writes the frame pointer (checked), so the row in force at the shim's\n"
                 " * call into JIT code holds at every executor PC:\n");
@@ -267,29 +264,27 @@ static void put_unwind(strbuf *sb, const sg_target_result *r)
     put_bytes(sb, "uint8_t", "sg_shim_cie_insns", u->cie_insns, u->cie_insns_len);
     sb_puts(sb, "/* The shim's FDE instructions (padding removed); its rows:\n");
     for (size_t i = 0; i < u->rows.count; i++) {
-        frame_shape_format_row(&u->rows.rows[i], t, row, sizeof row);
+        cfi_format_row(&u->rows.rows[i], t->reg_name, row, sizeof row);
         sb_printf(sb, " *   shim+0x%04" PRIx64 ": %s\n", u->rows.rows[i].loc, row);
     }
     sb_puts(sb, " */\n");
     put_bytes(sb, "uint8_t", "sg_shim_fde_insns", u->fde_insns, u->fde_insns_len);
-    frame_shape_format_row(u->call_row, t, row, sizeof row);
+    cfi_format_row(u->call_row, t->reg_name, row, sizeof row);
     sb_printf(sb, "/* The row at the call as CFA instructions, for executor FDEs:\n *   %s\n */\n",
               row);
     put_bytes(sb, "uint8_t", "sg_executor_cfi", u->executor_cfi, u->executor_cfi_len);
     sb_putc(sb, '\n');
 }
 
-void writer_target_header(strbuf *sb, const sg_run *run, const sg_target_result *r)
+void writer_target_header(strbuf *sb, const sg_header_model *m)
 {
-    char *file = writer_target_filename(r->target);
+    const sg_target *t = m->target;
+    char *file = writer_target_filename(t);
     char *guard = ident_upper(file);
-    char *manifest = xstrdup(strrchr(run->manifest.path, '/') ? strrchr(run->manifest.path, '/') + 1
-                                                               : run->manifest.path);
-    sb_printf(sb, "/* %s - stencils for %s.\n * Generated by stencilgen from ", file,
-              r->target->triple);
-    put_in_comment(sb, manifest);
+    sb_printf(sb, "/* %s - stencils for %s.\n * Generated by stencilgen from ", file, t->triple);
+    put_in_comment(sb, m->manifest_name);
     sb_printf(sb, " with LLVM %s; do not edit.\n", lb_llvm_version());
-    put_summary(sb, run, r);
+    put_summary(sb, m);
     sb_puts(sb, " */\n");
     sb_printf(sb, "#ifndef %s\n#define %s\n\n", guard, guard);
     sb_puts(sb, "#include <stddef.h>\n#include <stdint.h>\n#include <string.h>\n\n");
@@ -300,55 +295,54 @@ void writer_target_header(strbuf *sb, const sg_run *run, const sg_target_result 
                   "#error \"%s: stencilrt_abi.h is another ABI version; regenerate this header\"\n"
                   "#endif\n\n",
               SG_ABI_VERSION, file);
-    sb_printf(sb, "#define SG_TARGET_TRIPLE \"%s\"\n", r->target->triple);
-    sb_printf(sb, "#define SG_TARGET_ELF_MACHINE %u\n\n", r->target->elf_machine);
+    sb_printf(sb, "#define SG_TARGET_TRIPLE \"%s\"\n", t->triple);
+    sb_printf(sb, "#define SG_TARGET_ELF_MACHINE %u\n\n", t->elf_machine);
 
     sb_puts(sb, "/* Run-time symbols the stencils may refer to (SG_VALUE_SYMBOL). */\n"
                 "enum sg_symbol {\n");
-    for (size_t i = 0; i < run->manifest.symbols.count; i++)
-        sb_printf(sb, "    SG_SYM_%s = %zu,\n", run->manifest.symbols.items[i], i);
-    sb_printf(sb, "    SG_SYM__COUNT = %zu\n};\n", run->manifest.symbols.count);
+    for (size_t i = 0; i < m->nsymbols; i++)
+        sb_printf(sb, "    SG_SYM_%s = %zu,\n", m->symbols[i], i);
+    sb_printf(sb, "    SG_SYM__COUNT = %zu\n};\n", m->nsymbols);
     sb_puts(sb, "static const char *const sg_symbol_names[SG_SYM__COUNT + 1] = {\n");
-    for (size_t i = 0; i < run->manifest.symbols.count; i++)
-        sb_printf(sb, "    \"%s\",\n", run->manifest.symbols.items[i]);
+    for (size_t i = 0; i < m->nsymbols; i++)
+        sb_printf(sb, "    \"%s\",\n", m->symbols[i]);
     sb_puts(sb, "    NULL\n};\n\n");
 
     sb_puts(sb, "enum sg_op {\n");
-    for (size_t i = 0; i < run->ops.count; i++)
-        sb_printf(sb, "    SG_OP_%s = %zu,\n", run->ops.items[i].name, i);
-    sb_printf(sb, "    SG_OP__COUNT = %zu\n};\n\n", run->ops.count);
+    for (size_t i = 0; i < m->nops; i++)
+        sb_printf(sb, "    SG_OP_%s = %zu,\n", m->ops[i].name, i);
+    sb_printf(sb, "    SG_OP__COUNT = %zu\n};\n\n", m->nops);
 
-    for (size_t i = 0; i < run->ops.count; i++)
-        put_stencil_arrays(sb, &r->ops[i], r->ops[i].name, run);
+    for (size_t i = 0; i < m->nops; i++)
+        put_stencil_arrays(sb, &m->ops[i], m->ops[i].name, m->symbols);
     /* In SG_OP_ order; no array designators, which C++ lacks. */
     sb_puts(sb, "static const sg_stencil sg_stencils[SG_OP__COUNT] = {\n");
-    for (size_t i = 0; i < run->ops.count; i++) {
-        sb_printf(sb, "    /* SG_OP_%s */ ", r->ops[i].name);
-        put_stencil_init(sb, &r->ops[i], r->ops[i].name);
+    for (size_t i = 0; i < m->nops; i++) {
+        sb_printf(sb, "    /* SG_OP_%s */ ", m->ops[i].name);
+        put_stencil_init(sb, &m->ops[i], m->ops[i].name);
         sb_puts(sb, ",\n");
     }
     sb_puts(sb, "};\n\n");
 
     sb_puts(sb, "/* The shim: the C function that calls into JIT code. */\n");
-    put_stencil_arrays(sb, &r->shim, "shim", run);
+    put_stencil_arrays(sb, m->shim, "shim", m->symbols);
     sb_puts(sb, "static const sg_stencil sg_shim = ");
-    put_stencil_init(sb, &r->shim, "shim");
+    put_stencil_init(sb, m->shim, "shim");
     sb_printf(sb, ";\n#define SG_SHIM_ENTRY %zu /* offset of %s in sg_shim.code */\n\n",
-              r->shim.entry, r->shim.name);
-    put_unwind(sb, r);
+              m->shim->entry, m->shim->name);
+    put_unwind(sb, t, m->unwind);
     sb_printf(sb, "#endif /* %s */\n", guard);
-    free(manifest);
     free(guard);
     free(file);
 }
 
-void writer_dispatcher(strbuf *sb, const sg_run *run)
+void writer_dispatcher(strbuf *sb, const sg_target *const *targets, size_t n)
 {
     sb_puts(sb, "/* jit_stencils.h - includes the stencils generated for the host.\n"
                 " * Generated by stencilgen; do not edit. */\n");
     strbuf list = {0};
-    for (size_t i = 0; i < run->nresults; i++) {
-        const sg_target *t = run->results[i].target;
+    for (size_t i = 0; i < n; i++) {
+        const sg_target *t = targets[i];
         char *file = writer_target_filename(t);
         sb_printf(sb, "#%s %s\n#include \"%s\"\n", i ? "elif" : "if", t->host_condition, file);
         sb_printf(&list, "%s%s", i ? ", " : "", t->triple);
@@ -360,3 +354,40 @@ void writer_dispatcher(strbuf *sb, const sg_run *run)
     sb_free(&list);
 }
 
+bool writer_dump(strbuf *sb, const sg_header_model *m, const char *only)
+{
+    bool found = false;
+    for (size_t i = 0; i < m->nops; i++) {
+        const gen_stencil *s = &m->ops[i];
+        if (only && strcmp(only, s->name))
+            continue;
+        found = true;
+        sb_printf(sb, "op %s (%s) - %s:%u:%u, %zu bytes\n", s->name, m->target->triple,
+                  s->source, s->line, s->col, s->code_size);
+        writer_listing(sb, m->symbols, s, "  ");
+        sb_putc(sb, '\n');
+    }
+    if (!only) {
+        sb_printf(sb, "shim %s (%s) - %s, %zu bytes, entry +0x%zx\n", m->shim->name,
+                  m->target->triple, m->shim->source, m->shim->code_size, m->shim->entry);
+        writer_listing(sb, m->symbols, m->shim, "  ");
+        writer_unwind_rows(sb, m->target, m->unwind, "  ");
+    }
+    return found;
+}
+
+void writer_summary(strbuf *sb, const sg_header_model *m, size_t compiled, size_t cached)
+{
+    sg_totals tot = stencil_totals(m->ops, m->nops);
+    strbuf kinds = {0};
+    for (int k = 0; k < SG_PATCH__COUNT; k++) {
+        if (tot.by_patch[k])
+            sb_printf(&kinds, "%s%s %zu", kinds.len ? ", " : "", sg_patch_infos[k].name,
+                      tot.by_patch[k]);
+    }
+    sb_printf(sb, "stencilgen: %s: %zu ops (%zu compiled, %zu cached), %zu bytes of code, "
+                  "%zu bytes of data, %zu holes (%s)\n",
+              m->target->triple, m->nops, compiled, cached, tot.code, tot.data, tot.holes,
+              kinds.len ? kinds.data : "none");
+    sb_free(&kinds);
+}
