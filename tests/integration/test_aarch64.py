@@ -1,4 +1,4 @@
-"""AArch64 target, generator side (SPEC sections 3 and 4 for
+"""AArch64 target, generator side (for
 aarch64-unknown-linux-gnu): holes, the frame-pointer check, the shim's frame
 shape and the generated header. Every expectation is derived independently of
 the generator: relocations and section bytes from llvm-readelf-22, instruction

@@ -1,5 +1,5 @@
 """AArch64 target, runtime side: stencilrt and tinyvm cross-compiled for
-aarch64-linux-gnu and run under qemu-user (SPEC sections 5 and 7).
+aarch64-linux-gnu and run under qemu-user.
 
 * tinyvm: every bundled program gives the same output and exit status
   interpreted and JIT-compiled; glibc backtrace() from a helper walks through

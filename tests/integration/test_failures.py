@@ -1,6 +1,6 @@
 """Failure modes of the generator: every way a build can go wrong must end with
-the documented exit code (SPEC section 3), a diagnostic that points at the
-cause (file:line:col, op, target, relocation, offset ...) and - since outputs
+the documented exit code (README, "The generator"), a diagnostic that points at
+the cause (file:line:col, op, target, relocation, offset ...) and - since outputs
 are published atomically - the previous outputs left exactly as they were.
 
 The pattern of almost every test (Scenario below): a private copy of the bundled
@@ -537,8 +537,8 @@ def test_writable_static_data(ctx):
 
 
 def test_check_failure_names_instruction(ctx):
-    """SPEC 3: diagnostics 'always name the op, the target and (for code) the
-    offset and instruction'. The relocation check is about code."""
+    """Diagnostics name the op, the target and, for code, the offset and the
+    instruction (README, "The generator"). The relocation check is about code."""
     s = Scenario(ctx)
     s.append("ops/stack.c", fixture("tls_op.c"))
     p = s.fails(EXIT_CHECK, "a thread-local read")

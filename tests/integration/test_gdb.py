@@ -1,6 +1,6 @@
-"""GDB through JIT frames (SPEC sections 5-7): GDB is driven for real, in batch
-mode, with its Python API, against tinyvm and a host that dlopen()s a stripped
-libstencilrt.so. Programs and GDB scripts: tests/gdb/.
+"""GDB through JIT frames (README: "The runtime", "The unwind model"): GDB is
+driven for real, in batch mode, with its Python API, against tinyvm and a host
+that dlopen()s a stripped libstencilrt.so. Programs and GDB scripts: tests/gdb/.
 
   test_backtrace_at_helpers   `bt` at breakpoints in C helpers called from JIT
                               code (vm_call, vm_print, tinyvm_breakpoint; 4 JIT

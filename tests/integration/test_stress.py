@@ -1,6 +1,6 @@
-"""Stress, fork-safety, W^X and valgrind tests of stencilrt (SPEC section 5:
-"registration is thread-safe and fork-safe", "never writable and executable at
-once"; section 7: backtraces and C++ exceptions through JIT frames).
+"""Stress, fork-safety, W^X and valgrind tests of stencilrt (registration is
+thread-safe and fork-safe, nothing is ever writable and executable at once,
+backtraces and C++ exceptions cross JIT frames).
 
 The programs are built from tests/stress/ (see each source file's comment):
   stress_threads  8 threads creating/running/freeing executors of random valid

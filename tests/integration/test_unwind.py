@@ -1,4 +1,4 @@
-"""libgcc's unwinder through JIT frames (SPEC sections 4, 5, 7): _Unwind_Backtrace
+"""libgcc's unwinder through JIT frames (README: "The unwind model" and "The runtime"): _Unwind_Backtrace
 at every single-stepped instruction, glibc backtrace() from helpers, C++
 exceptions thrown by a helper and caught below the shim, and the unwind rows
 libgcc actually holds for JIT code.

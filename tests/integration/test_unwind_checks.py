@@ -1,4 +1,4 @@
-"""Unwind checks (SPEC section 4): the pinned-frame-pointer check on every op,
+"""Unwind checks (README: "The unwind model"): the pinned-frame-pointer check on every op,
 the shim's frame shape, the expect_frame pin, and the unwind facts in the
 header. Every expectation is derived independently of the generator:
 instruction offsets and texts from llvm-objdump-22, CFI rows from
