@@ -338,7 +338,6 @@ extern "C" void lb_disasm_one(lb_disasm *d, const uint8_t *code, size_t size, ui
     }
     out->size = (unsigned)len;
     out->is_call = d->mia->isCall(inst);
-    out->is_return = d->mia->isReturn(inst);
     out->is_branch = !out->is_call && d->mia->isBranch(inst);
     uint64_t target = 0;
     if (out->is_call || out->is_branch) {

@@ -22,7 +22,6 @@ typedef struct lb_insn {
     unsigned size;      /* 0 when the bytes do not decode */
     bool writes_fp;     /* defines the frame-pointer register or any part of it */
     bool is_call;
-    bool is_return;
     bool is_branch;     /* jumps, conditional or not (not calls) */
     bool is_indirect;   /* a call or branch whose target is not in the instruction */
     uint64_t target;    /* direct call/branch target */

@@ -81,12 +81,3 @@ int objfile_find_defined(const objfile *o, const char *name)
     }
     return -1;
 }
-
-int objfile_find_section(const objfile *o, const char *name)
-{
-    for (size_t i = 0; i < o->nsecs; i++) {
-        if (!strcmp(o->secs[i].name, name))
-            return (int)i;
-    }
-    return -1;
-}

@@ -71,7 +71,5 @@ void objfile_free(objfile *o);
 bool objfile_is_for(const objfile *o, unsigned machine, char *err, size_t errsz);
 /* Index of the symbol named `name` that is defined, or -1. */
 int objfile_find_defined(const objfile *o, const char *name);
-/* Index of the first section named `name`, or -1. */
-int objfile_find_section(const objfile *o, const char *name);
 
 #endif

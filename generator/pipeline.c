@@ -37,13 +37,13 @@ static bool resolve_targets(sg_run *run)
                 r->mt = &m->targets[j];
         }
         if (!r->target) {
+            char *supported = target_supported_list();
             if (r->mt)
                 diag_error_at(m->path, r->mt->loc.line, r->mt->loc.col,
-                              "unsupported target '%s' (supported: %s)", triple,
-                              target_supported_list());
+                              "unsupported target '%s' (supported: %s)", triple, supported);
             else
-                diag_error("unsupported target '%s' (supported: %s)", triple,
-                           target_supported_list());
+                diag_error("unsupported target '%s' (supported: %s)", triple, supported);
+            free(supported);
             return false;
         }
     }

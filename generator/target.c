@@ -3,6 +3,8 @@
 
 #include <string.h>
 
+#include "util.h"
+
 static const sg_target *const registry[] = {
     &sg_target_x86_64_linux,
     &sg_target_aarch64_linux,
@@ -17,7 +19,10 @@ const sg_target *target_lookup(const char *triple)
     return NULL;
 }
 
-const char *target_supported_list(void)
+char *target_supported_list(void)
 {
-    return "x86_64-unknown-linux-gnu, aarch64-unknown-linux-gnu";
+    strbuf sb = {0};
+    for (size_t i = 0; i < sizeof registry / sizeof *registry; i++)
+        sb_printf(&sb, "%s%s", i ? ", " : "", registry[i]->triple);
+    return sb.data;
 }

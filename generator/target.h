@@ -17,7 +17,7 @@ typedef struct sg_target {
     const char *host_condition; /* preprocessor test that is true on this host */
     const char *const *op_cflags;   /* NULL-terminated; flags every op needs here */
     const char *const *shim_cflags; /* NULL-terminated; flags the shim needs here */
-    uint32_t fp_reg, sp_reg, ra_reg; /* DWARF register numbers */
+    uint32_t fp_reg; /* DWARF register number (the return address column comes from the CIE) */
     unsigned elf_machine;            /* e_machine, for the runtime's in-memory ELF objects */
     /* LLVM opcode-name prefixes that write the frame pointer although LLVM's
      * instruction description does not say so (NULL-terminated). */
@@ -33,8 +33,8 @@ typedef struct sg_target {
 
 /* NULL when the triple is not supported. */
 const sg_target *target_lookup(const char *triple);
-/* Comma-separated list of supported triples, for error messages. */
-const char *target_supported_list(void);
+/* The supported triples, comma-separated, for error messages (caller frees). */
+char *target_supported_list(void);
 
 /* Per-architecture tables (target_<arch>.c). */
 extern const sg_target sg_target_x86_64_linux;
