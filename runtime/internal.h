@@ -59,6 +59,27 @@ typedef struct sr_fde {
     size_t insns_len;
 } sr_fde;
 
+/* The DWARF constants the runtime writes: pointer encodings for FDEs and
+ * .eh_frame_hdr (the LSB's DW_EH_PE_*), and the padding opcode. */
+enum {
+    DW_EH_PE_absptr = 0x00, /* 8 bytes, absolute */
+    DW_EH_PE_udata4 = 0x03,
+    DW_EH_PE_sdata4 = 0x0b,
+    DW_EH_PE_pcrel = 0x10,  /* from the field's own address */
+    DW_EH_PE_datarel = 0x30, /* from the start of .eh_frame_hdr */
+    DW_CFA_nop = 0x00,
+};
+
+/* Append a CIE with the set's factors and initial instructions whose FDEs
+ * encode pc_begin and pc_range as `enc`: DW_EH_PE_absptr, or
+ * DW_EH_PE_pcrel | DW_EH_PE_sdata4. It is padded with DW_CFA_nop to a multiple
+ * of 8 bytes and then to `size` bytes if that is more (perf puts the FDEs after
+ * it at addresses of its choosing). Returns its offset in b, for ehframe_fde. */
+size_t ehframe_cie(sr_buf *b, const sr_stencil_set *set, uint8_t enc, size_t size);
+/* Append an FDE for f under the CIE at offset cie_at of b, in that CIE's
+ * `enc`; `base` is the address b's first byte will have (used by pcrel only;
+ * the caller checks that the distances fit the encoding). Padded to 8 bytes. */
+void ehframe_fde(sr_buf *b, size_t cie_at, const sr_fde *f, uint8_t enc, uint64_t base);
 /* CIE (from the set) + FDEs + terminator, malloc'ed; pointers are absolute. */
 uint8_t *ehframe_build(const sr_stencil_set *set, const sr_fde *fdes, size_t n, size_t *size);
 void ehframe_register(uint8_t *eh);

@@ -50,16 +50,6 @@ static int32_t rel32(uint64_t to, uint64_t from) { return (int32_t)((int64_t)to 
 
 /* ---- reading the runtime's .eh_frame (ehframe.c's format, checked, not assumed) */
 
-enum {
-    DW_EH_PE_absptr = 0x00,
-    DW_EH_PE_udata4 = 0x03,
-    DW_EH_PE_udata8 = 0x04,
-    DW_EH_PE_sdata4 = 0x0b,
-    DW_EH_PE_pcrel = 0x10,
-    DW_EH_PE_datarel = 0x30,
-    DW_CFA_nop = 0x00,
-};
-
 typedef struct reader {
     const uint8_t *p, *end;
     bool bad;
@@ -131,7 +121,7 @@ static bool parse_cie(const uint8_t *cie, size_t size, size_t *enc_at)
     if (r.bad || r.p >= r.end)
         return false;
     *enc_at = (size_t)(r.p - cie);
-    return *r.p == DW_EH_PE_absptr || *r.p == DW_EH_PE_udata8;
+    return *r.p == DW_EH_PE_absptr; /* what ehframe_build writes */
 }
 
 /* The FDE in `eh` whose range contains [addr, addr + size). */
