@@ -111,12 +111,16 @@ typedef struct sr_perf_code {
     const char *name;      /* "add@fib[3]", "fib", "tinyvm_shim" */
     uint64_t addr;
     size_t size;
-    const uint8_t *eh_frame; /* unwind info covering addr (NULL if none) */
-    size_t eh_frame_size;
+    const sr_fde *fde;     /* unwind info covering addr (NULL if none) */
+    /* The FDE's instructions are one row, true at every PC of its range
+     * (executors: the frame pointer is pinned), so they describe any part of
+     * it; false: rows after advances are tied to fde->pc (the shim). */
+    bool one_row;
 } sr_perf_code;
 
-/* NULL (after one warning on stderr) if the files cannot be created. */
-sr_perf *perfmap_open(sr_perf_mode mode);
+/* NULL (after one warning on stderr) if the files cannot be created. The
+ * set's CIE heads the unwind data of every jitdump image. */
+sr_perf *perfmap_open(sr_perf_mode mode, const sr_stencil_set *set);
 /* Code became executable: one entry per range (an executor, then its stencils). */
 void perfmap_code_load(sr_perf *p, const sr_perf_code *code, size_t n);
 void perfmap_close(sr_perf *p);

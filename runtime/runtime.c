@@ -380,14 +380,17 @@ static void announce_to_perf(sr_runtime *rt, const sr_executor *e)
     sr_perf_code *codes = calloc(e->n + 1, sizeof *codes);
     if (!codes)
         return;
-    codes[0] = (sr_perf_code){e->name, (uintptr_t)e->mem, e->code_size, e->arena->eh_frame,
-                              e->arena->eh_frame_size};
+    /* The arena's FDE, as registered (perf gets none where no table was built). */
+    sr_fde arena_fde = {(uintptr_t)e->arena->base, e->arena->size, rt->set->executor_cfi,
+                        rt->set->executor_cfi_len};
+    const sr_fde *fde = e->arena->eh_frame ? &arena_fde : NULL;
+    codes[0] = (sr_perf_code){e->name, (uintptr_t)e->mem, e->code_size, fde, true};
     size_t k = 1;
     for (size_t i = 0; i < e->n; i++) {
         size_t size = e->offsets[i + 1] - e->offsets[i];
         if (size)
             codes[k++] = (sr_perf_code){e->symbols[i], (uintptr_t)(e->mem + e->offsets[i]),
-                                        size, e->arena->eh_frame, e->arena->eh_frame_size};
+                                        size, fde, true};
     }
     perfmap_code_load(rt->perf, codes, k);
     free(codes);
@@ -437,9 +440,8 @@ static sr_status place_shim(sr_runtime *rt)
     if (!register_frames(rt, rt->shim_arena, &fde))
         return sr_fail(SR_ENOMEM, "out of memory for the shim's unwind table");
     if (rt->perf) {
-        sr_perf_code code = {shim->name, (uintptr_t)mem + rt->set->shim_fde_start,
-                             rt->set->shim_fde_size, rt->shim_arena->eh_frame,
-                             rt->shim_arena->eh_frame_size};
+        sr_perf_code code = {shim->name, fde.pc, fde.size,
+                             rt->shim_arena->eh_frame ? &fde : NULL, false};
         perfmap_code_load(rt->perf, &code, 1);
     }
     if (rt->cfg.gdb && rt->shim_arena->eh_frame) {
@@ -486,7 +488,7 @@ sr_status sr_runtime_create(const sr_stencil_set *set, const void *const *symbol
     }
     sr_registry_lock();
     if (rt->cfg.perf != SR_PERF_OFF)
-        rt->perf = perfmap_open((sr_perf_mode)rt->cfg.perf);
+        rt->perf = perfmap_open((sr_perf_mode)rt->cfg.perf, set);
     st = place_shim(rt);
     sr_registry_unlock();
     if (st != SR_OK) {
