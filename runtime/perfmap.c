@@ -28,7 +28,6 @@
  * a later mapping replace an earlier one), the perf map cannot (it has no
  * time), so a process that destroys and recreates runtimes in map mode may
  * see later samples named after earlier code at the same address. */
-#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -41,6 +40,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "elfdefs.h"
 #include "internal.h"
 
 static uint64_t align8(uint64_t n) { return (n + 7) & ~(uint64_t)7; }
