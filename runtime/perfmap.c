@@ -32,6 +32,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -164,16 +165,68 @@ static bool build_unwind(const unwind_plan *u, const image *im, sr_buf *out)
     return !out->failed;
 }
 
-/* ---- jitdump records (tools/perf/Documentation/jitdump-specification.txt) */
+/* ---- jitdump records (tools/perf/Documentation/jitdump-specification.txt)
+ *
+ * Written in the host's byte order (perf tells it by the magic). Every field
+ * is naturally aligned, so the structs have the file's layout with no padding,
+ * as the assertions below check; a record's variable part follows its struct. */
 
 enum {
     JITDUMP_MAGIC = 0x4A695444, /* "JiTD" */
     JITDUMP_VERSION = 1,
-    JITDUMP_HEADER_SIZE = 40,
     JIT_CODE_LOAD = 0,
     JIT_CODE_CLOSE = 3,
     JIT_CODE_UNWINDING_INFO = 4,
 };
+
+/* The file header. */
+typedef struct jitdump_header {
+    uint32_t magic;
+    uint32_t version;
+    uint32_t total_size; /* of this header */
+    uint32_t elf_mach;   /* EM_* of the code */
+    uint32_t pad1;
+    uint32_t pid;
+    uint64_t timestamp;
+    uint64_t flags;      /* 0: timestamps are CLOCK_MONOTONIC, not the TSC */
+} jitdump_header;
+
+/* What every record starts with; JIT_CODE_CLOSE is nothing more. */
+typedef struct jitdump_prefix {
+    uint32_t id;         /* JIT_CODE_* */
+    uint32_t total_size; /* of the record, variable part included */
+    uint64_t timestamp;
+} jitdump_prefix;
+
+/* Followed by the NUL-terminated name and code_size bytes of code. */
+typedef struct jitdump_code_load {
+    jitdump_prefix prefix;
+    uint32_t pid, tid;
+    uint64_t vma;       /* where the code runs */
+    uint64_t code_addr; /* where its bytes were read from: the same */
+    uint64_t code_size;
+    uint64_t code_index; /* unique in the file */
+} jitdump_code_load;
+
+/* Followed by unwinding_size bytes (.eh_frame then .eh_frame_hdr), padded to 8. */
+typedef struct jitdump_unwinding_info {
+    jitdump_prefix prefix;
+    uint64_t unwinding_size;
+    uint64_t eh_frame_hdr_size;
+    uint64_t mapped_size; /* how much of it perf maps with the code */
+} jitdump_unwinding_info;
+
+_Static_assert(sizeof(jitdump_header) == 40 && offsetof(jitdump_header, timestamp) == 24,
+               "jitdump file header");
+_Static_assert(sizeof(jitdump_prefix) == 16 && offsetof(jitdump_prefix, timestamp) == 8,
+               "jitdump record header");
+_Static_assert(sizeof(jitdump_code_load) == 56 && offsetof(jitdump_code_load, vma) == 24 &&
+                   offsetof(jitdump_code_load, code_index) == 48,
+               "JIT_CODE_LOAD");
+_Static_assert(sizeof(jitdump_unwinding_info) == 40 &&
+                   offsetof(jitdump_unwinding_info, unwinding_size) == 16 &&
+                   offsetof(jitdump_unwinding_info, mapped_size) == 32,
+               "JIT_CODE_UNWINDING_INFO");
 
 #if defined(__x86_64__)
 #define HOST_ELF_MACHINE EM_X86_64
@@ -186,48 +239,40 @@ enum {
 /* The largest code range described; records carry 32-bit sizes. */
 #define MAX_CODE_SIZE ((uint64_t)1 << 30)
 
-static void put_prefix(sr_buf *b, uint32_t id, uint64_t time)
-{
-    buf_u32(b, id);
-    buf_u32(b, 0); /* total size, patched by end_record */
-    buf_u64(b, time);
-}
-
-static void end_record(sr_buf *b, size_t start)
-{
-    buf_patch_u32(b, start + 4, (uint32_t)(b->len - start));
-}
-
 static void put_unwinding_info(sr_buf *b, const unwind_plan *u, const image *im, uint64_t time)
 {
     sr_buf data = {0};
     if (build_unwind(u, im, &data)) {
-        size_t start = b->len;
-        put_prefix(b, JIT_CODE_UNWINDING_INFO, time);
-        buf_u64(b, data.len);          /* unwinding_size: .eh_frame + .eh_frame_hdr */
-        buf_u64(b, EH_FRAME_HDR_SIZE); /* eh_frame_hdr_size */
-        buf_u64(b, data.len);          /* mapped_size: perf's unwinder reads it in place */
+        size_t pad = (size_t)(align8(data.len) - data.len);
+        jitdump_unwinding_info r = {
+            .prefix = {JIT_CODE_UNWINDING_INFO, (uint32_t)(sizeof r + data.len + pad), time},
+            .unwinding_size = data.len,
+            .eh_frame_hdr_size = EH_FRAME_HDR_SIZE,
+            .mapped_size = data.len, /* perf's unwinder reads it in place */
+        };
+        buf_put(b, &r, sizeof r);
         buf_put(b, data.p, data.len);
-        buf_zeros(b, (size_t)(align8(data.len) - data.len));
-        end_record(b, start);
+        buf_zeros(b, pad);
     }
     free(data.p);
 }
 
 static void put_code_load(sr_buf *b, const image *im, uint64_t index, uint64_t time)
 {
-    size_t start = b->len;
-    put_prefix(b, JIT_CODE_LOAD, time);
-    buf_u32(b, (uint32_t)getpid());
-    buf_u32(b, (uint32_t)gettid());
-    buf_u64(b, im->addr); /* vma */
-    buf_u64(b, im->addr); /* code_addr */
-    buf_u64(b, im->size);
-    buf_u64(b, index);
-    buf_put(b, im->name, strlen(im->name) + 1);
+    size_t name_size = strlen(im->name) + 1;
+    jitdump_code_load r = {
+        .prefix = {JIT_CODE_LOAD, (uint32_t)(sizeof r + name_size + im->size), time},
+        .pid = (uint32_t)getpid(),
+        .tid = (uint32_t)gettid(),
+        .vma = im->addr,
+        .code_addr = im->addr,
+        .code_size = im->size,
+        .code_index = index,
+    };
+    buf_put(b, &r, sizeof r);
+    buf_put(b, im->name, name_size);
     /* The code ends the record: perf finds it by counting back from the end. */
     buf_put(b, (const void *)(uintptr_t)im->addr, (size_t)im->size);
-    end_record(b, start);
 }
 
 /* ---- the process's files
@@ -317,15 +362,16 @@ static bool write_record(perf_file *f, const sr_buf *b)
 
 static bool start_jitdump(perf_file *f)
 {
+    jitdump_header h = {
+        .magic = JITDUMP_MAGIC,
+        .version = JITDUMP_VERSION,
+        .total_size = sizeof h,
+        .elf_mach = HOST_ELF_MACHINE,
+        .pid = (uint32_t)getpid(),
+        .timestamp = timestamp(f),
+    };
     sr_buf b = {0};
-    buf_u32(&b, JITDUMP_MAGIC);
-    buf_u32(&b, JITDUMP_VERSION);
-    buf_u32(&b, JITDUMP_HEADER_SIZE);
-    buf_u32(&b, HOST_ELF_MACHINE);
-    buf_u32(&b, 0); /* padding */
-    buf_u32(&b, (uint32_t)getpid());
-    buf_u64(&b, timestamp(f));
-    buf_u64(&b, 0); /* flags: timestamps are CLOCK_MONOTONIC, not the TSC */
+    buf_put(&b, &h, sizeof h);
     bool ok = write_record(f, &b);
     free(b.p);
     if (!ok)
@@ -551,8 +597,8 @@ void perfmap_close(sr_perf *p)
     if (mode == SR_PERF_JITDUMP) {
         sr_buf b = {0};
         off_t at = f->size;
-        put_prefix(&b, JIT_CODE_CLOSE, timestamp(f));
-        end_record(&b, 0);
+        jitdump_prefix r = {JIT_CODE_CLOSE, sizeof r, timestamp(f)};
+        buf_put(&b, &r, sizeof r);
         if (write_record(f, &b))
             f->close_at = at;
         free(b.p);
