@@ -123,6 +123,9 @@ typedef struct sr_perf_code {
 sr_perf *perfmap_open(sr_perf_mode mode, const sr_stencil_set *set);
 /* Code became executable: one entry per range (an executor, then its stencils). */
 void perfmap_code_load(sr_perf *p, const sr_perf_code *code, size_t n);
+/* Bytes to keep free after each executor's code while p is on (0 when p is
+ * NULL): perf's image of the code carries its unwind data right after it. */
+size_t perfmap_unwind_slack(const sr_perf *p);
 void perfmap_close(sr_perf *p);
 
 /* ---- emit */

@@ -86,6 +86,12 @@ enum { PCREL = DW_EH_PE_pcrel | DW_EH_PE_sdata4 };
 /* Code bytes all stencil images of one executor may hold together. */
 #define SUFFIX_BUDGET ((uint64_t)2 << 20)
 
+/* What the runtime leaves free after an executor's code for the unwind data
+ * placed there (perfmap_unwind_slack): the CIE, two FDEs of the executor's
+ * one-row CFI, a terminator and .eh_frame_hdr, after up to 7 bytes of
+ * alignment. Kept whenever perf output is on, map mode included. */
+#define UNWIND_SLACK 256
+
 /* One JIT_CODE_LOAD: perf's image holds code [addr, addr + size). */
 typedef struct image {
     const char *name;
@@ -582,6 +588,11 @@ void perfmap_code_load(sr_perf *p, const sr_perf_code *code, size_t n)
         map_lines(f, code, n);
     else
         jitdump_loads(p, code, n);
+}
+
+size_t perfmap_unwind_slack(const sr_perf *p)
+{
+    return p ? UNWIND_SLACK : 0;
 }
 
 void perfmap_close(sr_perf *p)

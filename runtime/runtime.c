@@ -23,7 +23,6 @@
 
 #define DEFAULT_ARENA_SIZE ((size_t)1 << 20)
 #define MAX_ARENA_SIZE ((size_t)1 << 40) /* address space only, but some limit */
-#define PERF_UNWIND_SLACK 256 /* bytes perf may place after an executor's code */
 
 /* ---- the library's one registry lock, reset around fork() */
 
@@ -617,7 +616,7 @@ static sr_status emit_one(sr_runtime *rt, const sr_program *prog, sr_executor **
     /* perf's injected image of this code carries its unwind tables right after
      * the code; keep that much of our own page run so no other executor's
      * image can cover them. */
-    e->mem_size = l.total + (rt->perf ? PERF_UNWIND_SLACK : 0);
+    e->mem_size = l.total + perfmap_unwind_slack(rt->perf);
     errno = 0;
     e->mem = allocate(rt, e->mem_size, &e->arena);
     if (!e->mem) {
