@@ -1,6 +1,6 @@
 /* elfdefs.h - the few ELF64 definitions the runtime writes (System V gABI):
  * GDB's in-memory objects (gdbjit.c) and the machine field of perf's jitdump
- * header (perfmap.c). One small set of our own instead of the system's <elf.h>,
+ * header (perf.c). One small set of our own instead of the system's <elf.h>,
  * so both files use the same names and the runtime needs no libc extension.
  * Not named elf.h: runtime/ is on every consumer's include path, and <link.h>
  * includes <elf.h>. Little-endian 64-bit only, like the rest of the runtime. */

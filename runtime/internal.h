@@ -104,7 +104,7 @@ gdbjit_entry *gdbjit_register(unsigned machine, const gdbjit_section *text, size
                               const gdbjit_symbol *syms, size_t nsyms);
 void gdbjit_unregister(gdbjit_entry *e);
 
-/* ---- perfmap: perf's two JIT formats, /tmp/perf-<pid>.map and jitdump.
+/* ---- perf: perf's two JIT formats, /tmp/perf-<pid>.map and jitdump.
  * One sr_perf per runtime; every call is made with the registry lock held. */
 typedef struct sr_perf sr_perf;
 typedef struct sr_perf_code {
@@ -120,13 +120,13 @@ typedef struct sr_perf_code {
 
 /* NULL (after one warning on stderr) if the files cannot be created. The
  * set's CIE heads the unwind data of every jitdump image. */
-sr_perf *perfmap_open(sr_perf_mode mode, const sr_stencil_set *set);
+sr_perf *perf_open(sr_perf_mode mode, const sr_stencil_set *set);
 /* Code became executable: one entry per range (an executor, then its stencils). */
-void perfmap_code_load(sr_perf *p, const sr_perf_code *code, size_t n);
+void perf_code_load(sr_perf *p, const sr_perf_code *code, size_t n);
 /* Bytes to keep free after each executor's code while p is on (0 when p is
  * NULL): perf's image of the code carries its unwind data right after it. */
-size_t perfmap_unwind_slack(const sr_perf *p);
-void perfmap_close(sr_perf *p);
+size_t perf_unwind_slack(const sr_perf *p);
+void perf_close(sr_perf *p);
 
 /* ---- emit */
 

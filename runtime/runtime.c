@@ -391,7 +391,7 @@ static void announce_to_perf(sr_runtime *rt, const sr_executor *e)
             codes[k++] = (sr_perf_code){e->symbols[i], (uintptr_t)(e->mem + e->offsets[i]),
                                         size, fde, true};
     }
-    perfmap_code_load(rt->perf, codes, k);
+    perf_code_load(rt->perf, codes, k);
     free(codes);
 }
 
@@ -441,7 +441,7 @@ static sr_status place_shim(sr_runtime *rt)
     if (rt->perf) {
         sr_perf_code code = {shim->name, fde.pc, fde.size,
                              rt->shim_arena->eh_frame ? &fde : NULL, false};
-        perfmap_code_load(rt->perf, &code, 1);
+        perf_code_load(rt->perf, &code, 1);
     }
     if (rt->cfg.gdb && rt->shim_arena->eh_frame) {
         gdbjit_section text = {(uintptr_t)mem, l.code_size};
@@ -487,7 +487,7 @@ sr_status sr_runtime_create(const sr_stencil_set *set, const void *const *symbol
     }
     sr_registry_lock();
     if (rt->cfg.perf != SR_PERF_OFF)
-        rt->perf = perfmap_open((sr_perf_mode)rt->cfg.perf, set);
+        rt->perf = perf_open((sr_perf_mode)rt->cfg.perf, set);
     st = place_shim(rt);
     sr_registry_unlock();
     if (st != SR_OK) {
@@ -538,7 +538,7 @@ void sr_runtime_destroy(sr_runtime *rt)
     }
     if (rt->shim_arena)
         free_arena(rt->shim_arena);
-    perfmap_close(rt->perf);
+    perf_close(rt->perf);
     sr_registry_unlock();
     emit_fini(&rt->emitter);
     free(rt->symbols);
@@ -616,7 +616,7 @@ static sr_status emit_one(sr_runtime *rt, const sr_program *prog, sr_executor **
     /* perf's injected image of this code carries its unwind tables right after
      * the code; keep that much of our own page run so no other executor's
      * image can cover them. */
-    e->mem_size = l.total + perfmap_unwind_slack(rt->perf);
+    e->mem_size = l.total + perf_unwind_slack(rt->perf);
     errno = 0;
     e->mem = allocate(rt, e->mem_size, &e->arena);
     if (!e->mem) {

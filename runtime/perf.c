@@ -1,4 +1,4 @@
-/* perfmap.c - perf's two ways of learning about JIT code.
+/* perf.c - perf's two ways of learning about JIT code.
  *
  * STENCILRT_PERF=map: "START SIZE name" lines in /tmp/perf-<pid>.map, which
  * perf report reads for samples in anonymous executable memory.
@@ -87,7 +87,7 @@ enum { PCREL = DW_EH_PE_pcrel | DW_EH_PE_sdata4 };
 #define SUFFIX_BUDGET ((uint64_t)2 << 20)
 
 /* What the runtime leaves free after an executor's code for the unwind data
- * placed there (perfmap_unwind_slack): the CIE, two FDEs of the executor's
+ * placed there (perf_unwind_slack): the CIE, two FDEs of the executor's
  * one-row CFI, a terminator and .eh_frame_hdr, after up to 7 bytes of
  * alignment. Kept whenever perf output is on, map mode included. */
 #define UNWIND_SLACK 256
@@ -554,7 +554,7 @@ static void jitdump_loads(const sr_perf *p, const sr_perf_code *code, size_t n)
     free(ims);
 }
 
-sr_perf *perfmap_open(sr_perf_mode mode, const sr_stencil_set *set)
+sr_perf *perf_open(sr_perf_mode mode, const sr_stencil_set *set)
 {
     if (mode != SR_PERF_MAP && mode != SR_PERF_JITDUMP)
         return NULL;
@@ -576,7 +576,7 @@ sr_perf *perfmap_open(sr_perf_mode mode, const sr_stencil_set *set)
     return p;
 }
 
-void perfmap_code_load(sr_perf *p, const sr_perf_code *code, size_t n)
+void perf_code_load(sr_perf *p, const sr_perf_code *code, size_t n)
 {
     if (!p)
         return;
@@ -590,12 +590,12 @@ void perfmap_code_load(sr_perf *p, const sr_perf_code *code, size_t n)
         jitdump_loads(p, code, n);
 }
 
-size_t perfmap_unwind_slack(const sr_perf *p)
+size_t perf_unwind_slack(const sr_perf *p)
 {
     return p ? UNWIND_SLACK : 0;
 }
 
-void perfmap_close(sr_perf *p)
+void perf_close(sr_perf *p)
 {
     if (!p)
         return;
