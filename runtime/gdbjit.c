@@ -3,6 +3,40 @@
  * address, the .eh_frame that unwinds them and a symbol table naming what runs
  * there.
  *
+ * Using it: nothing to set up. GDB looks for __jit_debug_register_code and
+ * __jit_debug_descriptor (below) in every program it runs or attaches to, so
+ * it learns of each executor as it is emitted (STENCILRT_GDB=0 turns this
+ * off). JIT frames are named <op>@<executor>[<instruction>] and GDB unwinds
+ * through them. Here the demo program stops in a C helper called by the
+ * innermost of three JIT functions:
+ *
+ *   $ gdb -batch -nx -ex 'break tinyvm_breakpoint' -ex run -ex bt \
+ *         --args build/stencils/tinyvm stencils/programs/reenter.tvm
+ *   Breakpoint 1, tinyvm_breakpoint (v=50) at ../stencils/main.c:41
+ *   #0  tinyvm_breakpoint (v=50) at ../stencils/main.c:41
+ *   #1  0x00007ffff7cb0027 in native@inner[1] ()
+ *   #2  0x0000555555557865 in vm_run (vm=<optimized out>, ...) at ../stencils/main.c:23
+ *   #3  0x00007ffff7cb105c in call@middle[3] ()
+ *   #4  0x0000555555557865 in vm_run (vm=<optimized out>, ...) at ../stencils/main.c:23
+ *   #5  0x00007ffff7cb204b in call@outer[2] ()
+ *   #6  0x0000555555557865 in vm_run (vm=<optimized out>, ...) at ../stencils/main.c:23
+ *   #7  0x00007ffff7cb3040 in call@main[1] ()
+ *   #8  0x0000555555557865 in vm_run (vm=vm@entry=0x7fffffffe5c0, ...) at ../stencils/main.c:23
+ *   #9  0x000055555555754c in main (argc=<optimized out>, ...) at ../stencils/main.c:119
+ *
+ * The symbols work wherever GDB takes an address (same session, frame 1):
+ *
+ *   (gdb) info symbol $pc
+ *   native@inner[1] + 20 in section .text of <in-memory@0x55555556b470>
+ *   (gdb) x/2i 'call@middle[3]'
+ *      0x7ffff7cb102b <call@middle[3]>:     push   %rax
+ *      0x7ffff7cb102c <call@middle[3]+1>:   mov    0x5d(%rip),%rdx        # 0x7ffff7cb1090
+ *
+ * Code emitted one executor at a time can be told to GDB in batches between
+ * sr_gdb_hold and sr_gdb_release (stencilrt.h): see the cost below.
+ *
+ * How it works:
+ *
  * What GDB 13 does per registration (measured, see runtime.c): it rebuilds
  * and sorts its map of every allocated section of every object file, and
  * re-sets its internal breakpoints with minimal-symbol lookups in every object

@@ -1,5 +1,39 @@
 /* perf.c - perf's two ways of learning about JIT code.
  *
+ * Recipes (README, "Profiling with perf"). Names only, from the perf map:
+ *
+ *   $ STENCILRT_PERF=map perf record -e cpu-clock -- \
+ *         build/stencils/tinyvm --jit --repeat 20 stencils/programs/loop.tvm
+ *   $ perf report --stdio --no-children
+ *       49.63%  tinyvm   [JIT] tid 6747        [.] mod@main[13]
+ *       10.79%  tinyvm   [JIT] tid 6747        [.] add@main[14]
+ *
+ * Names and call chains through JIT frames, from the jitdump: record with the
+ * clock the dump is stamped with (-k mono), then let perf inject turn the dump
+ * into one ELF image per code load before reporting:
+ *
+ *   $ STENCILRT_PERF=jitdump perf record -k mono -e cpu-clock \
+ *         --call-graph dwarf,65528 -o perf.data -- \
+ *         build/stencils/tinyvm --jit tests/perf/nested.tvm
+ *   $ perf inject --jit -i perf.data -o perf.jit.data
+ *   $ perf report -i perf.jit.data --stdio --no-children
+ *       32.81%  tinyvm   jitted-6357-19.so     [.] mod@work[9]
+ *               ---mod@work[9]
+ *                  vm_run
+ *                  call@main[20]
+ *                  vm_run
+ *                  main
+ *
+ * `-g` gives the same chains from frame pointers where the C code keeps them;
+ * dwarf,65528 because each of tinyvm's vm_run frames holds 8 KiB of operand
+ * stack, as much as perf copies by default. Run perf inject after the program
+ * exits and before the dump is removed; `rm -f /tmp/jit-*.dump
+ * /tmp/jitted-*.so` cleans up afterwards (/tmp/perf-<pid>.map for the map).
+ * `perf annotate -i perf.jit.data --stdio -s 'mul@work[7]'` disassembles a
+ * stencil with its samples.
+ *
+ * How it works:
+ *
  * STENCILRT_PERF=map: "START SIZE name" lines in /tmp/perf-<pid>.map, which
  * perf report reads for samples in anonymous executable memory.
  *
