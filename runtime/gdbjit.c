@@ -3,6 +3,40 @@
  * address, the .eh_frame that unwinds them and a symbol table naming what runs
  * there.
  *
+ * Using it: nothing to set up. GDB looks for __jit_debug_register_code and
+ * __jit_debug_descriptor (below) in every program it runs or attaches to, so
+ * it learns of each executor as it is emitted (STENCILRT_GDB=0 turns this
+ * off). JIT frames are named <op>@<executor>[<instruction>] and GDB unwinds
+ * through them. Here the demo program stops in a C helper called by the
+ * innermost of three JIT functions:
+ *
+ *   $ gdb -batch -nx -ex 'break tinyvm_breakpoint' -ex run -ex bt \
+ *         --args build/stencils/tinyvm stencils/programs/reenter.tvm
+ *   Breakpoint 1, tinyvm_breakpoint (v=50) at ../stencils/main.c:41
+ *   #0  tinyvm_breakpoint (v=50) at ../stencils/main.c:41
+ *   #1  0x00007ffff7cb0027 in native@inner[1] ()
+ *   #2  0x0000555555557865 in vm_run (vm=<optimized out>, ...) at ../stencils/main.c:23
+ *   #3  0x00007ffff7cb105c in call@middle[3] ()
+ *   #4  0x0000555555557865 in vm_run (vm=<optimized out>, ...) at ../stencils/main.c:23
+ *   #5  0x00007ffff7cb204b in call@outer[2] ()
+ *   #6  0x0000555555557865 in vm_run (vm=<optimized out>, ...) at ../stencils/main.c:23
+ *   #7  0x00007ffff7cb3040 in call@main[1] ()
+ *   #8  0x0000555555557865 in vm_run (vm=vm@entry=0x7fffffffe5c0, ...) at ../stencils/main.c:23
+ *   #9  0x000055555555754c in main (argc=<optimized out>, ...) at ../stencils/main.c:119
+ *
+ * The symbols work wherever GDB takes an address (same session, frame 1):
+ *
+ *   (gdb) info symbol $pc
+ *   native@inner[1] + 20 in section .text of <in-memory@0x55555556b470>
+ *   (gdb) x/2i 'call@middle[3]'
+ *      0x7ffff7cb102b <call@middle[3]>:     push   %rax
+ *      0x7ffff7cb102c <call@middle[3]+1>:   mov    0x5d(%rip),%rdx        # 0x7ffff7cb1090
+ *
+ * Code emitted one executor at a time can be told to GDB in batches between
+ * sr_gdb_hold and sr_gdb_release (stencilrt.h): see the cost below.
+ *
+ * How it works:
+ *
  * What GDB 13 does per registration (measured, see runtime.c): it rebuilds
  * and sorts its map of every allocated section of every object file, and
  * re-sets its internal breakpoints with minimal-symbol lookups in every object
@@ -14,6 +48,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "elfdefs.h"
 #include "internal.h"
 
 /* The interface GDB looks up by name (GDB manual, "JIT Interface"). They must be
@@ -49,37 +84,8 @@ struct gdbjit_entry {
     uint8_t *image;
 };
 
-/* ELF64 structures (from the System V gABI), spelled out to need no <elf.h>. */
-typedef struct {
-    uint8_t ident[16];
-    uint16_t type, machine;
-    uint32_t version;
-    uint64_t entry, phoff, shoff;
-    uint32_t flags;
-    uint16_t ehsize, phentsize, phnum, shentsize, shnum, shstrndx;
-} elf_header;
-
-typedef struct {
-    uint32_t name, type;
-    uint64_t flags, addr, offset, size;
-    uint32_t link, info;
-    uint64_t addralign, entsize;
-} elf_section;
-
-typedef struct {
-    uint32_t name;
-    uint8_t info, other;
-    uint16_t shndx;
-    uint64_t value, size;
-} elf_symbol;
-
 /* Section layout: [0] null, [1..ntext] .text (one per code range), then
  * .eh_frame, .shstrtab, .symtab, .strtab. */
-enum { SHT_PROGBITS = 1, SHT_SYMTAB = 2, SHT_STRTAB = 3, SHT_NOBITS = 8 };
-enum { SHF_ALLOC = 2, SHF_EXECINSTR = 4 };
-enum { STB_LOCAL = 0, STB_GLOBAL = 1, STT_FUNC = 2, STT_FILE = 4 };
-enum { SHN_ABS = 0xfff1 };
-
 static const char shstrtab[] = "\0.text\0.eh_frame\0.shstrtab\0.symtab\0.strtab";
 enum { NAME_TEXT = 1, NAME_EH_FRAME = 7, NAME_SHSTRTAB = 17, NAME_SYMTAB = 27, NAME_STRTAB = 35 };
 
@@ -90,16 +96,17 @@ static size_t align8(size_t v)
 
 static void fill_header(elf_header *h, unsigned machine, size_t shoff, size_t nsections)
 {
-    static const uint8_t ident[16] = {0x7f, 'E', 'L', 'F', 2 /* 64-bit */, 1 /* LE */, 1};
-    memcpy(h->ident, ident, sizeof ident);
-    h->type = 1; /* ET_REL */
-    h->machine = (uint16_t)machine;
-    h->version = 1;
-    h->shoff = shoff;
-    h->ehsize = sizeof(elf_header);
-    h->shentsize = sizeof(elf_section);
-    h->shnum = (uint16_t)nsections;
-    h->shstrndx = (uint16_t)(nsections - 3);
+    *h = (elf_header){
+        .ident = {0x7f, 'E', 'L', 'F', ELFCLASS64, ELFDATA2LSB, EV_CURRENT},
+        .type = ET_REL,
+        .machine = (uint16_t)machine,
+        .version = EV_CURRENT,
+        .shoff = shoff,
+        .ehsize = sizeof(elf_header),
+        .shentsize = sizeof(elf_section),
+        .shnum = (uint16_t)nsections,
+        .shstrndx = (uint16_t)(nsections - 3),
+    };
 }
 
 /* Where each part of the image goes. */
@@ -139,15 +146,18 @@ static void fill_symbols(uint8_t *img, const layout *l, const gdbjit_section *te
     elf_symbol *sym = (elf_symbol *)(img + l->off_sym);
     size_t stroff = 1;
     memcpy(str + stroff, file_name, sizeof file_name);
-    sym[1] = (elf_symbol){(uint32_t)stroff, (STB_LOCAL << 4) | STT_FILE, 0, SHN_ABS, 0, 0};
+    sym[1] = (elf_symbol){.name = (uint32_t)stroff, .info = ELF_ST_INFO(STB_LOCAL, STT_FILE),
+                          .shndx = SHN_ABS};
     stroff += sizeof file_name;
     for (size_t i = 0; i < nsyms; i++) {
         size_t len = strlen(syms[i].name) + 1;
         memcpy(str + stroff, syms[i].name, len);
         /* ET_REL: a value is an offset into its section, whose sh_addr is real. */
-        sym[i + 2] = (elf_symbol){(uint32_t)stroff, (STB_GLOBAL << 4) | STT_FUNC, 0,
-                                  (uint16_t)(1 + syms[i].section),
-                                  syms[i].addr - text[syms[i].section].addr, syms[i].size};
+        sym[i + 2] = (elf_symbol){.name = (uint32_t)stroff,
+                                  .info = ELF_ST_INFO(STB_GLOBAL, STT_FUNC),
+                                  .shndx = (uint16_t)(1 + syms[i].section),
+                                  .value = syms[i].addr - text[syms[i].section].addr,
+                                  .size = syms[i].size};
         stroff += len;
     }
 }
@@ -167,19 +177,23 @@ gdbjit_entry *gdbjit_register(unsigned machine, const gdbjit_section *text, size
     fill_header((elf_header *)img, machine, l.off_sh, l.nsections);
     elf_section *sh = (elf_section *)(img + l.off_sh);
     for (size_t i = 0; i < ntext; i++)
-        sh[1 + i] = (elf_section){NAME_TEXT, SHT_NOBITS, SHF_ALLOC | SHF_EXECINSTR, text[i].addr,
-                                  l.off_eh, text[i].size, 0, 0, 16, 0};
+        sh[1 + i] = (elf_section){.name = NAME_TEXT, .type = SHT_NOBITS,
+                                  .flags = SHF_ALLOC | SHF_EXECINSTR, .addr = text[i].addr,
+                                  .offset = l.off_eh, .size = text[i].size, .addralign = 16};
     /* Not SHF_ALLOC: see the top of the file. Its pointers are absolute, so
      * its own address does not matter. */
-    sh[l.sec_eh] = (elf_section){NAME_EH_FRAME, SHT_PROGBITS, 0, 0, l.off_eh, eh_size, 0, 0, 8,
-                                 0};
-    sh[l.sec_shstr] = (elf_section){NAME_SHSTRTAB, SHT_STRTAB, 0, 0, l.off_shstr,
-                                    sizeof shstrtab, 0, 0, 1, 0};
-    sh[l.sec_sym] = (elf_section){NAME_SYMTAB, SHT_SYMTAB, 0, 0, l.off_sym,
-                                  l.nsyms * sizeof(elf_symbol), (uint32_t)l.sec_str, 2, 8,
-                                  sizeof(elf_symbol)};
-    sh[l.sec_str] = (elf_section){NAME_STRTAB, SHT_STRTAB, 0, 0, l.off_str, l.strtab_size, 0, 0,
-                                  1, 0};
+    sh[l.sec_eh] = (elf_section){.name = NAME_EH_FRAME, .type = SHT_PROGBITS, .offset = l.off_eh,
+                                 .size = eh_size, .addralign = 8};
+    sh[l.sec_shstr] = (elf_section){.name = NAME_SHSTRTAB, .type = SHT_STRTAB,
+                                    .offset = l.off_shstr, .size = sizeof shstrtab,
+                                    .addralign = 1};
+    /* info: one past the last local symbol (the null and file symbols). */
+    sh[l.sec_sym] = (elf_section){.name = NAME_SYMTAB, .type = SHT_SYMTAB, .offset = l.off_sym,
+                                  .size = l.nsyms * sizeof(elf_symbol),
+                                  .link = (uint32_t)l.sec_str, .info = 2, .addralign = 8,
+                                  .entsize = sizeof(elf_symbol)};
+    sh[l.sec_str] = (elf_section){.name = NAME_STRTAB, .type = SHT_STRTAB, .offset = l.off_str,
+                                  .size = l.strtab_size, .addralign = 1};
     memcpy(img + l.off_shstr, shstrtab, sizeof shstrtab);
     fill_symbols(img, &l, text, syms, nsyms);
     memcpy(img + l.off_eh, eh_frame, eh_size);

@@ -59,6 +59,27 @@ typedef struct sr_fde {
     size_t insns_len;
 } sr_fde;
 
+/* The DWARF constants the runtime writes: pointer encodings for FDEs and
+ * .eh_frame_hdr (the LSB's DW_EH_PE_*), and the padding opcode. */
+enum {
+    DW_EH_PE_absptr = 0x00, /* 8 bytes, absolute */
+    DW_EH_PE_udata4 = 0x03,
+    DW_EH_PE_sdata4 = 0x0b,
+    DW_EH_PE_pcrel = 0x10,  /* from the field's own address */
+    DW_EH_PE_datarel = 0x30, /* from the start of .eh_frame_hdr */
+    DW_CFA_nop = 0x00,
+};
+
+/* Append a CIE with the set's factors and initial instructions whose FDEs
+ * encode pc_begin and pc_range as `enc`: DW_EH_PE_absptr, or
+ * DW_EH_PE_pcrel | DW_EH_PE_sdata4. It is padded with DW_CFA_nop to a multiple
+ * of 8 bytes and then to `size` bytes if that is more (perf puts the FDEs after
+ * it at addresses of its choosing). Returns its offset in b, for ehframe_fde. */
+size_t ehframe_cie(sr_buf *b, const sr_stencil_set *set, uint8_t enc, size_t size);
+/* Append an FDE for f under the CIE at offset cie_at of b, in that CIE's
+ * `enc`; `base` is the address b's first byte will have (used by pcrel only;
+ * the caller checks that the distances fit the encoding). Padded to 8 bytes. */
+void ehframe_fde(sr_buf *b, size_t cie_at, const sr_fde *f, uint8_t enc, uint64_t base);
 /* CIE (from the set) + FDEs + terminator, malloc'ed; pointers are absolute. */
 uint8_t *ehframe_build(const sr_stencil_set *set, const sr_fde *fdes, size_t n, size_t *size);
 void ehframe_register(uint8_t *eh);
@@ -83,22 +104,29 @@ gdbjit_entry *gdbjit_register(unsigned machine, const gdbjit_section *text, size
                               const gdbjit_symbol *syms, size_t nsyms);
 void gdbjit_unregister(gdbjit_entry *e);
 
-/* ---- perfmap: perf's two JIT formats, /tmp/perf-<pid>.map and jitdump.
+/* ---- perf: perf's two JIT formats, /tmp/perf-<pid>.map and jitdump.
  * One sr_perf per runtime; every call is made with the registry lock held. */
 typedef struct sr_perf sr_perf;
 typedef struct sr_perf_code {
     const char *name;      /* "add@fib[3]", "fib", "tinyvm_shim" */
     uint64_t addr;
     size_t size;
-    const uint8_t *eh_frame; /* unwind info covering addr (NULL if none) */
-    size_t eh_frame_size;
+    const sr_fde *fde;     /* unwind info covering addr (NULL if none) */
+    /* The FDE's instructions are one row, true at every PC of its range
+     * (executors: the frame pointer is pinned), so they describe any part of
+     * it; false: rows after advances are tied to fde->pc (the shim). */
+    bool one_row;
 } sr_perf_code;
 
-/* NULL (after one warning on stderr) if the files cannot be created. */
-sr_perf *perfmap_open(sr_perf_mode mode);
+/* NULL (after one warning on stderr) if the files cannot be created. The
+ * set's CIE heads the unwind data of every jitdump image. */
+sr_perf *perf_open(sr_perf_mode mode, const sr_stencil_set *set);
 /* Code became executable: one entry per range (an executor, then its stencils). */
-void perfmap_code_load(sr_perf *p, const sr_perf_code *code, size_t n);
-void perfmap_close(sr_perf *p);
+void perf_code_load(sr_perf *p, const sr_perf_code *code, size_t n);
+/* Bytes to keep free after each executor's code while p is on (0 when p is
+ * NULL): perf's image of the code carries its unwind data right after it. */
+size_t perf_unwind_slack(const sr_perf *p);
+void perf_close(sr_perf *p);
 
 /* ---- emit */
 

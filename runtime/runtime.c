@@ -23,7 +23,6 @@
 
 #define DEFAULT_ARENA_SIZE ((size_t)1 << 20)
 #define MAX_ARENA_SIZE ((size_t)1 << 40) /* address space only, but some limit */
-#define PERF_UNWIND_SLACK 256 /* bytes perf may place after an executor's code */
 
 /* ---- the library's one registry lock, reset around fork() */
 
@@ -380,16 +379,19 @@ static void announce_to_perf(sr_runtime *rt, const sr_executor *e)
     sr_perf_code *codes = calloc(e->n + 1, sizeof *codes);
     if (!codes)
         return;
-    codes[0] = (sr_perf_code){e->name, (uintptr_t)e->mem, e->code_size, e->arena->eh_frame,
-                              e->arena->eh_frame_size};
+    /* The arena's FDE, as registered (perf gets none where no table was built). */
+    sr_fde arena_fde = {(uintptr_t)e->arena->base, e->arena->size, rt->set->executor_cfi,
+                        rt->set->executor_cfi_len};
+    const sr_fde *fde = e->arena->eh_frame ? &arena_fde : NULL;
+    codes[0] = (sr_perf_code){e->name, (uintptr_t)e->mem, e->code_size, fde, true};
     size_t k = 1;
     for (size_t i = 0; i < e->n; i++) {
         size_t size = e->offsets[i + 1] - e->offsets[i];
         if (size)
             codes[k++] = (sr_perf_code){e->symbols[i], (uintptr_t)(e->mem + e->offsets[i]),
-                                        size, e->arena->eh_frame, e->arena->eh_frame_size};
+                                        size, fde, true};
     }
-    perfmap_code_load(rt->perf, codes, k);
+    perf_code_load(rt->perf, codes, k);
     free(codes);
 }
 
@@ -437,10 +439,9 @@ static sr_status place_shim(sr_runtime *rt)
     if (!register_frames(rt, rt->shim_arena, &fde))
         return sr_fail(SR_ENOMEM, "out of memory for the shim's unwind table");
     if (rt->perf) {
-        sr_perf_code code = {shim->name, (uintptr_t)mem + rt->set->shim_fde_start,
-                             rt->set->shim_fde_size, rt->shim_arena->eh_frame,
-                             rt->shim_arena->eh_frame_size};
-        perfmap_code_load(rt->perf, &code, 1);
+        sr_perf_code code = {shim->name, fde.pc, fde.size,
+                             rt->shim_arena->eh_frame ? &fde : NULL, false};
+        perf_code_load(rt->perf, &code, 1);
     }
     if (rt->cfg.gdb && rt->shim_arena->eh_frame) {
         gdbjit_section text = {(uintptr_t)mem, l.code_size};
@@ -486,7 +487,7 @@ sr_status sr_runtime_create(const sr_stencil_set *set, const void *const *symbol
     }
     sr_registry_lock();
     if (rt->cfg.perf != SR_PERF_OFF)
-        rt->perf = perfmap_open((sr_perf_mode)rt->cfg.perf);
+        rt->perf = perf_open((sr_perf_mode)rt->cfg.perf, set);
     st = place_shim(rt);
     sr_registry_unlock();
     if (st != SR_OK) {
@@ -537,7 +538,7 @@ void sr_runtime_destroy(sr_runtime *rt)
     }
     if (rt->shim_arena)
         free_arena(rt->shim_arena);
-    perfmap_close(rt->perf);
+    perf_close(rt->perf);
     sr_registry_unlock();
     emit_fini(&rt->emitter);
     free(rt->symbols);
@@ -615,7 +616,7 @@ static sr_status emit_one(sr_runtime *rt, const sr_program *prog, sr_executor **
     /* perf's injected image of this code carries its unwind tables right after
      * the code; keep that much of our own page run so no other executor's
      * image can cover them. */
-    e->mem_size = l.total + (rt->perf ? PERF_UNWIND_SLACK : 0);
+    e->mem_size = l.total + perf_unwind_slack(rt->perf);
     errno = 0;
     e->mem = allocate(rt, e->mem_size, &e->arena);
     if (!e->mem) {

@@ -1,4 +1,4 @@
-"""perf integration (runtime/perfmap.c), checked with the real perf.
+"""perf integration (runtime/perf.c), checked with the real perf.
 
 STENCILRT_PERF=jitdump: perf record -k mono, perf inject --jit, then perf
 report/script must name JIT samples by op ("mul@work[7]") and their call chains

@@ -1,4 +1,38 @@
-/* perfmap.c - perf's two ways of learning about JIT code.
+/* perf.c - perf's two ways of learning about JIT code.
+ *
+ * Recipes (README, "Profiling with perf"). Names only, from the perf map:
+ *
+ *   $ STENCILRT_PERF=map perf record -e cpu-clock -- \
+ *         build/stencils/tinyvm --jit --repeat 20 stencils/programs/loop.tvm
+ *   $ perf report --stdio --no-children
+ *       49.63%  tinyvm   [JIT] tid 6747        [.] mod@main[13]
+ *       10.79%  tinyvm   [JIT] tid 6747        [.] add@main[14]
+ *
+ * Names and call chains through JIT frames, from the jitdump: record with the
+ * clock the dump is stamped with (-k mono), then let perf inject turn the dump
+ * into one ELF image per code load before reporting:
+ *
+ *   $ STENCILRT_PERF=jitdump perf record -k mono -e cpu-clock \
+ *         --call-graph dwarf,65528 -o perf.data -- \
+ *         build/stencils/tinyvm --jit tests/perf/nested.tvm
+ *   $ perf inject --jit -i perf.data -o perf.jit.data
+ *   $ perf report -i perf.jit.data --stdio --no-children
+ *       32.81%  tinyvm   jitted-6357-19.so     [.] mod@work[9]
+ *               ---mod@work[9]
+ *                  vm_run
+ *                  call@main[20]
+ *                  vm_run
+ *                  main
+ *
+ * `-g` gives the same chains from frame pointers where the C code keeps them;
+ * dwarf,65528 because each of tinyvm's vm_run frames holds 8 KiB of operand
+ * stack, as much as perf copies by default. Run perf inject after the program
+ * exits and before the dump is removed; `rm -f /tmp/jit-*.dump
+ * /tmp/jitted-*.so` cleans up afterwards (/tmp/perf-<pid>.map for the map).
+ * `perf annotate -i perf.jit.data --stdio -s 'mul@work[7]'` disassembles a
+ * stencil with its samples.
+ *
+ * How it works:
  *
  * STENCILRT_PERF=map: "START SIZE name" lines in /tmp/perf-<pid>.map, which
  * perf report reads for samples in anonymous executable memory.
@@ -28,11 +62,11 @@
  * a later mapping replace an earlier one), the perf map cannot (it has no
  * time), so a process that destroys and recreates runtimes in map mode may
  * see later samples named after earlier code at the same address. */
-#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,176 +75,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "elfdefs.h"
 #include "internal.h"
 
 static uint64_t align8(uint64_t n) { return (n + 7) & ~(uint64_t)7; }
 
 /* to - from as a 32-bit field; callers have checked that it fits. */
 static int32_t rel32(uint64_t to, uint64_t from) { return (int32_t)((int64_t)to - (int64_t)from); }
-
-/* ---- reading the runtime's .eh_frame (ehframe.c's format, checked, not assumed) */
-
-enum {
-    DW_EH_PE_absptr = 0x00,
-    DW_EH_PE_udata4 = 0x03,
-    DW_EH_PE_udata8 = 0x04,
-    DW_EH_PE_sdata4 = 0x0b,
-    DW_EH_PE_pcrel = 0x10,
-    DW_EH_PE_datarel = 0x30,
-    DW_CFA_nop = 0x00,
-};
-
-typedef struct reader {
-    const uint8_t *p, *end;
-    bool bad;
-} reader;
-
-static uint64_t rd_fixed(reader *r, size_t n)
-{
-    uint64_t v = 0;
-    if (r->bad || (size_t)(r->end - r->p) < n) {
-        r->bad = true;
-        return 0;
-    }
-    memcpy(&v, r->p, n); /* little-endian hosts only, like the rest of the runtime */
-    r->p += n;
-    return v;
-}
-
-static uint64_t rd_uleb(reader *r)
-{
-    uint64_t v = 0;
-    for (unsigned shift = 0; shift < 64; shift += 7) {
-        uint8_t byte = (uint8_t)rd_fixed(r, 1);
-        v |= (uint64_t)(byte & 0x7f) << shift;
-        if (!(byte & 0x80) || r->bad)
-            return v;
-    }
-    r->bad = true;
-    return 0;
-}
-
-static void rd_skip(reader *r, uint64_t n)
-{
-    if (r->bad || n > (uint64_t)(r->end - r->p))
-        r->bad = true;
-    else
-        r->p += n;
-}
-
-/* One CIE and the FDE that covers the code, as found in the runtime's table. */
-typedef struct cfi_source {
-    const uint8_t *cie; /* the whole entry, length field included */
-    size_t cie_size;
-    size_t cie_enc_at; /* offset in the CIE of its FDE pointer encoding byte */
-    uint64_t pc, range;
-    const uint8_t *insns;
-    size_t insns_len;
-} cfi_source;
-
-/* A CIE with augmentation "zR" and absolute 8-byte FDE pointers; records
- * where the encoding byte is, the one byte the re-encoding changes. */
-static bool parse_cie(const uint8_t *cie, size_t size, size_t *enc_at)
-{
-    static const uint8_t cie_id[4];
-    if (size < 12 || memcmp(cie + 4, cie_id, 4) != 0)
-        return false;
-    reader r = {cie + 8, cie + size, false}; /* past length and CIE id */
-    uint8_t version = (uint8_t)rd_fixed(&r, 1);
-    if (r.bad || (version != 1 && version != 3) || (size_t)(r.end - r.p) < 3 ||
-        memcmp(r.p, "zR", 3) != 0)
-        return false;
-    r.p += 3;
-    rd_uleb(&r); /* code alignment factor */
-    rd_uleb(&r); /* data alignment factor (an SLEB128 is skipped the same way) */
-    if (version == 1)
-        rd_fixed(&r, 1);
-    else
-        rd_uleb(&r);
-    rd_uleb(&r); /* augmentation data length */
-    if (r.bad || r.p >= r.end)
-        return false;
-    *enc_at = (size_t)(r.p - cie);
-    return *r.p == DW_EH_PE_absptr || *r.p == DW_EH_PE_udata8;
-}
-
-/* The FDE in `eh` whose range contains [addr, addr + size). */
-static bool find_fde(const uint8_t *eh, size_t eh_size, uint64_t addr, uint64_t size,
-                     cfi_source *out)
-{
-    reader r = {eh, eh + eh_size, false};
-    while (!r.bad && r.p < r.end) {
-        uint32_t len = (uint32_t)rd_fixed(&r, 4);
-        if (r.bad || len == 0 || len == 0xffffffffu || len > (size_t)(r.end - r.p))
-            return false; /* terminator, 64-bit DWARF (never ours) or damage */
-        const uint8_t *next = r.p + len;
-        uint32_t id = (uint32_t)rd_fixed(&r, 4);
-        if (id != 0 && id <= (size_t)(r.p - 4 - eh)) {
-            const uint8_t *cie = r.p - 4 - id;
-            uint64_t pc = rd_fixed(&r, 8), range = rd_fixed(&r, 8);
-            uint64_t aug = rd_uleb(&r);
-            if (!r.bad && aug <= (size_t)(next - r.p) && pc <= addr && addr - pc <= range &&
-                size <= range - (addr - pc)) {
-                uint32_t cie_len;
-                memcpy(&cie_len, cie, 4);
-                *out = (cfi_source){cie, (size_t)cie_len + 4, 0, pc, range, r.p + aug,
-                                    (size_t)(next - r.p - aug)};
-                return cie_len + (size_t)4 <= (size_t)(r.end - cie) &&
-                       parse_cie(cie, out->cie_size, &out->cie_enc_at);
-            }
-        }
-        r.p = next;
-    }
-    return false;
-}
-
-/* Operand shapes of the DW_CFA opcodes (DWARF 5, 6.4.2): u = ULEB128,
- * s = SLEB128, b = a ULEB128 length and that many bytes, 1/2/4 = fixed-size
- * location advances. NULL: not carried over (DW_CFA_set_loc's operand uses the
- * pointer encoding this file changes; unknown opcodes cannot be skipped). */
-static const char *cfa_operands(uint8_t op)
-{
-    static const char *const extended[] = {
-        "", NULL, "1", "2", "4", "uu", "u", "u", "u", "uu", "", "", "uu", "u", "u", "b",
-        "ub", "us", "us", "s", "uu", "us", "ub",
-    };
-    switch (op >> 6) {
-    case 1: return "";  /* DW_CFA_advance_loc: delta in the opcode */
-    case 2: return "u"; /* DW_CFA_offset */
-    case 3: return "";  /* DW_CFA_restore */
-    }
-    if (op < sizeof extended / sizeof *extended)
-        return extended[op];
-    if (op == 0x2e) /* DW_CFA_GNU_args_size */
-        return "u";
-    if (op == 0x2f) /* DW_CFA_GNU_negative_offset_extended */
-        return "uu";
-    return NULL;
-}
-
-/* Walk a CFA program: false if it holds an opcode we cannot carry over; *moves
- * tells whether it has more than one row (rows are tied to the FDE's start). */
-static bool cfa_scan(const uint8_t *insns, size_t len, bool *moves)
-{
-    reader r = {insns, insns + len, false};
-    *moves = false;
-    while (r.p < r.end && !r.bad) { /* every opcode consumes at least one byte */
-        uint8_t op = (uint8_t)rd_fixed(&r, 1);
-        const char *shape = cfa_operands(op);
-        if (!shape)
-            return false;
-        *moves = *moves || op >> 6 == 1 || (op >= 0x02 && op <= 0x04);
-        for (; *shape && !r.bad; shape++) {
-            if (*shape == 'u' || *shape == 's')
-                rd_uleb(&r);
-            else if (*shape == 'b')
-                rd_skip(&r, rd_uleb(&r));
-            else
-                rd_fixed(&r, (size_t)(*shape - '0'));
-        }
-    }
-    return !r.bad;
-}
 
 /* ---- jitdump images and their unwind data
  *
@@ -243,8 +114,17 @@ static bool cfa_scan(const uint8_t *insns, size_t len, bool *moves)
 
 enum { EH_FRAME_HDR_SIZE = 28 }; /* version, 3 encodings, 2 words, 2 table rows */
 
+/* Every FDE pointer in the images: relative, so it holds wherever perf maps it. */
+enum { PCREL = DW_EH_PE_pcrel | DW_EH_PE_sdata4 };
+
 /* Code bytes all stencil images of one executor may hold together. */
 #define SUFFIX_BUDGET ((uint64_t)2 << 20)
+
+/* What the runtime leaves free after an executor's code for the unwind data
+ * placed there (perf_unwind_slack): the CIE, two FDEs of the executor's
+ * one-row CFI, a terminator and .eh_frame_hdr, after up to 7 bytes of
+ * alignment. Kept whenever perf output is on, map mode included. */
+#define UNWIND_SLACK 256
 
 /* One JIT_CODE_LOAD: perf's image holds code [addr, addr + size). */
 typedef struct image {
@@ -254,27 +134,32 @@ typedef struct image {
 
 /* Unwind data shared by the images of one executor (or of the shim). */
 typedef struct unwind_plan {
-    cfi_source src;
-    bool moves;      /* several rows: every FDE keeps the source FDE's start */
-    uint64_t lo, hi; /* the range every image's first FDE covers */
-    uint64_t fde_at; /* where every image of the group puts its first FDE */
+    const sr_stencil_set *set; /* its CIE heads each image's .eh_frame */
+    size_t cie_size;           /* that CIE's natural size (0: unknown, no unwind data) */
+    const uint8_t *insns;      /* the code's FDE instructions */
+    size_t insns_len;
+    bool one_row;              /* see sr_perf_code */
+    uint64_t lo, hi;           /* the range every image's first FDE covers */
+    uint64_t fde_at;           /* where every image of the group puts its first FDE */
 } unwind_plan;
 
 /* Where perf maps the unwind data of an image. */
 static uint64_t eh_frame_at(const image *im) { return im->addr + align8(im->size); }
 
-static uint64_t fde_size(const unwind_plan *u) { return align8(17 + u->src.insns_len); }
-
-/* Find the CFI that covers [lo, hi) in code's table. */
+/* Plan the unwind data for [lo, hi), which code's FDE must cover (u->set and
+ * u->cie_size already set). */
 static bool plan_unwind(const sr_perf_code *code, uint64_t lo, uint64_t hi, unwind_plan *u)
 {
-    if (!code->eh_frame || !find_fde(code->eh_frame, code->eh_frame_size, lo, hi - lo, &u->src) ||
-        !cfa_scan(u->src.insns, u->src.insns_len, &u->moves) || u->src.insns_len > 4096)
+    const sr_fde *f = code->fde;
+    if (!u->cie_size || !f || f->pc > lo || hi - f->pc > f->size || f->insns_len > 4096)
         return false;
+    u->insns = f->insns;
+    u->insns_len = f->insns_len;
+    u->one_row = code->one_row;
     /* One row holds anywhere in its range, so an FDE can start at any code;
      * rows after advances are tied to the FDE's own start, which must stay.
      * Either way an FDE may stop at the code's end. */
-    u->lo = u->moves ? u->src.pc : lo;
+    u->lo = u->one_row ? lo : f->pc;
     u->hi = hi;
     return hi - u->lo <= UINT32_MAX;
 }
@@ -287,40 +172,28 @@ static void place_fdes(unwind_plan *u, const image *ims, size_t n)
     uint64_t owner = eh_frame_at(&ims[n - 1]), last = owner;
     for (size_t i = 0; i < n; i++)
         last = eh_frame_at(&ims[i]) > last ? eh_frame_at(&ims[i]) : last;
-    u->fde_at = owner + align8(last - owner + u->src.cie_size);
-}
-
-static void put_fde(sr_buf *out, const unwind_plan *u, uint64_t eh, uint64_t at, uint64_t lo)
-{
-    size_t start = out->len;
-    buf_u32(out, (uint32_t)(fde_size(u) - 4));
-    buf_u32(out, (uint32_t)(at + 4 - eh));         /* CIE pointer: back to .eh_frame */
-    buf_u32(out, (uint32_t)rel32(lo, at + 8));               /* pc_begin, pc-relative */
-    buf_u32(out, (uint32_t)(u->hi - lo));          /* pc_range */
-    buf_u8(out, 0);                                /* augmentation data length */
-    buf_put(out, u->src.insns, u->src.insns_len);
-    buf_zeros(out, (size_t)fde_size(u) - (out->len - start)); /* DW_CFA_nop padding */
+    u->fde_at = owner + align8(last - owner + u->cie_size);
 }
 
 /* Appends .eh_frame (the CIE padded so the first FDE lands at u->fde_at, the
- * FDEs, a terminator) and .eh_frame_hdr for image im. */
+ * FDEs, a terminator) and .eh_frame_hdr for image im to the empty `out`. */
 static bool build_unwind(const unwind_plan *u, const image *im, sr_buf *out)
 {
-    uint64_t eh = eh_frame_at(im), fde = u->fde_at, own = fde + fde_size(u);
-    uint64_t own_lo = u->moves ? u->lo : im->addr, hdr = own + fde_size(u) + 4;
-    if (fde < eh + u->src.cie_size || fde - eh > 4096 || hdr + EH_FRAME_HDR_SIZE - u->lo > INT32_MAX)
+    uint64_t eh = eh_frame_at(im), fde = u->fde_at;
+    uint64_t own_lo = u->one_row ? im->addr : u->lo;
+    if (fde < eh + u->cie_size || fde - eh > 4096)
         return false;
-    size_t cie = out->len;
-    buf_put(out, u->src.cie, u->src.cie_size);
-    buf_zeros(out, (size_t)(fde - eh) - u->src.cie_size); /* DW_CFA_nop: room for longer code */
-    buf_patch_u32(out, cie, (uint32_t)(fde - eh - 4));
-    if (!out->failed) /* the one byte that differs from the source: our FDE encoding */
-        out->p[cie + u->src.cie_enc_at] = DW_EH_PE_pcrel | DW_EH_PE_sdata4;
-    put_fde(out, u, eh, fde, u->lo);
-    put_fde(out, u, eh, own, own_lo);
+    /* The padding (DW_CFA_nop) leaves room for the longer code of other images. */
+    size_t cie = ehframe_cie(out, u->set, PCREL, (size_t)(fde - eh));
+    ehframe_fde(out, cie, &(sr_fde){u->lo, u->hi - u->lo, u->insns, u->insns_len}, PCREL, eh);
+    uint64_t own = eh + out->len;
+    ehframe_fde(out, cie, &(sr_fde){own_lo, u->hi - own_lo, u->insns, u->insns_len}, PCREL, eh);
     buf_u32(out, 0); /* terminator, for readers that walk .eh_frame */
+    uint64_t hdr = eh + out->len;
+    if (out->failed || hdr + EH_FRAME_HDR_SIZE - u->lo > INT32_MAX)
+        return false; /* the longest distance written, checked once it is known */
     buf_u8(out, 1);  /* .eh_frame_hdr version */
-    buf_u8(out, DW_EH_PE_pcrel | DW_EH_PE_sdata4);   /* eh_frame_ptr */
+    buf_u8(out, PCREL);                              /* eh_frame_ptr */
     buf_u8(out, DW_EH_PE_udata4);                    /* fde_count */
     buf_u8(out, DW_EH_PE_datarel | DW_EH_PE_sdata4); /* search table, from the header */
     buf_u32(out, (uint32_t)rel32(eh, hdr + 4));                /* eh_frame_ptr: back to .eh_frame */
@@ -332,16 +205,68 @@ static bool build_unwind(const unwind_plan *u, const image *im, sr_buf *out)
     return !out->failed;
 }
 
-/* ---- jitdump records (tools/perf/Documentation/jitdump-specification.txt) */
+/* ---- jitdump records (tools/perf/Documentation/jitdump-specification.txt)
+ *
+ * Written in the host's byte order (perf tells it by the magic). Every field
+ * is naturally aligned, so the structs have the file's layout with no padding,
+ * as the assertions below check; a record's variable part follows its struct. */
 
 enum {
     JITDUMP_MAGIC = 0x4A695444, /* "JiTD" */
     JITDUMP_VERSION = 1,
-    JITDUMP_HEADER_SIZE = 40,
     JIT_CODE_LOAD = 0,
     JIT_CODE_CLOSE = 3,
     JIT_CODE_UNWINDING_INFO = 4,
 };
+
+/* The file header. */
+typedef struct jitdump_header {
+    uint32_t magic;
+    uint32_t version;
+    uint32_t total_size; /* of this header */
+    uint32_t elf_mach;   /* EM_* of the code */
+    uint32_t pad1;
+    uint32_t pid;
+    uint64_t timestamp;
+    uint64_t flags;      /* 0: timestamps are CLOCK_MONOTONIC, not the TSC */
+} jitdump_header;
+
+/* What every record starts with; JIT_CODE_CLOSE is nothing more. */
+typedef struct jitdump_prefix {
+    uint32_t id;         /* JIT_CODE_* */
+    uint32_t total_size; /* of the record, variable part included */
+    uint64_t timestamp;
+} jitdump_prefix;
+
+/* Followed by the NUL-terminated name and code_size bytes of code. */
+typedef struct jitdump_code_load {
+    jitdump_prefix prefix;
+    uint32_t pid, tid;
+    uint64_t vma;       /* where the code runs */
+    uint64_t code_addr; /* where its bytes were read from: the same */
+    uint64_t code_size;
+    uint64_t code_index; /* unique in the file */
+} jitdump_code_load;
+
+/* Followed by unwinding_size bytes (.eh_frame then .eh_frame_hdr), padded to 8. */
+typedef struct jitdump_unwinding_info {
+    jitdump_prefix prefix;
+    uint64_t unwinding_size;
+    uint64_t eh_frame_hdr_size;
+    uint64_t mapped_size; /* how much of it perf maps with the code */
+} jitdump_unwinding_info;
+
+_Static_assert(sizeof(jitdump_header) == 40 && offsetof(jitdump_header, timestamp) == 24,
+               "jitdump file header");
+_Static_assert(sizeof(jitdump_prefix) == 16 && offsetof(jitdump_prefix, timestamp) == 8,
+               "jitdump record header");
+_Static_assert(sizeof(jitdump_code_load) == 56 && offsetof(jitdump_code_load, vma) == 24 &&
+                   offsetof(jitdump_code_load, code_index) == 48,
+               "JIT_CODE_LOAD");
+_Static_assert(sizeof(jitdump_unwinding_info) == 40 &&
+                   offsetof(jitdump_unwinding_info, unwinding_size) == 16 &&
+                   offsetof(jitdump_unwinding_info, mapped_size) == 32,
+               "JIT_CODE_UNWINDING_INFO");
 
 #if defined(__x86_64__)
 #define HOST_ELF_MACHINE EM_X86_64
@@ -354,48 +279,40 @@ enum {
 /* The largest code range described; records carry 32-bit sizes. */
 #define MAX_CODE_SIZE ((uint64_t)1 << 30)
 
-static void put_prefix(sr_buf *b, uint32_t id, uint64_t time)
-{
-    buf_u32(b, id);
-    buf_u32(b, 0); /* total size, patched by end_record */
-    buf_u64(b, time);
-}
-
-static void end_record(sr_buf *b, size_t start)
-{
-    buf_patch_u32(b, start + 4, (uint32_t)(b->len - start));
-}
-
 static void put_unwinding_info(sr_buf *b, const unwind_plan *u, const image *im, uint64_t time)
 {
     sr_buf data = {0};
     if (build_unwind(u, im, &data)) {
-        size_t start = b->len;
-        put_prefix(b, JIT_CODE_UNWINDING_INFO, time);
-        buf_u64(b, data.len);          /* unwinding_size: .eh_frame + .eh_frame_hdr */
-        buf_u64(b, EH_FRAME_HDR_SIZE); /* eh_frame_hdr_size */
-        buf_u64(b, data.len);          /* mapped_size: perf's unwinder reads it in place */
+        size_t pad = (size_t)(align8(data.len) - data.len);
+        jitdump_unwinding_info r = {
+            .prefix = {JIT_CODE_UNWINDING_INFO, (uint32_t)(sizeof r + data.len + pad), time},
+            .unwinding_size = data.len,
+            .eh_frame_hdr_size = EH_FRAME_HDR_SIZE,
+            .mapped_size = data.len, /* perf's unwinder reads it in place */
+        };
+        buf_put(b, &r, sizeof r);
         buf_put(b, data.p, data.len);
-        buf_zeros(b, (size_t)(align8(data.len) - data.len));
-        end_record(b, start);
+        buf_zeros(b, pad);
     }
     free(data.p);
 }
 
 static void put_code_load(sr_buf *b, const image *im, uint64_t index, uint64_t time)
 {
-    size_t start = b->len;
-    put_prefix(b, JIT_CODE_LOAD, time);
-    buf_u32(b, (uint32_t)getpid());
-    buf_u32(b, (uint32_t)gettid());
-    buf_u64(b, im->addr); /* vma */
-    buf_u64(b, im->addr); /* code_addr */
-    buf_u64(b, im->size);
-    buf_u64(b, index);
-    buf_put(b, im->name, strlen(im->name) + 1);
+    size_t name_size = strlen(im->name) + 1;
+    jitdump_code_load r = {
+        .prefix = {JIT_CODE_LOAD, (uint32_t)(sizeof r + name_size + im->size), time},
+        .pid = (uint32_t)getpid(),
+        .tid = (uint32_t)gettid(),
+        .vma = im->addr,
+        .code_addr = im->addr,
+        .code_size = im->size,
+        .code_index = index,
+    };
+    buf_put(b, &r, sizeof r);
+    buf_put(b, im->name, name_size);
     /* The code ends the record: perf finds it by counting back from the end. */
     buf_put(b, (const void *)(uintptr_t)im->addr, (size_t)im->size);
-    end_record(b, start);
 }
 
 /* ---- the process's files
@@ -426,6 +343,8 @@ static perf_file files[3] = {[SR_PERF_MAP] = {.fd = -1, .close_at = -1},
 struct sr_perf {
     perf_file *file;
     sr_perf_mode mode;
+    const sr_stencil_set *set; /* its CIE heads every image's .eh_frame */
+    size_t cie_size;           /* that CIE's natural size (0: none, no unwind data) */
 };
 
 /* One warning per process and file; afterwards the JIT runs on without it. */
@@ -483,15 +402,16 @@ static bool write_record(perf_file *f, const sr_buf *b)
 
 static bool start_jitdump(perf_file *f)
 {
+    jitdump_header h = {
+        .magic = JITDUMP_MAGIC,
+        .version = JITDUMP_VERSION,
+        .total_size = sizeof h,
+        .elf_mach = HOST_ELF_MACHINE,
+        .pid = (uint32_t)getpid(),
+        .timestamp = timestamp(f),
+    };
     sr_buf b = {0};
-    buf_u32(&b, JITDUMP_MAGIC);
-    buf_u32(&b, JITDUMP_VERSION);
-    buf_u32(&b, JITDUMP_HEADER_SIZE);
-    buf_u32(&b, HOST_ELF_MACHINE);
-    buf_u32(&b, 0); /* padding */
-    buf_u32(&b, (uint32_t)getpid());
-    buf_u64(&b, timestamp(f));
-    buf_u64(&b, 0); /* flags: timestamps are CLOCK_MONOTONIC, not the TSC */
+    buf_put(&b, &h, sizeof h);
     bool ok = write_record(f, &b);
     free(b.p);
     if (!ok)
@@ -638,8 +558,9 @@ static bool suffix_images(const sr_perf_code *code, size_t n, image *ims)
 
 /* Each load goes out with its unwinding info in one write: perf attaches an
  * unwinding record to the load that follows it, so they must not be parted. */
-static void jitdump_loads(perf_file *f, const sr_perf_code *code, size_t n)
+static void jitdump_loads(const sr_perf *p, const sr_perf_code *code, size_t n)
 {
+    perf_file *f = p->file;
     image *ims = n ? calloc(n, sizeof *ims) : NULL;
     if (!ims || !code[0].size) {
         free(ims);
@@ -648,7 +569,7 @@ static void jitdump_loads(perf_file *f, const sr_perf_code *code, size_t n)
     bool suffixes = suffix_images(code, n, ims);
     for (size_t i = 0; !suffixes && i < n; i++)
         ims[i] = (image){code[i].name, code[i].addr, code[i].size};
-    unwind_plan u = {0};
+    unwind_plan u = {.set = p->set, .cie_size = p->cie_size};
     bool unwind = plan_unwind(&code[0], code[0].addr, code[0].addr + code[0].size, &u);
     if (unwind)
         place_fdes(&u, ims, suffixes ? n : 1);
@@ -667,7 +588,7 @@ static void jitdump_loads(perf_file *f, const sr_perf_code *code, size_t n)
     free(ims);
 }
 
-sr_perf *perfmap_open(sr_perf_mode mode)
+sr_perf *perf_open(sr_perf_mode mode, const sr_stencil_set *set)
 {
     if (mode != SR_PERF_MAP && mode != SR_PERF_JITDUMP)
         return NULL;
@@ -680,11 +601,16 @@ sr_perf *perfmap_open(sr_perf_mode mode)
     }
     p->file = f;
     p->mode = mode;
+    p->set = set;
+    sr_buf cie = {0}; /* measured once: place_fdes leaves room for it */
+    ehframe_cie(&cie, set, PCREL, 0);
+    p->cie_size = cie.failed ? 0 : cie.len;
+    free(cie.p);
     f->users++;
     return p;
 }
 
-void perfmap_code_load(sr_perf *p, const sr_perf_code *code, size_t n)
+void perf_code_load(sr_perf *p, const sr_perf_code *code, size_t n)
 {
     if (!p)
         return;
@@ -695,10 +621,15 @@ void perfmap_code_load(sr_perf *p, const sr_perf_code *code, size_t n)
     if (p->mode == SR_PERF_MAP)
         map_lines(f, code, n);
     else
-        jitdump_loads(f, code, n);
+        jitdump_loads(p, code, n);
 }
 
-void perfmap_close(sr_perf *p)
+size_t perf_unwind_slack(const sr_perf *p)
+{
+    return p ? UNWIND_SLACK : 0;
+}
+
+void perf_close(sr_perf *p)
 {
     if (!p)
         return;
@@ -711,8 +642,8 @@ void perfmap_close(sr_perf *p)
     if (mode == SR_PERF_JITDUMP) {
         sr_buf b = {0};
         off_t at = f->size;
-        put_prefix(&b, JIT_CODE_CLOSE, timestamp(f));
-        end_record(&b, 0);
+        jitdump_prefix r = {JIT_CODE_CLOSE, sizeof r, timestamp(f)};
+        buf_put(&b, &r, sizeof r);
         if (write_record(f, &b))
             f->close_at = at;
         free(b.p);
