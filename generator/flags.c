@@ -1,9 +1,38 @@
 /* flags.c - see flags.h. */
 #include "flags.h"
 
+#include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "diag.h"
 #include "util.h"
+
+/* templates/stencil_op.h, embedded at build time (embed.py). */
+extern const char sg_stencil_op_h[];
+extern const size_t sg_stencil_op_h_size;
+
+char *flags_op_template_dir(const char *workdir)
+{
+    char *dir = path_join(workdir, "include");
+    char *path = path_join(dir, "stencil_op.h");
+    uint8_t *old = NULL;
+    size_t size = 0;
+    /* Rewritten only when it differs: concurrent runs sharing the directory
+     * then never touch it, and its mtime stays older than every compile
+     * (the cache stores nothing whose inputs changed after it started). */
+    bool same = read_file(path, &old, &size) && size == sg_stencil_op_h_size &&
+                !memcmp(old, sg_stencil_op_h, size);
+    free(old);
+    if (!same && (!mkdir_p(dir) || !write_file_atomic(path, sg_stencil_op_h,
+                                                      sg_stencil_op_h_size))) {
+        diag_error("cannot write '%s': %s", path, strerror(errno));
+        free(dir);
+        dir = NULL;
+    }
+    free(path);
+    return dir;
+}
 
 /* Every op, whatever the target. */
 static const char *const op_flags[] = {
@@ -69,6 +98,9 @@ static void add_common(sg_argv *a, const sg_flag_inputs *in)
     argv_add(a, "-include");
     argv_add(a, m->template_path);
     add_strlist(a, &m->include_dirs, "-I");
+    /* After every directory of the VM's, which may carry its own copy. */
+    argv_add(a, "-idirafter");
+    argv_add(a, in->op_template_dir);
     add_strlist(a, &m->defines, "-D");
     /* Objects, and so headers, must not depend on where the checkout is. */
     argv_addf(a, "-ffile-prefix-map=%s=.", m->dir);

@@ -15,7 +15,14 @@ typedef struct sg_flag_inputs {
     const sg_manifest_target *mt;  /* the manifest's entry for the target, or NULL */
     const char *extra_cflags;      /* --extra-cflags, or NULL */
     const char *extra_shim_cflags; /* --extra-shim-cflags, or NULL */
+    const char *op_template_dir;   /* holds stencil_op.h (flags_op_template_dir) */
 } sg_flag_inputs;
+
+/* WORKDIR/include, holding the generic op template stencil_op.h as this
+ * generator carries it (written when absent or different), for every compile
+ * to find after the manifest's include directories. NULL after a diagnostic.
+ * Caller frees. */
+char *flags_op_template_dir(const char *workdir);
 
 /* libclang's parse of an op source, to find its ops. */
 void flags_discover(sg_argv *a, const sg_flag_inputs *in);

@@ -53,7 +53,7 @@ static bool resolve_targets(sg_run *run)
 static sg_flag_inputs flag_inputs(const sg_run *run, const sg_target_result *r)
 {
     return (sg_flag_inputs){&run->manifest, r->target, r->mt, run->opt.extra_cflags,
-                            run->opt.extra_shim_cflags};
+                            run->opt.extra_shim_cflags, run->op_template_dir};
 }
 
 /* Ops are named by what the template marks; names must be unique across files. */
@@ -658,7 +658,8 @@ static int prepare(sg_run *run)
         diag_error("cannot create a run directory in '%s': %s", run->workdir, strerror(errno));
         return SG_EXIT_TOOLCHAIN;
     }
-    return SG_EXIT_OK;
+    run->op_template_dir = flags_op_template_dir(run->workdir);
+    return run->op_template_dir ? SG_EXIT_OK : SG_EXIT_TOOLCHAIN;
 }
 
 static void run_free(sg_run *run, bool remove_workdir)
@@ -679,6 +680,7 @@ static void run_free(sg_run *run, bool remove_workdir)
     if (remove_workdir && run->workdir)
         remove_tree(run->workdir);
     free(run->workdir);
+    free(run->op_template_dir);
     free(run->clang);
     oplist_free(&run->ops);
     manifest_free(&run->manifest);

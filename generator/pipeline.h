@@ -55,6 +55,7 @@ typedef struct sg_run {
     char *workdir;    /* the cache lives here (--cache-dir, else OUTDIR/.stencilgen) */
     sg_rundir rundir; /* this run's own files: units, objects, logs */
     char *clang;      /* resolved compiler path */
+    char *op_template_dir; /* WORKDIR/include: stencil_op.h for every compile */
     struct sg_cache *cache;
     sg_incremental inc; /* the cache protocol, over `cache` */
 } sg_run;

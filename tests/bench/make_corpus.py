@@ -101,7 +101,7 @@ ops:
 include_dirs: [%s]
 cflags: [-Wall, -Wextra, -Werror]
 symbols: [vm_call, vm_print, vm_native, vm_trap]
-""" % (args.ops, os.path.join(ROOT, "templates", "stencil_template.h"),
+""" % (args.ops, os.path.join(ROOT, "stencils", "stencil_template.h"),
        os.path.join(stencils, "shim.c"), "\n".join("  - " + f for f in files), stencils))
     return 0
 

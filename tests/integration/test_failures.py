@@ -371,7 +371,7 @@ TARGET_KEYS = "triple, cflags, shim_cflags, expect_frame"
 
 def test_unknown_manifest_key(ctx):
     s = Scenario(ctx)
-    i = s.manifest_index("template: ../templates/stencil_template.h")
+    i = s.manifest_index("template: stencil_template.h")
     s.edit_manifest(i, ["colour: blue", s.manifest_lines()[i]])
     p = s.fails(EXIT_USAGE, "unknown top-level key")
     line = expect_line(p, "unknown top-level key",

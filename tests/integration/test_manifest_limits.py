@@ -52,7 +52,7 @@ def test_duplicate_keys_name_both_places(ctx):
     base, manifest = bundled_manifest_copy(ctx)
     text = read(manifest)
     cases = [
-        ("top-level scalar", text + "template: ../templates/stencil_template.h\n",
+        ("top-level scalar", text + "template: stencil_template.h\n",
          "duplicate key 'template' in the manifest"),
         ("top-level list", text + "cflags: [-O1]\n", "duplicate key 'cflags' in the manifest"),
         ("mapping", text + "shim:\n  source: shim.c\n  function: tinyvm_shim\n",

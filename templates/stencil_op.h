@@ -1,0 +1,83 @@
+/* stencil_op.h - what every stencilgen op template provides, for any VM.
+ *
+ * A VM's template (the file its manifest names as `template:`, force-included
+ * into every op and into the shim) defines its op signature and then includes
+ * this file:
+ *
+ *     #include "myvm.h"
+ *     #define STENCIL_RETURN  vm_value                            // what an op returns
+ *     #define STENCIL_PARAMS  vm_state *vm, vm_value *sp, vm_value acc // every op's parameters
+ *     #define STENCIL_ARGS    vm, sp, acc                          // the same, as arguments
+ *     #include "stencil_op.h"   // stencilgen puts it on the include path
+ *
+ * and may define STENCIL_CC first (default: preserve_none, which leaves every
+ * register to arguments and scratch so VM state stays in registers from op to
+ * op). An op is then written
+ *
+ *     OP(add) { acc = *--sp + acc; CONTINUE(); }
+ *
+ * and compiled as its own translation unit with -DSTENCILGEN_OP=add, which
+ * makes _JIT_ENTRY an alias of op_add: the stencil is that one function. Holes
+ * are references to symbols that exist nowhere; stencilgen turns each
+ * relocation against them into a hole the runtime patches:
+ *
+ *   _JIT_CONTINUE      the next instruction     CONTINUE(): a musttail call of it
+ *   _JIT_JUMP_TARGET   this instruction's target JUMP()
+ *   _JIT_OPERAND0..3   the instruction's operands STENCIL_OPERAND(n), a uint64_t
+ *   any name listed under the manifest's `symbols:` (a C function or object
+ *   of the VM, declared as usual)
+ *
+ * Operands have default visibility, so the compiler loads each from a GOT slot
+ * the runtime fills: any 64-bit value works. Ops never touch the frame-pointer
+ * register: stencilgen compiles them with -mframe-pointer=reserved and checks
+ * every instruction. */
+#ifndef STENCIL_OP_H
+#define STENCIL_OP_H
+
+#include <stdint.h>
+
+#if !defined(STENCIL_RETURN) || !defined(STENCIL_PARAMS) || !defined(STENCIL_ARGS)
+#error "define STENCIL_RETURN, STENCIL_PARAMS and STENCIL_ARGS before including stencil_op.h"
+#endif
+
+#ifndef STENCIL_CC
+#define STENCIL_CC __attribute__((preserve_none))
+#endif
+
+/* The type of every op, of JIT code, and of what the shim calls. */
+typedef STENCIL_CC STENCIL_RETURN stencil_fn(STENCIL_PARAMS);
+
+/* Hidden: jumps to these become direct PC-relative branches, not GOT loads. */
+#define STENCIL_HIDDEN __attribute__((visibility("hidden")))
+extern STENCIL_HIDDEN stencil_fn _JIT_CONTINUE;
+extern STENCIL_HIDDEN stencil_fn _JIT_JUMP_TARGET;
+extern char _JIT_OPERAND0[];
+extern char _JIT_OPERAND1[];
+extern char _JIT_OPERAND2[];
+extern char _JIT_OPERAND3[];
+
+#define STENCIL_OPERAND(n) ((uint64_t)(uintptr_t)_JIT_OPERAND##n)
+
+/* Go on with the next instruction / jump to the target: plain jumps (musttail). */
+#define CONTINUE() __attribute__((musttail)) return _JIT_CONTINUE(STENCIL_ARGS)
+#define JUMP() __attribute__((musttail)) return _JIT_JUMP_TARGET(STENCIL_ARGS)
+
+/* stencilgen finds ops through this annotation (with libclang), which is only
+ * present while it looks: in a real compile it would keep every op alive. */
+#ifdef STENCILGEN_DISCOVER
+#define STENCIL_OP_MARK __attribute__((annotate("stencilgen.op")))
+#else
+#define STENCIL_OP_MARK
+#endif
+
+#define OP(name)                                                                         \
+    static inline STENCIL_OP_MARK __attribute__((unused)) STENCIL_CC STENCIL_RETURN        \
+        op_##name(STENCIL_PARAMS)
+
+#ifdef STENCILGEN_OP
+#define STENCIL_STR_(x) #x
+#define STENCIL_STR(x) STENCIL_STR_(x)
+extern stencil_fn _JIT_ENTRY __attribute__((alias("op_" STENCIL_STR(STENCILGEN_OP))));
+#endif
+
+#endif
