@@ -11,7 +11,7 @@
 #include "llvm_bridge.h"
 #include "opunit.h"
 #include "outputs.h"
-#include "stencil_cache.h"
+#include "stencil_blob.h"
 #include "util.h"
 
 /* The compiler's identity for cache keys: its path, size and modification time
@@ -42,7 +42,7 @@ static bool generator_identity(char *const *symbols, size_t nsymbols, uint64_t *
         return false;
     int64_t facts[4] = {(int64_t)st.st_size, (int64_t)st.st_mtim.tv_sec,
                         (int64_t)st.st_mtim.tv_nsec, (int64_t)st.st_ino};
-    uint64_t h = hash64(facts, sizeof facts, STENCIL_CACHE_VERSION);
+    uint64_t h = hash64(facts, sizeof facts, STENCIL_BLOB_VERSION);
     h = hash64(lb_llvm_version(), strlen(lb_llvm_version()) + 1, h);
     for (size_t i = 0; i < nsymbols; i++)
         h = hash64(symbols[i], strlen(symbols[i]) + 1, h);
@@ -173,7 +173,7 @@ static bool cached_stencil(sg_incremental *inc, const inc_unit *u, const char *l
     if (!u->op || !inc->stencils || !cache_get(inc->cache, &u->key, "stencil", &blob, &size))
         return false;
     char err[256];
-    bool ok = stencil_cache_decode(blob, size, u->context, inc->nsymbols, s, deps, err,
+    bool ok = stencil_blob_decode(blob, size, u->context, inc->nsymbols, s, deps, err,
                                    sizeof err);
     free(blob);
     if (!ok && inc->verbose)
@@ -239,7 +239,7 @@ void inc_store(sg_incremental *inc, inc_unit *u, const inc_output *fresh,
     if (!u->keyed || !checked || !u->op || !inc->stencils || !deps)
         return;
     strbuf sb = {0};
-    stencil_cache_encode(&sb, checked, deps, u->context);
+    stencil_blob_encode(&sb, checked, deps, u->context);
     cache_put(inc->cache, &u->key, "stencil", sb.data, sb.len);
     sb_free(&sb);
 }

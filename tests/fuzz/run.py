@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Build and run the libFuzzer targets (clang-22, ASan+UBSan) from a seed corpus.
 
-  tests/fuzz/run.py --build build --seconds N [--target cfi|stencil_cache|manifest]
+  tests/fuzz/run.py --build build --seconds N [--target cfi|stencil_blob|manifest]
 
 Prints one line per target: executions, executions/s, corpus size, crashes.
 Exit status 1 if any target crashed (its reproducer is kept in build/fuzz/).
@@ -23,10 +23,10 @@ TARGETS = {
     # a seed "generator" that is a list of globs names seed files to copy instead
     "cfi": ("tests/fuzz/fuzz_cfi.c", ["generator/cfi.c"], "tests/fuzz/make_cfi_seeds.c", []),
     # the seeds are written by the encoder itself
-    "stencil_cache": ("tests/fuzz/fuzz_stencil_cache.c",
-                      ["generator/stencil_cache.c", "generator/util.c"],
-                      "tests/fuzz/make_stencil_cache_seeds.c",
-                      ["generator/stencil_cache.c", "generator/util.c"]),
+    "stencil_blob": ("tests/fuzz/fuzz_stencil_blob.c",
+                      ["generator/stencil_blob.c", "generator/util.c"],
+                      "tests/fuzz/make_stencil_blob_seeds.c",
+                      ["generator/stencil_blob.c", "generator/util.c"]),
     # every manifest in the repository
     "manifest": ("tests/fuzz/fuzz_manifest.c",
                  ["generator/manifest.c", "generator/util.c", "generator/diag.c", "-lyaml"],

@@ -1,8 +1,8 @@
-/* test_stencil_cache.c - unit tests for generator/stencil_cache.c: a stencil
+/* test_stencil_blob.c - unit tests for generator/stencil_blob.c: a stencil
  * survives the round trip, and every kind of damage is refused with a reason
  * while leaving the caller's stencil alone.  Prints "ok NAME" / "FAIL NAME: why"
  * per test and a final "N passed, N failed" line; exits 0 iff all passed. */
-#include "../../generator/stencil_cache.h"
+#include "../../generator/stencil_blob.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,7 +67,7 @@ static gen_stencil sample(void)
 static strbuf encode(const gen_stencil *s)
 {
     strbuf sb = {0};
-    stencil_cache_encode(&sb, s, DEPS, CONTEXT);
+    stencil_blob_encode(&sb, s, DEPS, CONTEXT);
     return sb;
 }
 
@@ -88,7 +88,7 @@ static int refused(const void *b, size_t n, size_t nsymbols, const char *reason)
     gen_stencil s = {.name = "kept"};
     char *deps = NULL;
     err[0] = '\0';
-    bool ok = stencil_cache_decode(b, n, CONTEXT, nsymbols, &s, &deps, err, sizeof err);
+    bool ok = stencil_blob_decode(b, n, CONTEXT, nsymbols, &s, &deps, err, sizeof err);
     if (ok)
         free_decoded(&s, deps);
     return !ok && deps == NULL && s.code == NULL && !strcmp(s.name, "kept") && err[0] &&
@@ -103,7 +103,7 @@ TEST(round_trip)
     strbuf b = encode(&in);
     gen_stencil out = {0};
     char *deps = NULL;
-    CHECK(stencil_cache_decode((uint8_t *)b.data, b.len, CONTEXT, NSYMBOLS, &out, &deps, err,
+    CHECK(stencil_blob_decode((uint8_t *)b.data, b.len, CONTEXT, NSYMBOLS, &out, &deps, err,
                                sizeof err));
     int ok = out.code_size == in.code_size && !memcmp(out.code, code, sizeof code) &&
              out.data_size == in.data_size && !memcmp(out.data, data, sizeof data) &&
@@ -128,10 +128,10 @@ TEST(empty_code)
 {
     gen_stencil in = {.data_align = 1, .removed_jump = 5};
     strbuf b = {0};
-    stencil_cache_encode(&b, &in, "", CONTEXT);
+    stencil_blob_encode(&b, &in, "", CONTEXT);
     gen_stencil out = {0};
     char *deps = NULL;
-    bool ok = stencil_cache_decode((uint8_t *)b.data, b.len, CONTEXT, 0, &out, &deps, err,
+    bool ok = stencil_blob_decode((uint8_t *)b.data, b.len, CONTEXT, 0, &out, &deps, err,
                                    sizeof err);
     sb_free(&b);
     CHECK(ok);
@@ -234,10 +234,10 @@ TEST(every_bit_flip_is_refused_or_canonical)
             b.data[i] ^= (char)(1 << bit);
             gen_stencil out = {0};
             char *deps = NULL;
-            if (stencil_cache_decode((uint8_t *)b.data, b.len, CONTEXT, NSYMBOLS, &out, &deps,
+            if (stencil_blob_decode((uint8_t *)b.data, b.len, CONTEXT, NSYMBOLS, &out, &deps,
                                      err, sizeof err)) {
                 strbuf again = {0};
-                stencil_cache_encode(&again, &out, deps, CONTEXT);
+                stencil_blob_encode(&again, &out, deps, CONTEXT);
                 int same = again.len == b.len && !memcmp(again.data, b.data, b.len);
                 sb_free(&again);
                 free_decoded(&out, deps);

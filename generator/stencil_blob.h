@@ -1,4 +1,4 @@
-/* stencil_cache.h - an op's checked stencil as bytes, so that a later run can
+/* stencil_blob.h - an op's checked stencil as bytes, so that a later run can
  * skip reading, extracting, checking and disassembling its object.
  *
  * The pipeline stores one such blob (kind "stencil") under the same cache key
@@ -21,10 +21,10 @@
  * against what is left and every field against what the writer and runtime
  * rely on (kinds in range, symbol numbers below the manifest's count, holes
  * inside and in order, instructions tiling the code), and rejects trailing
- * bytes, so that it accepts only what stencil_cache_encode writes. Any failure
+ * bytes, so that it accepts only what stencil_blob_encode writes. Any failure
  * is a cache miss. */
-#ifndef STENCILGEN_STENCIL_CACHE_H
-#define STENCILGEN_STENCIL_CACHE_H
+#ifndef STENCILGEN_STENCIL_BLOB_H
+#define STENCILGEN_STENCIL_BLOB_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -34,19 +34,19 @@
 #include "util.h"
 
 /* Bump on any change to the layout above; older blobs are then misses. */
-#define STENCIL_CACHE_VERSION 1u
+#define STENCIL_BLOB_VERSION 1u
 
 /* Appends the blob of `s` (its instructions all decoded, none writing the frame
  * pointer: a checked stencil) to `out`. `context` hashes what the stencil was
  * made under besides its object (the generator build, the LLVM version, the
  * run-time symbols); `deps` is the compile's depfile text. */
-void stencil_cache_encode(strbuf *out, const gen_stencil *s, const char *deps, uint64_t context);
+void stencil_blob_encode(strbuf *out, const gen_stencil *s, const char *deps, uint64_t context);
 
 /* Fills s's code, data, holes, entry, removed jump and instructions, and
  * *deps (caller frees), from a blob written under the same `context`, for a
  * manifest with `nsymbols` run-time symbols. On any problem leaves s and *deps
  * alone, writes the reason into err and returns false. */
-bool stencil_cache_decode(const uint8_t *buf, size_t size, uint64_t context, size_t nsymbols,
+bool stencil_blob_decode(const uint8_t *buf, size_t size, uint64_t context, size_t nsymbols,
                           gen_stencil *s, char **deps, char *err, size_t errsz);
 
 #endif

@@ -1,5 +1,5 @@
-/* stencil_cache.c - see stencil_cache.h. */
-#include "stencil_cache.h"
+/* stencil_blob.c - see stencil_blob.h. */
+#include "stencil_blob.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
@@ -46,10 +46,10 @@ static void put_hole(strbuf *sb, const gen_hole *h)
     put_str(sb, h->symbol, 1);
 }
 
-void stencil_cache_encode(strbuf *out, const gen_stencil *s, const char *deps, uint64_t context)
+void stencil_blob_encode(strbuf *out, const gen_stencil *s, const char *deps, uint64_t context)
 {
     sb_putn(out, magic, sizeof magic);
-    put_uint(out, STENCIL_CACHE_VERSION, 4);
+    put_uint(out, STENCIL_BLOB_VERSION, 4);
     put_uint(out, context, 8);
     put_uint(out, s->code_size, 8);
     put_uint(out, s->data_size, 8);
@@ -221,9 +221,9 @@ static bool decode(reader *r, uint64_t context, size_t nsymbols, gen_stencil *t,
         return false;
     }
     uint32_t version = (uint32_t)get_uint(r, 4);
-    if (!r->failed && version != STENCIL_CACHE_VERSION)
+    if (!r->failed && version != STENCIL_BLOB_VERSION)
         fail(r, "format version %" PRIu32 ", this stencilgen reads %u", version,
-             STENCIL_CACHE_VERSION);
+             STENCIL_BLOB_VERSION);
     uint64_t ctx = get_uint(r, 8);
     if (!r->failed && ctx != context)
         fail(r, "made by another generator, LLVM or symbol list");
@@ -269,7 +269,7 @@ static bool decode(reader *r, uint64_t context, size_t nsymbols, gen_stencil *t,
     return !r->failed;
 }
 
-bool stencil_cache_decode(const uint8_t *buf, size_t size, uint64_t context, size_t nsymbols,
+bool stencil_blob_decode(const uint8_t *buf, size_t size, uint64_t context, size_t nsymbols,
                           gen_stencil *s, char **deps, char *err, size_t errsz)
 {
     reader r = {buf, buf, buf + size, false, err, errsz};

@@ -1,11 +1,11 @@
-/* make_stencil_cache_seeds.c - write a seed corpus for fuzz_stencil_cache into
+/* make_stencil_blob_seeds.c - write a seed corpus for fuzz_stencil_blob into
  * the directory argv[1].
  *
  * Each seed is one selector byte (the number of run-time symbols) followed by a
- * blob from stencil_cache_encode under fuzz_stencil_cache.c's context: stencils
+ * blob from stencil_blob_encode under fuzz_stencil_blob.c's context: stencils
  * shaped like real x86-64 and AArch64 ops (holes of every value kind, read-only
  * data, a removed jump, an op whose code is only that jump). */
-#include "stencil_cache.h"
+#include "stencil_blob.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,7 +39,7 @@ static void write_seed(const char *dir, int n, unsigned nsymbols, const gen_sten
 {
     strbuf sb = {0};
     sb_putc(&sb, (char)nsymbols);
-    stencil_cache_encode(&sb, s, deps, FUZZ_CONTEXT);
+    stencil_blob_encode(&sb, s, deps, FUZZ_CONTEXT);
     char path[4096];
     snprintf(path, sizeof path, "%s/seed-%02d", dir, n);
     FILE *f = fopen(path, "wb");

@@ -1,4 +1,4 @@
-/* fuzz_stencil_cache.c - libFuzzer target for generator/stencil_cache.c.
+/* fuzz_stencil_blob.c - libFuzzer target for generator/stencil_blob.c.
  *
  * Input: one selector byte (the manifest's number of run-time symbols, 0-7),
  * then a stencil blob as stored in the cache (without the cache's trailer).
@@ -8,7 +8,7 @@
  * instructions tiling the code, texts terminated) or does not encode back to
  * exactly the input: the decoder accepts only what the encoder writes.
  */
-#include "stencil_cache.h"
+#include "stencil_blob.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -45,7 +45,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     gen_stencil s = {0};
     char *deps = NULL;
     char err[256];
-    if (!stencil_cache_decode(data + 1, size - 1, FUZZ_CONTEXT, nsymbols, &s, &deps, err,
+    if (!stencil_blob_decode(data + 1, size - 1, FUZZ_CONTEXT, nsymbols, &s, &deps, err,
                               sizeof err)) {
         check(err[0] != '\0');
         check(s.code == NULL && s.insns == NULL && deps == NULL);
@@ -64,7 +64,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     check(pc == s.code_size);
     strbuf again = {0};
-    stencil_cache_encode(&again, &s, deps, FUZZ_CONTEXT);
+    stencil_blob_encode(&again, &s, deps, FUZZ_CONTEXT);
     check(again.len == size - 1 && memcmp(again.data, data + 1, size - 1) == 0);
     sb_free(&again);
     free(deps);
