@@ -315,8 +315,10 @@ void writer_target_header(strbuf *sb, const sg_header_model *m)
 
     for (size_t i = 0; i < m->nops; i++)
         put_stencil_arrays(sb, &m->ops[i], m->ops[i].name, m->symbols);
-    /* In SG_OP_ order; no array designators, which C++ lacks. */
-    sb_puts(sb, "static const sg_stencil sg_stencils[SG_OP__COUNT] = {\n");
+    /* In SG_OP_ order, positional: C++17 has neither array nor field designators. */
+    sb_puts(sb, "/* Fields: name, code, code_size, data, data_size, data_align, code_holes,\n"
+                " * code_hole_count, data_holes, data_hole_count, falls_through, emit. */\n"
+                "static const sg_stencil sg_stencils[SG_OP__COUNT] = {\n");
     for (size_t i = 0; i < m->nops; i++) {
         sb_printf(sb, "    /* SG_OP_%s */ ", m->ops[i].name);
         put_stencil_init(sb, &m->ops[i], m->ops[i].name);

@@ -58,13 +58,19 @@ typedef struct sr_stencil_set {
     size_t executor_cfi_len;
 } sr_stencil_set;
 
+/* Positional (C++17 has no designated initializers), in the struct's order. */
 #define SR_STENCIL_SET_FROM_HEADER                                                           \
     {                                                                                        \
-        sg_stencils, SG_OP__COUNT, &sg_shim, SG_SHIM_ENTRY, sg_symbol_names, SG_SYM__COUNT,  \
-            SG_TARGET_ELF_MACHINE, SG_UNWIND_CODE_ALIGN, SG_UNWIND_DATA_ALIGN,               \
-            SG_UNWIND_RA_COLUMN, sg_shim_cie_insns, sizeof sg_shim_cie_insns,                \
-            sg_shim_fde_insns, sizeof sg_shim_fde_insns, SG_SHIM_FDE_START,                  \
-            SG_SHIM_FDE_SIZE, sg_executor_cfi, sizeof sg_executor_cfi                        \
+        sg_stencils, SG_OP__COUNT,                            /* stencils, count */          \
+            &sg_shim, SG_SHIM_ENTRY,                          /* shim, shim_entry */         \
+            sg_symbol_names, SG_SYM__COUNT,                   /* symbol_names, _count */     \
+            SG_TARGET_ELF_MACHINE,                            /* elf_machine */              \
+            SG_UNWIND_CODE_ALIGN, SG_UNWIND_DATA_ALIGN,       /* code_align, data_align */   \
+            SG_UNWIND_RA_COLUMN,                              /* ra_column */                \
+            sg_shim_cie_insns, sizeof sg_shim_cie_insns,      /* cie_insns, _len */          \
+            sg_shim_fde_insns, sizeof sg_shim_fde_insns,      /* shim_fde_insns, _len */     \
+            SG_SHIM_FDE_START, SG_SHIM_FDE_SIZE,              /* shim_fde_start, _size */    \
+            sg_executor_cfi, sizeof sg_executor_cfi           /* executor_cfi, _len */       \
     }
 
 typedef enum sr_perf_mode { SR_PERF_OFF, SR_PERF_MAP, SR_PERF_JITDUMP } sr_perf_mode;

@@ -226,6 +226,8 @@ static unsigned sg_emit_ret(uint8_t *code, uint8_t *data, sg_emit_env *env)
     return 0;
 }
 
+/* Fields: name, code, code_size, data, data_size, data_align, code_holes,
+ * code_hole_count, data_holes, data_hole_count, falls_through, emit. */
 static const sg_stencil sg_stencils[SG_OP__COUNT] = {
     /* SG_OP_push_operand */ {"push_operand", sg_code_push_operand, 16, NULL, 0, 1, sg_code_holes_push_operand, 2, NULL, 0, 1, sg_emit_push_operand},
     /* SG_OP_branch_if_zero */ {"branch_if_zero", sg_code_branch_if_zero, 20, NULL, 0, 1, sg_code_holes_branch_if_zero, 2, NULL, 0, 0, sg_emit_branch_if_zero},
