@@ -147,15 +147,33 @@ static const char *reg_name(const sg_target *t, uint32_t r, char *buf, size_t n)
     return buf;
 }
 
-/* The single indirect call into JIT code; calls whose operand is a hole (a
- * GOT slot for a named function) are calls to C, not to JIT code. Walks the
- * instructions decoded once (stencil_disassemble) that the FDE covers. */
+/* Whether instruction `in` loads a run-time symbol's address from its GOT
+ * slot: one of its holes is a GOT kind naming a symbol. */
+static bool loads_symbol_from_got(const gen_stencil *shim, const sg_insn *in)
+{
+    for (size_t h = 0; h < shim->ncode_holes; h++) {
+        const gen_hole *hole = &shim->code_holes[h];
+        if (hole->offset >= in->offset && hole->offset < in->offset + in->size &&
+            hole->value == SG_VALUE_SYMBOL && sg_patch_uses_got(hole->patch))
+            return true;
+    }
+    return false;
+}
+
+/* The single indirect call into JIT code, among the instructions the FDE
+ * covers (decoded once, by stencil_disassemble). An indirect call is a call
+ * to C, not to JIT code, when it calls a run-time symbol through its GOT slot:
+ * the slot is its operand (x86-64 `call *sym@GOTPCREL(%rip)`), or the register
+ * it calls through was last written by a load from the slot (AArch64 with
+ * -fno-plt: `adrp x8, :got:sym; ldr x8, [x8, :got_lo12:sym]; blr x8`, as for
+ * __stack_chk_fail). The code argument reaches the call some other way. */
 static bool find_jit_call(const gen_stencil *shim, const cfi_fde *fde, const sg_where *where,
                           sg_unwind *u)
 {
     strbuf found = {0}, others = {0};
     size_t n = 0;
     uint64_t end = fde->pc_begin + fde->pc_range;
+    const sg_insn *last_def[64] = {0}; /* per DWARF register, in the sweep's order */
     for (size_t k = 0; k < shim->ninsns; k++) {
         const sg_insn *in = &shim->insns[k];
         const char *text = stencil_insn_text(shim, in);
@@ -167,11 +185,14 @@ static bool find_jit_call(const gen_stencil *shim, const cfi_fde *fde, const sg_
             sb_free(&others);
             return false;
         }
-        bool via_hole = false;
-        for (size_t h = 0; h < shim->ncode_holes; h++)
-            via_hole |= shim->code_holes[h].offset >= in->offset &&
-                        shim->code_holes[h].offset < in->offset + in->size;
-        if (in->is_call && in->is_indirect && !via_hole) {
+        bool to_c = loads_symbol_from_got(shim, in);
+        if (in->call_reg >= 0 && in->call_reg < 64 && last_def[in->call_reg])
+            to_c |= loads_symbol_from_got(shim, last_def[in->call_reg]);
+        for (unsigned r = 0; r < 64; r++) {
+            if (in->defs >> r & 1)
+                last_def[r] = in;
+        }
+        if (in->is_call && in->is_indirect && !to_c) {
             sb_printf(&found, "\n  +0x%" PRIx32 ": %s", in->offset, text);
             u->call_offset = in->offset;
             u->call_size = in->size;

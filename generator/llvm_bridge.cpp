@@ -315,6 +315,36 @@ static bool writes_register(const lb_disasm *d, const MCInst &inst, MCRegister r
     return false;
 }
 
+/* The DWARF number of reg, or of the nearest register containing it (w8 is
+ * part of x8, eax of rax); -1 if none. */
+static int dwarf_number(const lb_disasm *d, MCRegister reg)
+{
+    for (MCPhysReg r : d->mri->superregs_inclusive(reg)) {
+        int n = d->mri->getDwarfRegNum(r, false);
+        if (n >= 0)
+            return n;
+    }
+    return -1;
+}
+
+static uint64_t written_registers(const lb_disasm *d, const MCInst &inst)
+{
+    const MCInstrDesc &desc = d->mii->get(inst.getOpcode());
+    uint64_t mask = 0;
+    auto add = [&](MCRegister reg) {
+        int n = dwarf_number(d, reg);
+        if (n >= 0 && n < 64)
+            mask |= (uint64_t)1 << n;
+    };
+    for (unsigned i = 0; i < desc.getNumDefs() && i < inst.getNumOperands(); i++) {
+        if (inst.getOperand(i).isReg() && inst.getOperand(i).getReg())
+            add(inst.getOperand(i).getReg());
+    }
+    for (MCPhysReg r : desc.implicit_defs())
+        add(r);
+    return mask;
+}
+
 static std::string print(const lb_disasm *d, const MCInst &inst, uint64_t address)
 {
     std::string text;
@@ -328,6 +358,7 @@ extern "C" void lb_disasm_one(lb_disasm *d, const uint8_t *code, size_t size, ui
                               lb_insn *out)
 {
     *out = lb_insn{};
+    out->call_reg = -1;
     MCInst inst;
     uint64_t len = 0;
     ArrayRef<uint8_t> bytes(code, size);
@@ -369,6 +400,12 @@ extern "C" void lb_disasm_one(lb_disasm *d, const uint8_t *code, size_t size, ui
     }
     snprintf(out->text, sizeof out->text, "%s", trimmed.c_str());
     out->writes_fp = writes_register(d, inst, d->fp);
+    out->defs = written_registers(d, inst);
+    /* `call *%rax`, `blr x8`: the register is the instruction's one operand
+     * (a memory operand has several). */
+    if (out->is_call && out->is_indirect && inst.getNumOperands() == 1 &&
+        inst.getOperand(0).isReg())
+        out->call_reg = dwarf_number(d, inst.getOperand(0).getReg());
 }
 
 extern "C" void lb_disasm_destroy(lb_disasm *d)

@@ -25,6 +25,8 @@ typedef struct lb_insn {
     bool is_branch;     /* jumps, conditional or not (not calls) */
     bool is_indirect;   /* a call or branch whose target is not in the instruction */
     uint64_t target;    /* direct call/branch target */
+    int call_reg;       /* an indirect call through one register: its DWARF number; else -1 */
+    uint64_t defs;      /* DWARF registers 0..63 it writes, wholly or in part (bit n: reg n) */
     bool has_address;   /* a PC-relative memory operand or address (x86 RIP-relative) */
     uint64_t address;   /* ... and the address it names */
     char text[128];     /* e.g. "movq %rsp, %rbp" */

@@ -251,7 +251,9 @@ void stencil_disassemble(gen_stencil *s, lb_disasm *d)
                      .decoded = in.size != 0,
                      .writes_fp = in.writes_fp,
                      .is_call = in.is_call,
-                     .is_indirect = in.is_indirect};
+                     .is_indirect = in.is_indirect,
+                     .call_reg = in.call_reg,
+                     .defs = in.defs};
         if ((in.is_call || in.is_branch) && !in.is_indirect) {
             i.has_target = i.target_is_branch = true;
             i.target = (int64_t)in.target;

@@ -41,6 +41,8 @@ typedef struct sg_insn {
      * calls, and where a direct branch or call goes, or the code or data a
      * PC-relative operand names, as an offset from the code's start. */
     bool is_call, is_indirect;
+    int32_t call_reg; /* an indirect call through one register: its DWARF number, else -1 */
+    uint64_t defs;    /* DWARF registers 0..63 it writes (bit n: register n) */
     bool has_target, target_is_branch;
     int64_t target;
 } sg_insn;

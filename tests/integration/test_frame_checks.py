@@ -555,6 +555,55 @@ def test_shim_with_no_call_into_jit_code(ctx):
     check(len(c_calls) == 1, "c_call_only has no call to C: %s", calls)
 
 
+A64 = "aarch64-unknown-linux-gnu"
+
+
+def calls_in_dump(ctx, manifest, triple):
+    """(call line, [(offset, text) of every blr/call *]) from `stencilgen dump`."""
+    p = ctx.generator("dump", "--manifest", manifest, "--target", triple, timeout=T)
+    check(p.returncode == 0, "dump of %s for %s exited %d:\n%s", manifest, triple,
+          p.returncode, p.stderr[-3000:])
+    m = re.search(r"^  at the call into JIT code, shim\+0x([0-9a-f]+) (.*):$", p.stdout, re.M)
+    check(m, "dump names no call into JIT code:\n%s", p.stdout[-3000:])
+    calls = [(int(o, 16), t) for o, t in
+             re.findall(r"^  ([0-9a-f]{4}): (?:[0-9a-f]{2} )+\s*((?:blr|callq \*).*)$",
+                        p.stdout, re.M)]
+    return (int(m.group(1), 16), m.group(2)), calls
+
+
+def test_shim_calls_to_c_through_the_got_on_both_targets(ctx):
+    """A shim may call C functions besides JIT code on both targets. On
+    AArch64 every such call (vm_print, __stack_chk_fail under the stack
+    protector) is a load from the symbol's GOT slot and a `blr`, told apart
+    from the call into JIT code by where its register was loaded from."""
+    for i, (manifest, triple) in enumerate(((fixture("shim", "jit_and_c_call.yaml"), A64),
+                                            (fixture("shim", "stack_protector.yaml"), A64),
+                                            (fixture("shim", "stack_protector.yaml"), TRIPLE))):
+        out = os.path.join(ctx.tmp, "out%d" % i)
+        ctx.build_stencils(manifest, out, "--target", triple, timeout=T)
+        (offset, text), calls = calls_in_dump(ctx, manifest, triple)
+        # The code pointer is the third argument: x2 (AAPCS64), %rdx (SysV).
+        want = "blr x2" if triple == A64 else "callq *%rdx"
+        check(text == want and (offset, want) in calls,
+              "%s (%s): the call into JIT code is +0x%x %s, want the call through the code "
+              "argument among %s", manifest, triple, offset, text, calls)
+        check(len(calls) >= 2, "%s (%s): the fixture should call C too: %s", manifest, triple,
+              calls)
+        header = read(os.path.join(out, "jit_stencils-%s.h" % triple))
+        check(int(header_define(header, "SG_SHIM_CALL_OFFSET"), 16) == offset,
+              "%s (%s): SG_SHIM_CALL_OFFSET is not +0x%x", manifest, triple, offset)
+    # A shim whose one call is to C, through a register loaded from the GOT.
+    out = os.path.join(ctx.tmp, "out")
+    before = good_build(ctx, fixture("shim", "stack_protector.yaml"), out)
+    p = failing_build(ctx, fixture("shim", "c_call_only.yaml"), out, before,
+                      "shim c_call_only (AArch64)", "--target", A64)
+    check("shim c_call_only_shim (%s): expected exactly one indirect call into JIT code, found 0"
+          % A64 in p.stderr and re.search(r"^  \+0x[0-9a-f]+: blr x\d+ \(a call to C, not JIT "
+                                          r"code\)$", p.stderr, re.M),
+          "c_call_only on AArch64: want 'found 0' with the blr listed as a call to C:\n%s",
+          p.stderr)
+
+
 def test_expect_frame_mismatch(ctx):
     base, manifest = bundled(ctx)
     out = os.path.join(ctx.tmp, "out")
