@@ -9,6 +9,15 @@
 
 #include "stencilrt.h"
 
+/* ---- base: the library's shared state, used by every other module */
+
+/* Record the error message for sr_last_error() and return s. */
+sr_status sr_fail(sr_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* The one lock of the library: arenas, registrations, GDB's descriptor. */
+void sr_registry_lock(void);
+void sr_registry_unlock(void);
+
 /* ---- bytebuf: the growable buffer behind every format the runtime writes */
 typedef struct sr_buf {
     uint8_t *p;
@@ -214,12 +223,5 @@ struct sr_runtime {
     unsigned gdb_hold; /* sr_gdb_hold depth */
     sr_group *held;    /* groups emitted under the hold, newest (the one filling) first */
 };
-
-/* Record the error message for sr_last_error() and return s. */
-sr_status sr_fail(sr_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-/* The one lock of the library: arenas, registrations, GDB's descriptor. */
-void sr_registry_lock(void);
-void sr_registry_unlock(void);
 
 #endif
