@@ -209,6 +209,27 @@ sr_status emit_plan(const sr_emitter *em, const sr_instr *code, size_t n, uint32
 sr_status emit_write(const sr_emitter *em, const sr_instr *code, size_t n,
                      const uint32_t *offsets, const sr_layout *l, uint8_t *mem);
 
+/* ---- gdbgroup: which executors share a GDB object.
+ * A group is the executors emitted together (one sr_emit, one sr_emit_batch,
+ * or everything emitted under sr_gdb_hold); its one GDB object names them all
+ * and unwinds through them. GDB pays mostly per object, so groups are large;
+ * but freeing a member rebuilds the whole object, so GDB_GROUP_MAX bounds what
+ * a free costs. Every call is made with the registry lock held. */
+
+/* Put `count` freshly emitted executors into groups and tell GDB (under
+ * sr_gdb_hold: once the hold ends). False, and nothing changed, if out of
+ * memory. */
+bool group_join(sr_runtime *rt, sr_executor **ex, size_t count);
+/* The outermost sr_gdb_hold ended: tell GDB of the groups it held back. */
+void group_release_held(sr_runtime *rt);
+/* Take e out of its group, leaving the group's object to group_settle. */
+void group_remove(sr_group *g, sr_executor *e);
+/* After members left: rebuild g's object (unless `rebuild` is false: the whole
+ * runtime is going), or drop it and g with its last member. */
+void group_settle(sr_runtime *rt, sr_group *g, bool rebuild);
+/* group_remove, then group_settle. */
+void group_leave(sr_runtime *rt, sr_executor *e, bool rebuild);
+
 /* ---- runtime */
 struct sr_runtime {
     sr_config cfg;

@@ -4,12 +4,8 @@
  * Unwinding: the frame pointer is pinned, so one CFI rule (the shim's row at
  * its call into JIT code) covers every executor PC. Each arena therefore gets
  * one FDE covering all of it, registered with libgcc once when the arena is
- * created: per-executor unwind work is zero. GDB gets one in-memory object per
- * group of executors emitted together (sr_emit_batch, or under sr_gdb_hold),
- * with a section and an FDE per contiguous run of them and symbols per executor
- * and stencil. What GDB does with each object grows with what GDB already
- * holds (see register_group), so the runtime hands it few objects and few
- * sections. */
+ * created: per-executor unwind work is zero. GDB learns of executors a group
+ * at a time (gdbgroup.c). */
 #include <errno.h>
 #include <stdatomic.h>
 #include <strings.h>
@@ -143,176 +139,6 @@ static void free_arena(sr_arena *a)
     gdbjit_unregister(a->gdb);
     free(a->eh_frame);
     jitmem_arena_free(a);
-}
-
-/* "<op>@<executor>[<index>]": what debuggers and profilers call instruction i
- * (malloc'ed; NULL when out of memory). */
-static char *stencil_symbol(const sr_runtime *rt, const sr_executor *e, size_t i)
-{
-    char *name;
-    if (asprintf(&name, "%s@%s[%zu]", rt->set->stencils[e->ops[i]].name, e->name, i) < 0)
-        return NULL;
-    return name;
-}
-
-static int by_address(const void *a, const void *b)
-{
-    uintptr_t x = (uintptr_t)(*(sr_executor *const *)a)->mem;
-    uintptr_t y = (uintptr_t)(*(sr_executor *const *)b)->mem;
-    return (x > y) - (x < y);
-}
-
-/* The GDB object of a group: symbols name each executor (zero-sized, so the
- * sized stencil symbols win inside it) and each instruction. Members whose page
- * runs touch share one .text section and one FDE (the executor rule holds at
- * every executor PC, and the data and GOT between two members' code belong to
- * the first, so no other object can claim them): GDB re-sorts every section it
- * knows at each registration, and a batch emitted into fresh pages is then one
- * section, not one per executor. Built again, without the departed, when a
- * member is freed. */
-static void register_group(sr_runtime *rt, sr_group *g)
-{
-    gdbjit_unregister(g->gdb);
-    g->gdb = NULL;
-    if (!rt->cfg.gdb || g->held || g->n == 0)
-        return;
-    qsort(g->members, g->n, sizeof *g->members, by_address);
-    size_t page = jitmem_page_size(), nsyms = 0;
-    for (size_t m = 0; m < g->n; m++)
-        nsyms += 1 + g->members[m]->n;
-    gdbjit_section *text = calloc(g->n, sizeof *text); /* at most one run per member */
-    gdbjit_symbol *syms = calloc(nsyms, sizeof *syms);
-    size_t k = 0, nrun = 0;
-    const uint8_t *run_end = NULL; /* first byte after the last member's pages */
-    for (size_t m = 0; text && syms && m < g->n; m++) {
-        const sr_executor *e = g->members[m];
-        if (e->mem != run_end)
-            text[nrun++].addr = (uintptr_t)e->mem;
-        gdbjit_section *run = &text[nrun - 1];
-        run->size = (uintptr_t)(e->mem + e->text_size) - run->addr;
-        run_end = e->mem + (e->mem_size + page - 1) / page * page;
-        syms[k++] = (gdbjit_symbol){e->name, (uintptr_t)e->mem, 0, nrun - 1};
-        for (size_t i = 0; i < e->n; i++)
-            syms[k++] = (gdbjit_symbol){e->symbols[i], (uintptr_t)(e->mem + e->offsets[i]),
-                                        e->offsets[i + 1] - e->offsets[i], nrun - 1};
-    }
-    sr_fde *fdes = text && syms ? calloc(nrun, sizeof *fdes) : NULL;
-    for (size_t r = 0; fdes && r < nrun; r++)
-        fdes[r] = (sr_fde){text[r].addr, text[r].size, rt->set->executor_cfi,
-                           rt->set->executor_cfi_len};
-    size_t eh_size = 0;
-    uint8_t *eh = fdes ? ehframe_build(rt->set, fdes, nrun, &eh_size) : NULL;
-    if (eh)
-        g->gdb = gdbjit_register(rt->set->elf_machine, text, nrun, eh, eh_size, syms, k);
-    free(eh);
-    free(fdes);
-    free(syms);
-    free(text);
-}
-
-static void unlink_held(sr_runtime *rt, sr_group *g)
-{
-    for (sr_group **p = &rt->held; *p; p = &(*p)->next_held) {
-        if (*p == g) {
-            *p = g->next_held;
-            return;
-        }
-    }
-}
-
-static void group_remove(sr_group *g, sr_executor *e)
-{
-    for (size_t m = 0; m < g->n; m++) {
-        if (g->members[m] == e) {
-            g->members[m] = g->members[--g->n];
-            break;
-        }
-    }
-    e->group = NULL;
-}
-
-/* After members left: rebuild the group's object (unless `rebuild` is false:
- * the whole runtime is going), or drop it and the group with its last member. */
-static void group_settle(sr_runtime *rt, sr_group *g, bool rebuild)
-{
-    if (rebuild || g->n == 0)
-        register_group(rt, g);
-    if (g->n == 0) {
-        if (g->held)
-            unlink_held(rt, g);
-        free(g->members);
-        free(g);
-    }
-}
-
-static void leave_group(sr_runtime *rt, sr_executor *e, bool rebuild)
-{
-    sr_group *g = e->group;
-    group_remove(g, e);
-    group_settle(rt, g, rebuild);
-}
-
-static sr_group *new_group(sr_runtime *rt, size_t cap)
-{
-    sr_group *g = calloc(1, sizeof *g);
-    if (g)
-        g->members = calloc(cap, sizeof *g->members);
-    if (!g || !g->members) {
-        free(g);
-        return NULL;
-    }
-    g->rt = rt;
-    g->cap = cap;
-    return g;
-}
-
-/* Put `count` freshly emitted executors into groups: new ones of at most
- * GDB_GROUP_MAX, registered now; under sr_gdb_hold, the held groups instead
- * (the newest one filled up first), registered at release. Everything is
- * allocated before anything changes: false (and nothing done) if out of
- * memory. */
-static bool join_groups(sr_runtime *rt, sr_executor **ex, size_t count)
-{
-    sr_group *open = rt->gdb_hold ? rt->held : NULL;
-    size_t room = open ? open->cap - open->n : 0;
-    size_t rest = count > room ? count - room : 0;
-    size_t nfresh = (rest + GDB_GROUP_MAX - 1) / GDB_GROUP_MAX;
-    sr_group **fresh = calloc(nfresh ? nfresh : 1, sizeof *fresh);
-    bool ok = fresh != NULL;
-    for (size_t i = 0; ok && i < nfresh; i++) {
-        /* Held groups keep filling across calls, so they get the full cap. */
-        size_t left = rest - i * GDB_GROUP_MAX;
-        fresh[i] = new_group(rt, rt->gdb_hold || left > GDB_GROUP_MAX ? GDB_GROUP_MAX : left);
-        ok = fresh[i] != NULL;
-    }
-    if (!ok) {
-        for (size_t i = 0; fresh && i < nfresh; i++)
-            if (fresh[i])
-                free(fresh[i]->members), free(fresh[i]);
-        free(fresh);
-        return false;
-    }
-    size_t k = 0;
-    for (; open && k < count && open->n < open->cap; k++) {
-        ex[k]->group = open;
-        open->members[open->n++] = ex[k];
-    }
-    for (size_t i = 0; i < nfresh; i++) {
-        sr_group *g = fresh[i];
-        for (; k < count && g->n < g->cap; k++) {
-            ex[k]->group = g;
-            g->members[g->n++] = ex[k];
-        }
-        if (rt->gdb_hold) {
-            g->held = true;
-            g->next_held = rt->held;
-            rt->held = g;
-        } else {
-            register_group(rt, g);
-        }
-    }
-    free(fresh);
-    return true;
 }
 
 /* perf: the executor, then each stencil in it (so samples name the op). */
@@ -475,7 +301,7 @@ void sr_runtime_destroy(sr_runtime *rt)
         while (a->executors) {
             sr_executor *e = a->executors;
             executor_unlink(e);
-            leave_group(rt, e, false); /* each object goes once, with its last member */
+            group_leave(rt, e, false); /* each object goes once, with its last member */
             executor_destroy(e);
         }
         free_arena(a);
@@ -513,6 +339,16 @@ static uint8_t *allocate(sr_runtime *rt, size_t bytes, sr_arena **arena)
     sr_arena *a = new_arena(rt, size);
     *arena = a;
     return a ? jitmem_alloc(a, bytes) : NULL;
+}
+
+/* "<op>@<executor>[<index>]": what debuggers and profilers call instruction i
+ * (malloc'ed; NULL when out of memory). */
+static char *stencil_symbol(const sr_runtime *rt, const sr_executor *e, size_t i)
+{
+    char *name;
+    if (asprintf(&name, "%s@%s[%zu]", rt->set->stencils[e->ops[i]].name, e->name, i) < 0)
+        return NULL;
+    return name;
 }
 
 static sr_executor *new_executor(const sr_runtime *rt, const sr_instr *code, size_t n,
@@ -594,7 +430,7 @@ static void free_executor_locked(sr_runtime *rt, sr_executor *ex, bool settle)
     jitmem_release(ex->arena, ex->mem, ex->mem_size);
     rt->executors--;
     if (ex->group && settle)
-        leave_group(rt, ex, true);
+        group_leave(rt, ex, true);
     else if (ex->group)
         group_remove(ex->group, ex);
     executor_destroy(ex);
@@ -617,7 +453,7 @@ sr_status sr_emit_batch(sr_runtime *rt, const sr_program *progs, size_t count,
     sr_registry_lock();
     for (; done < count && st == SR_OK; done++)
         st = emit_one(rt, &progs[done], &out[done]);
-    if (st == SR_OK && !join_groups(rt, out, count))
+    if (st == SR_OK && !group_join(rt, out, count))
         st = sr_fail(SR_ENOMEM, "out of memory");
     if (st != SR_OK) { /* all or nothing; none of them is in a group yet */
         for (size_t i = 0; i < done; i++) {
@@ -737,15 +573,8 @@ void sr_gdb_release(sr_runtime *rt)
     if (!rt)
         return;
     sr_registry_lock();
-    if (rt->gdb_hold && --rt->gdb_hold == 0) {
-        while (rt->held) {
-            sr_group *g = rt->held;
-            rt->held = g->next_held;
-            g->next_held = NULL;
-            g->held = false;
-            register_group(rt, g);
-        }
-    }
+    if (rt->gdb_hold && --rt->gdb_hold == 0)
+        group_release_held(rt);
     sr_registry_unlock();
 }
 
