@@ -139,38 +139,6 @@ void perf_close(sr_perf *p);
 
 /* ---- emit */
 
-/* Executors emitted together (one sr_emit, one sr_emit_batch, or everything
- * emitted under sr_gdb_hold) share GDB objects of at most GDB_GROUP_MAX
- * executors each: GDB pays mostly per object, and freeing one member rebuilds
- * its object, so the cap bounds what a free costs. */
-#define GDB_GROUP_MAX 256
-
-typedef struct sr_group {
-    struct sr_runtime *rt;
-    struct sr_executor **members;
-    size_t n, cap;
-    struct gdbjit_entry *gdb;
-    bool held;                /* emitted under sr_gdb_hold: GDB is told at release */
-    bool settling;            /* listed by sr_executor_free_batch, rebuilt once at its end */
-    struct sr_group *next_held; /* in sr_runtime.held */
-} sr_group;
-
-struct sr_executor {
-    sr_runtime *rt;
-    sr_arena *arena;
-    struct sr_executor *next, *prev; /* in arena->executors */
-    sr_group *group;
-    uint8_t *mem;      /* page run: code, data, GOT */
-    size_t mem_size;
-    size_t code_size;
-    size_t text_size;  /* code and the veneers after it: everything that executes */
-    char *name;
-    size_t n;            /* instructions */
-    uint32_t *offsets;   /* n + 1 code offsets */
-    uint32_t *ops;       /* n op numbers */
-    char **symbols;      /* n "<op>@<executor>[<index>]" names, for debuggers and profilers */
-};
-
 /* Where things go in an executor's page run. */
 typedef struct sr_layout {
     size_t code_size;
@@ -215,6 +183,17 @@ sr_status emit_write(const sr_emitter *em, const sr_instr *code, size_t n,
  * and unwinds through them. GDB pays mostly per object, so groups are large;
  * but freeing a member rebuilds the whole object, so GDB_GROUP_MAX bounds what
  * a free costs. Every call is made with the registry lock held. */
+#define GDB_GROUP_MAX 256
+
+typedef struct sr_group {
+    struct sr_runtime *rt;
+    struct sr_executor **members;
+    size_t n, cap;
+    struct gdbjit_entry *gdb;
+    bool held;                /* emitted under sr_gdb_hold: GDB is told at release */
+    bool settling;            /* listed by sr_executor_free_batch, rebuilt once at its end */
+    struct sr_group *next_held; /* in sr_runtime.held */
+} sr_group;
 
 /* Put `count` freshly emitted executors into groups and tell GDB (under
  * sr_gdb_hold: once the hold ends). False, and nothing changed, if out of
@@ -231,6 +210,25 @@ void group_settle(sr_runtime *rt, sr_group *g, bool rebuild);
 void group_leave(sr_runtime *rt, sr_executor *e, bool rebuild);
 
 /* ---- runtime */
+
+/* An emitted program: its page run, and the names debuggers and profilers
+ * give its parts. */
+struct sr_executor {
+    sr_runtime *rt;
+    sr_arena *arena;
+    struct sr_executor *next, *prev; /* in arena->executors */
+    sr_group *group;
+    uint8_t *mem;      /* page run: code, data, GOT */
+    size_t mem_size;
+    size_t code_size;
+    size_t text_size;  /* code and the veneers after it: everything that executes */
+    char *name;
+    size_t n;            /* instructions */
+    uint32_t *offsets;   /* n + 1 code offsets */
+    uint32_t *ops;       /* n op numbers */
+    char **symbols;      /* n "<op>@<executor>[<index>]" names, for debuggers and profilers */
+};
+
 struct sr_runtime {
     sr_config cfg;
     const sr_stencil_set *set;
