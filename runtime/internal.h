@@ -34,32 +34,27 @@ void buf_sleb(sr_buf *b, int64_t v);
 void buf_zeros(sr_buf *b, size_t n);
 void buf_patch_u32(sr_buf *b, size_t at, uint32_t v); /* a length field written earlier */
 
-/* ---- jitmem: arenas of page runs, each run either RW (being written) or RX. */
-typedef struct sr_arena {
-    struct sr_arena *next;
+/* ---- jitmem: regions of page runs, each run either RW (being written) or RX. */
+typedef struct sr_region {
     uint8_t *base;
     size_t size;      /* bytes, a multiple of the page size */
-    uint8_t *used;    /* one byte per page: 1 = allocated */
+    uint8_t *used;    /* one byte per page: 0 free, 1 in use, 2 retired (no_reuse) */
     size_t npages;
-    struct sr_executor *executors; /* live executors in this arena */
-    size_t nexecutors;
-    uint8_t *eh_frame; /* registered with libgcc while frames_registered */
-    size_t eh_frame_size;
-    bool frames_registered;
-    struct gdbjit_entry *gdb; /* the shim's GDB object (executors are named per group) */
-    bool no_reuse;            /* perf is watching: freed pages are never handed out again */
-} sr_arena;
+    bool no_reuse;    /* perf is watching: freed pages are never handed out again */
+} sr_region;
 
 size_t jitmem_page_size(void);
-sr_arena *jitmem_arena_new(size_t size);
-void jitmem_arena_free(sr_arena *a);
-/* A run of whole pages, mapped read+write; NULL if the arena has no room. */
-uint8_t *jitmem_alloc(sr_arena *a, size_t bytes);
+/* Reserve `size` bytes (rounded up to whole pages), inaccessible; false if the
+ * address space or the page map cannot be had. */
+bool jitmem_region_init(sr_region *r, size_t size);
+void jitmem_region_fini(sr_region *r);
+/* A run of whole pages, mapped read+write; NULL if the region has no room. */
+uint8_t *jitmem_alloc(sr_region *r, size_t bytes);
 /* Flip a run to read+execute (and flush the instruction cache). */
 bool jitmem_seal(uint8_t *p, size_t bytes);
-/* Return a run to the arena; its pages become inaccessible (and, with
- * a->no_reuse, are never allocated again: perf's maps are append-only). */
-void jitmem_release(sr_arena *a, uint8_t *p, size_t bytes);
+/* Return a run to the region; its pages become inaccessible (and, with
+ * r->no_reuse, are never allocated again: perf's maps are append-only). */
+void jitmem_release(sr_region *r, uint8_t *p, size_t bytes);
 
 /* ---- ehframe: synthetic .eh_frame built from the header's CFI blobs. */
 typedef struct sr_fde {
@@ -210,6 +205,18 @@ void group_settle(sr_runtime *rt, sr_group *g, bool rebuild);
 void group_leave(sr_runtime *rt, sr_executor *e, bool rebuild);
 
 /* ---- runtime */
+
+/* An arena: a jitmem region, and what the runtime registered for all of it. */
+typedef struct sr_arena {
+    struct sr_arena *next;
+    sr_region region;
+    struct sr_executor *executors; /* live executors in this arena */
+    size_t nexecutors;
+    uint8_t *eh_frame; /* registered with libgcc while frames_registered */
+    size_t eh_frame_size;
+    bool frames_registered;
+    struct gdbjit_entry *gdb; /* the shim's GDB object (executors are named per group) */
+} sr_arena;
 
 /* An emitted program: its page run, and the names debuggers and profilers
  * give its parts. */

@@ -115,16 +115,28 @@ static bool register_frames(sr_runtime *rt, sr_arena *a, const sr_fde *fde)
     return true;
 }
 
+/* An arena around a fresh region of `size` bytes, nothing registered yet. */
+static sr_arena *map_arena(size_t size)
+{
+    sr_arena *a = calloc(1, sizeof *a);
+    if (a && !jitmem_region_init(&a->region, size)) {
+        free(a);
+        return NULL;
+    }
+    return a;
+}
+
 static sr_arena *new_arena(sr_runtime *rt, size_t size)
 {
-    sr_arena *a = jitmem_arena_new(size);
+    sr_arena *a = map_arena(size);
     if (!a)
         return NULL;
-    a->no_reuse = rt->perf != NULL;
-    sr_fde fde = {(uintptr_t)a->base, a->size, rt->set->executor_cfi,
+    a->region.no_reuse = rt->perf != NULL;
+    sr_fde fde = {(uintptr_t)a->region.base, a->region.size, rt->set->executor_cfi,
                   rt->set->executor_cfi_len};
     if (!register_frames(rt, a, &fde)) {
-        jitmem_arena_free(a);
+        jitmem_region_fini(&a->region);
+        free(a);
         return NULL;
     }
     a->next = rt->arenas;
@@ -138,7 +150,8 @@ static void free_arena(sr_arena *a)
         ehframe_deregister(a->eh_frame);
     gdbjit_unregister(a->gdb);
     free(a->eh_frame);
-    jitmem_arena_free(a);
+    jitmem_region_fini(&a->region);
+    free(a);
 }
 
 /* perf: the executor, then each stencil in it (so samples name the op). */
@@ -150,8 +163,8 @@ static void announce_to_perf(sr_runtime *rt, const sr_executor *e)
     if (!codes)
         return;
     /* The arena's FDE, as registered (perf gets none where no table was built). */
-    sr_fde arena_fde = {(uintptr_t)e->arena->base, e->arena->size, rt->set->executor_cfi,
-                        rt->set->executor_cfi_len};
+    sr_fde arena_fde = {(uintptr_t)e->arena->region.base, e->arena->region.size,
+                        rt->set->executor_cfi, rt->set->executor_cfi_len};
     const sr_fde *fde = e->arena->eh_frame ? &arena_fde : NULL;
     codes[0] = (sr_perf_code){e->name, (uintptr_t)e->mem, e->code_size, fde, true};
     size_t k = 1;
@@ -181,8 +194,8 @@ static sr_status write_shim(sr_runtime *rt, sr_layout *l)
     if (st == SR_OK)
         st = emit_plan(&em, &only, 1, offsets, l);
     if (st == SR_OK) {
-        rt->shim_arena = jitmem_arena_new(l->total);
-        mem = rt->shim_arena ? jitmem_alloc(rt->shim_arena, l->total) : NULL;
+        rt->shim_arena = map_arena(l->total);
+        mem = rt->shim_arena ? jitmem_alloc(&rt->shim_arena->region, l->total) : NULL;
         if (!mem)
             st = sr_fail(SR_ENOMEM, "cannot map memory for the shim: %s", strerror(errno));
     }
@@ -329,7 +342,7 @@ sr_config sr_runtime_config(const sr_runtime *rt)
 static uint8_t *allocate(sr_runtime *rt, size_t bytes, sr_arena **arena)
 {
     for (sr_arena *a = rt->arenas; a; a = a->next) {
-        uint8_t *p = jitmem_alloc(a, bytes);
+        uint8_t *p = jitmem_alloc(&a->region, bytes);
         if (p) {
             *arena = a;
             return p;
@@ -338,7 +351,7 @@ static uint8_t *allocate(sr_runtime *rt, size_t bytes, sr_arena **arena)
     size_t size = bytes > rt->cfg.arena_size ? bytes : rt->cfg.arena_size;
     sr_arena *a = new_arena(rt, size);
     *arena = a;
-    return a ? jitmem_alloc(a, bytes) : NULL;
+    return a ? jitmem_alloc(&a->region, bytes) : NULL;
 }
 
 /* "<op>@<executor>[<index>]": what debuggers and profilers call instruction i
@@ -408,7 +421,7 @@ static sr_status emit_one(sr_runtime *rt, const sr_program *prog, sr_executor **
     if (st == SR_OK && !jitmem_seal(e->mem, e->mem_size))
         st = sr_fail(SR_ESYSTEM, "mprotect: %s", strerror(errno));
     if (st != SR_OK) {
-        jitmem_release(e->arena, e->mem, e->mem_size);
+        jitmem_release(&e->arena->region, e->mem, e->mem_size);
         executor_destroy(e);
         return st;
     }
@@ -427,7 +440,7 @@ static sr_status emit_one(sr_runtime *rt, const sr_program *prog, sr_executor **
 static void free_executor_locked(sr_runtime *rt, sr_executor *ex, bool settle)
 {
     executor_unlink(ex);
-    jitmem_release(ex->arena, ex->mem, ex->mem_size);
+    jitmem_release(&ex->arena->region, ex->mem, ex->mem_size);
     rt->executors--;
     if (ex->group && settle)
         group_leave(rt, ex, true);
