@@ -204,6 +204,13 @@ void group_settle(sr_runtime *rt, sr_group *g, bool rebuild);
 /* group_remove, then group_settle. */
 void group_leave(sr_runtime *rt, sr_executor *e, bool rebuild);
 
+/* ---- config */
+
+/* `in` (NULL: SR_CONFIG_DEFAULT) with each -1 read from the environment and a
+ * zero arena_size made the default (stencilrt.h has the rules); SR_EINVAL, and
+ * `out` untouched, if a field is out of range. */
+sr_status config_resolve(const sr_config *in, sr_config *out);
+
 /* ---- runtime */
 
 /* An arena: a jitmem region, and what the runtime registered for all of it. */
