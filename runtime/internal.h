@@ -9,6 +9,15 @@
 
 #include "stencilrt.h"
 
+/* ---- base: the library's shared state, used by every other module */
+
+/* Record the error message for sr_last_error() and return s. */
+sr_status sr_fail(sr_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* The one lock of the library: arenas, registrations, GDB's descriptor. */
+void sr_registry_lock(void);
+void sr_registry_unlock(void);
+
 /* ---- bytebuf: the growable buffer behind every format the runtime writes */
 typedef struct sr_buf {
     uint8_t *p;
@@ -25,32 +34,27 @@ void buf_sleb(sr_buf *b, int64_t v);
 void buf_zeros(sr_buf *b, size_t n);
 void buf_patch_u32(sr_buf *b, size_t at, uint32_t v); /* a length field written earlier */
 
-/* ---- jitmem: arenas of page runs, each run either RW (being written) or RX. */
-typedef struct sr_arena {
-    struct sr_arena *next;
+/* ---- jitmem: regions of page runs, each run either RW (being written) or RX. */
+typedef struct sr_region {
     uint8_t *base;
     size_t size;      /* bytes, a multiple of the page size */
-    uint8_t *used;    /* one byte per page: 1 = allocated */
+    uint8_t *used;    /* one byte per page: 0 free, 1 in use, 2 retired (no_reuse) */
     size_t npages;
-    struct sr_executor *executors; /* live executors in this arena */
-    size_t nexecutors;
-    uint8_t *eh_frame; /* registered with libgcc while frames_registered */
-    size_t eh_frame_size;
-    bool frames_registered;
-    struct gdbjit_entry *gdb; /* the shim's GDB object (executors are named per group) */
-    bool no_reuse;            /* perf is watching: freed pages are never handed out again */
-} sr_arena;
+    bool no_reuse;    /* perf is watching: freed pages are never handed out again */
+} sr_region;
 
 size_t jitmem_page_size(void);
-sr_arena *jitmem_arena_new(size_t size);
-void jitmem_arena_free(sr_arena *a);
-/* A run of whole pages, mapped read+write; NULL if the arena has no room. */
-uint8_t *jitmem_alloc(sr_arena *a, size_t bytes);
+/* Reserve `size` bytes (rounded up to whole pages), inaccessible; false if the
+ * address space or the page map cannot be had. */
+bool jitmem_region_init(sr_region *r, size_t size);
+void jitmem_region_fini(sr_region *r);
+/* A run of whole pages, mapped read+write; NULL if the region has no room. */
+uint8_t *jitmem_alloc(sr_region *r, size_t bytes);
 /* Flip a run to read+execute (and flush the instruction cache). */
 bool jitmem_seal(uint8_t *p, size_t bytes);
-/* Return a run to the arena; its pages become inaccessible (and, with
- * a->no_reuse, are never allocated again: perf's maps are append-only). */
-void jitmem_release(sr_arena *a, uint8_t *p, size_t bytes);
+/* Return a run to the region; its pages become inaccessible (and, with
+ * r->no_reuse, are never allocated again: perf's maps are append-only). */
+void jitmem_release(sr_region *r, uint8_t *p, size_t bytes);
 
 /* ---- ehframe: synthetic .eh_frame built from the header's CFI blobs. */
 typedef struct sr_fde {
@@ -130,38 +134,6 @@ void perf_close(sr_perf *p);
 
 /* ---- emit */
 
-/* Executors emitted together (one sr_emit, one sr_emit_batch, or everything
- * emitted under sr_gdb_hold) share GDB objects of at most GDB_GROUP_MAX
- * executors each: GDB pays mostly per object, and freeing one member rebuilds
- * its object, so the cap bounds what a free costs. */
-#define GDB_GROUP_MAX 256
-
-typedef struct sr_group {
-    struct sr_runtime *rt;
-    struct sr_executor **members;
-    size_t n, cap;
-    struct gdbjit_entry *gdb;
-    bool held;                /* emitted under sr_gdb_hold: GDB is told at release */
-    bool settling;            /* listed by sr_executor_free_batch, rebuilt once at its end */
-    struct sr_group *next_held; /* in sr_runtime.held */
-} sr_group;
-
-struct sr_executor {
-    sr_runtime *rt;
-    sr_arena *arena;
-    struct sr_executor *next, *prev; /* in arena->executors */
-    sr_group *group;
-    uint8_t *mem;      /* page run: code, data, GOT */
-    size_t mem_size;
-    size_t code_size;
-    size_t text_size;  /* code and the veneers after it: everything that executes */
-    char *name;
-    size_t n;            /* instructions */
-    uint32_t *offsets;   /* n + 1 code offsets */
-    uint32_t *ops;       /* n op numbers */
-    char **symbols;      /* n "<op>@<executor>[<index>]" names, for debuggers and profilers */
-};
-
 /* Where things go in an executor's page run. */
 typedef struct sr_layout {
     size_t code_size;
@@ -200,7 +172,77 @@ sr_status emit_plan(const sr_emitter *em, const sr_instr *code, size_t n, uint32
 sr_status emit_write(const sr_emitter *em, const sr_instr *code, size_t n,
                      const uint32_t *offsets, const sr_layout *l, uint8_t *mem);
 
+/* ---- gdbgroup: which executors share a GDB object.
+ * A group is the executors emitted together (one sr_emit, one sr_emit_batch,
+ * or everything emitted under sr_gdb_hold); its one GDB object names them all
+ * and unwinds through them. GDB pays mostly per object, so groups are large;
+ * but freeing a member rebuilds the whole object, so GDB_GROUP_MAX bounds what
+ * a free costs. Every call is made with the registry lock held. */
+#define GDB_GROUP_MAX 256
+
+typedef struct sr_group {
+    struct sr_runtime *rt;
+    struct sr_executor **members;
+    size_t n, cap;
+    struct gdbjit_entry *gdb;
+    bool held;                /* emitted under sr_gdb_hold: GDB is told at release */
+    bool settling;            /* listed by sr_executor_free_batch, rebuilt once at its end */
+    struct sr_group *next_held; /* in sr_runtime.held */
+} sr_group;
+
+/* Put `count` freshly emitted executors into groups and tell GDB (under
+ * sr_gdb_hold: once the hold ends). False, and nothing changed, if out of
+ * memory. */
+bool group_join(sr_runtime *rt, sr_executor **ex, size_t count);
+/* The outermost sr_gdb_hold ended: tell GDB of the groups it held back. */
+void group_release_held(sr_runtime *rt);
+/* Take e out of its group, leaving the group's object to group_settle. */
+void group_remove(sr_group *g, sr_executor *e);
+/* After members left: rebuild g's object (unless `rebuild` is false: the whole
+ * runtime is going), or drop it and g with its last member. */
+void group_settle(sr_runtime *rt, sr_group *g, bool rebuild);
+/* group_remove, then group_settle. */
+void group_leave(sr_runtime *rt, sr_executor *e, bool rebuild);
+
+/* ---- config */
+
+/* `in` (NULL: SR_CONFIG_DEFAULT) with each -1 read from the environment and a
+ * zero arena_size made the default (stencilrt.h has the rules); SR_EINVAL, and
+ * `out` untouched, if a field is out of range. */
+sr_status config_resolve(const sr_config *in, sr_config *out);
+
 /* ---- runtime */
+
+/* An arena: a jitmem region, and what the runtime registered for all of it. */
+typedef struct sr_arena {
+    struct sr_arena *next;
+    sr_region region;
+    struct sr_executor *executors; /* live executors in this arena */
+    size_t nexecutors;
+    uint8_t *eh_frame; /* registered with libgcc while frames_registered */
+    size_t eh_frame_size;
+    bool frames_registered;
+    struct gdbjit_entry *gdb; /* the shim's GDB object (executors are named per group) */
+} sr_arena;
+
+/* An emitted program: its page run, and the names debuggers and profilers
+ * give its parts. */
+struct sr_executor {
+    sr_runtime *rt;
+    sr_arena *arena;
+    struct sr_executor *next, *prev; /* in arena->executors */
+    sr_group *group;
+    uint8_t *mem;      /* page run: code, data, GOT */
+    size_t mem_size;
+    size_t code_size;
+    size_t text_size;  /* code and the veneers after it: everything that executes */
+    char *name;
+    size_t n;            /* instructions */
+    uint32_t *offsets;   /* n + 1 code offsets */
+    uint32_t *ops;       /* n op numbers */
+    char **symbols;      /* n "<op>@<executor>[<index>]" names, for debuggers and profilers */
+};
+
 struct sr_runtime {
     sr_config cfg;
     const sr_stencil_set *set;
@@ -214,12 +256,5 @@ struct sr_runtime {
     unsigned gdb_hold; /* sr_gdb_hold depth */
     sr_group *held;    /* groups emitted under the hold, newest (the one filling) first */
 };
-
-/* Record the error message for sr_last_error() and return s. */
-sr_status sr_fail(sr_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-/* The one lock of the library: arenas, registrations, GDB's descriptor. */
-void sr_registry_lock(void);
-void sr_registry_unlock(void);
 
 #endif

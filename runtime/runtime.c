@@ -1,161 +1,17 @@
-/* runtime.c - the runtime object: configuration, the shim, arenas and their
- * registrations.
+/* runtime.c - the runtime's lifecycle and the public API: arenas and their
+ * registrations, the shim, executors.
  *
  * Unwinding: the frame pointer is pinned, so one CFI rule (the shim's row at
  * its call into JIT code) covers every executor PC. Each arena therefore gets
  * one FDE covering all of it, registered with libgcc once when the arena is
- * created: per-executor unwind work is zero. GDB gets one in-memory object per
- * group of executors emitted together (sr_emit_batch, or under sr_gdb_hold),
- * with a section and an FDE per contiguous run of them and symbols per executor
- * and stencil. What GDB does with each object grows with what GDB already
- * holds (see register_group), so the runtime hands it few objects and few
- * sections. */
+ * created: per-executor unwind work is zero. GDB learns of executors a group
+ * at a time (gdbgroup.c). */
 #include <errno.h>
-#include <pthread.h>
-#include <stdarg.h>
-#include <stdatomic.h>
-#include <strings.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
-
-#define DEFAULT_ARENA_SIZE ((size_t)1 << 20)
-#define MAX_ARENA_SIZE ((size_t)1 << 40) /* address space only, but some limit */
-
-/* ---- the library's one registry lock, reset around fork() */
-
-static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_once_t registry_once = PTHREAD_ONCE_INIT;
-
-static void registry_prepare(void) { pthread_mutex_lock(&registry_lock); }
-static void registry_parent(void) { pthread_mutex_unlock(&registry_lock); }
-/* The child has one thread, the one that forked and holds the lock. */
-static void registry_child(void) { pthread_mutex_unlock(&registry_lock); }
-
-static void registry_init(void)
-{
-    pthread_atfork(registry_prepare, registry_parent, registry_child);
-}
-
-void sr_registry_lock(void)
-{
-    pthread_once(&registry_once, registry_init);
-    pthread_mutex_lock(&registry_lock);
-}
-
-void sr_registry_unlock(void)
-{
-    pthread_mutex_unlock(&registry_lock);
-}
-
-/* ---- errors */
-
-static _Thread_local char last_error[256] = "no error";
-
-sr_status sr_fail(sr_status s, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(last_error, sizeof last_error, fmt, ap);
-    va_end(ap);
-    return s;
-}
-
-const char *sr_last_error(void)
-{
-    return last_error;
-}
-
-const char *sr_strerror(sr_status s)
-{
-    static const char *const names[] = {
-        "ok", "out of memory", "invalid argument", "value out of range for its hole",
-        "unsupported hole kind", "run-time symbol without a value",
-        "last instruction falls off the end", "system call failed",
-    };
-    return (unsigned)s < sizeof names / sizeof *names ? names[s] : "unknown status";
-}
-
-/* ---- configuration */
-
-/* One warning per variable per process, for a value that is not understood
- * (the setting then keeps its default). */
-typedef struct env_var {
-    const char *name;
-    atomic_flag warned;
-} env_var;
-
-static env_var env_frames = {"STENCILRT_FRAMES", ATOMIC_FLAG_INIT};
-static env_var env_gdb = {"STENCILRT_GDB", ATOMIC_FLAG_INIT};
-static env_var env_perf_mode = {"STENCILRT_PERF", ATOMIC_FLAG_INIT};
-
-static void env_warn(env_var *v, const char *value, const char *accepted, const char *fallback)
-{
-    if (!atomic_flag_test_and_set(&v->warned))
-        fprintf(stderr, "stencilrt: warning: %s=%s is not one of %s; using %s\n", v->name,
-                value, accepted, fallback);
-}
-
-static bool one_of(const char *v, const char *const *words)
-{
-    for (; *words; words++)
-        if (!strcasecmp(v, *words))
-            return true;
-    return false;
-}
-
-static int env_switch(env_var *var, int fallback)
-{
-    static const char *const on[] = {"1", "on", "yes", "true", NULL};
-    static const char *const off[] = {"0", "off", "no", "false", NULL};
-    const char *v = getenv(var->name);
-    if (!v || !*v)
-        return fallback;
-    if (one_of(v, on))
-        return 1;
-    if (one_of(v, off))
-        return 0;
-    env_warn(var, v, "0, 1, on, off, yes, no, true, false", fallback ? "1 (on)" : "0 (off)");
-    return fallback;
-}
-
-static int env_perf(void)
-{
-    static const char *const off[] = {"off", "0", "no", "false", "none", NULL};
-    const char *v = getenv(env_perf_mode.name);
-    if (!v || !*v || one_of(v, off))
-        return SR_PERF_OFF;
-    if (!strcasecmp(v, "map"))
-        return SR_PERF_MAP;
-    if (!strcasecmp(v, "jitdump"))
-        return SR_PERF_JITDUMP;
-    env_warn(&env_perf_mode, v, "off, map, jitdump", "off");
-    return SR_PERF_OFF;
-}
-
-static sr_status resolve_config(const sr_config *in, sr_config *out)
-{
-    sr_config c = in ? *in : (sr_config)SR_CONFIG_DEFAULT;
-    if (c.frames < -1 || c.frames > 1 || c.gdb < -1 || c.gdb > 1 || c.perf < -1 ||
-        c.perf > SR_PERF_JITDUMP)
-        return sr_fail(SR_EINVAL, "sr_config: frames %d, gdb %d, perf %d: each must be -1 "
-                       "(environment), 0 or 1 (perf: an sr_perf_mode)", c.frames, c.gdb, c.perf);
-    if (c.arena_size > MAX_ARENA_SIZE)
-        return sr_fail(SR_EINVAL, "sr_config: arena_size %zu is larger than %zu bytes",
-                       c.arena_size, MAX_ARENA_SIZE);
-    if (c.frames < 0)
-        c.frames = env_switch(&env_frames, 1);
-    if (c.gdb < 0)
-        c.gdb = env_switch(&env_gdb, 1);
-    if (c.perf < 0)
-        c.perf = env_perf();
-    if (!c.arena_size)
-        c.arena_size = DEFAULT_ARENA_SIZE;
-    *out = c;
-    return SR_OK;
-}
 
 /* ---- arenas and their registrations (registry lock held) */
 
@@ -175,16 +31,28 @@ static bool register_frames(sr_runtime *rt, sr_arena *a, const sr_fde *fde)
     return true;
 }
 
+/* An arena around a fresh region of `size` bytes, nothing registered yet. */
+static sr_arena *map_arena(size_t size)
+{
+    sr_arena *a = calloc(1, sizeof *a);
+    if (a && !jitmem_region_init(&a->region, size)) {
+        free(a);
+        return NULL;
+    }
+    return a;
+}
+
 static sr_arena *new_arena(sr_runtime *rt, size_t size)
 {
-    sr_arena *a = jitmem_arena_new(size);
+    sr_arena *a = map_arena(size);
     if (!a)
         return NULL;
-    a->no_reuse = rt->perf != NULL;
-    sr_fde fde = {(uintptr_t)a->base, a->size, rt->set->executor_cfi,
+    a->region.no_reuse = rt->perf != NULL;
+    sr_fde fde = {(uintptr_t)a->region.base, a->region.size, rt->set->executor_cfi,
                   rt->set->executor_cfi_len};
     if (!register_frames(rt, a, &fde)) {
-        jitmem_arena_free(a);
+        jitmem_region_fini(&a->region);
+        free(a);
         return NULL;
     }
     a->next = rt->arenas;
@@ -198,177 +66,8 @@ static void free_arena(sr_arena *a)
         ehframe_deregister(a->eh_frame);
     gdbjit_unregister(a->gdb);
     free(a->eh_frame);
-    jitmem_arena_free(a);
-}
-
-/* "<op>@<executor>[<index>]": what debuggers and profilers call instruction i
- * (malloc'ed; NULL when out of memory). */
-static char *stencil_symbol(const sr_runtime *rt, const sr_executor *e, size_t i)
-{
-    char *name;
-    if (asprintf(&name, "%s@%s[%zu]", rt->set->stencils[e->ops[i]].name, e->name, i) < 0)
-        return NULL;
-    return name;
-}
-
-static int by_address(const void *a, const void *b)
-{
-    uintptr_t x = (uintptr_t)(*(sr_executor *const *)a)->mem;
-    uintptr_t y = (uintptr_t)(*(sr_executor *const *)b)->mem;
-    return (x > y) - (x < y);
-}
-
-/* The GDB object of a group: symbols name each executor (zero-sized, so the
- * sized stencil symbols win inside it) and each instruction. Members whose page
- * runs touch share one .text section and one FDE (the executor rule holds at
- * every executor PC, and the data and GOT between two members' code belong to
- * the first, so no other object can claim them): GDB re-sorts every section it
- * knows at each registration, and a batch emitted into fresh pages is then one
- * section, not one per executor. Built again, without the departed, when a
- * member is freed. */
-static void register_group(sr_runtime *rt, sr_group *g)
-{
-    gdbjit_unregister(g->gdb);
-    g->gdb = NULL;
-    if (!rt->cfg.gdb || g->held || g->n == 0)
-        return;
-    qsort(g->members, g->n, sizeof *g->members, by_address);
-    size_t page = jitmem_page_size(), nsyms = 0;
-    for (size_t m = 0; m < g->n; m++)
-        nsyms += 1 + g->members[m]->n;
-    gdbjit_section *text = calloc(g->n, sizeof *text); /* at most one run per member */
-    gdbjit_symbol *syms = calloc(nsyms, sizeof *syms);
-    size_t k = 0, nrun = 0;
-    const uint8_t *run_end = NULL; /* first byte after the last member's pages */
-    for (size_t m = 0; text && syms && m < g->n; m++) {
-        const sr_executor *e = g->members[m];
-        if (e->mem != run_end)
-            text[nrun++].addr = (uintptr_t)e->mem;
-        gdbjit_section *run = &text[nrun - 1];
-        run->size = (uintptr_t)(e->mem + e->text_size) - run->addr;
-        run_end = e->mem + (e->mem_size + page - 1) / page * page;
-        syms[k++] = (gdbjit_symbol){e->name, (uintptr_t)e->mem, 0, nrun - 1};
-        for (size_t i = 0; i < e->n; i++)
-            syms[k++] = (gdbjit_symbol){e->symbols[i], (uintptr_t)(e->mem + e->offsets[i]),
-                                        e->offsets[i + 1] - e->offsets[i], nrun - 1};
-    }
-    sr_fde *fdes = text && syms ? calloc(nrun, sizeof *fdes) : NULL;
-    for (size_t r = 0; fdes && r < nrun; r++)
-        fdes[r] = (sr_fde){text[r].addr, text[r].size, rt->set->executor_cfi,
-                           rt->set->executor_cfi_len};
-    size_t eh_size = 0;
-    uint8_t *eh = fdes ? ehframe_build(rt->set, fdes, nrun, &eh_size) : NULL;
-    if (eh)
-        g->gdb = gdbjit_register(rt->set->elf_machine, text, nrun, eh, eh_size, syms, k);
-    free(eh);
-    free(fdes);
-    free(syms);
-    free(text);
-}
-
-static void unlink_held(sr_runtime *rt, sr_group *g)
-{
-    for (sr_group **p = &rt->held; *p; p = &(*p)->next_held) {
-        if (*p == g) {
-            *p = g->next_held;
-            return;
-        }
-    }
-}
-
-static void group_remove(sr_group *g, sr_executor *e)
-{
-    for (size_t m = 0; m < g->n; m++) {
-        if (g->members[m] == e) {
-            g->members[m] = g->members[--g->n];
-            break;
-        }
-    }
-    e->group = NULL;
-}
-
-/* After members left: rebuild the group's object (unless `rebuild` is false:
- * the whole runtime is going), or drop it and the group with its last member. */
-static void group_settle(sr_runtime *rt, sr_group *g, bool rebuild)
-{
-    if (rebuild || g->n == 0)
-        register_group(rt, g);
-    if (g->n == 0) {
-        if (g->held)
-            unlink_held(rt, g);
-        free(g->members);
-        free(g);
-    }
-}
-
-static void leave_group(sr_runtime *rt, sr_executor *e, bool rebuild)
-{
-    sr_group *g = e->group;
-    group_remove(g, e);
-    group_settle(rt, g, rebuild);
-}
-
-static sr_group *new_group(sr_runtime *rt, size_t cap)
-{
-    sr_group *g = calloc(1, sizeof *g);
-    if (g)
-        g->members = calloc(cap, sizeof *g->members);
-    if (!g || !g->members) {
-        free(g);
-        return NULL;
-    }
-    g->rt = rt;
-    g->cap = cap;
-    return g;
-}
-
-/* Put `count` freshly emitted executors into groups: new ones of at most
- * GDB_GROUP_MAX, registered now; under sr_gdb_hold, the held groups instead
- * (the newest one filled up first), registered at release. Everything is
- * allocated before anything changes: false (and nothing done) if out of
- * memory. */
-static bool join_groups(sr_runtime *rt, sr_executor **ex, size_t count)
-{
-    sr_group *open = rt->gdb_hold ? rt->held : NULL;
-    size_t room = open ? open->cap - open->n : 0;
-    size_t rest = count > room ? count - room : 0;
-    size_t nfresh = (rest + GDB_GROUP_MAX - 1) / GDB_GROUP_MAX;
-    sr_group **fresh = calloc(nfresh ? nfresh : 1, sizeof *fresh);
-    bool ok = fresh != NULL;
-    for (size_t i = 0; ok && i < nfresh; i++) {
-        /* Held groups keep filling across calls, so they get the full cap. */
-        size_t left = rest - i * GDB_GROUP_MAX;
-        fresh[i] = new_group(rt, rt->gdb_hold || left > GDB_GROUP_MAX ? GDB_GROUP_MAX : left);
-        ok = fresh[i] != NULL;
-    }
-    if (!ok) {
-        for (size_t i = 0; fresh && i < nfresh; i++)
-            if (fresh[i])
-                free(fresh[i]->members), free(fresh[i]);
-        free(fresh);
-        return false;
-    }
-    size_t k = 0;
-    for (; open && k < count && open->n < open->cap; k++) {
-        ex[k]->group = open;
-        open->members[open->n++] = ex[k];
-    }
-    for (size_t i = 0; i < nfresh; i++) {
-        sr_group *g = fresh[i];
-        for (; k < count && g->n < g->cap; k++) {
-            ex[k]->group = g;
-            g->members[g->n++] = ex[k];
-        }
-        if (rt->gdb_hold) {
-            g->held = true;
-            g->next_held = rt->held;
-            rt->held = g;
-        } else {
-            register_group(rt, g);
-        }
-    }
-    free(fresh);
-    return true;
+    jitmem_region_fini(&a->region);
+    free(a);
 }
 
 /* perf: the executor, then each stencil in it (so samples name the op). */
@@ -380,8 +79,8 @@ static void announce_to_perf(sr_runtime *rt, const sr_executor *e)
     if (!codes)
         return;
     /* The arena's FDE, as registered (perf gets none where no table was built). */
-    sr_fde arena_fde = {(uintptr_t)e->arena->base, e->arena->size, rt->set->executor_cfi,
-                        rt->set->executor_cfi_len};
+    sr_fde arena_fde = {(uintptr_t)e->arena->region.base, e->arena->region.size,
+                        rt->set->executor_cfi, rt->set->executor_cfi_len};
     const sr_fde *fde = e->arena->eh_frame ? &arena_fde : NULL;
     codes[0] = (sr_perf_code){e->name, (uintptr_t)e->mem, e->code_size, fde, true};
     size_t k = 1;
@@ -411,8 +110,8 @@ static sr_status write_shim(sr_runtime *rt, sr_layout *l)
     if (st == SR_OK)
         st = emit_plan(&em, &only, 1, offsets, l);
     if (st == SR_OK) {
-        rt->shim_arena = jitmem_arena_new(l->total);
-        mem = rt->shim_arena ? jitmem_alloc(rt->shim_arena, l->total) : NULL;
+        rt->shim_arena = map_arena(l->total);
+        mem = rt->shim_arena ? jitmem_alloc(&rt->shim_arena->region, l->total) : NULL;
         if (!mem)
             st = sr_fail(SR_ENOMEM, "cannot map memory for the shim: %s", strerror(errno));
     }
@@ -465,7 +164,7 @@ sr_status sr_runtime_create(const sr_stencil_set *set, const void *const *symbol
     if (!set || !set->stencils || !set->shim)
         return sr_fail(SR_EINVAL, "no stencil set");
     sr_config resolved;
-    sr_status st = resolve_config(cfg, &resolved);
+    sr_status st = config_resolve(cfg, &resolved);
     if (st != SR_OK)
         return st;
     sr_runtime *rt = calloc(1, sizeof *rt);
@@ -531,7 +230,7 @@ void sr_runtime_destroy(sr_runtime *rt)
         while (a->executors) {
             sr_executor *e = a->executors;
             executor_unlink(e);
-            leave_group(rt, e, false); /* each object goes once, with its last member */
+            group_leave(rt, e, false); /* each object goes once, with its last member */
             executor_destroy(e);
         }
         free_arena(a);
@@ -559,7 +258,7 @@ sr_config sr_runtime_config(const sr_runtime *rt)
 static uint8_t *allocate(sr_runtime *rt, size_t bytes, sr_arena **arena)
 {
     for (sr_arena *a = rt->arenas; a; a = a->next) {
-        uint8_t *p = jitmem_alloc(a, bytes);
+        uint8_t *p = jitmem_alloc(&a->region, bytes);
         if (p) {
             *arena = a;
             return p;
@@ -568,7 +267,17 @@ static uint8_t *allocate(sr_runtime *rt, size_t bytes, sr_arena **arena)
     size_t size = bytes > rt->cfg.arena_size ? bytes : rt->cfg.arena_size;
     sr_arena *a = new_arena(rt, size);
     *arena = a;
-    return a ? jitmem_alloc(a, bytes) : NULL;
+    return a ? jitmem_alloc(&a->region, bytes) : NULL;
+}
+
+/* "<op>@<executor>[<index>]": what debuggers and profilers call instruction i
+ * (malloc'ed; NULL when out of memory). */
+static char *stencil_symbol(const sr_runtime *rt, const sr_executor *e, size_t i)
+{
+    char *name;
+    if (asprintf(&name, "%s@%s[%zu]", rt->set->stencils[e->ops[i]].name, e->name, i) < 0)
+        return NULL;
+    return name;
 }
 
 static sr_executor *new_executor(const sr_runtime *rt, const sr_instr *code, size_t n,
@@ -628,7 +337,7 @@ static sr_status emit_one(sr_runtime *rt, const sr_program *prog, sr_executor **
     if (st == SR_OK && !jitmem_seal(e->mem, e->mem_size))
         st = sr_fail(SR_ESYSTEM, "mprotect: %s", strerror(errno));
     if (st != SR_OK) {
-        jitmem_release(e->arena, e->mem, e->mem_size);
+        jitmem_release(&e->arena->region, e->mem, e->mem_size);
         executor_destroy(e);
         return st;
     }
@@ -647,10 +356,10 @@ static sr_status emit_one(sr_runtime *rt, const sr_program *prog, sr_executor **
 static void free_executor_locked(sr_runtime *rt, sr_executor *ex, bool settle)
 {
     executor_unlink(ex);
-    jitmem_release(ex->arena, ex->mem, ex->mem_size);
+    jitmem_release(&ex->arena->region, ex->mem, ex->mem_size);
     rt->executors--;
     if (ex->group && settle)
-        leave_group(rt, ex, true);
+        group_leave(rt, ex, true);
     else if (ex->group)
         group_remove(ex->group, ex);
     executor_destroy(ex);
@@ -673,7 +382,7 @@ sr_status sr_emit_batch(sr_runtime *rt, const sr_program *progs, size_t count,
     sr_registry_lock();
     for (; done < count && st == SR_OK; done++)
         st = emit_one(rt, &progs[done], &out[done]);
-    if (st == SR_OK && !join_groups(rt, out, count))
+    if (st == SR_OK && !group_join(rt, out, count))
         st = sr_fail(SR_ENOMEM, "out of memory");
     if (st != SR_OK) { /* all or nothing; none of them is in a group yet */
         for (size_t i = 0; i < done; i++) {
@@ -793,15 +502,8 @@ void sr_gdb_release(sr_runtime *rt)
     if (!rt)
         return;
     sr_registry_lock();
-    if (rt->gdb_hold && --rt->gdb_hold == 0) {
-        while (rt->held) {
-            sr_group *g = rt->held;
-            rt->held = g->next_held;
-            g->next_held = NULL;
-            g->held = false;
-            register_group(rt, g);
-        }
-    }
+    if (rt->gdb_hold && --rt->gdb_hold == 0)
+        group_release_held(rt);
     sr_registry_unlock();
 }
 

@@ -10,7 +10,7 @@
  * milliseconds per call, back to back, so when the main thread calls fork() the
  * lock is often held by A. The main thread also waits until A is inside
  * sr_emit / sr_executor_free before each fork(). The lock is static in
- * runtime.c and cannot be observed directly, so the program reports
+ * base.c and cannot be observed directly, so the program reports
  *   - how often A was inside sr_emit / sr_executor_free when fork() was called,
  *   - how many fork() calls took far longer than forks without A running, i.e.
  *     waited for the lock in the runtime's prepare handler,

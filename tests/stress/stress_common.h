@@ -115,7 +115,7 @@ extern struct jit_descriptor __jit_debug_descriptor;
 
 /* Walk the GDB list: check the links both ways and that each entry is an ELF
  * image; count entries and zero-sized FUNC symbols (one per executor, see
- * runtime.c refresh_gdb). Returns 0 if consistent, else writes a message. */
+ * gdbgroup.c register_group). Returns 0 if consistent, else writes a message. */
 int st_check_gdb_list(size_t *entries, size_t *executor_symbols, char *msg, size_t cap);
 
 double st_now(void);

@@ -1,0 +1,60 @@
+/* base.c - the library's shared state: its one registry lock and the errors. */
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "internal.h"
+
+/* ---- the registry lock, reset around fork() */
+
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t registry_once = PTHREAD_ONCE_INIT;
+
+static void registry_prepare(void) { pthread_mutex_lock(&registry_lock); }
+static void registry_parent(void) { pthread_mutex_unlock(&registry_lock); }
+/* The child has one thread, the one that forked and holds the lock. */
+static void registry_child(void) { pthread_mutex_unlock(&registry_lock); }
+
+static void registry_init(void)
+{
+    pthread_atfork(registry_prepare, registry_parent, registry_child);
+}
+
+void sr_registry_lock(void)
+{
+    pthread_once(&registry_once, registry_init);
+    pthread_mutex_lock(&registry_lock);
+}
+
+void sr_registry_unlock(void)
+{
+    pthread_mutex_unlock(&registry_lock);
+}
+
+/* ---- errors */
+
+static _Thread_local char last_error[256] = "no error";
+
+sr_status sr_fail(sr_status s, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+const char *sr_last_error(void)
+{
+    return last_error;
+}
+
+const char *sr_strerror(sr_status s)
+{
+    static const char *const names[] = {
+        "ok", "out of memory", "invalid argument", "value out of range for its hole",
+        "unsupported hole kind", "run-time symbol without a value",
+        "last instruction falls off the end", "system call failed",
+    };
+    return (unsigned)s < sizeof names / sizeof *names ? names[s] : "unknown status";
+}

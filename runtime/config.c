@@ -1,0 +1,87 @@
+/* config.c - sr_config resolved against the environment (STENCILRT_*). */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <strings.h>
+
+#include "internal.h"
+
+#define DEFAULT_ARENA_SIZE ((size_t)1 << 20)
+#define MAX_ARENA_SIZE ((size_t)1 << 40) /* address space only, but some limit */
+
+/* One warning per variable per process, for a value that is not understood
+ * (the setting then keeps its default). */
+typedef struct env_var {
+    const char *name;
+    atomic_flag warned;
+} env_var;
+
+static env_var env_frames = {"STENCILRT_FRAMES", ATOMIC_FLAG_INIT};
+static env_var env_gdb = {"STENCILRT_GDB", ATOMIC_FLAG_INIT};
+static env_var env_perf_mode = {"STENCILRT_PERF", ATOMIC_FLAG_INIT};
+
+static void env_warn(env_var *v, const char *value, const char *accepted, const char *fallback)
+{
+    if (!atomic_flag_test_and_set(&v->warned))
+        fprintf(stderr, "stencilrt: warning: %s=%s is not one of %s; using %s\n", v->name,
+                value, accepted, fallback);
+}
+
+static bool one_of(const char *v, const char *const *words)
+{
+    for (; *words; words++)
+        if (!strcasecmp(v, *words))
+            return true;
+    return false;
+}
+
+static int env_switch(env_var *var, int fallback)
+{
+    static const char *const on[] = {"1", "on", "yes", "true", NULL};
+    static const char *const off[] = {"0", "off", "no", "false", NULL};
+    const char *v = getenv(var->name);
+    if (!v || !*v)
+        return fallback;
+    if (one_of(v, on))
+        return 1;
+    if (one_of(v, off))
+        return 0;
+    env_warn(var, v, "0, 1, on, off, yes, no, true, false", fallback ? "1 (on)" : "0 (off)");
+    return fallback;
+}
+
+static int env_perf(void)
+{
+    static const char *const off[] = {"off", "0", "no", "false", "none", NULL};
+    const char *v = getenv(env_perf_mode.name);
+    if (!v || !*v || one_of(v, off))
+        return SR_PERF_OFF;
+    if (!strcasecmp(v, "map"))
+        return SR_PERF_MAP;
+    if (!strcasecmp(v, "jitdump"))
+        return SR_PERF_JITDUMP;
+    env_warn(&env_perf_mode, v, "off, map, jitdump", "off");
+    return SR_PERF_OFF;
+}
+
+sr_status config_resolve(const sr_config *in, sr_config *out)
+{
+    sr_config c = in ? *in : (sr_config)SR_CONFIG_DEFAULT;
+    if (c.frames < -1 || c.frames > 1 || c.gdb < -1 || c.gdb > 1 || c.perf < -1 ||
+        c.perf > SR_PERF_JITDUMP)
+        return sr_fail(SR_EINVAL, "sr_config: frames %d, gdb %d, perf %d: each must be -1 "
+                       "(environment), 0 or 1 (perf: an sr_perf_mode)", c.frames, c.gdb, c.perf);
+    if (c.arena_size > MAX_ARENA_SIZE)
+        return sr_fail(SR_EINVAL, "sr_config: arena_size %zu is larger than %zu bytes",
+                       c.arena_size, MAX_ARENA_SIZE);
+    if (c.frames < 0)
+        c.frames = env_switch(&env_frames, 1);
+    if (c.gdb < 0)
+        c.gdb = env_switch(&env_gdb, 1);
+    if (c.perf < 0)
+        c.perf = env_perf();
+    if (!c.arena_size)
+        c.arena_size = DEFAULT_ARENA_SIZE;
+    *out = c;
+    return SR_OK;
+}
