@@ -3,10 +3,10 @@
  * live in this position-independent executable, more than 2 GiB from the JIT
  * arenas the runtime maps, so every direct call goes through a veneer.
  *
- *   built with -DVENEER_RUN_CALL, against tests/patch/fixtures' header:
+ *   against tests/patch/fixtures' header (which has SG_OP_direct_call):
  *       runs [direct_call, leave]; the op's `call vm_print` must reach
  *       vm_print, which returns its argument + 1
- *   built without, against tests/fixtures/shim/stack_protector.yaml's header:
+ *   against tests/fixtures/shim/stack_protector.yaml's header:
  *       the shim calls __stack_chk_fail directly (stack protector), so
  *       sr_runtime_create must place that call through a veneer
  *
@@ -65,7 +65,7 @@ int main(void)
     }
     shim_fn *shim = (shim_fn *)sr_shim_entry(rt);
     int ok = 1;
-#ifdef VENEER_RUN_CALL
+#ifdef SG_OP_direct_call /* tests/patch/fixtures' header */
     {
         vm_frame frame;
         memset(&frame, 0, sizeof frame);
