@@ -64,12 +64,13 @@ static void parameters_used(const gen_stencil *s, bool *data_used, bool *env_use
 static void put_patch(strbuf *sb, const gen_stencil *s, const gen_hole *h, const char *base,
                       size_t number, char *const *symbols)
 {
+    const char *kind = sg_patch_infos[h->patch].name;
     bool via_veneer = sg_hole_may_use_veneer(h->patch, h->value);
     if (via_veneer)
-        sb_printf(sb, "    if (sg_patch_a64_call(%s + 0x%" PRIx32 ", ", base, h->offset);
+        sb_printf(sb, "    if (sg_patch_veneered(%s + 0x%" PRIx32 ", SG_PATCH_%s, ", base,
+                  h->offset, kind);
     else
-        sb_printf(sb, "    if (sg_patch_%s(%s + 0x%" PRIx32 ", ", sg_patch_infos[h->patch].name,
-                  base, h->offset);
+        sb_printf(sb, "    if (sg_patch_%s(%s + 0x%" PRIx32 ", ", kind, base, h->offset);
     put_final_value(sb, s, h, symbols);
     sb_printf(sb, "%s))\n        return %zu;\n", via_veneer ? ", env" : "", number);
 }
@@ -80,6 +81,8 @@ void emitter_write(strbuf *sb, const gen_stencil *s, const char *id, char *const
     parameters_used(s, &data_used, &env_used);
     sb_printf(sb, "static unsigned sg_emit_%s(uint8_t *code, uint8_t *data, "
                   "sg_emit_env *env)\n{\n", id);
+    if (!s->code_size) /* an op that only falls through: nothing to copy */
+        sb_puts(sb, "    (void)code;\n");
     if (!data_used)
         sb_puts(sb, "    (void)data;\n");
     if (!env_used)

@@ -19,10 +19,10 @@ static bool classify(uint32_t type, sg_patch *patch)
     case R_X86_64_64: *patch = SG_PATCH_ABS64; return true;
     case R_X86_64_32: *patch = SG_PATCH_ABS32; return true;
     case R_X86_64_32S: *patch = SG_PATCH_ABS32S; return true;
-    /* Branches to run-time symbols are placed within range or through a GOT by
-     * the runtime, so a PLT entry is never needed: PLT32 is plain PC32. */
-    case R_X86_64_PC32:
-    case R_X86_64_PLT32: *patch = SG_PATCH_PCREL32; return true;
+    /* A call or jump (clang emits PLT32 for every one): to a run-time symbol
+     * out of reach the runtime goes through a veneer, so no PLT is needed. */
+    case R_X86_64_PLT32: *patch = SG_PATCH_X86_BRANCH32; return true;
+    case R_X86_64_PC32: *patch = SG_PATCH_PCREL32; return true;
     case R_X86_64_GOTPCREL:
     case R_X86_64_GOTPCRELX:
     case R_X86_64_REX_GOTPCRELX: *patch = SG_PATCH_GOTPCREL32; return true;
@@ -34,7 +34,7 @@ static bool classify(uint32_t type, sg_patch *patch)
 static size_t trailing_jump(const uint8_t *code, size_t size, uint32_t hole_offset,
                             sg_patch patch, int64_t addend)
 {
-    if (size < 5 || hole_offset != size - 4 || patch != SG_PATCH_PCREL32 || addend != -4)
+    if (size < 5 || hole_offset != size - 4 || patch != SG_PATCH_X86_BRANCH32 || addend != -4)
         return 0;
     return code[size - 5] == 0xe9 ? 5 : 0;
 }

@@ -303,6 +303,9 @@ void writer_target_header(strbuf *sb, const sg_header_model *m)
     for (size_t i = 0; i < m->nsymbols; i++)
         sb_printf(sb, "    SG_SYM_%s = %zu,\n", m->symbols[i], i);
     sb_printf(sb, "    SG_SYM__COUNT = %zu\n};\n", m->nsymbols);
+    sb_puts(sb, "/* Each also a macro of itself, for #ifdef. */\n");
+    for (size_t i = 0; i < m->nsymbols; i++)
+        sb_printf(sb, "#define SG_SYM_%s SG_SYM_%s\n", m->symbols[i], m->symbols[i]);
     sb_puts(sb, "static const char *const sg_symbol_names[SG_SYM__COUNT + 1] = {\n");
     for (size_t i = 0; i < m->nsymbols; i++)
         sb_printf(sb, "    \"%s\",\n", m->symbols[i]);
@@ -311,7 +314,11 @@ void writer_target_header(strbuf *sb, const sg_header_model *m)
     sb_puts(sb, "enum sg_op {\n");
     for (size_t i = 0; i < m->nops; i++)
         sb_printf(sb, "    SG_OP_%s = %zu,\n", m->ops[i].name, i);
-    sb_printf(sb, "    SG_OP__COUNT = %zu\n};\n\n", m->nops);
+    sb_printf(sb, "    SG_OP__COUNT = %zu\n};\n", m->nops);
+    sb_puts(sb, "/* Each also a macro of itself, for #ifdef. */\n");
+    for (size_t i = 0; i < m->nops; i++)
+        sb_printf(sb, "#define SG_OP_%s SG_OP_%s\n", m->ops[i].name, m->ops[i].name);
+    sb_putc(sb, '\n');
 
     for (size_t i = 0; i < m->nops; i++)
         put_stencil_arrays(sb, &m->ops[i], m->ops[i].name, m->symbols);

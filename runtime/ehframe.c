@@ -3,13 +3,56 @@
  * table uses absolute pointers (DW_EH_PE_absptr), so the same bytes serve
  * libgcc and GDB's in-memory ELF; perf's images, loaded at addresses only perf
  * knows, are written with pc-relative ones by the same two functions. */
+#include <dlfcn.h>
 #include <stdlib.h>
 
 #include "internal.h"
 
-/* libgcc's registration API (unwind-dw2-fde.h); not in a public header. */
+/* The unwinders' registration entry points, in no public header. libgcc's
+ * __register_frame takes a whole zero-terminated .eh_frame. LLVM's libunwind
+ * has one of that name too, but it takes a single FDE (given a section it
+ * says "FDE is really a CIE" and registers nothing); it takes a section
+ * through __unw_add_dynamic_eh_frame_section. This library's reference to
+ * __register_frame binds to whichever unwinder it was linked against. */
 extern void __register_frame(void *begin);
 extern void __deregister_frame(void *begin);
+
+typedef void frame_fn(void *eh_frame);
+typedef void section_fn(uintptr_t eh_frame);
+
+/* The unwinders in the process, each with its pair of entry points (NULL: absent). */
+typedef struct unwinders {
+    frame_fn *gcc_add, *gcc_remove;
+    section_fn *llvm_add, *llvm_remove;
+} unwinders;
+
+static bool same_object(void *a, void *b)
+{
+    Dl_info x, y;
+    return dladdr(a, &x) && dladdr(b, &y) && x.dli_fbase == y.dli_fbase;
+}
+
+/* Looked up at each registration, not once: a process may load an unwinder
+ * later (glibc's backtrace() loads libgcc_s on first use), and both may be
+ * there at once (a program on LLVM's libunwind that also loads libgcc_s). */
+static unwinders find_unwinders(void)
+{
+    unwinders u = {0};
+    u.llvm_add = (section_fn *)dlsym(RTLD_DEFAULT, "__unw_add_dynamic_eh_frame_section");
+    u.llvm_remove = (section_fn *)dlsym(RTLD_DEFAULT, "__unw_remove_dynamic_eh_frame_section");
+    if (!u.llvm_add || !u.llvm_remove)
+        u.llvm_add = u.llvm_remove = NULL;
+    if (!u.llvm_add || !same_object((void *)__register_frame, (void *)u.llvm_add)) {
+        u.gcc_add = __register_frame;
+        u.gcc_remove = __deregister_frame;
+    } else { /* linked against LLVM's: libgcc_s, if loaded, under its symbol version */
+        u.gcc_add = (frame_fn *)dlvsym(RTLD_DEFAULT, "__register_frame", "GCC_3.0");
+        u.gcc_remove = (frame_fn *)dlvsym(RTLD_DEFAULT, "__deregister_frame", "GCC_3.0");
+        if (!u.gcc_add || !u.gcc_remove)
+            u.gcc_add = u.gcc_remove = NULL;
+    }
+    return u;
+}
 
 _Static_assert(DW_CFA_nop == 0, "padding is written with buf_zeros");
 
@@ -78,12 +121,26 @@ uint8_t *ehframe_build(const sr_stencil_set *set, const sr_fde *fdes, size_t n, 
     return b.p;
 }
 
-void ehframe_register(uint8_t *eh)
+unsigned ehframe_register(uint8_t *eh)
 {
-    __register_frame(eh);
+    unwinders u = find_unwinders();
+    unsigned registered = 0;
+    if (u.gcc_add) {
+        u.gcc_add(eh);
+        registered |= SR_UNWINDER_LIBGCC;
+    }
+    if (u.llvm_add) {
+        u.llvm_add((uintptr_t)eh);
+        registered |= SR_UNWINDER_LLVM;
+    }
+    return registered;
 }
 
-void ehframe_deregister(uint8_t *eh)
+void ehframe_deregister(uint8_t *eh, unsigned registered)
 {
-    __deregister_frame(eh);
+    unwinders u = find_unwinders();
+    if ((registered & SR_UNWINDER_LIBGCC) && u.gcc_remove)
+        u.gcc_remove(eh);
+    if ((registered & SR_UNWINDER_LLVM) && u.llvm_remove)
+        u.llvm_remove((uintptr_t)eh);
 }

@@ -4,10 +4,12 @@
  * Stencil data without holes is shared by every use of the same op; GOT slots
  * are shared by equal values. Every patch is range-checked: a value that does
  * not fit is an error, never a truncation. The one exception to "does not
- * fit" is an AArch64 B/BL to a run-time symbol (or an operand) beyond +-128
- * MiB: it is sent through a veneer placed right after the code
- * (`ldr x16, #8; br x16; .quad target`, x16 being the intra-procedure-call
- * scratch register the AAPCS64 reserves for exactly this).
+ * fit" is a call or jump to a run-time symbol (or an operand) out of reach of
+ * its instruction, AArch64 B/BL beyond +-128 MiB or x86-64 CALL/JMP rel32
+ * beyond +-2 GiB: it is sent through a 16-byte veneer placed right after the
+ * code, `ldr x16, #8; br x16; .quad target` (x16 being the intra-procedure-
+ * call scratch register the AAPCS64 reserves for exactly this) or
+ * `jmp *2(%rip); ud2; .quad target`.
  *
  * Each stencil is written by its generated emitter (straight-line code in the
  * header) when every one of its holes was checked valid up front; otherwise,
@@ -18,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "elfdefs.h"
 #include "internal.h"
 
 static size_t align_up(size_t v, size_t a)
@@ -206,11 +209,20 @@ static sr_status value_of(writer *w, size_t i, const sg_hole *h, uint64_t *s)
                    h->value, h->index);
 }
 
+/* A veneer's 8 bytes of code, which jump to the 8-byte target after them. */
+static const uint8_t *veneer_code(unsigned elf_machine)
+{
+    static const uint8_t aarch64[8] = {0x50, 0x00, 0x00, 0x58,  /* ldr x16, #8 */
+                                       0x00, 0x02, 0x1f, 0xd6}; /* br x16 */
+    static const uint8_t x86_64[8] = {0xff, 0x25, 0x02, 0x00, 0x00, 0x00, /* jmp *2(%rip) */
+                                      0x0f, 0x0b};                        /* ud2 */
+    return elf_machine == EM_AARCH64 ? aarch64 : x86_64;
+}
+
 /* The veneer that jumps to `target`, made on first use; 0 when there is no
  * room (cannot happen: emit_plan counts every candidate branch). */
 static uint64_t veneer(void *ctx, uint64_t target)
 {
-    static const uint32_t insns[2] = {0x58000050u /* ldr x16, #8 */, 0xd61f0200u /* br x16 */};
     writer *w = ctx;
     for (size_t k = 0; k < w->veneer_used; k++) {
         uint8_t *v = w->mem + w->veneer_start + VENEER_SIZE * k;
@@ -222,7 +234,7 @@ static uint64_t veneer(void *ctx, uint64_t target)
     if (w->veneer_used == w->veneer_cap)
         return 0;
     uint8_t *v = w->mem + w->veneer_start + VENEER_SIZE * w->veneer_used++;
-    memcpy(v, insns, 8);
+    memcpy(v, veneer_code(w->em->set->elf_machine), 8);
     memcpy(v + 8, &target, 8);
     return (uintptr_t)v;
 }
@@ -237,7 +249,8 @@ static sr_status patch(writer *w, size_t i, const sg_hole *h, uint8_t *loc)
     if (sg_patch_uses_got(h->patch))
         g = h->value == SG_VALUE_SYMBOL ? w->symbol_got[h->index] : sg_got(&w->env, s);
     uint64_t v = g + (uint64_t)h->addend;
-    int rc = sg_hole_may_use_veneer(h->patch, h->value) ? sg_patch_a64_call(loc, v, &w->env)
+    int rc = sg_hole_may_use_veneer(h->patch, h->value) ? sg_patch_veneered(loc, h->patch, v,
+                                                                            &w->env)
                                 : sg_patch_hole(loc, h->patch, v);
     const char *name = w->em->set->stencils[w->code[i].op].name;
     if (rc == 2)

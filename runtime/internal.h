@@ -86,8 +86,13 @@ size_t ehframe_cie(sr_buf *b, const sr_stencil_set *set, uint8_t enc, size_t siz
 void ehframe_fde(sr_buf *b, size_t cie_at, const sr_fde *f, uint8_t enc, uint64_t base);
 /* CIE (from the set) + FDEs + terminator, malloc'ed; pointers are absolute. */
 uint8_t *ehframe_build(const sr_stencil_set *set, const sr_fde *fdes, size_t n, size_t *size);
-void ehframe_register(uint8_t *eh);
-void ehframe_deregister(uint8_t *eh);
+/* The unwinders a table was registered with. */
+enum { SR_UNWINDER_LIBGCC = 1, SR_UNWINDER_LLVM = 2 };
+/* Registers a table built by ehframe_build with every unwinder in the process
+ * (libgcc's, LLVM's libunwind, or both) and says which: 0 when neither is
+ * there. Deregister with that answer. */
+unsigned ehframe_register(uint8_t *eh);
+void ehframe_deregister(uint8_t *eh, unsigned registered);
 
 /* ---- gdbjit: the GDB JIT interface, one in-memory ELF object per registration. */
 typedef struct gdbjit_section {
@@ -219,9 +224,9 @@ typedef struct sr_arena {
     sr_region region;
     struct sr_executor *executors; /* live executors in this arena */
     size_t nexecutors;
-    uint8_t *eh_frame; /* registered with libgcc while frames_registered */
+    uint8_t *eh_frame; /* registered with the unwinders in frames_registered */
     size_t eh_frame_size;
-    bool frames_registered;
+    unsigned frames_registered; /* the unwinders it is registered with (SR_UNWINDER_*) */
     struct gdbjit_entry *gdb; /* the shim's GDB object (executors are named per group) */
 } sr_arena;
 

@@ -24,10 +24,8 @@ static bool register_frames(sr_runtime *rt, sr_arena *a, const sr_fde *fde)
     a->eh_frame = ehframe_build(rt->set, fde, 1, &a->eh_frame_size);
     if (!a->eh_frame)
         return false;
-    if (rt->cfg.frames) {
-        ehframe_register(a->eh_frame);
-        a->frames_registered = true;
-    }
+    if (rt->cfg.frames)
+        a->frames_registered = ehframe_register(a->eh_frame);
     return true;
 }
 
@@ -63,7 +61,7 @@ static sr_arena *new_arena(sr_runtime *rt, size_t size)
 static void free_arena(sr_arena *a)
 {
     if (a->frames_registered)
-        ehframe_deregister(a->eh_frame);
+        ehframe_deregister(a->eh_frame, a->frames_registered);
     gdbjit_unregister(a->gdb);
     free(a->eh_frame);
     jitmem_region_fini(&a->region);
@@ -515,14 +513,14 @@ sr_stats sr_runtime_stats(const sr_runtime *rt)
     sr_registry_lock();
     for (const sr_arena *a = rt->arenas; a; a = a->next) {
         s.arenas++;
-        s.frames_registered += a->frames_registered;
+        s.frames_registered += a->frames_registered != 0;
         for (const sr_executor *e = a->executors; e; e = e->next) { /* count each group once */
             s.gdb_entries += e->group && e->group->gdb && e->group->members[0] == e;
             s.gdb_held += e->group && e->group->held;
         }
     }
     if (rt->shim_arena) {
-        s.frames_registered += rt->shim_arena->frames_registered;
+        s.frames_registered += rt->shim_arena->frames_registered != 0;
         s.gdb_entries += rt->shim_arena->gdb != NULL;
     }
     s.executors = rt->executors;

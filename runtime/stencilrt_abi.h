@@ -24,61 +24,64 @@
 #include <stdint.h>
 #include <string.h>
 
-#define SG_ABI_VERSION 2
+#define SG_ABI_VERSION 3
 
 /* Operands per VM instruction (SG_VALUE_OPERAND indexes 0 .. SG_OPERANDS - 1). */
 #define SG_OPERANDS 4
 
-/* X(NAME, formula, a, b, got, veneer, what it writes): each kind is written by
- * formula(P, v, a, b), where v = S + A, or G + A when `got` is 1. `veneer`: a
- * branch to a run-time symbol or an operand that does not reach is sent
- * through a veneer (sg_patch_a64_call) instead of failing. */
-#define SG_PATCH_KINDS(X)                                                                     \
-    X(ABS64, sg_put_abs, 64, 0, 0, 0, "64-bit S + A")                                        \
-    X(ABS32, sg_put_abs, 32, 0, 0, 0, "32-bit S + A, must fit unsigned")                     \
-    X(ABS32S, sg_put_abs, 32, 1, 0, 0, "32-bit S + A, must fit signed")                      \
-    X(PCREL32, sg_put_pcrel, 32, 1, 0, 0, "32-bit S + A - P, must fit signed")               \
-    X(GOTPCREL32, sg_put_pcrel, 32, 1, 1, 0, "32-bit G + A - P, must fit signed")            \
-    X(AARCH64_BRANCH26, sg_put_a64_branch, 0, 26, 0, 1,                                      \
-      "B, BL: (S + A - P) >> 2, +-128 MiB")                                                  \
-    X(AARCH64_PCREL19, sg_put_a64_branch, 5, 19, 0, 0,                                       \
-      "B.cond, CBZ, CBNZ, LDR literal: (S + A - P) >> 2, +-1 MiB")                           \
-    X(AARCH64_TSTBR14, sg_put_a64_branch, 5, 14, 0, 0, "TBZ, TBNZ: (S + A - P) >> 2, +-32 KiB") \
-    X(AARCH64_ADR21, sg_put_a64_adr, 0, 0, 0, 0, "ADR: S + A - P, +-1 MiB")                   \
-    X(AARCH64_ADRP, sg_put_a64_adr, 12, 0, 0, 0,                                              \
-      "ADRP: (Page(S + A) - Page(P)) >> 12, +-4 GiB")                                         \
-    X(AARCH64_ADD_LO12, sg_put_a64_lo12, 0, 0, 0, 0, "ADD: (S + A) & 0xfff")                  \
-    X(AARCH64_LDST8_LO12, sg_put_a64_lo12, 0, 0, 0, 0, "LDR/STR byte: (S + A) & 0xfff")       \
-    X(AARCH64_LDST16_LO12, sg_put_a64_lo12, 1, 0, 0, 0,                                       \
-      "LDR/STR half: ((S + A) & 0xfff) >> 1, 2-aligned")                                      \
-    X(AARCH64_LDST32_LO12, sg_put_a64_lo12, 2, 0, 0, 0,                                       \
-      "LDR/STR word: ((S + A) & 0xfff) >> 2, 4-aligned")                                      \
-    X(AARCH64_LDST64_LO12, sg_put_a64_lo12, 3, 0, 0, 0,                                       \
-      "LDR/STR double: ((S + A) & 0xfff) >> 3, 8-aligned")                                    \
-    X(AARCH64_LDST128_LO12, sg_put_a64_lo12, 4, 0, 0, 0,                                      \
-      "LDR/STR quad: ((S + A) & 0xfff) >> 4, 16-aligned")                                     \
-    X(AARCH64_GOT_ADRP, sg_put_a64_adr, 12, 0, 1, 0, "ADRP: (Page(G + A) - Page(P)) >> 12")   \
-    X(AARCH64_GOT_LO12, sg_put_a64_lo12, 3, 0, 1, 0,                                          \
-      "LDR double: ((G + A) & 0xfff) >> 3, 8-aligned")                                        \
-    X(AARCH64_GOT_PCREL19, sg_put_a64_branch, 5, 19, 1, 0,                                    \
-      "LDR literal: (G + A - P) >> 2, +-1 MiB")                                               \
-    X(AARCH64_MOVW_G0, sg_put_a64_movw, 0, 1, 0, 0, "MOVZ/MOVK: S + A, must fit 16 bits")     \
-    X(AARCH64_MOVW_G0_NC, sg_put_a64_movw, 0, 0, 0, 0, "MOVK: (S + A) & 0xffff")              \
-    X(AARCH64_MOVW_G1, sg_put_a64_movw, 1, 1, 0, 0,                                           \
-      "MOVZ/MOVK: (S + A) >> 16, must fit 32 bits")                                           \
-    X(AARCH64_MOVW_G1_NC, sg_put_a64_movw, 1, 0, 0, 0, "MOVK: ((S + A) >> 16) & 0xffff")      \
-    X(AARCH64_MOVW_G2, sg_put_a64_movw, 2, 1, 0, 0,                                           \
-      "MOVZ/MOVK: (S + A) >> 32, must fit 48 bits")                                           \
-    X(AARCH64_MOVW_G2_NC, sg_put_a64_movw, 2, 0, 0, 0, "MOVK: ((S + A) >> 32) & 0xffff")      \
-    X(AARCH64_MOVW_G3, sg_put_a64_movw, 3, 0, 0, 0, "MOVZ/MOVK: (S + A) >> 48")
+/* X(NAME, formula, a, b, got, veneer, bias, what it writes): each kind is
+ * written by formula(P, v, a, b), where v = S + A, or G + A when `got` is 1.
+ * `veneer`: a branch to a run-time symbol or an operand that does not reach
+ * is sent through a veneer (sg_patch_veneered) instead of failing; it jumps
+ * to v + bias, the branch's target (x86-64 counts rel32 from the end of the
+ * field, 4 bytes after P, so its A holds -4 that the target does not). */
+#define SG_PATCH_KINDS(X)                                                                          \
+    X(ABS64, sg_put_abs, 64, 0, 0, 0, 0, "64-bit S + A")                                           \
+    X(ABS32, sg_put_abs, 32, 0, 0, 0, 0, "32-bit S + A, must fit unsigned")                        \
+    X(ABS32S, sg_put_abs, 32, 1, 0, 0, 0, "32-bit S + A, must fit signed")                         \
+    X(PCREL32, sg_put_pcrel, 32, 1, 0, 0, 0, "32-bit S + A - P, must fit signed")                  \
+    X(GOTPCREL32, sg_put_pcrel, 32, 1, 1, 0, 0, "32-bit G + A - P, must fit signed")               \
+    X(AARCH64_BRANCH26, sg_put_a64_branch, 0, 26, 0, 1, 0,                                         \
+      "B, BL: (S + A - P) >> 2, +-128 MiB")                                                        \
+    X(AARCH64_PCREL19, sg_put_a64_branch, 5, 19, 0, 0, 0,                                          \
+      "B.cond, CBZ, CBNZ, LDR literal: (S + A - P) >> 2, +-1 MiB")                                 \
+    X(AARCH64_TSTBR14, sg_put_a64_branch, 5, 14, 0, 0, 0, "TBZ, TBNZ: (S + A - P) >> 2, +-32 KiB") \
+    X(AARCH64_ADR21, sg_put_a64_adr, 0, 0, 0, 0, 0, "ADR: S + A - P, +-1 MiB")                     \
+    X(AARCH64_ADRP, sg_put_a64_adr, 12, 0, 0, 0, 0,                                                \
+      "ADRP: (Page(S + A) - Page(P)) >> 12, +-4 GiB")                                              \
+    X(AARCH64_ADD_LO12, sg_put_a64_lo12, 0, 0, 0, 0, 0, "ADD: (S + A) & 0xfff")                    \
+    X(AARCH64_LDST8_LO12, sg_put_a64_lo12, 0, 0, 0, 0, 0, "LDR/STR byte: (S + A) & 0xfff")         \
+    X(AARCH64_LDST16_LO12, sg_put_a64_lo12, 1, 0, 0, 0, 0,                                         \
+      "LDR/STR half: ((S + A) & 0xfff) >> 1, 2-aligned")                                           \
+    X(AARCH64_LDST32_LO12, sg_put_a64_lo12, 2, 0, 0, 0, 0,                                         \
+      "LDR/STR word: ((S + A) & 0xfff) >> 2, 4-aligned")                                           \
+    X(AARCH64_LDST64_LO12, sg_put_a64_lo12, 3, 0, 0, 0, 0,                                         \
+      "LDR/STR double: ((S + A) & 0xfff) >> 3, 8-aligned")                                         \
+    X(AARCH64_LDST128_LO12, sg_put_a64_lo12, 4, 0, 0, 0, 0,                                        \
+      "LDR/STR quad: ((S + A) & 0xfff) >> 4, 16-aligned")                                          \
+    X(AARCH64_GOT_ADRP, sg_put_a64_adr, 12, 0, 1, 0, 0, "ADRP: (Page(G + A) - Page(P)) >> 12")     \
+    X(AARCH64_GOT_LO12, sg_put_a64_lo12, 3, 0, 1, 0, 0,                                            \
+      "LDR double: ((G + A) & 0xfff) >> 3, 8-aligned")                                             \
+    X(AARCH64_GOT_PCREL19, sg_put_a64_branch, 5, 19, 1, 0, 0,                                      \
+      "LDR literal: (G + A - P) >> 2, +-1 MiB")                                                    \
+    X(AARCH64_MOVW_G0, sg_put_a64_movw, 0, 1, 0, 0, 0, "MOVZ/MOVK: S + A, must fit 16 bits")       \
+    X(AARCH64_MOVW_G0_NC, sg_put_a64_movw, 0, 0, 0, 0, 0, "MOVK: (S + A) & 0xffff")                \
+    X(AARCH64_MOVW_G1, sg_put_a64_movw, 1, 1, 0, 0, 0,                                             \
+      "MOVZ/MOVK: (S + A) >> 16, must fit 32 bits")                                                \
+    X(AARCH64_MOVW_G1_NC, sg_put_a64_movw, 1, 0, 0, 0, 0, "MOVK: ((S + A) >> 16) & 0xffff")        \
+    X(AARCH64_MOVW_G2, sg_put_a64_movw, 2, 1, 0, 0, 0,                                             \
+      "MOVZ/MOVK: (S + A) >> 32, must fit 48 bits")                                                \
+    X(AARCH64_MOVW_G2_NC, sg_put_a64_movw, 2, 0, 0, 0, 0, "MOVK: ((S + A) >> 32) & 0xffff")        \
+    X(AARCH64_MOVW_G3, sg_put_a64_movw, 3, 0, 0, 0, 0, "MOVZ/MOVK: (S + A) >> 48")                 \
+    X(X86_BRANCH32, sg_put_pcrel, 32, 1, 0, 1, 4, "CALL, JMP, Jcc rel32: S + A - P, +-2 GiB")
 
 /* X(NAME, what S is) */
-#define SG_VALUES(X)                                                   \
-    X(CODE, "this stencil's code")                                     \
-    X(DATA, "this stencil's read-only data")                           \
-    X(CONTINUE, "the next instruction's code")                         \
-    X(JUMP_TARGET, "the code of the instruction this one jumps to")    \
-    X(OPERAND, "operand number `index` of the instruction")            \
+#define SG_VALUES(X)                                                                               \
+    X(CODE, "this stencil's code")                                                                 \
+    X(DATA, "this stencil's read-only data")                                                       \
+    X(CONTINUE, "the next instruction's code")                                                     \
+    X(JUMP_TARGET, "the code of the instruction this one jumps to")                                \
+    X(OPERAND, "operand number `index` of the instruction")                                        \
     X(SYMBOL, "run-time symbol number `index` (the manifest's order)")
 
 #define SG_ENUM_ROW_(name, ...) SG_PATCH_##name,
@@ -205,7 +208,7 @@ static inline int sg_put_a64_movw(uint8_t *p, uint64_t v, unsigned group, unsign
 }
 
 /* ---- One function per kind, sg_patch_<NAME>(p, v): what generated emitters call. */
-#define SG_PATCH_FN_(name, fn, a, b, got, veneer, doc)                                   \
+#define SG_PATCH_FN_(name, fn, a, b, got, veneer, bias, doc)                                   \
     static inline int sg_patch_##name(uint8_t *p, uint64_t v) { return fn(p, v, a, b); }
 SG_PATCH_KINDS(SG_PATCH_FN_)
 #undef SG_PATCH_FN_
@@ -213,7 +216,7 @@ SG_PATCH_KINDS(SG_PATCH_FN_)
 /* The formula of a kind, for table-driven patching: 2 if the kind is unknown. */
 static inline int sg_patch_hole(uint8_t *p, unsigned kind, uint64_t v)
 {
-#define SG_CASE_(name, fn, a, b, got, veneer, doc) \
+#define SG_CASE_(name, fn, a, b, got, veneer, bias, doc) \
     case SG_PATCH_##name: return fn(p, v, a, b);
     switch (kind) {
     SG_PATCH_KINDS(SG_CASE_)
@@ -228,8 +231,9 @@ typedef struct sg_patch_info {
     const char *doc;  /* what it writes */
     uint8_t uses_got; /* v is G + A: the value goes into a GOT slot, the hole names the slot */
     uint8_t veneer;   /* may reach its target through a veneer */
+    uint8_t bias;     /* a branch's target is v + bias */
 } sg_patch_info;
-#define SG_INFO_ROW_(name, fn, a, b, got, veneer, doc) {#name, doc, got, veneer},
+#define SG_INFO_ROW_(name, fn, a, b, got, veneer, bias, doc) {#name, doc, got, veneer, bias},
 static const sg_patch_info sg_patch_infos[SG_PATCH__COUNT] = {SG_PATCH_KINDS(SG_INFO_ROW_)};
 #undef SG_INFO_ROW_
 
@@ -261,14 +265,16 @@ static inline uint64_t sg_got(sg_emit_env *env, uint64_t value)
 }
 
 /* A veneer-capable branch (sg_hole_may_use_veneer): straight to v when it
- * reaches, else to a veneer that jumps there. */
-static inline int sg_patch_a64_call(uint8_t *p, uint64_t v, const sg_emit_env *env)
+ * reaches, else to a veneer, placed after the executor's code, that jumps
+ * there (AArch64 B/BL +-128 MiB, x86-64 CALL/JMP +-2 GiB). */
+static inline int sg_patch_veneered(uint8_t *p, unsigned kind, uint64_t v,
+                                    const sg_emit_env *env)
 {
-    uint64_t veneer;
-    if (!sg_patch_AARCH64_BRANCH26(p, v))
+    uint64_t veneer, bias = kind < SG_PATCH__COUNT ? sg_patch_infos[kind].bias : 0;
+    if (!sg_patch_hole(p, kind, v))
         return 0;
-    veneer = env->veneer(env->ctx, v);
-    return veneer ? sg_patch_AARCH64_BRANCH26(p, veneer) : 1;
+    veneer = env->veneer(env->ctx, v + bias);
+    return veneer ? sg_patch_hole(p, kind, veneer - bias) : 1;
 }
 
 #endif

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "stencilrt_abi.h"
-#if SG_ABI_VERSION != 2 /* the stencil ABI this header was written for */
+#if SG_ABI_VERSION != 3 /* the stencil ABI this header was written for */
 #error "jit_stencils-aarch64-unknown-linux-gnu.h: stencilrt_abi.h is another ABI version; regenerate this header"
 #endif
 
@@ -25,6 +25,11 @@ enum sg_symbol {
     SG_SYM_vm_trap = 3,
     SG_SYM__COUNT = 4
 };
+/* Each also a macro of itself, for #ifdef. */
+#define SG_SYM_vm_call SG_SYM_vm_call
+#define SG_SYM_vm_print SG_SYM_vm_print
+#define SG_SYM_vm_native SG_SYM_vm_native
+#define SG_SYM_vm_trap SG_SYM_vm_trap
 static const char *const sg_symbol_names[SG_SYM__COUNT + 1] = {
     "vm_call",
     "vm_print",
@@ -42,6 +47,13 @@ enum sg_op {
     SG_OP_ret = 5,
     SG_OP__COUNT = 6
 };
+/* Each also a macro of itself, for #ifdef. */
+#define SG_OP_push_operand SG_OP_push_operand
+#define SG_OP_branch_if_zero SG_OP_branch_if_zero
+#define SG_OP_print SG_OP_print
+#define SG_OP_square_small SG_OP_square_small
+#define SG_OP_trap SG_OP_trap
+#define SG_OP_ret SG_OP_ret
 
 /* push_operand - ops.c:3:1
  *   0000: 08 00 00 90                    adrp x8, 0x0

@@ -265,10 +265,10 @@ def test_aarch64_generated_emitters_match_tables(ctx):
         m = re.search(r"^(\d+) passed, (\d+) failed$", p.stdout, re.M)
         check(p.returncode == 0 and m and m.group(2) == "0", "%s: exit %d\n%s%s", name,
               p.returncode, p.stdout[-3000:], p.stderr[-2000:])
-        kinds |= set(re.findall(r"(sg_patch_(?:AARCH64_\w+|a64_call))\(code",
+        kinds |= set(re.findall(r"(sg_patch_(?:AARCH64_\w+|veneered))\(code",
                                 read(os.path.join(out, "jit_stencils-%s.h" % A64))))
     want = {"sg_patch_" + k for k in patch_kinds() if k.startswith("AARCH64_")}
-    want.add("sg_patch_a64_call")
+    want.add("sg_patch_veneered")
     check(want <= kinds, "patch kinds never generated: %s", sorted(want - kinds))
 
 

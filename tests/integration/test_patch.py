@@ -55,7 +55,7 @@ M64 = (1 << 64) - 1
 RELOCS = {
     1: ("R_X86_64_64", 8, "ABS64"),
     2: ("R_X86_64_PC32", 4, "PCREL32"),
-    4: ("R_X86_64_PLT32", 4, "PCREL32"),
+    4: ("R_X86_64_PLT32", 4, "X86_BRANCH32"),
     9: ("R_X86_64_GOTPCREL", 4, "GOTPCREL32"),
     10: ("R_X86_64_32", 4, "ABS32"),
     11: ("R_X86_64_32S", 4, "ABS32S"),
@@ -63,16 +63,18 @@ RELOCS = {
     42: ("R_X86_64_REX_GOTPCRELX", 4, "GOTPCREL32"),
 }
 ALL_RELOCS = sorted(r[0] for r in RELOCS.values())
-ALL_PATCHES = ["ABS64", "ABS32", "ABS32S", "PCREL32", "GOTPCREL32"]
+ALL_PATCHES = ["ABS64", "ABS32", "ABS32S", "PCREL32", "GOTPCREL32", "X86_BRANCH32"]
 
 SHF_WRITE, SHF_ALLOC, SHF_EXECINSTR = 1, 2, 4
 SHT_PROGBITS, SHT_SYMTAB, SHT_RELA, SHT_NOBITS = 1, 2, 4, 8
 STT_SECTION = 3
 
 # Distinctive run-time symbol values (nothing is executed): far from the JIT
-# memory in the normal run, so a PC-relative call to one must be refused; below
-# 2 GiB in the low run, so from low code it reaches.
+# memory in the normal run, so a PC-relative reference to one must be refused
+# and a call goes through a veneer; below 2 GiB in the low run, so from low code
+# it reaches.
 SYM_HIGH = 0x7E5A00001000
+VENEER_X86 = bytes([0xFF, 0x25, 0x02, 0x00, 0x00, 0x00, 0x0F, 0x0B])  # jmp *2(%rip); ud2
 SYM_LOW = 0x1111000
 # Operand pools, by the narrowest hole kind the operand is patched into.
 # Near neighbours (...11/...10, 0/1) so that GOT slots shared by mistake show.
@@ -100,7 +102,7 @@ def fits(kind, v):
     sv = v - (1 << 64) if v >> 63 else v
     if kind == "ABS32":
         return v <= 0xFFFFFFFF
-    if kind in ("ABS32S", "PCREL32", "GOTPCREL32"):
+    if kind in ("ABS32S", "PCREL32", "GOTPCREL32", "X86_BRANCH32"):
         return -(1 << 31) <= sv < (1 << 31)
     return True
 
@@ -202,6 +204,8 @@ class OpObject:
         self.undefined = sorted({h["symbol"]["name"] for h in self.holes
                                  if h["symbol"]["shndx"] == 0})
         self.got_holes = sum(h["patch"] == "GOTPCREL32" for h in self.holes)
+        self.veneer_holes = sum(h["patch"] == "X86_BRANCH32" and h["value"] == "SYMBOL"
+                                for h in self.holes)
 
     def _place(self, secs, where):
         at = 0
@@ -310,6 +314,8 @@ class StencilSet:
     @staticmethod
     def _run_size(stencils):
         size = align_up(sum(s["code_size"] for s, _ in stencils), 16)
+        # A 16-byte veneer per call or jump to a run-time symbol, at most (emit.c).
+        size += 16 * sum(o.veneer_holes for _, o in stencils if o)
         size += sum(s["data_size"] + s["data_align"] for s, _ in stencils)
         # GOT: a slot per GOT hole at most, and one spare (emit.c).
         size = align_up(size, 8) + 8 * (sum(o.got_holes for _, o in stencils if o) + 1)
@@ -448,7 +454,10 @@ class Differential:
                     value = (v if v is not None else region) + h["addend"]
                     if not fits(kind, value):
                         out.append((i, name, h))
-                elif kind == "PCREL32" and v is not None and not fits(kind, v - region):
+                elif kind == "X86_BRANCH32" and h["value"] == "SYMBOL":
+                    continue  # out of reach, it goes through a veneer
+                elif kind in ("PCREL32", "X86_BRANCH32") and v is not None and \
+                        not fits(kind, v - region):
                     out.append((i, name, h))
         return out
 
@@ -521,7 +530,7 @@ class Differential:
 
         def target_of(h, field, p):
             """The S + A (or G + A) a hole's field encodes at place p."""
-            if h["patch"] in ("PCREL32", "GOTPCREL32"):
+            if h["patch"] in ("PCREL32", "GOTPCREL32", "X86_BRANCH32"):
                 return (p + s32(field)) & M64
             if h["patch"] == "ABS32S":
                 return s32(field) & M64
@@ -551,10 +560,12 @@ class Differential:
             if data_at < code_end:
                 bad.append("data at 0x%x overlaps the code (ends 0x%x)" % (data_at, code_end))
 
+        defs = self.through_veneers(obj, code_holes, size, rt_code, a0, code_end, defs, rd, bad)
         elf, err = self.lld(st, obj, tag, a0, data_at or 0, defs)
         if elf is None:
-            self.problems.append("%s: the runtime patched it, ld.lld-22 rejects the same link: %s"
-                                 % (where, err.splitlines()[0] if err else "?"))
+            self.problems.append("%s: the runtime patched it, ld.lld-22 rejects the same link: %s%s"
+                                 % (where, err.splitlines()[0] if err else "?",
+                                    "".join("; " + b for b in bad)))
             return
         lgot = elf.section(".got")
         lbytes = self.image(elf, obj, "code", obj.code_secs, a0, obj.code_size_full, bad)
@@ -651,6 +662,39 @@ class Differential:
                                [h for h in obj.holes if h["where"] == "data"])
         for b in bad:
             self.problems.append("%s: %s" % (where, b))
+
+    def through_veneers(self, obj, code_holes, size, rt_code, a0, code_end, defs, rd, bad):
+        """A call or jump to a run-time symbol out of its rel32's reach goes through a
+        veneer after the code (`jmp *2(%rip); ud2; .quad target`): check the
+        veneer, then let lld link the call to it, as a linker's range-extension
+        thunk would be linked. Returns the definitions to link with."""
+        out = dict(defs)
+        for h in code_holes:
+            name = h["symbol"]["name"]
+            if h["patch"] != "X86_BRANCH32" or h["value"] != "SYMBOL" or h["offset"] >= size:
+                continue
+            p = a0 + h["offset"]
+            if fits("X86_BRANCH32", defs[name] + h["addend"] - p):
+                continue
+            dest = (p + s32(rt_code[h["offset"]:h["offset"] + 4]) - h["addend"]) & M64
+            try:
+                v = rd(dest, 16, "veneer")
+            except LookupError as e:
+                bad.append("call to %s at +0x%x: %s" % (name, h["offset"], e))
+                continue
+            want = VENEER_X86 + defs[name].to_bytes(8, "little")
+            if dest < code_end or dest % 16 or v != want:
+                bad.append("call to %s at +0x%x goes to 0x%x, not to a veneer after the code "
+                           "(ends 0x%x) jumping to 0x%x: %s" % (name, h["offset"], dest,
+                                                                code_end, defs[name], v.hex()))
+                continue
+            others = [x for x in obj.holes if x["symbol"]["name"] == name and
+                      (x["patch"] != "X86_BRANCH32" or x["where"] != "code")]
+            if others:
+                bad.append("%s is reached through a veneer and otherwise too" % name)
+            out[name] = dest
+            self.count("veneer X86_BRANCH32")
+        return out
 
     def check_rejected(self, st, low, label, code, res, region):
         """An executor the runtime refused: it must be SR_ERANGE naming the op and
@@ -820,12 +864,13 @@ def test_patched_bytes_match_lld(ctx):
 
 def test_data_holes_and_direct_calls_match_lld(ctx):
     """Holes in read-only data (jump tables, pointer tables), holes whose value
-    is the op's own code, and a PC-relative call to a run-time symbol, against
+    is the op's own code, and a PC-relative call to a run-time symbol (through a
+    veneer when it is out of reach), against
     ld.lld-22 (tests/patch/fixtures)."""
     _, diff = run_differential(ctx, ["shapes_pic", "shapes_nopic", "shapes_large"])
     want = ["data hole PCREL32 CODE", "data hole ABS64 CODE", "data hole ABS64 DATA",
             "code hole PCREL32 DATA", "code hole ABS64 DATA", "code hole ABS32S DATA",
-            "code hole ABS32 DATA", "code hole PCREL32 SYMBOL", "rejected PCREL32",
+            "code hole ABS32 DATA", "code hole X86_BRANCH32 SYMBOL", "veneer X86_BRANCH32",
             "rejected ABS32", "rejected ABS32S"]
     missing = [k for k in want if not diff.counts.get(k)]
     check(not missing, "never compared: %s (counts %s)", missing, diff.counts)
@@ -885,3 +930,26 @@ def test_range_checks_match_lld(ctx):
               "%s: accepted %s, rejected %s times", k, diff.counts.get(k),
               diff.counts.get("rejected " + k))
     report(diff)
+
+
+def test_calls_out_of_reach_go_through_veneers(ctx):
+    """A call to a run-time symbol more than 2 GiB from JIT memory, as in any
+    position-independent executable (it lives near 0x55..., the arenas near
+    0x7f...): an op's direct call, and the shim's call to __stack_chk_fail
+    under -fstack-protector-all, both reach their target through a veneer
+    (tests/patch/veneer_run.c runs them). Without veneers the op is SR_ERANGE
+    and sr_runtime_create fails for the shim."""
+    cases = [("call", ctx.path("tests", "patch", "fixtures", "pic.yaml"), "vm_print called 1"),
+             ("shim", ctx.path("tests", "fixtures", "shim", "stack_protector.yaml"), "far: 1")]
+    for mode, manifest, want in cases:
+        out = os.path.join(ctx.tmp, mode)
+        ctx.build_stencils(manifest, out, "--target", TRIPLE, timeout=120)
+        exe = os.path.join(ctx.tmp, "veneer_run_" + mode)
+        ctx.run(["gcc", "-std=c11", "-O2", "-fPIE", "-pie", "-Wall", "-Wextra", "-Werror",
+                 "-D_GNU_SOURCE", "-I", out, "-I", ctx.path("runtime"), "-I",
+                 ctx.path("stencils"), ctx.path("tests", "patch", "veneer_run.c"),
+                 os.path.join(ctx.build, "runtime", "libstencilrt.a"), "-lpthread", "-o", exe],
+                timeout=120, check=True)
+        p = ctx.run([exe], timeout=60, env={"STENCILRT_PERF": "off"})
+        check(p.returncode == 0 and "veneer_run: PASS" in p.stdout and want in p.stdout,
+              "%s: exit %d\n%s%s", mode, p.returncode, p.stdout, p.stderr)

@@ -16,9 +16,15 @@
  *
  * Prints "unwind_bt: PASS" (exit 0) only if every backtrace was right. With
  * STENCILRT_FRAMES=0 the backtraces stop at the first JIT frame: FAIL, exit 1.
+ *
+ * Built with -DBT_UNWIND_BACKTRACE, the backtraces come from _Unwind_Backtrace
+ * called here instead of glibc's backtrace() (which always uses libgcc_s):
+ * they then come from whichever unwinder the program is linked against, LLVM's
+ * libunwind included (tests/integration/test_llvm_libunwind.py).
  */
 #include <dlfcn.h>
 #include <execinfo.h>
+#include <unwind.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -166,6 +172,36 @@ vm_value vm_print(vm_frame *frame, vm_value value)
     (void)frame;
     return value;
 }
+
+#ifdef BT_UNWIND_BACKTRACE
+typedef struct collected {
+    void **pcs;
+    int n, max;
+} collected;
+
+static _Unwind_Reason_Code collect(struct _Unwind_Context *ctx, void *arg)
+{
+    collected *c = arg;
+    if (c->n == c->max)
+        return _URC_END_OF_STACK;
+    c->pcs[c->n++] = (void *)_Unwind_GetIP(ctx);
+    return _URC_NO_REASON;
+}
+
+/* What glibc's backtrace() returns, from the program's own unwinder: return
+ * addresses from this function's caller on (its own frame is dropped). */
+__attribute__((noinline)) static int unwinder_backtrace(void **pcs, int max)
+{
+    void *all[MAX_PCS + 1];
+    collected c = {all, 0, MAX_PCS + 1};
+    _Unwind_Backtrace(collect, &c);
+    int n = c.n > 0 ? c.n - 1 : 0;
+    memcpy(pcs, all + 1, (size_t)n * sizeof *pcs);
+    __asm__ volatile("" ::: "memory"); /* keep this frame */
+    return n < max ? n : max;
+}
+#define backtrace unwinder_backtrace
+#endif
 
 vm_value vm_native(vm_frame *frame, vm_value which, vm_value arg)
 {
