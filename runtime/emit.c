@@ -96,6 +96,7 @@ sr_status emit_init(sr_emitter *em, const sr_stencil_set *set, const void *const
     em->set = set;
     em->symbols = symbols;
     em->got_symbols = NULL;
+    em->shim = false;
     em->ops = calloc(set->count ? set->count : 1, sizeof *em->ops);
     if (!em->ops)
         return sr_fail(SR_ENOMEM, "out of memory");
@@ -239,6 +240,16 @@ static uint64_t veneer(void *ctx, uint64_t target)
     return (uintptr_t)v;
 }
 
+/* How messages name instruction i: "instruction 3 (add)", or "the shim tinyvm_shim". */
+static void describe(const writer *w, size_t i, char *buf, size_t size)
+{
+    const char *name = w->em->set->stencils[w->code[i].op].name;
+    if (w->em->shim)
+        snprintf(buf, size, "the shim %s", name);
+    else
+        snprintf(buf, size, "instruction %zu (%s)", i, name);
+}
+
 static sr_status patch(writer *w, size_t i, const sg_hole *h, uint8_t *loc)
 {
     uint64_t s = 0;
@@ -252,14 +263,14 @@ static sr_status patch(writer *w, size_t i, const sg_hole *h, uint8_t *loc)
     int rc = sg_hole_may_use_veneer(h->patch, h->value) ? sg_patch_veneered(loc, h->patch, v,
                                                                             &w->env)
                                 : sg_patch_hole(loc, h->patch, v);
-    const char *name = w->em->set->stencils[w->code[i].op].name;
+    char what[96];
+    describe(w, i, what, sizeof what);
     if (rc == 2)
-        return sr_fail(SR_EUNSUPPORTED, "instruction %zu (%s): hole kind %u is not supported", i,
-                       name, h->patch);
+        return sr_fail(SR_EUNSUPPORTED, "%s: hole kind %u is not supported", what, h->patch);
     if (rc)
-        return sr_fail(SR_ERANGE, "instruction %zu (%s): value 0x%" PRIx64 " does not fit the "
-                       "hole at +0x%" PRIx32 " (%s: %s)", i, name, s, h->offset,
-                       sg_patch_infos[h->patch].name, sg_patch_infos[h->patch].doc);
+        return sr_fail(SR_ERANGE, "%s: value 0x%" PRIx64 " does not fit the hole at +0x%" PRIx32
+                       " (%s: %s)", what, s, h->offset, sg_patch_infos[h->patch].name,
+                       sg_patch_infos[h->patch].doc);
     return SR_OK;
 }
 
@@ -320,9 +331,10 @@ static sr_status explain(writer *w, size_t i, const sg_stencil *s, unsigned bad)
     sr_status st = patch(w, i, h, loc);
     if (st != SR_OK)
         return st;
-    return sr_fail(SR_EUNSUPPORTED, "instruction %zu (%s): the generated emitter refused the "
-                   "hole at +0x%" PRIx32 " that its hole table accepts (an edited "
-                   "header?)", i, s->name, h->offset);
+    char what[96];
+    describe(w, i, what, sizeof what);
+    return sr_fail(SR_EUNSUPPORTED, "%s: the generated emitter refused the hole at +0x%" PRIx32
+                   " that its hole table accepts (an edited header?)", what, h->offset);
 }
 
 /* One pass: data, GOT slots, then code, instruction by instruction (the

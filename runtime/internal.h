@@ -163,6 +163,7 @@ typedef struct sr_emitter {
     const void *const *symbols;
     sr_op_info *ops;       /* per op of the set */
     uint32_t *got_symbols; /* symbol numbers, a run per op */
+    bool shim;             /* the one "op" is the shim: messages name it so */
 } sr_emitter;
 
 /* `generated`: use the header's emitters where they can be trusted (false:

@@ -105,6 +105,7 @@ static sr_status write_shim(sr_runtime *rt, sr_layout *l)
     sr_emitter em;
     uint8_t *mem = NULL;
     sr_status st = emit_init(&em, &one, (const void *const *)rt->symbols, true);
+    em.shim = true;
     if (st == SR_OK)
         st = emit_plan(&em, &only, 1, offsets, l);
     if (st == SR_OK) {

@@ -938,9 +938,14 @@ def test_calls_out_of_reach_go_through_veneers(ctx):
     0x7f...): an op's direct call, and the shim's call to __stack_chk_fail
     under -fstack-protector-all, both reach their target through a veneer
     (tests/patch/veneer_run.c runs them). Without veneers the op is SR_ERANGE
-    and sr_runtime_create fails for the shim."""
+    and sr_runtime_create fails for the shim. A shim's PC-relative data
+    reference out of reach is refused, and the message names the shim."""
+    shims = ctx.path("tests", "fixtures", "shim")
     cases = [("call", ctx.path("tests", "patch", "fixtures", "pic.yaml"), "vm_print called 1"),
-             ("shim", ctx.path("tests", "fixtures", "shim", "stack_protector.yaml"), "far: 1")]
+             ("shim", os.path.join(shims, "stack_protector.yaml"), "far: 1"),
+             # Data, not a call, so no veneer: refused, naming the shim as the shim.
+             ("data", os.path.join(shims, "far_data.yaml"), "sr_runtime_create: the shim "
+              "far_data_shim: value 0x")]
     for mode, manifest, want in cases:
         out = os.path.join(ctx.tmp, mode)
         ctx.build_stencils(manifest, out, "--target", TRIPLE, timeout=120)

@@ -9,6 +9,9 @@
  *   against tests/fixtures/shim/stack_protector.yaml's header:
  *       the shim calls __stack_chk_fail directly (stack protector), so
  *       sr_runtime_create must place that call through a veneer
+ *   against tests/fixtures/shim/far_data.yaml's header (SG_SYM_vm_marker):
+ *       the shim takes vm_marker's address PC-relatively, which no veneer can
+ *       carry: sr_runtime_create must refuse, naming the shim
  *
  * Prints "veneer_run: PASS" (exit 0), or what failed (exit 1). */
 #include <stdint.h>
@@ -23,6 +26,7 @@
 typedef vm_value shim_fn(vm_frame *frame, vm_value *sp, void *code);
 
 static int printed;
+char vm_marker[16]; /* in this executable, far from JIT memory */
 
 __attribute__((noinline)) vm_value far_print(vm_frame *frame, vm_value value)
 {
@@ -43,6 +47,8 @@ static const void *symbol_value(const char *name)
         return (const void *)far_print;
     if (!strcmp(name, "__stack_chk_fail"))
         return (const void *)far_stack_chk_fail;
+    if (!strcmp(name, "vm_marker"))
+        return vm_marker;
     return (const void *)&printed; /* never called by these programs */
 }
 
@@ -59,6 +65,12 @@ int main(void)
     for (size_t i = 0; i < SG_SYM__COUNT; i++)
         symbols[i] = symbol_value(sg_symbol_names[i]);
     sr_runtime *rt;
+#ifdef SG_SYM_vm_marker
+    sr_status refused = sr_runtime_create(&set, symbols, NULL, &rt);
+    printf("sr_runtime_create: %s\n", refused == SR_OK ? "ok" : sr_last_error());
+    puts(refused == SR_ERANGE ? "veneer_run: PASS" : "veneer_run: FAIL");
+    return refused != SR_ERANGE;
+#endif
     if (sr_runtime_create(&set, symbols, NULL, &rt) != SR_OK) {
         printf("sr_runtime_create: %s\nveneer_run: FAIL\n", sr_last_error());
         return 1;
