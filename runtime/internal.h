@@ -3,6 +3,7 @@
 #define STENCILRT_INTERNAL_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -229,6 +230,7 @@ typedef struct sr_arena {
     size_t eh_frame_size;
     unsigned frames_registered; /* the unwinders it is registered with (SR_UNWINDER_*) */
     struct gdbjit_entry *gdb; /* the shim's GDB object (executors are named per group) */
+    _Atomic(struct sr_executor *) *owner; /* per page: the executor it belongs to (lookup.c) */
 } sr_arena;
 
 /* An emitted program: its page run, and the names debuggers and profilers
@@ -261,6 +263,28 @@ struct sr_runtime {
     sr_perf *perf;     /* NULL unless STENCILRT_PERF is map or jitdump */
     unsigned gdb_hold; /* sr_gdb_hold depth */
     sr_group *held;    /* groups emitted under the hold, newest (the one filling) first */
+    /* lookup.c: the arenas by address, lookups in flight, and what they may
+     * still be reading (released when none is). */
+    _Atomic(struct sr_arena_table *) arena_table;
+    atomic_uint lookups;
+    struct sr_arena_table *retired_tables;
+    struct sr_executor *retired_executors;
 };
+
+/* Frees an executor's record (its code is released by the caller). */
+void executor_destroy(sr_executor *e);
+
+/* ---- lookup: sr_lookup_pc's tables. Every call but sr_lookup_pc itself is
+ * made with the registry lock held. */
+typedef struct sr_arena_table sr_arena_table;
+/* Make a's pages findable (a->owner) and list it; false when out of memory. */
+bool lookup_add_arena(sr_runtime *rt, sr_arena *a);
+/* Name e as the owner of its pages (on) or no one (off). */
+void lookup_publish(sr_executor *e, bool on);
+/* executor_destroy(e) as soon as no lookup can be reading it (e unpublished). */
+void lookup_retire(sr_runtime *rt, sr_executor *e);
+/* Release what lookups can no longer reach, if none is in flight. */
+void lookup_reclaim(sr_runtime *rt);
+void lookup_fini(sr_runtime *rt);
 
 #endif

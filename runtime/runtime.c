@@ -40,6 +40,17 @@ static sr_arena *map_arena(size_t size)
     return a;
 }
 
+static void free_arena(sr_arena *a)
+{
+    if (a->frames_registered)
+        ehframe_deregister(a->eh_frame, a->frames_registered);
+    gdbjit_unregister(a->gdb);
+    free(a->eh_frame);
+    free(a->owner);
+    jitmem_region_fini(&a->region);
+    free(a);
+}
+
 static sr_arena *new_arena(sr_runtime *rt, size_t size)
 {
     sr_arena *a = map_arena(size);
@@ -48,9 +59,8 @@ static sr_arena *new_arena(sr_runtime *rt, size_t size)
     a->region.no_reuse = rt->perf != NULL;
     sr_fde fde = {(uintptr_t)a->region.base, a->region.size, rt->set->executor_cfi,
                   rt->set->executor_cfi_len};
-    if (!register_frames(rt, a, &fde)) {
-        jitmem_region_fini(&a->region);
-        free(a);
+    if (!register_frames(rt, a, &fde) || !lookup_add_arena(rt, a)) {
+        free_arena(a);
         return NULL;
     }
     a->next = rt->arenas;
@@ -58,15 +68,6 @@ static sr_arena *new_arena(sr_runtime *rt, size_t size)
     return a;
 }
 
-static void free_arena(sr_arena *a)
-{
-    if (a->frames_registered)
-        ehframe_deregister(a->eh_frame, a->frames_registered);
-    gdbjit_unregister(a->gdb);
-    free(a->eh_frame);
-    jitmem_region_fini(&a->region);
-    free(a);
-}
 
 /* perf: the executor, then each stencil in it (so samples name the op). */
 static void announce_to_perf(sr_runtime *rt, const sr_executor *e)
@@ -208,7 +209,7 @@ static void executor_unlink(sr_executor *e)
     a->nexecutors--;
 }
 
-static void executor_destroy(sr_executor *e)
+void executor_destroy(sr_executor *e)
 {
     for (size_t i = 0; e->symbols && i < e->n; i++)
         free(e->symbols[i]);
@@ -237,6 +238,7 @@ void sr_runtime_destroy(sr_runtime *rt)
     if (rt->shim_arena)
         free_arena(rt->shim_arena);
     perf_close(rt->perf);
+    lookup_fini(rt);
     sr_registry_unlock();
     emit_fini(&rt->emitter);
     free(rt->symbols);
@@ -346,6 +348,7 @@ static sr_status emit_one(sr_runtime *rt, const sr_program *prog, sr_executor **
     e->arena->executors = e;
     e->arena->nexecutors++;
     rt->executors++;
+    lookup_publish(e, true);
     announce_to_perf(rt, e);
     *out = e;
     return SR_OK;
@@ -355,13 +358,14 @@ static sr_status emit_one(sr_runtime *rt, const sr_program *prog, sr_executor **
 static void free_executor_locked(sr_runtime *rt, sr_executor *ex, bool settle)
 {
     executor_unlink(ex);
+    lookup_publish(ex, false); /* before its pages can be handed out again */
     jitmem_release(&ex->arena->region, ex->mem, ex->mem_size);
     rt->executors--;
     if (ex->group && settle)
         group_leave(rt, ex, true);
     else if (ex->group)
         group_remove(ex->group, ex);
-    executor_destroy(ex);
+    lookup_retire(rt, ex);
 }
 
 sr_status sr_emit_batch(sr_runtime *rt, const sr_program *progs, size_t count,

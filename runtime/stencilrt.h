@@ -23,6 +23,7 @@
 #ifndef STENCILRT_H
 #define STENCILRT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -177,6 +178,16 @@ SR_API void sr_executor_free(sr_executor *ex);
  * of a batch rebuilds that batch's GDB object without it. All or nothing: an
  * executor listed twice is SR_EINVAL and frees none. */
 SR_API sr_status sr_executor_free_batch(sr_executor *const *ex, size_t count);
+
+/* Which executor, and which instruction of it, the code address `pc` is in:
+ * true and *executor (and *instruction, if not NULL) set when pc is in an
+ * executor's code, false anywhere else (the shim, veneers, data, C code).
+ * Lock-free and async-signal-safe: made for signal handlers and sampling
+ * profilers, callable while other threads emit and free; O(log) in live
+ * arenas and in the executor's instructions. An executor being freed by
+ * another thread at that moment may still be named. */
+SR_API bool sr_lookup_pc(const sr_runtime *rt, const void *pc, sr_executor **executor,
+                         size_t *instruction);
 
 /* Batching for code emitted one executor at a time. Between sr_gdb_hold and the
  * matching sr_gdb_release, executors emitted by sr_emit or sr_emit_batch (from

@@ -287,6 +287,26 @@ def test_wx_detects_violations(ctx):
           s["_line"], p.stderr[-3000:])
 
 
+def test_lookup_pc_from_a_signal_handler(ctx):
+    """sr_lookup_pc from a SIGPROF handler (tests/stress/lookup_stress.c):
+    every sample in the running executor's code names that executor and the
+    instruction whose code holds the PC, no sample elsewhere is claimed, while
+    other threads emit and free executors and new arenas come; the control
+    expects the next instruction and must be caught."""
+    p = run(ctx, "lookup_stress", "--seconds", 3, timeout=120)
+    s = summary(p, "lookup")
+    print("     " + s["_line"])
+    check(p.returncode == 0 and "lookup_stress: PASS" in p.stdout and s["wrong"] == 0,
+          "sr_lookup_pc answered wrongly: exit %d\n%s%s", p.returncode, p.stdout, p.stderr)
+    check(s["in_jit"] >= 50 and s["found"] == s["in_jit"] and s["outside"] > 0,
+          "too few samples in JIT code, or not all found: %s", s["_line"])
+    p = run(ctx, "lookup_stress", "--seconds", 1, "--debug-off-by-one", timeout=120)
+    s = summary(p, "lookup")
+    check(p.returncode == 1 and s["wrong"] > 0 and "the wrong instruction" in p.stdout,
+          "the control's wrong expectation went unnoticed: exit %d\n%s", p.returncode,
+          p.stdout)
+
+
 # --- 4. valgrind (plain build only) -----------------------------------------------
 
 DEMO_PROGRAMS = ["fib.tvm", "reenter.tvm", "loop.tvm"]

@@ -179,6 +179,40 @@ static void batch_with_a_duplicate(void)
     sr_runtime_destroy(rt);
 }
 
+/* sr_lookup_pc on each instruction's first and last byte, the end of the
+ * code, the shim, C code, a freed executor, and NULL arguments. */
+static void lookup_pc(void)
+{
+    sr_runtime *rt;
+    sr_executor *a, *b, *got = NULL;
+    size_t at = 99;
+    if (sr_runtime_create(&rt_set, rt_symbols, NULL, &rt) != SR_OK ||
+        sr_emit(rt, rt_answer, 3, "a", &a) != SR_OK || sr_emit(rt, rt_answer, 3, "b", &b) != SR_OK) {
+        rt_result(false, "set-up", sr_last_error());
+        return;
+    }
+    bool ok = true;
+    for (size_t i = 0; i < 3; i++) {
+        const uint8_t *first = sr_executor_instr(b, i), *next = sr_executor_instr(b, i + 1);
+        ok &= sr_lookup_pc(rt, first, &got, &at) && got == b && at == i;
+        ok &= sr_lookup_pc(rt, next - 1, &got, &at) && got == b && at == i;
+    }
+    rt_result(ok, "every instruction's first and last byte names it", "");
+    rt_result(sr_lookup_pc(rt, sr_executor_entry(a), &got, NULL) && got == a,
+              "the other executor, instruction not asked for", "");
+    rt_result(!sr_lookup_pc(rt, sr_executor_instr(b, 3), &got, &at) &&
+                  !sr_lookup_pc(rt, sr_shim_entry(rt), &got, &at) &&
+                  !sr_lookup_pc(rt, (const void *)lookup_pc, &got, &at) &&
+                  !sr_lookup_pc(rt, NULL, &got, &at),
+              "the end of the code, the shim, C code and NULL are in no executor", "");
+    const void *pc = sr_executor_entry(b);
+    sr_executor_free(b);
+    rt_result(!sr_lookup_pc(rt, pc, &got, &at), "a freed executor is no longer found", "");
+    rt_result(!sr_lookup_pc(NULL, pc, &got, &at) && !sr_lookup_pc(rt, pc, NULL, &at),
+              "NULL runtime or out pointer: not found", "");
+    sr_runtime_destroy(rt);
+}
+
 int main(void)
 {
     unsetenv("STENCILRT_FRAMES");
@@ -188,5 +222,6 @@ int main(void)
     configurations();
     null_arguments();
     batch_with_a_duplicate();
+    lookup_pc();
     return rt_summary();
 }
