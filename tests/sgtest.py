@@ -83,6 +83,25 @@ class Ctx:
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 
+def shim_facts(path):
+    """What the debugger single-step checkers need from a generated header: the
+    op names (SG_OP_* order) and where the shim and its FDE are."""
+    h = Header(path)
+
+    def define(name):
+        m = re.search(r"^#define %s (0x[0-9a-f]+|\d+)\b" % name, h.text, re.M)
+        if not m:
+            raise TestFailure("%s: no #define %s" % (path, name))
+        return int(m.group(1), 0)
+
+    m = re.search(r'^static const sg_stencil sg_shim = \{"(\w+)"', h.text, re.M)
+    check(m, "%s: no sg_shim", path)
+    check(h.ops, "%s: no SG_OP_* enum", path)
+    return {"op_names": h.ops, "shim_name": m.group(1), "shim_entry": define("SG_SHIM_ENTRY"),
+            "shim_fde_start": define("SG_SHIM_FDE_START"),
+            "shim_fde_size": define("SG_SHIM_FDE_SIZE")}
+
+
 def patch_kinds():
     """The patch kinds of runtime/stencilrt_abi.h's SG_PATCH_KINDS table, in order."""
     lines = read(os.path.join(ROOT, "runtime", "stencilrt_abi.h")).splitlines()

@@ -61,7 +61,7 @@ import shutil
 import subprocess
 import time
 
-from sgtest import TRIPLE, Header, TestFailure, check, read
+from sgtest import TRIPLE, TestFailure, check, read, shim_facts
 
 GDB = ["gdb", "-batch", "-nx", "-iex", "set debuginfod enabled off"]
 T = 120  # seconds for one GDB run; the slowest (single-step) takes about 1 s here
@@ -163,22 +163,9 @@ def check_stops(tag, res, wants):
 
 def header_config(ctx):
     """What the single-step checker needs from the generated header."""
-    path = os.path.join(ctx.build, "stencils", "jit_stencils-%s.h" % TRIPLE)
-    h = Header(path)
-
-    def define(name):
-        m = re.search(r"^#define %s (0x[0-9a-f]+|\d+)\b" % name, h.text, re.M)
-        if not m:
-            raise TestFailure("%s: no #define %s" % (path, name))
-        return int(m.group(1), 0)
-
-    m = re.search(r'^static const sg_stencil sg_shim = \{"(\w+)"', h.text, re.M)
-    check(m, "%s: no sg_shim", path)
-    check(h.ops, "%s: no SG_OP_* enum", path)
-    return {"op_names": h.ops, "shim_name": m.group(1), "shim_entry": define("SG_SHIM_ENTRY"),
-            "shim_fde_start": define("SG_SHIM_FDE_START"),
-            "shim_fde_size": define("SG_SHIM_FDE_SIZE"), "max_steps": 20000, "time_limit": 90,
-            "max_failures": 10}
+    cfg = shim_facts(os.path.join(ctx.build, "stencils", "jit_stencils-%s.h" % TRIPLE))
+    cfg.update({"max_steps": 20000, "time_limit": 90, "max_failures": 10})
+    return cfg
 
 
 # How stepcheck.py reads each program's executors (see its header).
