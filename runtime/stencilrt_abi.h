@@ -10,8 +10,8 @@
  * of them fits), then the relocation that produces it in the generator's
  * target_<arch>.c. Everything else (the enum, the per-kind functions, the
  * table-driven switch, the predicates, names in listings and messages) follows
- * from the row. Rows may only be appended, and changing what a row does
- * changes SG_ABI_VERSION.
+ * from the row. Rows are only ever appended, and a new row or a changed one
+ * bumps SG_ABI_VERSION.
  *
  * Notation: P = the hole's address, S = its value, A = its addend, G = the
  * address of a GOT slot (one per executor) holding S, Page(x) = x & ~0xfff.
