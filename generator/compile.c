@@ -360,3 +360,42 @@ size_t compile_run(sg_job *jobs, size_t n, const sg_compile_opts *opts, sg_job_d
     sigprocmask(SIG_SETMASK, &old, NULL);
     return failures;
 }
+
+/* stencilgen needs clang 22: -mframe-pointer=reserved keeps x86-64 code off
+ * %rbp only from 22 on (19 ignores it, 14 rejects it), and stencils use
+ * preserve_none (19 on). */
+#define MIN_CLANG_MAJOR 22
+
+int compile_check_clang(const char *clang, const char *dir, const sg_compile_opts *co)
+{
+    char *out = path_join(dir, "compiler-macros.h");
+    char *argv[] = {(char *)clang, "-dM", "-E", "-x", "c", "/dev/null", "-o", out, NULL};
+    char *log = path_join(dir, "compiler-check.log");
+    char *label = xasprintf("the C compiler '%s' (asked for its version)", clang);
+    sg_job job = {.argv = argv, .output = out, .log = log, .label = label};
+    bool spawn_failed;
+    int rc = SG_EXIT_TOOLCHAIN;
+    uint8_t *text = NULL;
+    size_t size = 0;
+    if (compile_run(&job, 1, co, NULL, NULL, &spawn_failed) == 0 && read_file(out, &text, &size)) {
+        char *macros = xstrndup((const char *)text, size);
+        const char *m = strstr(macros, "#define __clang_major__ ");
+        int major = m ? atoi(m + strlen("#define __clang_major__ ")) : 0;
+        if (!m)
+            diag_error("'%s' is not clang (it does not define __clang_major__); stencilgen needs "
+                       "clang %d or newer", clang, MIN_CLANG_MAJOR);
+        else if (major < MIN_CLANG_MAJOR)
+            diag_error("'%s' is clang %d; stencilgen needs clang %d or newer "
+                       "(-mframe-pointer=reserved keeps x86-64 stencils off %%rbp only from "
+                       "clang 22 on, and stencils use preserve_none)",
+                       clang, major, MIN_CLANG_MAJOR);
+        else
+            rc = SG_EXIT_OK;
+        free(macros);
+    }
+    free(text);
+    free(out);
+    free(log);
+    free(label);
+    return rc;
+}

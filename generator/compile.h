@@ -37,6 +37,12 @@ typedef bool sg_job_done(sg_job *job, void *ctx);
 size_t compile_run(sg_job *jobs, size_t n, const sg_compile_opts *opts, sg_job_done *done,
                    void *ctx, bool *spawn_failed);
 
+/* Ask `clang` for the macros it predefines (vendors reword --version, never
+ * __clang_major__) before compiling anything with it, in directory `dir`: one
+ * clear error instead of one per op. Returns an exit code (3: not clang 22 or
+ * newer, or it could not say). */
+int compile_check_clang(const char *clang, const char *dir, const sg_compile_opts *co);
+
 /* argv helpers */
 typedef struct sg_argv {
     char **items;

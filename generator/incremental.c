@@ -60,6 +60,30 @@ void inc_open(sg_incremental *inc, sg_cache *cache, const char *clang, const cha
     inc->verbose = verbose;
 }
 
+/* ---- the compiler's version check, once per compiler */
+
+static sg_key compiler_key(const sg_incremental *inc)
+{
+    return (sg_key){{inc->compiler, inc->compiler ^ 0x636c616e67ull /* "clang" */}};
+}
+
+bool inc_compiler_verified(sg_incremental *inc)
+{
+    sg_key key = compiler_key(inc);
+    uint8_t *seen;
+    size_t size;
+    if (!cache_get(inc->cache, &key, "clang-ok", &seen, &size))
+        return false;
+    free(seen);
+    return true;
+}
+
+void inc_compiler_verdict(sg_incremental *inc)
+{
+    sg_key key = compiler_key(inc);
+    cache_put(inc->cache, &key, "clang-ok", "ok", 2);
+}
+
 /* ---- discovery */
 
 /* Parse "name line col begin end" lines of a cached discovery into ops of `source`. */

@@ -36,6 +36,11 @@ typedef struct sg_incremental {
 void inc_open(sg_incremental *inc, sg_cache *cache, const char *clang, const char *launcher,
               char *const *symbols, size_t nsymbols, bool verbose);
 
+/* Whether this compiler (by its identity) was already found to be clang 22 or
+ * newer; inc_compiler_verdict records that it was. */
+bool inc_compiler_verified(sg_incremental *inc);
+void inc_compiler_verdict(sg_incremental *inc);
+
 /* The ops of `source` for a parse with `args` (from the cache, or by
  * discover_ops, whose result is then stored). Returns an exit code. */
 int inc_discover(sg_incremental *inc, const char *source, const sg_argv *args, sg_oplist *ops);

@@ -3,6 +3,7 @@
 #include "opunit.h"
 
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Extend [*b, *e) to whole lines when only blanks share them with it. */
@@ -99,4 +100,34 @@ bool text_mentions_position(const char *text, size_t size)
         }
     }
     return false;
+}
+
+static const op_source *source_of(op_sources *s, const char *path)
+{
+    for (size_t i = 0; i < s->count; i++)
+        if (!strcmp(s->items[i].path, path))
+            return &s->items[i];
+    op_source t = {path, NULL, 0};
+    if (!read_file(path, &t.text, &t.size))
+        t.text = NULL;
+    ARRAY_PUSH(s->items, s->count, s->cap, t);
+    return &s->items[s->count - 1];
+}
+
+op_unit op_unit_for(op_sources *sources, const sg_oplist *ops, const sg_op *op, bool want_unit)
+{
+    const op_source *src = source_of(sources, op->source);
+    if (src->text)
+        return op_translation_unit(ops, op, (const char *)src->text, src->size, want_unit);
+    op_unit u = {{0}, {0}, 0}; /* the compile will say what is wrong */
+    sb_puts(&u.key, "");
+    sb_puts(&u.unit, "#error \"cannot read the op source\"\n");
+    return u;
+}
+
+void op_sources_free(op_sources *sources)
+{
+    for (size_t i = 0; i < sources->count; i++)
+        free(sources->items[i].text);
+    free(sources->items);
 }

@@ -32,6 +32,24 @@ typedef struct op_unit {
 op_unit op_translation_unit(const sg_oplist *ops, const sg_op *op, const char *text,
                            size_t size, bool want_unit);
 
+/* Each op source read once per run, so an op's cache key and the unit it
+ * compiles come from the same bytes. */
+typedef struct op_source {
+    const char *path;
+    uint8_t *text; /* NULL when it cannot be read */
+    size_t size;
+} op_source;
+
+typedef struct op_sources {
+    op_source *items;
+    size_t count, cap;
+} op_sources;
+
+/* op_translation_unit of op, its source read through `sources` (a source that
+ * cannot be read gives a unit that says so when compiled). */
+op_unit op_unit_for(op_sources *sources, const sg_oplist *ops, const sg_op *op, bool want_unit);
+void op_sources_free(op_sources *sources);
+
 /* Whether `text` mentions a macro or builtin whose value is a source position
  * (__LINE__, __FILE__, __builtin_LINE ...). A mention anywhere counts, even in
  * a comment: a false positive costs a rebuild, a false negative a stale object. */

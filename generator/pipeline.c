@@ -264,58 +264,15 @@ static bool on_compiled(sg_job *job, void *vctx)
     return ok;
 }
 
-/* Each op source is read once per run, so an op's cache key and the unit it
- * compiles come from the same bytes. */
-typedef struct source_text {
-    const char *path;
-    uint8_t *text; /* NULL when it cannot be read */
-    size_t size;
-} source_text;
-
-typedef struct source_texts {
-    source_text *items;
-    size_t count, cap;
-} source_texts;
-
-static const source_text *source_of(source_texts *st, const char *path)
-{
-    for (size_t i = 0; i < st->count; i++)
-        if (!strcmp(st->items[i].path, path))
-            return &st->items[i];
-    source_text t = {path, NULL, 0};
-    if (!read_file(path, &t.text, &t.size))
-        t.text = NULL;
-    ARRAY_PUSH(st->items, st->count, st->cap, t);
-    return &st->items[st->count - 1];
-}
-
-static void source_texts_free(source_texts *st)
-{
-    for (size_t i = 0; i < st->count; i++)
-        free(st->items[i].text);
-    free(st->items);
-}
-
-static op_unit unit_of(const sg_run *run, source_texts *texts, const sg_op *op, bool want_unit)
-{
-    const source_text *src = source_of(texts, op->source);
-    if (src->text)
-        return op_translation_unit(&run->ops, op, (const char *)src->text, src->size, want_unit);
-    op_unit u = {{0}, {0}, 0}; /* the compile will say what is wrong */
-    sb_puts(&u.key, "");
-    sb_puts(&u.unit, "#error \"cannot read the op source\"\n");
-    return u;
-}
-
 /* Every op's cache key: its unit's text, and its position (the file name as
  * __FILE__ gives it, and the lines) for code that compiles positions in. */
-static void key_translation_units(sg_run *run, job_set *js, source_texts *texts)
+static void key_translation_units(sg_run *run, job_set *js, op_sources *texts)
 {
     for (size_t i = 0; i < js->count; i++) {
         job_ref *ref = &js->refs[i];
         if (!ref->op)
             continue;
-        op_unit u = unit_of(run, texts, ref->op, false);
+        op_unit u = op_unit_for(texts, &run->ops, ref->op, false);
         char *rel = manifest_relpath(&run->manifest, ref->op->source);
         ref->position = hash64(rel, strlen(rel) + 1, u.position);
         free(rel);
@@ -326,7 +283,7 @@ static void key_translation_units(sg_run *run, job_set *js, source_texts *texts)
 
 /* Write the unit of every op that must compile. A unit that cannot be written
  * fails its op (exit 3): compiling anything else in its place would be wrong. */
-static size_t write_translation_units(sg_run *run, job_set *js, source_texts *texts)
+static size_t write_translation_units(sg_run *run, job_set *js, op_sources *texts)
 {
     size_t failed = 0;
     for (size_t i = 0; i < js->count; i++) {
@@ -334,7 +291,7 @@ static size_t write_translation_units(sg_run *run, job_set *js, source_texts *te
         sg_job *job = &js->jobs[i];
         if (!ref->op || job->skip)
             continue;
-        op_unit u = unit_of(run, texts, ref->op, true);
+        op_unit u = op_unit_for(texts, &run->ops, ref->op, true);
         char *dir = path_dirname(ref->tu_path);
         if (!mkdir_p(dir) || !write_file(ref->tu_path, u.unit.data, u.unit.len)) {
             diag_error("%s: cannot write its translation unit '%s': %s", job->label,
@@ -382,58 +339,6 @@ static bool try_cached(done_ctx *ctx, sg_job *job)
     return true;
 }
 
-/* stencilgen needs clang 22: -mframe-pointer=reserved keeps x86-64 code off
- * %rbp only from 22 on (19 ignores it, 14 rejects it), and stencils use
- * preserve_none (19 on). */
-#define MIN_CLANG_MAJOR 22
-
-/* Ask the compiler for the macros it predefines (vendors reword --version,
- * never __clang_major__) before compiling anything with it: one clear error
- * instead of one per op. Returns an exit code. */
-static int check_compiler(const sg_run *run, const sg_compile_opts *co, uint64_t identity)
-{
-    /* Once per compiler: the verdict is cached under its identity. */
-    sg_key key = {{identity, identity ^ 0x636c616e67ull /* "clang" */}};
-    uint8_t *seen;
-    size_t seen_size;
-    if (cache_get(run->cache, &key, "clang-ok", &seen, &seen_size)) {
-        free(seen);
-        return SG_EXIT_OK;
-    }
-    char *out = path_join(run->rundir.path, "compiler-macros.h");
-    char *argv[] = {run->clang, "-dM", "-E", "-x", "c", "/dev/null", "-o", out, NULL};
-    char *log = path_join(run->rundir.path, "compiler-check.log");
-    char *label = xasprintf("the C compiler '%s' (asked for its version)", run->clang);
-    sg_job job = {.argv = argv, .output = out, .log = log, .label = label};
-    bool spawn_failed;
-    int rc = SG_EXIT_TOOLCHAIN;
-    uint8_t *text = NULL;
-    size_t size = 0;
-    if (compile_run(&job, 1, co, NULL, NULL, &spawn_failed) == 0 && read_file(out, &text, &size)) {
-        char *macros = xstrndup((const char *)text, size);
-        const char *m = strstr(macros, "#define __clang_major__ ");
-        int major = m ? atoi(m + strlen("#define __clang_major__ ")) : 0;
-        if (!m)
-            diag_error("'%s' is not clang (it does not define __clang_major__); stencilgen needs "
-                       "clang %d or newer", run->clang, MIN_CLANG_MAJOR);
-        else if (major < MIN_CLANG_MAJOR)
-            diag_error("'%s' is clang %d; stencilgen needs clang %d or newer "
-                       "(-mframe-pointer=reserved keeps x86-64 stencils off %%rbp only from "
-                       "clang 22 on, and stencils use preserve_none)",
-                       run->clang, major, MIN_CLANG_MAJOR);
-        else
-            rc = SG_EXIT_OK;
-        if (rc == SG_EXIT_OK)
-            cache_put(run->cache, &key, "clang-ok", m, strcspn(m, "\n"));
-        free(macros);
-    }
-    free(text);
-    free(out);
-    free(log);
-    free(label);
-    return rc;
-}
-
 /* Per target: the run's own object directory, and the one objects are kept in. */
 static bool make_target_dirs(const sg_run *run, const sg_target *t)
 {
@@ -468,20 +373,23 @@ static int compile_all(sg_run *run, job_set *js)
         .progress = isatty(2) && !run->opt.verbose,
     };
     done_ctx ctx = {run, js, SG_EXIT_OK};
-    uint64_t identity = run->inc.compiler;
     size_t failures = 0;
-    source_texts texts = {0};
+    op_sources texts = {0};
     key_translation_units(run, js, &texts);
     for (size_t i = 0; i < js->count; i++)
         if (try_cached(&ctx, &js->jobs[i]))
             failures += js->jobs[i].status != 0;
     failures += write_translation_units(run, js, &texts);
-    source_texts_free(&texts);
+    op_sources_free(&texts);
     bool must_compile = false;
     for (size_t i = 0; i < js->count; i++)
         must_compile |= !js->jobs[i].skip;
-    if (must_compile && check_compiler(run, &co, identity) != SG_EXIT_OK)
-        return SG_EXIT_TOOLCHAIN;
+    /* Once per compiler: the verdict is cached under its identity. */
+    if (must_compile && !inc_compiler_verified(&run->inc)) {
+        if (compile_check_clang(run->clang, run->rundir.path, &co) != SG_EXIT_OK)
+            return SG_EXIT_TOOLCHAIN;
+        inc_compiler_verdict(&run->inc);
+    }
     bool spawn_failed;
     failures += compile_run(js->jobs, js->count, &co, on_compiled, &ctx, &spawn_failed);
     if (!failures)

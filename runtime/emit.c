@@ -263,15 +263,15 @@ static sr_status patch(writer *w, size_t i, const sg_hole *h, uint8_t *loc)
     int rc = sg_hole_may_use_veneer(h->patch, h->value) ? sg_patch_veneered(loc, h->patch, v,
                                                                             &w->env)
                                 : sg_patch_hole(loc, h->patch, v);
-    char what[96];
+    if (!rc)
+        return SR_OK;
+    char what[96]; /* only now: this runs for every hole the table way */
     describe(w, i, what, sizeof what);
     if (rc == 2)
         return sr_fail(SR_EUNSUPPORTED, "%s: hole kind %u is not supported", what, h->patch);
-    if (rc)
-        return sr_fail(SR_ERANGE, "%s: value 0x%" PRIx64 " does not fit the hole at +0x%" PRIx32
-                       " (%s: %s)", what, s, h->offset, sg_patch_infos[h->patch].name,
-                       sg_patch_infos[h->patch].doc);
-    return SR_OK;
+    return sr_fail(SR_ERANGE, "%s: value 0x%" PRIx64 " does not fit the hole at +0x%" PRIx32
+                   " (%s: %s)", what, s, h->offset, sg_patch_infos[h->patch].name,
+                   sg_patch_infos[h->patch].doc);
 }
 
 /* Copy instruction i's data; ops whose data has no holes share one copy. */
