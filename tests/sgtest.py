@@ -83,6 +83,32 @@ class Ctx:
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 
+def uleb(data, i):
+    """The unsigned LEB128 number at data[i], and the index after it."""
+    v = shift = 0
+    while True:
+        b = data[i]
+        i += 1
+        v |= (b & 0x7f) << shift
+        shift += 7
+        if not b & 0x80:
+            return v, i
+
+
+def sleb(data, i):
+    """The signed LEB128 number at data[i], and the index after it."""
+    v = shift = 0
+    while True:
+        b = data[i]
+        i += 1
+        v |= (b & 0x7f) << shift
+        shift += 7
+        if not b & 0x80:
+            if b & 0x40:
+                v -= 1 << shift
+            return v, i
+
+
 def shim_facts(path):
     """What the debugger single-step checkers need from a generated header: the
     op names (SG_OP_* order) and where the shim and its FDE are."""

@@ -12,7 +12,7 @@ Fixtures: tests/fixtures/fpcheck/ (ops) and tests/fixtures/shim/ (shims)."""
 import os
 import re
 
-from sgtest import TRIPLE, TestFailure, check, read
+from sgtest import TRIPLE, TestFailure, check, read, sleb, uleb
 
 ASAN = True
 
@@ -272,30 +272,6 @@ def row_at(rows, pc):
     hit = [r for r in rows if r[0] <= pc < r[1]]
     check(len(hit) == 1, "no single CFI row covers 0x%x: %s", pc, rows)
     return hit[0][2]
-
-
-def uleb(data, i):
-    v = shift = 0
-    while True:
-        b = data[i]
-        i += 1
-        v |= (b & 0x7f) << shift
-        shift += 7
-        if not b & 0x80:
-            return v, i
-
-
-def sleb(data, i):
-    v = shift = 0
-    while True:
-        b = data[i]
-        i += 1
-        v |= (b & 0x7f) << shift
-        shift += 7
-        if not b & 0x80:
-            if b & 0x40:
-                v -= 1 << shift
-            return v, i
 
 
 def format_row(cfa, regs):

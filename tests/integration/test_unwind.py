@@ -19,7 +19,7 @@ import os
 import re
 import signal
 
-from sgtest import TRIPLE, TestFailure, check, read
+from sgtest import TRIPLE, TestFailure, check, read, sleb, uleb
 
 ASAN = True
 
@@ -100,30 +100,6 @@ def _define(text, name):
 
 # --- a small DWARF CFA interpreter ----------------------------------------------
 
-def _uleb(b, i):
-    v = shift = 0
-    while True:
-        x = b[i]
-        i += 1
-        v |= (x & 0x7f) << shift
-        shift += 7
-        if not x & 0x80:
-            return v, i
-
-
-def _sleb(b, i):
-    v = shift = 0
-    while True:
-        x = b[i]
-        i += 1
-        v |= (x & 0x7f) << shift
-        shift += 7
-        if not x & 0x80:
-            if x & 0x40:
-                v -= 1 << shift
-            return v, i
-
-
 def _cfa_rows(insns, code_align, data_align, init=None):
     """Rows [(loc, (cfa, regs))] of a CFA program; init is the CIE's row."""
     loc = 0
@@ -152,7 +128,7 @@ def _cfa_rows(insns, code_align, data_align, init=None):
                 loc += int.from_bytes(insns[i:i + n], "little") * code_align
                 i += n
         elif hi == 0x80:
-            off, i = _uleb(insns, i)
+            off, i = uleb(insns, i)
             regs[lo] = ("at", off * data_align)
         elif hi == 0xc0:
             regs.pop(lo, None)
@@ -161,39 +137,39 @@ def _cfa_rows(insns, code_align, data_align, init=None):
         elif op == 0x00:
             pass
         elif op in (0x05, 0x11, 0x14, 0x15):
-            r, i = _uleb(insns, i)
-            off, i = (_uleb if op in (0x05, 0x14) else _sleb)(insns, i)
+            r, i = uleb(insns, i)
+            off, i = (uleb if op in (0x05, 0x14) else sleb)(insns, i)
             regs[r] = ("at" if op in (0x05, 0x11) else "val", off * data_align)
         elif op == 0x06:
-            r, i = _uleb(insns, i)
+            r, i = uleb(insns, i)
             regs.pop(r, None)
             if r in init_regs:
                 regs[r] = init_regs[r]
         elif op in (0x07, 0x08):
-            r, i = _uleb(insns, i)
+            r, i = uleb(insns, i)
             regs[r] = ("undefined",) if op == 0x07 else ("same",)
         elif op == 0x09:
-            r, i = _uleb(insns, i)
-            r2, i = _uleb(insns, i)
+            r, i = uleb(insns, i)
+            r2, i = uleb(insns, i)
             regs[r] = ("reg", r2)
         elif op == 0x0a:
             stack.append((cfa, dict(regs)))
         elif op == 0x0b:
             cfa, regs = stack.pop()
         elif op in (0x0c, 0x12):
-            r, i = _uleb(insns, i)
-            off, i = _uleb(insns, i) if op == 0x0c else _sleb(insns, i)
+            r, i = uleb(insns, i)
+            off, i = uleb(insns, i) if op == 0x0c else sleb(insns, i)
             cfa = (r, off if op == 0x0c else off * data_align)
         elif op == 0x0d:
-            r, i = _uleb(insns, i)
+            r, i = uleb(insns, i)
             cfa = (r, cfa[1])
         elif op in (0x0e, 0x13):
-            off, i = _uleb(insns, i) if op == 0x0e else _sleb(insns, i)
+            off, i = uleb(insns, i) if op == 0x0e else sleb(insns, i)
             cfa = (cfa[0], off if op == 0x0e else off * data_align)
         elif op in (0x0f, 0x10, 0x16):
             if op != 0x0f:
-                r, i = _uleb(insns, i)
-            n, i = _uleb(insns, i)
+                r, i = uleb(insns, i)
+            n, i = uleb(insns, i)
             expr = bytes(insns[i:i + n])
             i += n
             if op == 0x0f:
@@ -201,7 +177,7 @@ def _cfa_rows(insns, code_align, data_align, init=None):
             else:
                 regs[r] = ("expr" if op == 0x10 else "valexpr", expr)
         elif op == 0x2e:
-            _, i = _uleb(insns, i)
+            _, i = uleb(insns, i)
         else:
             raise TestFailure("CFA opcode %#x not understood" % op)
     emit()
