@@ -83,8 +83,8 @@ class Ctx:
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 
-def uleb(data, i):
-    """The unsigned LEB128 number at data[i], and the index after it."""
+def leb128(data, i, signed=False):
+    """The LEB128 number at data[i] (signed or not), and the index after it."""
     v = shift = 0
     while True:
         b = data[i]
@@ -92,21 +92,17 @@ def uleb(data, i):
         v |= (b & 0x7f) << shift
         shift += 7
         if not b & 0x80:
+            if signed and b & 0x40:
+                v -= 1 << shift
             return v, i
+
+
+def uleb(data, i):
+    return leb128(data, i)
 
 
 def sleb(data, i):
-    """The signed LEB128 number at data[i], and the index after it."""
-    v = shift = 0
-    while True:
-        b = data[i]
-        i += 1
-        v |= (b & 0x7f) << shift
-        shift += 7
-        if not b & 0x80:
-            if b & 0x40:
-                v -= 1 << shift
-            return v, i
+    return leb128(data, i, signed=True)
 
 
 def shim_facts(path):
