@@ -27,8 +27,8 @@
  *   any name listed under the manifest's `symbols:` (a C function or object
  *   of the VM, declared as usual)
  *
- * Operands have default visibility, so the compiler loads each from a GOT slot
- * the runtime fills: any 64-bit value works. Ops never touch the frame-pointer
+ * Operands are 64-bit immediates patched into the code (see STENCIL_OPERAND):
+ * any value works. Ops never touch the frame-pointer
  * register: stencilgen compiles them with -mframe-pointer=reserved and checks
  * every instruction. */
 #ifndef STENCIL_OP_H
@@ -51,12 +51,38 @@ typedef STENCIL_CC STENCIL_RETURN stencil_fn(STENCIL_PARAMS);
 #define STENCIL_HIDDEN __attribute__((visibility("hidden")))
 extern STENCIL_HIDDEN stencil_fn _JIT_CONTINUE;
 extern STENCIL_HIDDEN stencil_fn _JIT_JUMP_TARGET;
+/* The operands' hole symbols. Referenced directly (not through
+ * STENCIL_OPERAND) they are GOT loads under PIC, or narrower immediates with
+ * -fno-pic (R_X86_64_32 and the like, range-checked at emit). */
 extern char _JIT_OPERAND0[];
 extern char _JIT_OPERAND1[];
 extern char _JIT_OPERAND2[];
 extern char _JIT_OPERAND3[];
 
+/* An operand is a 64-bit immediate in the instruction that uses it (x86-64
+ * movabs, AArch64 movz+3 movk): any value fits, no memory is read, and the
+ * runtime can re-patch it after emit. The compiler cannot be asked for an
+ * absolute 64-bit address in position-independent code, hence the asm.
+ * STENCIL_OPERANDS_IN_GOT (or another target) loads each from a GOT slot
+ * instead: shorter code, one load more. */
+#if !defined(STENCIL_OPERANDS_IN_GOT) && (defined(__x86_64__) || defined(__aarch64__))
+#ifdef __x86_64__
+#define STENCIL_IMM64_(sym) "movabsq $" sym ", %0"
+#else
+#define STENCIL_IMM64_(sym)                                                              \
+    "movz %0, #:abs_g3:" sym "\n\tmovk %0, #:abs_g2_nc:" sym "\n\t"                      \
+    "movk %0, #:abs_g1_nc:" sym "\n\tmovk %0, #:abs_g0_nc:" sym
+#endif
+/* Not volatile: two uses in one op may share the register. */
+#define STENCIL_OPERAND(n)                                                               \
+    __extension__({                                                                      \
+        uint64_t stencil_v_;                                                             \
+        __asm__(STENCIL_IMM64_("_JIT_OPERAND" #n) : "=r"(stencil_v_));                   \
+        stencil_v_;                                                                      \
+    })
+#else
 #define STENCIL_OPERAND(n) ((uint64_t)(uintptr_t)_JIT_OPERAND##n)
+#endif
 
 /* Go on with the next instruction / jump to the target: plain jumps (musttail). */
 #define CONTINUE() __attribute__((musttail)) return _JIT_CONTINUE(STENCIL_ARGS)

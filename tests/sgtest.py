@@ -25,6 +25,7 @@ X86_MANIFESTS = {
     "nopic": ("tests", "fixtures", "relocs", "nopic.yaml"),
     "large": ("tests", "fixtures", "relocs", "large.yaml"),
     "norelax": ("tests", "fixtures", "relocs", "norelax.yaml"),
+    "got": ("tests", "fixtures", "relocs", "got.yaml"),
     "shapes_pic": ("tests", "patch", "fixtures", "pic.yaml"),
     "shapes_nopic": ("tests", "patch", "fixtures", "nopic.yaml"),
     "shapes_large": ("tests", "patch", "fixtures", "large.yaml"),

@@ -31,8 +31,12 @@ def runtime_figures(build):
     return {m.group(1): float(m.group(2)) for m in re.finditer(r"^(\S+) (\S+) \S+$", out, re.M)}
 
 
-def tinyvm_ms(build, mode, program, repeat):
-    p = run([os.path.join(build, "stencils", "tinyvm"), "--" + mode, "--time", "--repeat",
+TINYVM = os.path.join("stencils", "tinyvm")
+TINYVM_GOT = os.path.join("tests", "bench", "got", "tinyvm_got")  # operands from GOT slots
+
+
+def tinyvm_ms(build, mode, program, repeat, exe=TINYVM):
+    p = run([os.path.join(build, exe), "--" + mode, "--time", "--repeat",
              str(repeat), os.path.join(ROOT, "stencils", "programs", program)])
     return float(re.search(r"time: ([0-9.]+) ms", p.stderr).group(1)) / repeat
 
@@ -196,6 +200,15 @@ def main():
                      "%.2f / %.2f ms" % (i, j),
                      "JIT %.2fx faster (runs: interpreter %.1f-%.1f, JIT %.1f-%.1f ms)" % (
                          i / j, min(interp), max(interp), min(jit), max(jit))))
+    # The same JIT with operands loaded from GOT slots instead of immediates.
+    imm, got = [], []
+    for _ in range(3):
+        imm.append(tinyvm_ms(build, "jit", "loop.tvm", 5))
+        got.append(tinyvm_ms(build, "jit", "loop.tvm", 5, TINYVM_GOT))
+    rows.append(("tinyvm loop.tvm JIT: operands as immediates / from GOT slots (best of 3)",
+                 "%.2f / %.2f ms" % (min(imm), min(got)),
+                 "immediates %.2fx faster (runs: %.1f-%.1f / %.1f-%.1f ms)" % (
+                     min(got) / min(imm), min(imm), max(imm), min(got), max(got))))
     width = max(len(r[0]) for r in rows)
     print("stencilgen benchmarks on %s" % machine())
     print("%-*s  %-22s  %s" % (width, "measure", "figure", "comparison"))

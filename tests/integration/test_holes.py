@@ -92,17 +92,19 @@ def run_differential(ctx, manifest, expect_ops=None, expect_relocs=()):
 
 def test_bundled_ops_match_readelf(ctx):
     h = run_differential(ctx, ctx.path("stencils", "stencils.yaml"), expect_ops=21,
-                         expect_relocs=["R_X86_64_PLT32", "R_X86_64_PC32",
-                                        "R_X86_64_GOTPCRELX", "R_X86_64_REX_GOTPCRELX"])
+                         expect_relocs=["R_X86_64_PLT32", "R_X86_64_PC32", "R_X86_64_64",
+                                        "R_X86_64_GOTPCRELX"])
     # Plain continuation ops end up without the jump: `add` is two instructions.
     check(not any(x["value"] == "CONTINUE" for x in h.code_holes("add")),
           "add still has its continuation jump")
 
 
 def test_relocation_kinds_match_readelf(ctx):
-    """Absolute (-fno-pic), 64-bit (large code model) and non-relaxable GOT forms."""
+    """Absolute (-fno-pic), 64-bit (large code model), non-relaxable GOT forms,
+    and operands loaded from the GOT (STENCIL_OPERANDS_IN_GOT)."""
     fx = ctx.path("tests", "fixtures", "relocs")
     run_differential(ctx, os.path.join(fx, "nopic.yaml"),
                      expect_relocs=["R_X86_64_32", "R_X86_64_32S"])
     run_differential(ctx, os.path.join(fx, "large.yaml"), expect_relocs=["R_X86_64_64"])
     run_differential(ctx, os.path.join(fx, "norelax.yaml"), expect_relocs=["R_X86_64_GOTPCREL"])
+    run_differential(ctx, os.path.join(fx, "got.yaml"), expect_relocs=["R_X86_64_REX_GOTPCRELX"])

@@ -32,7 +32,7 @@ runtime must fail with SR_ERANGE naming the op and the hole, and lld must
 reject the same link (test_range_checks_match_lld sweeps the boundaries).
 
 Sets: the bundled stencils; the relocation-kind fixtures of test_holes.py
-(tests/fixtures/relocs: nopic, large, norelax); this suite's own
+(tests/fixtures/relocs: nopic, large, norelax, got); this suite's own
 tests/patch/fixtures (jump tables and pointer tables: holes in data, holes
 against the op's own code, a const table of function pointers in .data.rel.ro;
 a direct call to a run-time symbol; data aligned to 64 bytes and to 8 KiB; a
@@ -844,9 +844,9 @@ def report(diff, extra=""):
 
 
 def test_patched_bytes_match_lld(ctx):
-    """Every op of the bundled set and of the nopic/large/norelax fixtures
+    """Every op of the bundled set and of the nopic/large/norelax/got fixtures
     against ld.lld-22: every sg_patch kind, every relocation type."""
-    sets, diff = run_differential(ctx, ["bundled", "nopic", "large", "norelax"])
+    sets, diff = run_differential(ctx, ["bundled", "nopic", "large", "norelax", "got"])
     check(len(sets["bundled"].ops) == 21, "bundled: %d ops, want 21", len(sets["bundled"].ops))
     missing = [r for r in ALL_RELOCS + ALL_PATCHES if not diff.counts.get(r)]
     for v in ("DATA", "CONTINUE", "JUMP_TARGET", "OPERAND", "SYMBOL"):
