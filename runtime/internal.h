@@ -51,8 +51,11 @@ bool jitmem_region_init(sr_region *r, size_t size);
 void jitmem_region_fini(sr_region *r);
 /* A run of whole pages, mapped read+write; NULL if the region has no room. */
 uint8_t *jitmem_alloc(sr_region *r, size_t bytes);
-/* Flip a run to read+execute (and flush the instruction cache). */
+/* Flip the pages under [p, p + bytes) to read+execute (and flush the
+ * instruction cache for those bytes). */
 bool jitmem_seal(uint8_t *p, size_t bytes);
+/* Flip the pages under [p, p + bytes) back to read+write, to patch them. */
+bool jitmem_unseal(uint8_t *p, size_t bytes);
 /* Return a run to the region; its pages become inaccessible (and, with
  * r->no_reuse, are never allocated again: perf's maps are append-only). */
 void jitmem_release(sr_region *r, uint8_t *p, size_t bytes);
@@ -133,6 +136,9 @@ typedef struct sr_perf_code {
 sr_perf *perf_open(sr_perf_mode mode, const sr_stencil_set *set);
 /* Code became executable: one entry per range (an executor, then its stencils). */
 void perf_code_load(sr_perf *p, const sr_perf_code *code, size_t n);
+/* Whether p keeps copies of the code (jitdump): then code patched after
+ * emit is loaded again. */
+bool perf_keeps_code(const sr_perf *p);
 /* Bytes to keep free after each executor's code while p is on (0 when p is
  * NULL): perf's image of the code carries its unwind data right after it. */
 size_t perf_unwind_slack(const sr_perf *p);
@@ -273,6 +279,8 @@ struct sr_runtime {
 
 /* Frees an executor's record (its code is released by the caller). */
 void executor_destroy(sr_executor *e);
+/* Tell perf (if on) about e's code: the executor, then each stencil in it. */
+void executor_announce_to_perf(sr_runtime *rt, const sr_executor *e);
 
 /* ---- lookup: sr_lookup_pc's tables. Every call but sr_lookup_pc itself is
  * made with the registry lock held. */

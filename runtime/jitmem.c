@@ -60,14 +60,32 @@ uint8_t *jitmem_alloc(sr_region *r, size_t bytes)
     return NULL;
 }
 
+/* The whole pages under [p, p + bytes). */
+static void page_span(uint8_t *p, size_t bytes, uint8_t **first, size_t *len)
+{
+    uintptr_t page = jitmem_page_size(), lo = (uintptr_t)p / page * page;
+    uintptr_t hi = ((uintptr_t)p + bytes + page - 1) / page * page;
+    *first = (uint8_t *)lo;
+    *len = hi - lo;
+}
+
 bool jitmem_seal(uint8_t *p, size_t bytes)
 {
-    size_t page = jitmem_page_size();
-    size_t len = (bytes + page - 1) / page * page;
-    if (mprotect(p, len, PROT_READ | PROT_EXEC) != 0)
+    uint8_t *first;
+    size_t len;
+    page_span(p, bytes, &first, &len);
+    if (mprotect(first, len, PROT_READ | PROT_EXEC) != 0)
         return false;
     __builtin___clear_cache((char *)p, (char *)p + bytes);
     return true;
+}
+
+bool jitmem_unseal(uint8_t *p, size_t bytes)
+{
+    uint8_t *first;
+    size_t len;
+    page_span(p, bytes, &first, &len);
+    return mprotect(first, len, PROT_READ | PROT_WRITE) == 0;
 }
 
 void jitmem_release(sr_region *r, uint8_t *p, size_t bytes)

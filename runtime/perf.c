@@ -624,6 +624,11 @@ void perf_code_load(sr_perf *p, const sr_perf_code *code, size_t n)
         jitdump_loads(p, code, n);
 }
 
+bool perf_keeps_code(const sr_perf *p)
+{
+    return p && p->mode == SR_PERF_JITDUMP;
+}
+
 size_t perf_unwind_slack(const sr_perf *p)
 {
     return p ? UNWIND_SLACK : 0;

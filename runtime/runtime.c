@@ -70,7 +70,7 @@ static sr_arena *new_arena(sr_runtime *rt, size_t size)
 
 
 /* perf: the executor, then each stencil in it (so samples name the op). */
-static void announce_to_perf(sr_runtime *rt, const sr_executor *e)
+void executor_announce_to_perf(sr_runtime *rt, const sr_executor *e)
 {
     if (!rt->perf)
         return;
@@ -349,7 +349,7 @@ static sr_status emit_one(sr_runtime *rt, const sr_program *prog, sr_executor **
     e->arena->nexecutors++;
     rt->executors++;
     lookup_publish(e, true);
-    announce_to_perf(rt, e);
+    executor_announce_to_perf(rt, e);
     *out = e;
     return SR_OK;
 }
@@ -421,6 +421,16 @@ size_t sr_executor_code_size(const sr_executor *ex)
 void *sr_executor_instr(const sr_executor *ex, size_t i)
 {
     return ex && i <= ex->n ? ex->mem + ex->offsets[i] : NULL;
+}
+
+const char *sr_executor_name(const sr_executor *ex)
+{
+    return ex ? ex->name : NULL;
+}
+
+const char *sr_executor_instr_name(const sr_executor *ex, size_t i)
+{
+    return ex && i < ex->n ? ex->symbols[i] : NULL;
 }
 
 void sr_executor_free(sr_executor *ex)

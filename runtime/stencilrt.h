@@ -172,6 +172,36 @@ SR_API void *sr_executor_entry(const sr_executor *ex);
 SR_API size_t sr_executor_code_size(const sr_executor *ex);
 /* Address of instruction i's code (i == n: the end of the code). */
 SR_API void *sr_executor_instr(const sr_executor *ex, size_t i);
+/* The executor's name (copied at emit), and the name debuggers and profilers
+ * give instruction i, "<op>@<executor>[i]" (NULL when i is out of range). */
+SR_API const char *sr_executor_name(const sr_executor *ex);
+SR_API const char *sr_executor_instr_name(const sr_executor *ex, size_t i);
+
+/* Patching after emit: a side exit linked to code compiled later, an inline
+ * cache. sr_patch_jump re-points instruction i's jump target at `target`, the
+ * start of an instruction of a live executor of the same runtime (this one, or
+ * sr_executor_instr(other, k)); sr_patch_operand sets instruction i's operand
+ * n. Only those holes' bytes change, never an instruction boundary, so every
+ * unwind rule stays true and GDB (which reads code from memory) need not be
+ * told; perf in jitdump mode is sent the code again.
+ *
+ * W^X holds throughout: the pages under instruction i are made read+write (not
+ * executable), patched, made read+execute again, and the instruction cache is
+ * flushed. So no thread may be executing this executor's code during the call
+ * (its frames suspended in calls to C are fine: they return to sealed code),
+ * and the thread that runs it next must synchronize with this one (a lock, as
+ * after an emit). An executor jumped to must outlive the jumps: re-point them
+ * before freeing it.
+ *
+ * SR_EINVAL: no such instruction, an op without a jump target or operand n, a
+ * target that is not an instruction's start. SR_ERANGE: the target is out of
+ * the branch's reach (x86-64 +-2 GiB; AArch64 B +-128 MiB, B.cond/CBZ +-1 MiB,
+ * TBZ +-32 KiB) or the value does not fit the operand's hole. SR_EUNSUPPORTED:
+ * the value lives in a GOT slot or in the op's data (STENCIL_OPERANDS_IN_GOT,
+ * jump tables). On any error the code is unchanged. */
+SR_API sr_status sr_patch_jump(sr_executor *ex, size_t instruction, const void *target);
+SR_API sr_status sr_patch_operand(sr_executor *ex, size_t instruction, unsigned n,
+                                  uint64_t value);
 SR_API void sr_executor_free(sr_executor *ex);
 /* sr_executor_free for each of ex[0..count) (NULLs are skipped), with GDB told
  * once per object touched rather than once per executor: freeing one executor

@@ -10,7 +10,7 @@ typedef vm_value shim_fn(vm_frame *frame, vm_value *sp, void *code);
 
 static const sr_stencil_set stencil_set = SR_STENCIL_SET_FROM_HEADER;
 
-bool vm_jit_init(struct vm *vm)
+bool vm_jit_runtime(struct vm *vm)
 {
     const void *symbols[SG_SYM__COUNT] = {
         [SG_SYM_vm_call] = (const void *)vm_call,
@@ -23,6 +23,13 @@ bool vm_jit_init(struct vm *vm)
         return false;
     }
     vm->shim = sr_shim_entry(vm->rt);
+    return true;
+}
+
+bool vm_jit_init(struct vm *vm)
+{
+    if (!vm_jit_runtime(vm))
+        return false;
     /* One batch: one registration with debuggers for the whole program. */
     sr_program *progs = calloc(vm->nfunctions, sizeof *progs);
     sr_executor **out = calloc(vm->nfunctions, sizeof *out);

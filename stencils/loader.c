@@ -88,7 +88,7 @@ static bool parse_instr(loader *ld, char **tok, int ntok)
         return error(ld, "instruction '%s' outside a function", tok[0]);
     vm_function *f = &vm->functions[vm->nfunctions - 1];
     int op = find_op(tok[0]);
-    if (op < 0)
+    if (op < 0 || op == SG_OP_side_exit) /* the dispatcher's, not the language's */
         return error(ld, "unknown op '%s'", tok[0]);
     sr_instr in = {.op = (uint32_t)op};
     bool ok = true;
@@ -152,7 +152,7 @@ static bool parse_line(loader *ld, char *text)
         if (ntok != 3 || !parse_int(tok[2], &np) || np < 0 || np > VM_MAX_LOCALS)
             return error(ld, "expected 'func NAME NPARAMS'%s", "");
         vm->functions = grow(vm->functions, vm->nfunctions, sizeof *vm->functions);
-        vm->functions[vm->nfunctions++] = (vm_function){strdup(tok[1]), (int)np, NULL, 0, NULL};
+        vm->functions[vm->nfunctions++] = (vm_function){.name = strdup(tok[1]), .nparams = (int)np};
         return true;
     }
     return parse_instr(ld, tok, ntok);

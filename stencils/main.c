@@ -1,4 +1,4 @@
-/* main.c - tinyvm [--interp|--jit] [--repeat N] [--time] PROGRAM
+/* main.c - tinyvm [--interp|--jit|--chain] [--repeat N] [--time] [--stats] PROGRAM
  * Runs the program's `main` function and prints its result. */
 #include <inttypes.h>
 #include <stdio.h>
@@ -15,9 +15,12 @@ static double now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+static const char *const mode_names[] = {"interp", "jit", "chain"};
+
 static int usage(void)
 {
-    fputs("usage: tinyvm [--interp|--jit] [--repeat N] [--time] PROGRAM\n", stderr);
+    fputs("usage: tinyvm [--interp|--jit|--chain] [--repeat N] [--time] [--stats] PROGRAM\n",
+          stderr);
     return 2;
 }
 
@@ -26,14 +29,18 @@ int main(int argc, char **argv)
     struct vm vm = {.mode = VM_JIT};
     const char *path = NULL;
     long repeat = 1;
-    bool timing = false;
+    bool timing = false, stats = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--interp"))
             vm.mode = VM_INTERP;
         else if (!strcmp(argv[i], "--jit"))
             vm.mode = VM_JIT;
+        else if (!strcmp(argv[i], "--chain"))
+            vm.mode = VM_CHAIN;
         else if (!strcmp(argv[i], "--time"))
             timing = true;
+        else if (!strcmp(argv[i], "--stats"))
+            stats = true;
         else if (!strcmp(argv[i], "--repeat") && i + 1 < argc && (repeat = atol(argv[++i])) > 0)
             continue;
         else if (argv[i][0] != '-' && !path)
@@ -53,7 +60,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "%s: error: no function 'main'\n", path);
         return 1;
     }
-    if (vm.mode == VM_JIT && !vm_jit_init(&vm))
+    if ((vm.mode == VM_JIT && !vm_jit_init(&vm)) || (vm.mode == VM_CHAIN && !vm_chain_init(&vm)))
         return 1;
     double t0 = now();
     vm_value result = 0;
@@ -62,10 +69,15 @@ int main(int argc, char **argv)
     double t = now() - t0;
     printf("%" PRId64 "\n", result);
     if (timing)
-        fprintf(stderr, "time: %.3f ms (%s, %ld run%s)\n", t * 1e3,
-                vm.mode == VM_JIT ? "jit" : "interp", repeat, repeat == 1 ? "" : "s");
+        fprintf(stderr, "time: %.3f ms (%s, %ld run%s)\n", t * 1e3, mode_names[vm.mode], repeat,
+                repeat == 1 ? "" : "s");
+    if (stats && vm.mode == VM_CHAIN)
+        fprintf(stderr, "chain: %zu blocks compiled, %zu jumps linked, %zu side exits taken\n",
+                vm.chain.blocks, vm.chain.links, vm.chain.exits);
     if (vm.mode == VM_JIT)
         vm_jit_fini(&vm);
+    else if (vm.mode == VM_CHAIN)
+        vm_chain_fini(&vm);
     vm_unload(&vm);
     return 0;
 }

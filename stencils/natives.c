@@ -19,7 +19,11 @@ vm_value vm_run(struct vm *vm, size_t fn, vm_value argc, const vm_value *args)
     vm_value stack[OPERAND_STACK];
     for (vm_value i = 0; i < argc && i < VM_MAX_LOCALS; i++)
         frame.locals[i] = args[i];
-    return vm->mode == VM_JIT ? vm_jit_run(&frame, stack) : vm_interpret(&frame, stack);
+    switch (vm->mode) {
+    case VM_JIT: return vm_jit_run(&frame, stack);
+    case VM_CHAIN: return vm_chain_run(&frame, stack);
+    default: return vm_interpret(&frame, stack);
+    }
 }
 
 /* Re-entry: a call runs the callee through the shim again (JIT -> C -> JIT). */

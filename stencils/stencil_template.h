@@ -15,5 +15,6 @@
 
 #define OPERAND0 ((vm_value)STENCIL_OPERAND(0))
 #define OPERAND1 ((vm_value)STENCIL_OPERAND(1))
+#define OPERAND2 ((vm_value)STENCIL_OPERAND(2))
 
 #endif

@@ -15,6 +15,9 @@ typedef struct vm_frame {
     vm_value locals[VM_MAX_LOCALS];
     struct vm *vm;
     int32_t function; /* index of the running function */
+    /* --chain: where the last side exit left (chain.c); exit_to < 0 after a ret */
+    int32_t exit_to, exit_from, exit_branch;
+    vm_value *exit_sp;
 } vm_frame;
 
 /* Run-time helpers the stencils call (listed under `symbols:` in the manifest). */

@@ -15,9 +15,11 @@ typedef struct vm_function {
     sr_instr *code;
     size_t n;
     sr_executor *executor; /* JIT mode */
+    struct vm_block *blocks; /* chain mode: its basic blocks (chain.c) */
+    size_t nblocks;
 } vm_function;
 
-typedef enum vm_mode { VM_INTERP, VM_JIT } vm_mode;
+typedef enum vm_mode { VM_INTERP, VM_JIT, VM_CHAIN } vm_mode;
 
 struct vm {
     vm_function *functions;
@@ -25,6 +27,7 @@ struct vm {
     vm_mode mode;
     sr_runtime *rt;
     void *shim; /* the JIT shim, in JIT memory */
+    struct { size_t blocks, links, exits; } chain; /* chain mode's work, for --stats */
 };
 
 /* Natives callable with `native NAME` (operand = index). */
@@ -39,9 +42,15 @@ void vm_unload(struct vm *vm);
 vm_value vm_interpret(vm_frame *frame, vm_value *sp);
 
 /* jit.c */
+bool vm_jit_runtime(struct vm *vm); /* the runtime and the shim, for both JIT modes */
 bool vm_jit_init(struct vm *vm);
 void vm_jit_fini(struct vm *vm);
 vm_value vm_jit_run(vm_frame *frame, vm_value *sp);
+
+/* chain.c: basic blocks compiled when first run, jumps between them linked */
+bool vm_chain_init(struct vm *vm);
+void vm_chain_fini(struct vm *vm);
+vm_value vm_chain_run(vm_frame *frame, vm_value *sp);
 
 /* Run function `fn` with the given arguments (the entry point of both modes). */
 vm_value vm_run(struct vm *vm, size_t fn, vm_value argc, const vm_value *args);

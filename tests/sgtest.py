@@ -13,6 +13,8 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRIPLE = "x86_64-unknown-linux-gnu"
 
+# Ops in the bundled stencils (stencils/stencils.yaml).
+BUNDLED_OPS = 22
 
 # The x86-64 stencil sets the patching differentials run on: the bundled
 # stencils, the relocation-kind fixtures of test_holes.py, and the shapes of

@@ -21,7 +21,7 @@ import re
 import shutil
 import tempfile
 
-from sgtest import TRIPLE, TestFailure, check, read, write
+from sgtest import BUNDLED_OPS, TRIPLE, TestFailure, check, read, write
 
 ASAN = True
 
@@ -31,7 +31,6 @@ WORKDIR = ".stencilgen"  # the generator's work directory inside an outdir
 # The bundled manifest has two targets: x86-64 (TRIPLE, the host) and AArch64.
 OUTPUTS = ["jit_stencils.h", "jit_stencils-%s.h" % TRIPLE,
            "jit_stencils-aarch64-unknown-linux-gnu.h"]
-BUNDLED_OPS = 21
 BUILD_TIMEOUT = 180
 
 EXIT_OK, EXIT_CHECK, EXIT_USAGE, EXIT_TOOLCHAIN = 0, 1, 2, 3

@@ -4,7 +4,7 @@ section bytes). Covers the bundled ops and the relocation-kind fixtures."""
 import os
 import re
 
-from sgtest import (TRIPLE, Header, check, manifest_symbols, readelf_relocs, section_bytes,
+from sgtest import (BUNDLED_OPS, TRIPLE, Header, check, manifest_symbols, readelf_relocs, section_bytes,
                     sections_of, value_of)
 
 ASAN = True
@@ -91,7 +91,7 @@ def run_differential(ctx, manifest, expect_ops=None, expect_relocs=()):
 
 
 def test_bundled_ops_match_readelf(ctx):
-    h = run_differential(ctx, ctx.path("stencils", "stencils.yaml"), expect_ops=21,
+    h = run_differential(ctx, ctx.path("stencils", "stencils.yaml"), expect_ops=BUNDLED_OPS,
                          expect_relocs=["R_X86_64_PLT32", "R_X86_64_PC32", "R_X86_64_64",
                                         "R_X86_64_GOTPCRELX"])
     # Plain continuation ops end up without the jump: `add` is two instructions.

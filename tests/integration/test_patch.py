@@ -44,7 +44,7 @@ import struct
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-from sgtest import TRIPLE, X86_MANIFESTS, Header, TestFailure, check, write
+from sgtest import BUNDLED_OPS, TRIPLE, X86_MANIFESTS, Header, TestFailure, check, write
 
 LLD = "ld.lld-22"
 PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -847,7 +847,8 @@ def test_patched_bytes_match_lld(ctx):
     """Every op of the bundled set and of the nopic/large/norelax/got fixtures
     against ld.lld-22: every sg_patch kind, every relocation type."""
     sets, diff = run_differential(ctx, ["bundled", "nopic", "large", "norelax", "got"])
-    check(len(sets["bundled"].ops) == 21, "bundled: %d ops, want 21", len(sets["bundled"].ops))
+    check(len(sets["bundled"].ops) == BUNDLED_OPS, "bundled: %d ops, want %d", len(sets["bundled"].ops),
+          BUNDLED_OPS)
     missing = [r for r in ALL_RELOCS + ALL_PATCHES if not diff.counts.get(r)]
     for v in ("DATA", "CONTINUE", "JUMP_TARGET", "OPERAND", "SYMBOL"):
         if not diff.counts.get("value " + v):

@@ -178,6 +178,16 @@ def code_loads(dump):
     return out
 
 
+def loaded_code(dump):
+    """{name: [code bytes of each JIT_CODE_LOAD of it, in order]}."""
+    out = {}
+    for kind, _, body in dump["records"]:
+        if kind == JIT_CODE_LOAD:
+            end = body.index(b"\0", 40)
+            out.setdefault(body[40:end].decode(), []).append(body[end + 1:])
+    return out
+
+
 def check_jitdump(path, t0, t1, closed=True):
     """The invariants every complete dump of ours keeps."""
     dump = read_jitdump(path)
@@ -391,6 +401,31 @@ def test_jitdump_after_fork(ctx):
     check(by_pid.get(child) == {"in_child"}, "child samples in %s", by_pid.get(child))
     check("after_fork" in by_pid.get(parent, set()), "parent samples in %s",
           by_pid.get(parent))
+
+
+def test_jitdump_reloads_code_patched_after_emit(ctx):
+    """Code patched after emit (tinyvm --chain links its blocks with
+    sr_patch_jump) is loaded again, so perf annotates the bytes that run: each
+    block is loaded once more per link from it, and a reload differs from the
+    load before it only in the 4 bytes of the linked jump's rel32."""
+    t0 = monotonic_ns()
+    p = ctx.run([tinyvm(ctx), "--chain", "--stats", os.path.join(ctx.root, LOOP)],
+                env=env_jitdump(ctx.tmp), timeout=T, check=True)
+    t1 = monotonic_ns()
+    check(p.stdout.strip() == LOOP_RESULT, "loop.tvm --chain printed %r", p.stdout)
+    links = int(re.search(r"(\d+) jumps linked", p.stderr).group(1))
+    dumps = glob.glob(os.path.join(ctx.tmp, "jit-*.dump"))
+    check(len(dumps) == 1, "dumps: %s", dumps)
+    code = loaded_code(check_jitdump(dumps[0], t0, t1))
+    blocks = {n: c for n, c in code.items() if re.match(r"main\.b\d+$", n)}
+    check(blocks and sum(len(c) - 1 for c in blocks.values()) == links,
+          "%d links, but the blocks were reloaded %s times", links,
+          {n: len(c) for n, c in blocks.items()})
+    for name, loads in sorted(blocks.items()):
+        for old, new in zip(loads, loads[1:]):
+            changed = [i for i in range(len(old)) if old[i] != new[i]]
+            check(len(old) == len(new) and changed and changed[-1] - changed[0] < 4,
+                  "%s: a reload changed bytes %s, not one rel32", name, changed)
 
 
 def test_unwritable_directory_warns_once(ctx):

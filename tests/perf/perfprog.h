@@ -55,7 +55,7 @@ static sr_executor *perfprog_loop(sr_runtime *rt, const char *name, uint64_t n)
 
 static vm_value perfprog_run(sr_runtime *rt, sr_executor *ex)
 {
-    vm_frame frame = {{0}, NULL, 0};
+    vm_frame frame = {.vm = NULL};
     vm_value stack[64];
     shim_fn *shim = (shim_fn *)sr_shim_entry(rt);
     return shim(&frame, stack, sr_executor_entry(ex));

@@ -19,6 +19,7 @@ const size_t st_shim_code_size = sizeof sg_code_shim;
 SAME(push); SAME(pop); SAME(dup); SAME(load); SAME(store); SAME(add); SAME(sub); SAME(mul);
 SAME(div); SAME(mod); SAME(addi); SAME(lt); SAME(le); SAME(eq); SAME(jump);
 SAME(jump_if_zero); SAME(jump_if_nonzero); SAME(ret); SAME(call); SAME(print); SAME(native);
+SAME(side_exit);
 _Static_assert((int)ST__COUNT == (int)SG_OP__COUNT, "op count");
 _Static_assert(SG_SYM_vm_call == 0 && SG_SYM_vm_print == 1 && SG_SYM_vm_native == 2 &&
                    SG_SYM_vm_trap == 3 && SG_SYM__COUNT == 4, "run-time symbols");
@@ -364,7 +365,8 @@ void st_dump_program(const sr_instr *code, size_t n)
 {
     static const char *const names[ST__COUNT] = {
         "push", "pop", "dup", "load", "store", "add", "sub", "mul", "div", "mod", "addi", "lt",
-        "le", "eq", "jump", "jump_if_zero", "jump_if_nonzero", "ret", "call", "print", "native"};
+        "le", "eq", "jump", "jump_if_zero", "jump_if_nonzero", "ret", "call", "print", "native",
+        "side_exit"};
     for (size_t i = 0; i < n; i++)
         fprintf(stderr, "    %3zu: %s %" PRId64 " %" PRId64 " ->%u\n", i,
                 code[i].op < ST__COUNT ? names[code[i].op] : "?", (int64_t)code[i].operand[0],

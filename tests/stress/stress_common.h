@@ -24,7 +24,7 @@ extern "C" {
 enum st_op {
     ST_push = 0, ST_pop, ST_dup, ST_load, ST_store, ST_add, ST_sub, ST_mul, ST_div, ST_mod,
     ST_addi, ST_lt, ST_le, ST_eq, ST_jump, ST_jump_if_zero, ST_jump_if_nonzero, ST_ret,
-    ST_call, ST_print, ST_native, ST__COUNT
+    ST_call, ST_print, ST_native, ST_side_exit, ST__COUNT
 };
 
 /* What our vm_native(which, arg) does. */

@@ -213,6 +213,125 @@ static void lookup_pc(void)
     sr_runtime_destroy(rt);
 }
 
+/* The permissions of the mapping that holds p, from /proc/self/maps ("r-xp"),
+ * and whether any mapping of the process is writable and executable. */
+static bool mapping_of(const void *p, char perms[5], bool *any_wx)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    bool found = false;
+    *any_wx = false;
+    char line[512];
+    while (f && fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        char pr[5];
+        if (sscanf(line, "%lx-%lx %4s", &lo, &hi, pr) != 3)
+            continue;
+        *any_wx |= pr[1] == 'w' && pr[2] == 'x';
+        if ((uintptr_t)p >= lo && (uintptr_t)p < hi) {
+            memcpy(perms, pr, 5);
+            found = true;
+        }
+    }
+    if (f)
+        fclose(f);
+    return found;
+}
+
+/* sr_patch_jump and sr_patch_operand: the patched code runs as patched, the
+ * pages are read+execute again, and every refusal leaves the code as it was. */
+static void patch_after_emit(void)
+{
+    /* a: push 1; jump 2; ret (the jump re-pointed to b's addi); b: push 5; addi 10; ret */
+    static const sr_instr a_code[] = {{SG_OP_push, 0, {1}}, {SG_OP_jump, 2, {0}}, {SG_OP_ret, 0, {0}}};
+    static const sr_instr b_code[] = {{SG_OP_push, 0, {5}}, {SG_OP_addi, 0, {10}}, {SG_OP_ret, 0, {0}}};
+    sr_runtime *rt;
+    sr_executor *a, *b;
+    if (sr_runtime_create(&rt_set, rt_symbols, NULL, &rt) != SR_OK ||
+        sr_emit(rt, a_code, 3, "a", &a) != SR_OK || sr_emit(rt, b_code, 3, "b", &b) != SR_OK) {
+        rt_result(false, "patch: set-up", sr_last_error());
+        return;
+    }
+    rt_result(rt_run(rt, a) == 1 && rt_run(rt, b) == 15, "patch: before, a returns 1, b 15", "");
+    expect_status(sr_patch_jump(a, 1, sr_executor_instr(b, 1)), SR_OK,
+                  "patch: a's jump re-pointed into b");
+    rt_result(rt_run(rt, a) == 11, "patch: a now runs on into b's addi and ret (1 + 10)", "");
+    expect_status(sr_patch_operand(b, 1, 0, (uint64_t)-1 << 40), SR_OK,
+                  "patch: b's addi operand set to a full 64-bit value");
+    rt_result(rt_run(rt, a) == 1 + (vm_value)((uint64_t)-1 << 40) && rt_run(rt, b) ==
+              5 + (vm_value)((uint64_t)-1 << 40), "patch: both see the new operand", "");
+    char perms[5] = "";
+    bool any_wx = true;
+    rt_result(mapping_of(sr_executor_entry(a), perms, &any_wx) && !strcmp(perms, "r-xp") &&
+                  !any_wx, "patch: the pages are read+execute again; nothing is writable "
+              "and executable", perms);
+
+    uint8_t before[64];
+    size_t size = sr_executor_code_size(a);
+    memcpy(before, sr_executor_entry(a), size);
+    expect_status(sr_patch_jump(a, 0, sr_executor_instr(b, 1)), SR_EINVAL,
+                  "patch: push has no jump target");
+    expect_status(sr_patch_jump(a, 3, sr_executor_instr(b, 1)), SR_EINVAL,
+                  "patch: no instruction 3");
+    expect_status(sr_patch_jump(a, 1, (const uint8_t *)sr_executor_instr(b, 1) + 1), SR_EINVAL,
+                  "patch: a target inside an instruction");
+    expect_status(sr_patch_jump(a, 1, sr_shim_entry(rt)), SR_EINVAL,
+                  "patch: a target outside every executor (the shim)");
+    expect_status(sr_patch_operand(a, 0, 1, 7), SR_EINVAL, "patch: push has no operand 1");
+    expect_status(sr_patch_operand(a, 0, SG_OPERANDS, 7), SR_EINVAL, "patch: no such operand");
+    expect_status(sr_patch_operand(NULL, 0, 0, 7), SR_EINVAL, "patch: NULL executor");
+    rt_result(!memcmp(before, sr_executor_entry(a), size) && rt_run(rt, a) ==
+              1 + (vm_value)((uint64_t)-1 << 40), "patch: refusals left the code as it was", "");
+    expect_status(sr_patch_jump(a, 1, sr_executor_instr(a, 2)), SR_OK,
+                  "patch: a's jump back to its own ret");
+    rt_result(rt_run(rt, a) == 1, "patch: a returns 1 again", "");
+    rt_result(!strcmp(sr_executor_name(b), "b") && !strcmp(sr_executor_instr_name(b, 1),
+              "addi@b[1]") && !sr_executor_instr_name(b, 3) && !sr_executor_name(NULL),
+              "executor and instruction names", sr_executor_instr_name(b, 1));
+    sr_runtime_destroy(rt);
+}
+
+/* Operands that cannot take a new value: one loaded from a GOT slot
+ * (STENCIL_OPERANDS_IN_GOT), which cannot be patched alone, and a 32-bit
+ * immediate given a value that does not fit. A two-op set: `mov
+ * OPERAND0@GOTPCREL(%rip), %rax; ret` and `mov $OPERAND0, %eax; ret`. */
+static void patch_refusals_keep_the_code(void)
+{
+    static const uint8_t got_code[] = {0x48, 0x8b, 0x05, 0, 0, 0, 0, 0xc3};
+    static const uint8_t imm_code[] = {0xb8, 0, 0, 0, 0, 0xc3};
+    static const sg_hole got_hole[] = {{3, SG_PATCH_GOTPCREL32, SG_VALUE_OPERAND, 0, -4}};
+    static const sg_hole imm_hole[] = {{1, SG_PATCH_ABS32, SG_VALUE_OPERAND, 0, 0}};
+    static const sg_stencil ops[] = {
+        {"got_operand", got_code, sizeof got_code, NULL, 0, 1, got_hole, 1, NULL, 0, 0, NULL},
+        {"imm32_operand", imm_code, sizeof imm_code, NULL, 0, 1, imm_hole, 1, NULL, 0, 0, NULL},
+    };
+    sr_stencil_set set = rt_set;
+    set.stencils = ops;
+    set.count = 2;
+    sr_runtime *rt;
+    sr_executor *g, *i;
+    static const sr_instr got_prog[] = {{0, 0, {7, 0, 0, 0}}}, imm_prog[] = {{1, 0, {7, 0, 0, 0}}};
+    if (sr_runtime_create(&set, rt_symbols, NULL, &rt) != SR_OK ||
+        sr_emit(rt, got_prog, 1, "g", &g) != SR_OK || sr_emit(rt, imm_prog, 1, "i", &i) != SR_OK) {
+        rt_result(false, "patch: set-up of the refusals", sr_last_error());
+        return;
+    }
+    uint8_t got_before[sizeof got_code], imm_before[sizeof imm_code];
+    memcpy(got_before, sr_executor_entry(g), sizeof got_code);
+    memcpy(imm_before, sr_executor_entry(i), sizeof imm_code);
+    expect_status(sr_patch_operand(g, 0, 0, 8), SR_EUNSUPPORTED,
+                  "patch: an operand in a GOT slot is refused");
+    expect_status(sr_patch_operand(i, 0, 0, (uint64_t)1 << 40), SR_ERANGE,
+                  "patch: a value too wide for a 32-bit immediate is refused");
+    rt_result(!memcmp(got_before, sr_executor_entry(g), sizeof got_code) &&
+                  !memcmp(imm_before, sr_executor_entry(i), sizeof imm_code),
+              "patch: ... and both codes are as they were", "");
+    expect_status(sr_patch_operand(i, 0, 0, 0xfffffffe), SR_OK,
+                  "patch: a value that fits is patched");
+    rt_result(!memcmp((const uint8_t *)sr_executor_entry(i) + 1, "\xfe\xff\xff\xff", 4),
+              "patch: ... into the immediate", "");
+    sr_runtime_destroy(rt);
+}
+
 int main(void)
 {
     unsetenv("STENCILRT_FRAMES");
@@ -223,5 +342,7 @@ int main(void)
     null_arguments();
     batch_with_a_duplicate();
     lookup_pc();
+    patch_after_emit();
+    patch_refusals_keep_the_code();
     return rt_summary();
 }
