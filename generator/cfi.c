@@ -601,7 +601,7 @@ static const char *const cfa_names[0x30] = {
     [0x11] = "DW_CFA_offset_extended_sf", [0x12] = "DW_CFA_def_cfa_sf",
     [0x13] = "DW_CFA_def_cfa_offset_sf", [0x14] = "DW_CFA_val_offset",
     [0x15] = "DW_CFA_val_offset_sf", [0x16] = "DW_CFA_val_expression",
-    [0x2d] = "DW_CFA_GNU_window_save", [0x2e] = "DW_CFA_GNU_args_size",
+    [0x2d] = "DW_CFA_AARCH64_negate_ra_state", [0x2e] = "DW_CFA_GNU_args_size",
     [0x2f] = "DW_CFA_GNU_negative_offset_extended",
 };
 
@@ -792,6 +792,8 @@ static int restore_state(interp *in)
     const cfi_row *s = &in->stack[--in->depth];
     in->cur.cfa = s->cfa;
     memcpy(in->cur.regs, s->regs, sizeof in->cur.regs);
+    in->cur.ra_signed = s->ra_signed; /* AArch64's RA_SIGN_STATE is a (pseudo-)register */
+    in->cur.ra_state_set = s->ra_state_set;
     return 0;
 }
 
@@ -886,7 +888,11 @@ static int exec_insn(interp *in, reader *r)
     if (!in->op)
         return fail(&in->w, in->op_at, "unknown DW_CFA opcode 0x%02x at 0x%zx", op, in->op_at);
     switch (op) {
-    case 0x00: case 0x2d: /* nop; window_save only flips SPARC windows / AArch64 RA signing */
+    case 0x00:
+        return 0;
+    case 0x2d: /* GNU_window_save on SPARC; the targets here are x86-64 and AArch64 */
+        in->cur.ra_signed = !in->cur.ra_signed;
+        in->cur.ra_state_set = true;
         return 0;
     case 0x01: case 0x02: case 0x03: case 0x04:
         return do_advance(in, r, op);
@@ -1073,6 +1079,8 @@ size_t cfi_format_row(const cfi_row *row, cfi_reg_namer *names, char *buf, size_
         append(&a, "undefined");
     }
     for (uint32_t reg = 0; reg < CFI_MAX_REGS; reg++) {
+        if (reg == CFI_RA_SIGN_STATE && row->ra_state_set) /* in register order, as LLVM's */
+            append(&a, " ra_sign_state=%d", row->ra_signed);
         if (row->regs[reg].kind == CFI_REG_UNSPECIFIED)
             continue;
         append(&a, " ");

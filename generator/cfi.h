@@ -92,11 +92,18 @@ typedef struct cfi_cfa_rule {
 } cfi_cfa_rule;
 
 /* One row of the unwind table: valid for loc <= pc < end. */
+/* AArch64's RA_SIGN_STATE pseudo-register, kept in cfi_row.ra_signed. */
+#define CFI_RA_SIGN_STATE 34
+
 typedef struct cfi_row {
     uint64_t loc;
     uint64_t end;
     cfi_cfa_rule cfa;
     cfi_reg_rule regs[CFI_MAX_REGS];
+    /* AArch64's RA_SIGN_STATE pseudo-register (DWARF number 34): whether the
+     * saved return address is signed (pointer authentication), flipped by
+     * DW_CFA_AARCH64_negate_ra_state; ra_state_set once any instruction did. */
+    bool ra_signed, ra_state_set;
 } cfi_row;
 
 typedef struct cfi_table {

@@ -251,6 +251,26 @@ static bool check_shape(const cfi_row *row, const sg_target *t, uint32_t ra, con
     return true;
 }
 
+/* A return address the shim signed (pointer authentication) is signed in
+ * every executor frame too: say so in their CFI, so unwinders authenticate
+ * it. The runtime's CIE has no 'B' augmentation, so only the A key can be
+ * expressed. */
+static bool sign_state(const cfi_row *row, const cfi_cie *cie, const sg_where *where,
+                       strbuf *enc)
+{
+    if (!row->ra_signed)
+        return true;
+    if (strchr(cie->augmentation, 'B')) {
+        diag_error_in(where, "the shim signs its return address with the B key "
+                             "(augmentation \"%s\"), which executor frames cannot express: "
+                             "compile it with -mbranch-protection=pac-ret or standard (A key)",
+                      cie->augmentation);
+        return false;
+    }
+    sb_putc(enc, 0x2d); /* DW_CFA_AARCH64_negate_ra_state */
+    return true;
+}
+
 static uint8_t *copy_insns(const uint8_t *p, size_t n, size_t *len)
 {
     *len = n;
@@ -320,6 +340,8 @@ bool frame_shape_analyze(const objfile *obj, const gen_stencil *shim, const sg_t
                           rowtext);
             ok = false;
         }
+        ok = ok && sign_state(u->call_row, &cie, where, &enc);
+        u->ra_signed = u->call_row->ra_signed;
         u->executor_cfi = (uint8_t *)enc.data;
         u->executor_cfi_len = enc.len;
     }

@@ -45,6 +45,7 @@ typedef struct sg_unwind {
      * the runtime's executor FDE. */
     uint8_t *executor_cfi;
     size_t executor_cfi_len;
+    bool ra_signed; /* AArch64: at the call the saved return address is signed */
     bool derived; /* every field above is set: the shape passed its checks */
 } sg_unwind;
 

@@ -73,7 +73,9 @@ obj_sec_kind classify_section(const SectionRef &s, StringRef name)
         return OBJ_SEC_EH_FRAME;
     ELFSectionRef es(s);
     uint64_t flags = es.getFlags();
-    if (!(flags & ELF::SHF_ALLOC))
+    // .note.gnu.property (BTI, PAC, IBT) is allocated, but it describes the
+    // object to the linker; it is not the stencil's data.
+    if (!(flags & ELF::SHF_ALLOC) || es.getType() == ELF::SHT_NOTE)
         return OBJ_SEC_OTHER;
     if (flags & ELF::SHF_EXECINSTR)
         return OBJ_SEC_CODE;
@@ -273,7 +275,10 @@ extern "C" lb_disasm *lb_disasm_create(const char *triple, uint32_t fp_dwarf_reg
     }
     d->mri.reset(t->createMCRegInfo(d->triple));
     d->mai.reset(t->createMCAsmInfo(*d->mri, d->triple, MCTargetOptions()));
-    d->sti.reset(t->createMCSubtargetInfo(d->triple, "", ""));
+    // Name the hardening instructions hardened builds put in code (bti c,
+    // paciasp) rather than as the hints they decode to on older cores.
+    const char *features = d->triple.isAArch64() ? "+bti,+pauth" : "";
+    d->sti.reset(t->createMCSubtargetInfo(d->triple, "", features));
     d->mii.reset(t->createMCInstrInfo());
     if (!d->mri || !d->mai || !d->sti || !d->mii) {
         snprintf(err, errsz, "LLVM cannot describe target '%s'", triple);

@@ -352,6 +352,18 @@ static bool make_target_dirs(const sg_run *run, const sg_target *t)
     return ok;
 }
 
+/* What holds of a target's stencils together rather than of each. */
+static int check_across_ops(sg_run *run)
+{
+    int rc = SG_EXIT_OK;
+    for (size_t t = 0; t < run->nresults; t++) {
+        sg_target_result *r = &run->results[t];
+        if (!verify_landing_pads(r->target, r->ops, run->ops.count, &r->shim, &r->landing_pads))
+            rc = SG_EXIT_CHECK;
+    }
+    return rc;
+}
+
 static int compile_all(sg_run *run, job_set *js)
 {
     for (size_t t = 0; t < run->nresults; t++) {
@@ -393,7 +405,7 @@ static int compile_all(sg_run *run, job_set *js)
     bool spawn_failed;
     failures += compile_run(js->jobs, js->count, &co, on_compiled, &ctx, &spawn_failed);
     if (!failures)
-        return SG_EXIT_OK;
+        return check_across_ops(run);
     /* A compile that failed, timed out or could not start is a toolchain
      * failure; an object we refused is a check failure. */
     bool toolchain_failed = spawn_failed;
@@ -408,7 +420,7 @@ static sg_header_model header_model(const sg_run *run, const sg_target_result *r
     const char *slash = strrchr(run->manifest.path, '/');
     return (sg_header_model){r->target, slash ? slash + 1 : run->manifest.path,
                              run->manifest.symbols.items, run->manifest.symbols.count,
-                             r->ops, run->ops.count, &r->shim, &r->unwind};
+                             r->ops, run->ops.count, &r->shim, &r->unwind, r->landing_pads};
 }
 
 static void print_summary(const sg_run *run)

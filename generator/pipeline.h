@@ -40,6 +40,7 @@ typedef struct sg_target_result {
     gen_stencil *ops;  /* one per discovered op, in op order */
     gen_stencil shim;
     sg_unwind unwind; /* derived from the shim */
+    bool landing_pads; /* every op and the shim start with one (verify_landing_pads) */
     lb_disasm *disasm;
     size_t compiled;  /* ops compiled for this target in this run */
     size_t cached;    /* ops taken from the cache */

@@ -29,6 +29,10 @@ typedef struct sg_target {
      * `hole_offset` (0 when the code does not end with one). */
     size_t (*trailing_jump)(const uint8_t *code, size_t size, uint32_t hole_offset,
                             sg_patch patch, int64_t addend);
+    /* Whether the code starts with a landing pad for an indirect call
+     * (AArch64 BTI, x86-64 IBT), and the compiler flag that makes one. */
+    bool (*landing_pad)(const uint8_t *code, size_t size);
+    const char *landing_pad_flag;
 } sg_target;
 
 /* NULL when the triple is not supported. */

@@ -104,6 +104,17 @@ static const char *reg_name(uint32_t r)
     return NULL;
 }
 
+/* An indirect call (BLR) may land on BTI c or jc, or on PACIASP/PACIBSP,
+ * which act as BTI c. */
+static bool landing_pad(const uint8_t *code, size_t size)
+{
+    if (size < 4)
+        return false;
+    uint32_t w = (uint32_t)code[0] | (uint32_t)code[1] << 8 | (uint32_t)code[2] << 16 |
+                 (uint32_t)code[3] << 24;
+    return w == 0xd503245f || w == 0xd50324df || w == 0xd503233f || w == 0xd503237f;
+}
+
 /* LLVM's AArch64 instruction descriptions list every written register,
  * written-back base registers included (the "wback" operand of the pre- and
  * post-indexed forms), and w29 overlaps x29: nothing to add. */
@@ -125,4 +136,6 @@ const sg_target sg_target_aarch64_linux = {
     .reg_name = reg_name,
     .classify_reloc = classify,
     .trailing_jump = trailing_jump,
+    .landing_pad = landing_pad,
+    .landing_pad_flag = "-mbranch-protection=bti (or standard)",
 };

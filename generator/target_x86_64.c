@@ -51,6 +51,12 @@ static const char *reg_name(uint32_t r)
  * LLVM models its uses but not that write. */
 static const char *const fp_writers[] = {"ENTER", NULL};
 
+/* IBT: an indirect call must land on ENDBR64. */
+static bool landing_pad(const uint8_t *code, size_t size)
+{
+    return size >= 4 && code[0] == 0xf3 && code[1] == 0x0f && code[2] == 0x1e && code[3] == 0xfa;
+}
+
 static const char *const op_cflags[] = {NULL};
 static const char *const shim_cflags[] = {NULL};
 
@@ -65,4 +71,6 @@ const sg_target sg_target_x86_64_linux = {
     .reg_name = reg_name,
     .classify_reloc = classify,
     .trailing_jump = trailing_jump,
+    .landing_pad = landing_pad,
+    .landing_pad_flag = "-fcf-protection=branch (or full)",
 };

@@ -17,6 +17,31 @@ void verify_name(const sg_verify_in *in, gen_stencil *s)
     s->col = in->op ? in->op->col : 0;
 }
 
+static bool starts_with_pad(const sg_target *t, const gen_stencil *s)
+{
+    return s->entry < s->code_size && t->landing_pad(s->code + s->entry, s->code_size - s->entry);
+}
+
+bool verify_landing_pads(const sg_target *t, const gen_stencil *ops, size_t nops,
+                         const gen_stencil *shim, bool *all)
+{
+    bool shim_pad = starts_with_pad(t, shim);
+    const gen_stencil *odd = NULL; /* the first op that differs from the shim */
+    for (size_t i = 0; i < nops && !odd; i++)
+        odd = starts_with_pad(t, &ops[i]) != shim_pad ? &ops[i] : NULL;
+    *all = shim_pad && !odd;
+    if (!odd)
+        return true;
+    diag_error_at(odd->source, odd->line, odd->col,
+                  "%s: op %s %s a landing pad for indirect calls and the shim %s %s: JIT "
+                  "pages can be guarded (BTI, IBT) only when every way into them has one; "
+                  "compile ops and shim alike (the target's cflags and shim_cflags), with or "
+                  "without %s",
+                  t->triple, odd->name, shim_pad ? "does not start with" : "starts with",
+                  shim->name, shim_pad ? "does" : "does not", t->landing_pad_flag);
+    return false;
+}
+
 /* Compare the derived shape with the manifest's expect_frame; on mismatch
  * print both side by side. */
 static bool check_pin(const sg_unwind *u, const sg_frame_pin *pin, const sg_target *t,

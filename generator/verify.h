@@ -30,6 +30,13 @@ typedef struct sg_verify_in {
  * cache entry holds them: an op moved down its file still hits the cache). */
 void verify_name(const sg_verify_in *in, gen_stencil *s);
 
+/* Whether every op and the shim start with a landing pad for indirect calls
+ * (BTI, IBT): then every way into JIT code has one, and the runtime may
+ * guard its pages. All or none: a mix is a diagnostic naming the first one
+ * without, and false. */
+bool verify_landing_pads(const sg_target *t, const gen_stencil *ops, size_t nops,
+                         const gen_stencil *shim, bool *all);
+
 /* Fills and checks *s; for the shim also derives *unwind. */
 bool verify_object(const uint8_t *bytes, size_t size, const sg_verify_in *in, gen_stencil *s,
                    sg_unwind *unwind);

@@ -253,6 +253,9 @@ static void put_unwind(strbuf *sb, const sg_target *t, const sg_unwind *u)
               u->shape.fp_offset, reg_or_number(t, t->fp_reg), u->shape.fp_offset);
     sb_printf(sb, "#define SG_UNWIND_RA_OFFSET (%" PRId64 ") /* %s=[CFA%+" PRId64 "] */\n",
               u->shape.ra_offset, reg_or_number(t, u->ra_column), u->shape.ra_offset);
+    sb_printf(sb, "#define SG_UNWIND_RA_SIGNED %d /* %s */\n", u->ra_signed,
+              u->ra_signed ? "the saved return address is signed (AArch64 pointer "
+                             "authentication, A key)" : "the saved return address is plain");
     sb_printf(sb, "#define SG_SHIM_CALL_OFFSET 0x%zx /* %s */\n", u->call_offset, u->call_text);
     sb_printf(sb, "#define SG_SHIM_CALL_SIZE %zu\n", u->call_size);
     sb_printf(sb, "#define SG_SHIM_FDE_START 0x%" PRIx64 " /* the shim's FDE covers "
@@ -296,7 +299,11 @@ void writer_target_header(strbuf *sb, const sg_header_model *m)
                   "#endif\n\n",
               SG_ABI_VERSION, file);
     sb_printf(sb, "#define SG_TARGET_TRIPLE \"%s\"\n", t->triple);
-    sb_printf(sb, "#define SG_TARGET_ELF_MACHINE %u\n\n", t->elf_machine);
+    sb_printf(sb, "#define SG_TARGET_ELF_MACHINE %u\n", t->elf_machine);
+    sb_printf(sb, "#define SG_TARGET_LANDING_PADS %d /* %s */\n\n", m->landing_pads,
+              m->landing_pads ? "every op and the shim start with a landing pad for indirect "
+                                "calls: JIT pages may be guarded (BTI, IBT)"
+                              : "no landing pads: JIT pages are never guarded");
 
     sb_puts(sb, "/* Run-time symbols the stencils may refer to (SG_VALUE_SYMBOL). */\n"
                 "enum sg_symbol {\n");

@@ -22,6 +22,7 @@ typedef struct sg_header_model {
     size_t nops;
     const gen_stencil *shim;
     const sg_unwind *unwind;   /* derived from the shim (partly, when it failed a check) */
+    bool landing_pads;         /* every op and the shim start with a landing pad */
 } sg_header_model;
 
 /* Annotated disassembly of a stencil (from s->insns), every line starting with `prefix`. */

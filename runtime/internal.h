@@ -51,9 +51,12 @@ bool jitmem_region_init(sr_region *r, size_t size);
 void jitmem_region_fini(sr_region *r);
 /* A run of whole pages, mapped read+write; NULL if the region has no room. */
 uint8_t *jitmem_alloc(sr_region *r, size_t bytes);
-/* Flip the pages under [p, p + bytes) to read+execute (and flush the
- * instruction cache for those bytes). */
-bool jitmem_seal(uint8_t *p, size_t bytes);
+/* The protection of sealed code: read+execute, and BTI-guarded on AArch64
+ * when the stencils have landing pads and the CPU has BTI. */
+int jitmem_exec_prot(bool landing_pads);
+/* Flip the pages under [p, p + bytes) to `prot` (jitmem_exec_prot's) and
+ * flush the instruction cache for those bytes. */
+bool jitmem_seal(uint8_t *p, size_t bytes, int prot);
 /* Flip the pages under [p, p + bytes) back to read+write, to patch them. */
 bool jitmem_unseal(uint8_t *p, size_t bytes);
 /* Return a run to the region; its pages become inaccessible (and, with
@@ -260,6 +263,7 @@ struct sr_executor {
 struct sr_runtime {
     sr_config cfg;
     const sr_stencil_set *set;
+    int exec_prot;     /* sealed code's protection (jitmem_exec_prot) */
     const void **symbols;
     sr_emitter emitter; /* the set's ops, with rt->symbols */
     sr_arena *arenas;  /* executor arenas */

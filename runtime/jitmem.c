@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -69,12 +70,26 @@ static void page_span(uint8_t *p, size_t bytes, uint8_t **first, size_t *len)
     *len = hi - lo;
 }
 
-bool jitmem_seal(uint8_t *p, size_t bytes)
+int jitmem_exec_prot(bool landing_pads)
+{
+#if defined(__aarch64__) && defined(__linux__)
+    /* Guarded pages: an indirect branch into them must land on a BTI
+     * instruction. Only when every way in has one, and the CPU has BTI. */
+    enum { HWCAP2_BTI_ = 1 << 17, PROT_BTI_ = 0x10 };
+    if (landing_pads && (getauxval(AT_HWCAP2) & HWCAP2_BTI_))
+        return PROT_READ | PROT_EXEC | PROT_BTI_;
+#else
+    (void)landing_pads;
+#endif
+    return PROT_READ | PROT_EXEC;
+}
+
+bool jitmem_seal(uint8_t *p, size_t bytes, int prot)
 {
     uint8_t *first;
     size_t len;
     page_span(p, bytes, &first, &len);
-    if (mprotect(first, len, PROT_READ | PROT_EXEC) != 0)
+    if (mprotect(first, len, prot) != 0)
         return false;
     __builtin___clear_cache((char *)p, (char *)p + bytes);
     return true;

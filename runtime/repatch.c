@@ -92,7 +92,7 @@ static sr_status repatch(sr_executor *ex, size_t i, const wanted *w, uint64_t v)
     if (!jitmem_unseal(code, size))
         return sr_fail(SR_ESYSTEM, "mprotect: %s", strerror(errno));
     st = patch_holes(ex, i, s, w, v);
-    if (!jitmem_seal(code, size)) /* read+execute, as before, in every case */
+    if (!jitmem_seal(code, size, rt->exec_prot)) /* read+execute, as before, in every case */
         return sr_fail(SR_ESYSTEM, "mprotect: %s", strerror(errno));
     if (st == SR_OK && perf_keeps_code(rt->perf))
         executor_announce_to_perf(rt, ex);

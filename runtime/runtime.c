@@ -117,7 +117,7 @@ static sr_status write_shim(sr_runtime *rt, sr_layout *l)
     }
     if (st == SR_OK)
         st = emit_write(&em, &only, 1, offsets, l, mem);
-    if (st == SR_OK && !jitmem_seal(mem, l->total))
+    if (st == SR_OK && !jitmem_seal(mem, l->total, rt->exec_prot))
         st = sr_fail(SR_ESYSTEM, "mprotect: %s", strerror(errno));
     emit_fini(&em);
     if (st == SR_OK)
@@ -172,6 +172,7 @@ sr_status sr_runtime_create(const sr_stencil_set *set, const void *const *symbol
         return sr_fail(SR_ENOMEM, "out of memory");
     rt->cfg = resolved;
     rt->set = set;
+    rt->exec_prot = jitmem_exec_prot(set->landing_pads);
     rt->symbols = calloc(set->symbol_count ? set->symbol_count : 1, sizeof *rt->symbols);
     if (!rt->symbols) {
         free(rt);
@@ -335,7 +336,7 @@ static sr_status emit_one(sr_runtime *rt, const sr_program *prog, sr_executor **
                        l.total, errno ? strerror(errno) : "out of memory");
     }
     st = emit_write(&rt->emitter, prog->code, prog->n, e->offsets, &l, e->mem);
-    if (st == SR_OK && !jitmem_seal(e->mem, e->mem_size))
+    if (st == SR_OK && !jitmem_seal(e->mem, e->mem_size, rt->exec_prot))
         st = sr_fail(SR_ESYSTEM, "mprotect: %s", strerror(errno));
     if (st != SR_OK) {
         jitmem_release(&e->arena->region, e->mem, e->mem_size);

@@ -57,6 +57,7 @@ typedef struct sr_stencil_set {
     size_t shim_fde_start, shim_fde_size;
     const uint8_t *executor_cfi;
     size_t executor_cfi_len;
+    bool landing_pads; /* every way into JIT code has one: pages may be BTI-guarded */
 } sr_stencil_set;
 
 /* Positional (C++17 has no designated initializers), in the struct's order. */
@@ -71,7 +72,8 @@ typedef struct sr_stencil_set {
             sg_shim_cie_insns, sizeof sg_shim_cie_insns,      /* cie_insns, _len */          \
             sg_shim_fde_insns, sizeof sg_shim_fde_insns,      /* shim_fde_insns, _len */     \
             SG_SHIM_FDE_START, SG_SHIM_FDE_SIZE,              /* shim_fde_start, _size */    \
-            sg_executor_cfi, sizeof sg_executor_cfi           /* executor_cfi, _len */       \
+            sg_executor_cfi, sizeof sg_executor_cfi,          /* executor_cfi, _len */       \
+            SG_TARGET_LANDING_PADS                            /* landing_pads */             \
     }
 
 typedef enum sr_perf_mode { SR_PERF_OFF, SR_PERF_MAP, SR_PERF_JITDUMP } sr_perf_mode;

@@ -11,7 +11,8 @@
  * target_<arch>.c. Everything else (the enum, the per-kind functions, the
  * table-driven switch, the predicates, names in listings and messages) follows
  * from the row. Rows are only ever appended, and a new row or a changed one
- * bumps SG_ABI_VERSION.
+ * bumps SG_ABI_VERSION, as does a new constant every header must define
+ * (version 4: SG_TARGET_LANDING_PADS and SG_UNWIND_RA_SIGNED).
  *
  * Notation: P = the hole's address, S = its value, A = its addend, G = the
  * address of a GOT slot (one per executor) holding S, Page(x) = x & ~0xfff.
@@ -24,7 +25,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#define SG_ABI_VERSION 3
+#define SG_ABI_VERSION 4
 
 /* Operands per VM instruction (SG_VALUE_OPERAND indexes 0 .. SG_OPERANDS - 1). */
 #define SG_OPERANDS 4

@@ -10,12 +10,13 @@
 #include <string.h>
 
 #include "stencilrt_abi.h"
-#if SG_ABI_VERSION != 3 /* the stencil ABI this header was written for */
+#if SG_ABI_VERSION != 4 /* the stencil ABI this header was written for */
 #error "jit_stencils-x86_64-unknown-linux-gnu.h: stencilrt_abi.h is another ABI version; regenerate this header"
 #endif
 
 #define SG_TARGET_TRIPLE "x86_64-unknown-linux-gnu"
 #define SG_TARGET_ELF_MACHINE 62
+#define SG_TARGET_LANDING_PADS 0 /* no landing pads: JIT pages are never guarded */
 
 /* Run-time symbols the stencils may refer to (SG_VALUE_SYMBOL). */
 enum sg_symbol {
@@ -277,6 +278,7 @@ static const sg_stencil sg_shim = {"tinyvm_shim", sg_code_shim, 40, NULL, 0, 1, 
 #define SG_UNWIND_CFA_OFFSET 16
 #define SG_UNWIND_FP_OFFSET (-16) /* rbp=[CFA-16] */
 #define SG_UNWIND_RA_OFFSET (-8) /* rip=[CFA-8] */
+#define SG_UNWIND_RA_SIGNED 0 /* the saved return address is plain */
 #define SG_SHIM_CALL_OFFSET 0x17 /* callq *%rdx */
 #define SG_SHIM_CALL_SIZE 2
 #define SG_SHIM_FDE_START 0x0 /* the shim's FDE covers sg_shim.code[START, START + SIZE) */

@@ -284,9 +284,12 @@ def test_aarch64_bundled_ops_match_readelf(ctx):
     for r in ("R_AARCH64_JUMP26", "R_AARCH64_ADR_GOT_PAGE", "R_AARCH64_LD64_GOT_LO12_NC",
               "R_AARCH64_ADR_PREL_PG_HI21", "R_AARCH64_ADD_ABS_LO12_NC"):
         check(r in seen, "no %s hole in the bundled ops (saw %s)", r, sorted(seen))
-    # Plain continuation ops end up without the jump: `add` is two instructions.
-    check(len(h.code("add")) == 8 and not h.code_holes("add"),
-          "add: %d bytes, holes %s", len(h.code("add")), h.code_holes("add"))
+    # Plain continuation ops end up without the jump: `add` is its landing pad
+    # (the bundled AArch64 target is built with -mbranch-protection) and two
+    # instructions.
+    check(len(h.code("add")) == 12 and h.code("add")[:4] == bytes.fromhex("5f2403d5")
+          and not h.code_holes("add"),
+          "add: %d bytes (bti c, ldr, add), holes %s", len(h.code("add")), h.code_holes("add"))
     check("(jump to the continuation removed: 4 bytes)" in h.text, "no removed-jump note")
 
 
@@ -492,6 +495,9 @@ def dwarfdump_rows(ctx, obj):
         rules = []
         for rule in filter(None, (regs or "").split(", ")):
             r, val = rule.split("=", 1)
+            if r == "reg34":  # RA_SIGN_STATE (pointer authentication)
+                rules.append((34, "ra_sign_state=%s" % val))
+                continue
             name = dwarf_name(r)
             num = int(name[1:]) + (64 if name[0] == "v" else 0)
             rules.append((num, "%s=%s" % (name, val)))
@@ -510,7 +516,8 @@ def header_define(text, name):
 
 def test_aarch64_frame_shape_header_and_dump(ctx):
     manifest = ctx.path("stencils", "stencils.yaml")
-    pin = re.search(r"- triple: %s\n(?:\s+#.*\n)*\s+expect_frame: \{(.*)\}" % A64, read(manifest))
+    pin = re.search(r"- triple: %s\n(?:\s+(?:#|cflags:|shim_cflags:).*\n)*\s+expect_frame: \{(.*)\}"
+                    % A64, read(manifest))
     check(pin, "the bundled manifest has no AArch64 pin")
     pinned = dict((k.strip(), v.strip()) for k, v in (kv.split(":") for kv in pin.group(1)
                                                        .split(",")))
@@ -528,13 +535,14 @@ def test_aarch64_frame_shape_header_and_dump(ctx):
     row = [r for r in rows if r[0] <= call < r[1]]
     check(len(row) == 1, "no single row at the call: %s", rows)
     row = row[0][2]
-    check(row.startswith("CFA=x29+96 ") and " x29=[CFA-96]" in row and " x30=[CFA-88]" in row,
-          "llvm-dwarfdump's row at the call: %s", row)
+    check(row.startswith("CFA=x29+96 ") and " x29=[CFA-96]" in row and " x30=[CFA-88]" in row
+          and " ra_sign_state=1" in row, "llvm-dwarfdump's row at the call: %s", row)
     for name, value in (("SG_UNWIND_CFA_REGISTER", "29"), ("SG_UNWIND_CFA_OFFSET", "96"),
                         ("SG_UNWIND_FP_OFFSET", "(-96)"), ("SG_UNWIND_RA_OFFSET", "(-88)"),
                         ("SG_UNWIND_RA_COLUMN", "30"), ("SG_UNWIND_FP_REGISTER", "29"),
                         ("SG_UNWIND_DATA_ALIGN", "(-4)"), ("SG_UNWIND_CODE_ALIGN", "1"),
-                        ("SG_TARGET_ELF_MACHINE", "183")):
+                        ("SG_TARGET_ELF_MACHINE", "183"), ("SG_UNWIND_RA_SIGNED", "1"),
+                        ("SG_TARGET_LANDING_PADS", "1")):
         check(header_define(header, name) == value, "%s is %s, want %s", name,
               header_define(header, name), value)
     m = re.search(r"/\* The row at the call as CFA instructions, for executor FDEs:\n"

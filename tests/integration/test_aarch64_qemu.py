@@ -37,6 +37,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import struct
 import subprocess
@@ -48,7 +49,11 @@ ASAN = False
 
 A64 = "aarch64-unknown-linux-gnu"
 SYSROOT = "/usr/aarch64-linux-gnu"
-QEMU = ["qemu-aarch64", "-L", SYSROOT]
+QEMU = ["qemu-aarch64", "-cpu", "max", "-L", SYSROOT]  # max: PAC and BTI enforced
+# qemu 7.2's GDB stub does not give GDB the pointer-authentication mask, so GDB
+# cannot strip a signed return address in any frame, compiled C's included:
+# under GDB, return addresses stay unsigned (BTI is still enforced).
+QEMU_GDB = ["qemu-aarch64", "-cpu", "max,pauth=off", "-L", SYSROOT]
 CC = "aarch64-linux-gnu-gcc"
 CXX = "aarch64-linux-gnu-g++"
 FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
@@ -710,7 +715,7 @@ def gdb_session(ctx, args, config, env=None, timeout=600):
     cfg_path = os.path.join(ctx.tmp, "gdb-config.json")
     write(cfg_path, json.dumps(cfg))
     full_env = dict(os.environ, **(env or {}))
-    q = subprocess.Popen(QEMU + ["-g", str(port)] + args, env=full_env, stdout=subprocess.PIPE,
+    q = subprocess.Popen(QEMU_GDB + ["-g", str(port)] + args, env=full_env, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
     try:
         p = ctx.run(GDB + ["-x", GDBSTEP], env={"A64STEP_CONFIG": cfg_path}, timeout=timeout)
@@ -790,3 +795,65 @@ elif not shutil.which("gdb-multiarch"):
                      "collected\n")
     del test_aarch64_gdb_backtrace_names_stencils
     del test_aarch64_gdb_single_steps_every_jit_instruction
+
+
+# --- 6. hardened code: BTI and PAC ---------------------------------------------------
+
+def hardened_program(ctx, name, edit=None):
+    """tests/aarch64/a64_hardened.c built (hardened, like the cross build)
+    against the bundled stencils' AArch64 header, after edit(header text)."""
+    xb = cross_build(ctx)
+    out = os.path.join(ctx.tmp, "gen-" + name)
+    ctx.build_stencils(ctx.path("stencils", "stencils.yaml"), out, "--target", A64, timeout=T)
+    path = os.path.join(out, "jit_stencils-%s.h" % A64)
+    if edit:
+        write(path, edit(read(path)))
+    exe = os.path.join(ctx.tmp, "a64_hardened-" + name)
+    ctx.run([CC, "-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", "-mbranch-protection=standard",
+             "-rdynamic", "-I", out, "-I", ctx.path("runtime"), "-I", ctx.path("stencils"),
+             ctx.path("tests", "aarch64", "a64_hardened.c"),
+             os.path.join(xb, "runtime", "libstencilrt.a"), "-lpthread", "-ldl", "-o", exe],
+            check=True, timeout=T)
+    return exe, path
+
+
+def test_aarch64_bti_guards_jit_pages(ctx):
+    """The bundled AArch64 stencils start with landing pads (bti c, or paciasp
+    in ops that sign), so the runtime maps JIT code BTI-guarded: entering an
+    executor at its start works, and an indirect branch past the landing pad
+    dies of SIGILL under qemu -cpu max (the control that BTI is enforced)."""
+    exe, header = hardened_program(ctx, "bti")
+    check("#define SG_TARGET_LANDING_PADS 1" in read(header),
+          "the bundled AArch64 header does not say every op has a landing pad")
+    p = qemu(ctx, [exe, "enter", "0"], timeout=60)
+    check(p.returncode == 0 and p.stdout.strip() == "42", "entered at its start: %d %r %s",
+          p.returncode, p.stdout, p.stderr[-500:])
+    p = qemu(ctx, [exe, "enter", "4"], timeout=60)
+    check(p.returncode in (-signal.SIGILL, 128 + signal.SIGILL),
+          "entered past its landing pad: exit %d %r, want SIGILL (BTI not enforced?)",
+          p.returncode, p.stdout)
+
+
+def test_aarch64_signed_return_address_unwinds(ctx):
+    """With pac-ret the shim signs the return address it saves; executor frames
+    declare it (DW_CFA_AARCH64_negate_ra_state in sg_executor_cfi), so libgcc
+    authenticates it and backtrace() reaches main. The control: the same header
+    without that one byte loses the stack at the executor."""
+    exe, header = hardened_program(ctx, "pac")
+    text = read(header)
+    check("#define SG_UNWIND_RA_SIGNED 1" in text, "the bundled AArch64 shim's RA is not signed")
+    p = qemu(ctx, [exe, "backtrace"], timeout=60)
+    check(p.returncode == 0 and p.stdout.startswith("reached main"),
+          "backtrace from JIT code: %d %r %s", p.returncode, p.stdout, p.stderr[-500:])
+
+    def unsigned(t):
+        m = re.search(r"static const uint8_t sg_executor_cfi\[(\d+)\] = \{(.*?)\};", t, re.S)
+        body = [b.strip() for b in m.group(2).replace("\n", " ").split(",") if b.strip()]
+        check(body[-1] == "0x2d", "sg_executor_cfi does not end with negate_ra_state: %s",
+              body[-3:])
+        return t[:m.start()] + "static const uint8_t sg_executor_cfi[%d] = {%s};" % (
+            len(body) - 1, ", ".join(body[:-1])) + t[m.end():]
+    exe, _ = hardened_program(ctx, "pac-control", unsigned)
+    p = qemu(ctx, [exe, "backtrace"], timeout=60)
+    check(not p.stdout.startswith("reached main"),
+          "the control without negate_ra_state still reached main: the RA is not signed?")

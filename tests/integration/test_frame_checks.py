@@ -12,7 +12,7 @@ Fixtures: tests/fixtures/fpcheck/ (ops) and tests/fixtures/shim/ (shims)."""
 import os
 import re
 
-from sgtest import TRIPLE, TestFailure, check, read, sleb, uleb
+from sgtest import TRIPLE, TestFailure, check, read, sleb, uleb, write
 
 ASAN = True
 
@@ -697,3 +697,41 @@ def test_check_command_writes_nothing(ctx):
     after = tree()
     changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
     check(not changed, "check wrote into the project: %s", changed[:10])
+
+
+def test_landing_pads_all_or_none(ctx):
+    """Every op and the shim start with a landing pad (the bundled stencils are
+    built with -fcf-protection and -mbranch-protection), which the header says,
+    so the runtime may guard JIT pages; a shim built without one while the ops
+    have theirs is exit 1 naming the first op and the flag, outputs kept."""
+    base, manifest = bundled(ctx)
+    out = os.path.join(ctx.tmp, "out")
+    before = good_build(ctx, manifest, out)
+    for triple, pad in ((TRIPLE, "endbr64"), ("aarch64-unknown-linux-gnu", "bti c")):
+        text = read(os.path.join(out, "jit_stencils-%s.h" % triple))
+        check(header_define(text, "SG_TARGET_LANDING_PADS") == "1",
+              "%s: SG_TARGET_LANDING_PADS is not 1", triple)
+        check(re.search(r"^ \*   0000: [0-9a-f ]+\s+%s$" % pad, text, re.M),
+              "%s: no op starts with %s", triple, pad)
+    p = failing_build(ctx, manifest, out, before, "shim without a landing pad",
+                      "--target", TRIPLE, "--extra-shim-cflags=-fcf-protection=none")
+    want = ("ops/stack.c:5:1: error: %s: op push starts with a landing pad for "
+            "indirect calls and the shim tinyvm_shim does not" % TRIPLE)
+    check(want in norm(p.stderr) and "-fcf-protection=branch" in p.stderr,
+          "no landing-pad error naming op push and the flag:\n%s", p.stderr[-3000:])
+
+
+def test_return_address_signed_with_the_b_key_is_refused(ctx):
+    """pac-ret with the B key needs a 'B' CIE augmentation in every executor
+    FDE, which the runtime's CIE does not have: exit 1, saying which key works."""
+    base, manifest = bundled(ctx)
+    text = read(manifest).replace("shim_cflags: [-mbranch-protection=standard]",
+                                  "shim_cflags: [-mbranch-protection=pac-ret+b-key]")
+    check("pac-ret+b-key" in text, "the bundled AArch64 target has no shim_cflags to edit")
+    write(manifest, text)
+    out = os.path.join(ctx.tmp, "out")
+    p = ctx.build_stencils(manifest, out, "--target", "aarch64-unknown-linux-gnu", check=False,
+                           timeout=T)
+    check(p.returncode == 1 and "signs its return address with the B key" in p.stderr
+          and "-mbranch-protection=pac-ret or standard (A key)" in p.stderr,
+          "exit %d:\n%s", p.returncode, p.stderr[-3000:])

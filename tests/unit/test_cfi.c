@@ -384,9 +384,25 @@ TEST(expressions)
 
 TEST(gnu_ops)
 {
-    /* window_save, args_size 16, then an offset to prove decoding stayed in sync */
+    /* negate_ra_state, args_size 16, then an offset to prove decoding stayed in sync */
     CHECK(run_simple(BYTES(DEF_CFA_RSP8), BYTES(0x2d, 0x2e, 0x10, 0x83, 0x02)) == 0);
-    CHECK(rows_tile(1) && T.rows[0].regs[3].offset == -16);
+    CHECK(rows_tile(1) && T.rows[0].regs[3].offset == -16 && T.rows[0].ra_signed);
+    return 1;
+}
+
+TEST(ra_sign_state)
+{
+    /* AArch64 pac-ret: signed from +4 (paciasp), remembered, unsigned at +8,
+     * restored (signed again) at +12, unsigned at +16 (autiasp) */
+    CHECK(run_simple(BYTES(DEF_CFA_RSP8), BYTES(0x44, 0x2d, 0x0a, 0x44, 0x2d, 0x44, 0x0b, 0x44,
+                                                0x2d)) == 0);
+    CHECK(T.count == 5);
+    CHECK(!T.rows[0].ra_signed && !T.rows[0].ra_state_set);
+    CHECK(T.rows[1].ra_signed && T.rows[1].ra_state_set);
+    CHECK(!T.rows[2].ra_signed && T.rows[3].ra_signed && !T.rows[4].ra_signed &&
+          T.rows[4].ra_state_set);
+    CHECK_STR(fmt(&T.rows[1]), "CFA=rsp+8 ra_sign_state=1");
+    CHECK_STR(fmt(&T.rows[4]), "CFA=rsp+8 ra_sign_state=0");
     return 1;
 }
 
@@ -994,6 +1010,7 @@ int main(void)
     RUN(def_cfa_family);
     RUN(expressions);
     RUN(gnu_ops);
+    RUN(ra_sign_state);
     RUN(cfa_unset);
     RUN(zero_range);
     RUN(aug_R_pcrel_sdata4);
