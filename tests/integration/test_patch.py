@@ -388,7 +388,7 @@ class Differential:
                 k, data_at + obj.base[s["index"]][1], s["name"]))
         # The GOT: anywhere within reach of the code, clear of code and data.
         script.append("  .got 0x%x : { *(.got) }" % (a0 + 0x1000000))
-        script.append("  /DISCARD/ : { *(.eh_frame) *(.note.GNU-stack) }")
+        script.append("  /DISCARD/ : { *(.eh_frame) *(.note.GNU-stack) *(.note.gnu.property) }")
         script.append("}")
         write(base + ".ld", "\n".join(script) + "\n")
         cmd = [LLD, "-static", "--no-relax", "-O0", "--build-id=none", "-e", obj.entry_symbol,
