@@ -189,10 +189,15 @@ def test_aarch64_tinyvm_interp_and_jit_agree(ctx):
             check(len(jit) == 3 and any("(main+" in l for l in frames),
                   "backtrace() from a helper: %d JIT frames (want 3), main %s:\n%s", len(jit),
                   any("(main+" in l for l in frames), j.stderr)
-    # The JIT really ran the AArch64 stencils: a hot loop agrees too.
+    # The JIT really ran the AArch64 stencils: a hot loop agrees too, also with
+    # its blocks linked by patching after emit (B instructions re-pointed).
     j = qemu(ctx, [tinyvm, "--jit", "--time", ctx.path("stencils", "programs", "loop.tvm")])
     check(j.returncode == 0 and j.stdout.strip() == "5999999" and "(jit," in j.stderr,
           "loop.tvm: %r %r", j.stdout, j.stderr)
+    c = qemu(ctx, [tinyvm, "--chain", "--stats", ctx.path("stencils", "programs", "loop.tvm")])
+    check(c.returncode == 0 and c.stdout.strip() == "5999999" and
+          "4 jumps linked, 4 side exits taken" in c.stderr, "loop.tvm --chain: %r %r",
+          c.stdout, c.stderr)
 
 
 # --- 2. relocation kinds, run -------------------------------------------------------
