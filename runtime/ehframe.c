@@ -16,6 +16,13 @@
  * __register_frame binds to whichever unwinder it was linked against. */
 extern void __register_frame(void *begin);
 extern void __deregister_frame(void *begin);
+/* LLVM's section entry points, also as weak references: a program that links
+ * LLVM's libunwind.a into itself does not export them (unless -rdynamic), so
+ * dlsym cannot find them, yet this reference binds to them at link time. */
+extern void __unw_add_dynamic_eh_frame_section(uintptr_t eh_frame)
+    __attribute__((weak, visibility("default")));
+extern void __unw_remove_dynamic_eh_frame_section(uintptr_t eh_frame)
+    __attribute__((weak, visibility("default")));
 
 typedef void frame_fn(void *eh_frame);
 typedef void section_fn(uintptr_t eh_frame);
@@ -40,6 +47,10 @@ static unwinders find_unwinders(void)
     unwinders u = {0};
     u.llvm_add = (section_fn *)dlsym(RTLD_DEFAULT, "__unw_add_dynamic_eh_frame_section");
     u.llvm_remove = (section_fn *)dlsym(RTLD_DEFAULT, "__unw_remove_dynamic_eh_frame_section");
+    if (!u.llvm_add || !u.llvm_remove) {
+        u.llvm_add = __unw_add_dynamic_eh_frame_section;
+        u.llvm_remove = __unw_remove_dynamic_eh_frame_section;
+    }
     if (!u.llvm_add || !u.llvm_remove)
         u.llvm_add = u.llvm_remove = NULL;
     if (!u.llvm_add || !same_object((void *)__register_frame, (void *)u.llvm_add)) {
