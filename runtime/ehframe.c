@@ -56,11 +56,15 @@ static unwinders find_unwinders(void)
     if (!u.llvm_add || !same_object((void *)__register_frame, (void *)u.llvm_add)) {
         u.gcc_add = __register_frame;
         u.gcc_remove = __deregister_frame;
-    } else { /* linked against LLVM's: libgcc_s, if loaded, under its symbol version */
-        u.gcc_add = (frame_fn *)dlvsym(RTLD_DEFAULT, "__register_frame", "GCC_3.0");
-        u.gcc_remove = (frame_fn *)dlvsym(RTLD_DEFAULT, "__deregister_frame", "GCC_3.0");
-        if (!u.gcc_add || !u.gcc_remove)
-            u.gcc_add = u.gcc_remove = NULL;
+    } else { /* linked against LLVM's: libgcc_s, if loaded, under its symbol version
+              * (GCC_3.0 on x86-64; GLIBC_2.0 on AArch64, whose libgcc_s inherits it) */
+        static const char *const versions[] = {"GCC_3.0", "GLIBC_2.0"};
+        for (size_t i = 0; i < sizeof versions / sizeof versions[0] && !u.gcc_add; i++) {
+            u.gcc_add = (frame_fn *)dlvsym(RTLD_DEFAULT, "__register_frame", versions[i]);
+            u.gcc_remove = (frame_fn *)dlvsym(RTLD_DEFAULT, "__deregister_frame", versions[i]);
+            if (!u.gcc_add || !u.gcc_remove)
+                u.gcc_add = u.gcc_remove = NULL;
+        }
     }
     return u;
 }
