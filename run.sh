@@ -28,6 +28,53 @@ ensure_packages() {
         $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
 }
 
+# LLVM's libunwind, libc++abi and libc++ for arm64, which test_aarch64_llvm_libunwind links
+# statically into programs run under qemu. Their -dev packages conflict with the amd64 ones
+# (apt would remove those), so they are downloaded and extracted into $A64_LLVM, not
+# installed; apt sees arm64 packages only once the architecture is added. Done once: a
+# failure (no network) stops `./run.sh test`.
+A64_LLVM=build-aarch64-llvm
+A64_LLVM_PACKAGES=(libunwind-22-dev:arm64 libc++abi-22-dev:arm64 libc++-22-dev:arm64)
+ensure_aarch64_llvm() {
+    local lib=$A64_LLVM/usr/lib/aarch64-linux-gnu f
+    if [ -f "$lib/libunwind.a" ] && [ -f "$lib/libc++abi.a" ] && [ -f "$lib/libc++.a" ] &&
+        [ -d "$A64_LLVM/usr/lib/llvm-22/include/c++/v1" ]; then
+        return 0
+    fi
+    echo "run.sh: downloading ${A64_LLVM_PACKAGES[*]} into $A64_LLVM"
+    local sudo="" updated=0
+    [ "$(id -u)" = 0 ] || sudo="sudo"
+    local archs
+    archs=$(dpkg --print-foreign-architectures)
+    if ! grep -qx arm64 <<<"$archs"; then
+        $sudo dpkg --add-architecture arm64
+        timeout 900 $sudo apt-get update -q
+        updated=1
+    fi
+    local tmp
+    tmp=$(mktemp -d)
+    chmod 777 "$tmp" # apt-get download fetches as _apt when it can
+    if ! (cd "$tmp" && timeout 600 apt-get download -q "${A64_LLVM_PACKAGES[@]}"); then
+        # The arm64 lists may be missing or stale: update once and retry.
+        if ((updated)) || ! timeout 900 $sudo apt-get update -q ||
+            ! (cd "$tmp" && timeout 600 apt-get download -q "${A64_LLVM_PACKAGES[@]}"); then
+            rm -rf "$tmp"
+            echo "run.sh: cannot download ${A64_LLVM_PACKAGES[*]} (network? apt sources?)" >&2
+            exit 1
+        fi
+    fi
+    rm -rf "$A64_LLVM" "$A64_LLVM.part"
+    for f in "$tmp"/*.deb; do
+        dpkg-deb -x "$f" "$A64_LLVM.part" || { rm -rf "$tmp"; exit 1; }
+    done
+    rm -rf "$tmp"
+    mv "$A64_LLVM.part" "$A64_LLVM"
+    [ -f "$lib/libunwind.a" ] && [ -f "$lib/libc++abi.a" ] && [ -f "$lib/libc++.a" ] || {
+        echo "run.sh: ${A64_LLVM_PACKAGES[*]} hold no static libraries under $lib" >&2
+        exit 1
+    }
+}
+
 # build DIR [meson options...]: configure once, then let ninja decide what to redo.
 build() {
     local dir=$1
@@ -65,6 +112,7 @@ demo)
     ;;
 test)
     ensure_packages
+    ensure_aarch64_llvm
     build build
     build build-asan -Db_sanitize=address,undefined -Db_lundef=false
     build build-aarch64 --cross-file cross/aarch64-linux-gnu.ini   # run under qemu-aarch64

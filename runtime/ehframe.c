@@ -16,6 +16,13 @@
  * __register_frame binds to whichever unwinder it was linked against. */
 extern void __register_frame(void *begin);
 extern void __deregister_frame(void *begin);
+/* LLVM's section entry points, also as weak references: a program that links
+ * LLVM's libunwind.a into itself does not export them (unless -rdynamic), so
+ * dlsym cannot find them, yet this reference binds to them at link time. */
+extern void __unw_add_dynamic_eh_frame_section(uintptr_t eh_frame)
+    __attribute__((weak, visibility("default")));
+extern void __unw_remove_dynamic_eh_frame_section(uintptr_t eh_frame)
+    __attribute__((weak, visibility("default")));
 
 typedef void frame_fn(void *eh_frame);
 typedef void section_fn(uintptr_t eh_frame);
@@ -40,16 +47,24 @@ static unwinders find_unwinders(void)
     unwinders u = {0};
     u.llvm_add = (section_fn *)dlsym(RTLD_DEFAULT, "__unw_add_dynamic_eh_frame_section");
     u.llvm_remove = (section_fn *)dlsym(RTLD_DEFAULT, "__unw_remove_dynamic_eh_frame_section");
+    if (!u.llvm_add || !u.llvm_remove) {
+        u.llvm_add = __unw_add_dynamic_eh_frame_section;
+        u.llvm_remove = __unw_remove_dynamic_eh_frame_section;
+    }
     if (!u.llvm_add || !u.llvm_remove)
         u.llvm_add = u.llvm_remove = NULL;
     if (!u.llvm_add || !same_object((void *)__register_frame, (void *)u.llvm_add)) {
         u.gcc_add = __register_frame;
         u.gcc_remove = __deregister_frame;
-    } else { /* linked against LLVM's: libgcc_s, if loaded, under its symbol version */
-        u.gcc_add = (frame_fn *)dlvsym(RTLD_DEFAULT, "__register_frame", "GCC_3.0");
-        u.gcc_remove = (frame_fn *)dlvsym(RTLD_DEFAULT, "__deregister_frame", "GCC_3.0");
-        if (!u.gcc_add || !u.gcc_remove)
-            u.gcc_add = u.gcc_remove = NULL;
+    } else { /* linked against LLVM's: libgcc_s, if loaded, under its symbol version
+              * (GCC_3.0 on x86-64; GLIBC_2.0 on AArch64, whose libgcc_s inherits it) */
+        static const char *const versions[] = {"GCC_3.0", "GLIBC_2.0"};
+        for (size_t i = 0; i < sizeof versions / sizeof versions[0] && !u.gcc_add; i++) {
+            u.gcc_add = (frame_fn *)dlvsym(RTLD_DEFAULT, "__register_frame", versions[i]);
+            u.gcc_remove = (frame_fn *)dlvsym(RTLD_DEFAULT, "__deregister_frame", versions[i]);
+            if (!u.gcc_add || !u.gcc_remove)
+                u.gcc_add = u.gcc_remove = NULL;
+        }
     }
     return u;
 }

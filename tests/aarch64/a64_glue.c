@@ -15,7 +15,10 @@ _Static_assert((int)A64_NATIVE_TRAP == (int)NATIVE_TRAP &&
 
 const char *const vm_native_names[NATIVE__COUNT] = {"backtrace", "breakpoint", "trap", "abort"};
 
-vm_value vm_run(struct vm *vm, size_t fn, vm_value argc, const vm_value *args)
+/* noinline: the unwinding tests look for vm_run's and vm_call's own frames
+ * (clang would otherwise inline vm_run into its callers). */
+__attribute__((noinline)) vm_value vm_run(struct vm *vm, size_t fn, vm_value argc,
+                                          const vm_value *args)
 {
     vm_frame frame = {.vm = vm, .function = (int32_t)fn};
     vm_value stack[OPERAND_STACK];
@@ -26,7 +29,8 @@ vm_value vm_run(struct vm *vm, size_t fn, vm_value argc, const vm_value *args)
     return v;
 }
 
-vm_value vm_call(vm_frame *caller, vm_value function, vm_value argc, vm_value *args)
+__attribute__((noinline)) vm_value vm_call(vm_frame *caller, vm_value function, vm_value argc,
+                                           vm_value *args)
 {
     vm_value v = vm_run(caller->vm, (size_t)function, argc, args);
     __asm__ volatile("" ::: "memory");

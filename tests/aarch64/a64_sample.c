@@ -1,6 +1,10 @@
-/* a64_sample.c - libgcc unwinding at sampled PCs, on AArch64 (under qemu-user).
+/* a64_sample.c - unwinding at sampled PCs, on AArch64 (under qemu-user), with
+ * the unwinder the program is linked against: libgcc (the cross build's
+ * a64_sample) or LLVM's libunwind (test_aarch64_llvm_libunwind links it with
+ * libunwind.a).
  *
  *   a64_sample PROGRAM.tvm [--seconds S] [--max-samples N] [--verbose]
+ *              [--compare-libgcc]
  *
  * Runs PROGRAM's main interpreted once (the reference result), then
  * JIT-compiled over and over while a POSIX timer (CLOCK_MONOTONIC, SIGPROF)
@@ -19,14 +23,35 @@
  * (default 1000000).
  * Under qemu-aarch64 -singlestep a signal can land on any instruction.
  *
+ * Samples in the VM's own C functions that run between JIT frames (vm_run,
+ * vm_call, vm_jit_run, vm_native, vm_print) are walked and judged the same
+ * way (the compiled-code control: what an unwinder gets wrong there is not
+ * the JIT's doing). A walk that faults (a wrong frame read as a right one)
+ * counts as bad; the run goes on.
+ *
+ * --compare-libgcc (a program not linked against libgcc's unwinder): loads
+ * libgcc_s.so.1 first (RTLD_GLOBAL, so the runtime registers JIT code with it
+ * too) and at every sample also walks with libgcc's _Unwind_Backtrace, the
+ * reference: every PC whose walk (from the interrupted PC to main) differs
+ * from libgcc's is listed.
+ *
  * Prints one summary line:
  *   jit_instructions T covered C coverage F samples S jit_samples J
- *   reached_main R bad B runs N wrong_results W
- * then "uncovered NAME+0xOFF" for each JIT instruction never sampled, and for
- * the first few bad samples their frame chains. Exit 0 when B == W == 0. */
+ *   reached_main R bad B runs N wrong_results W seconds X
+ * then "uncovered NAME+0xOFF" for each JIT instruction never sampled, then
+ *   c_instructions T c_covered C c_samples S c_bad B walk_faults F
+ *   [compare_libgcc samples S differ D libgcc_bad G]
+ * then the first few bad JIT samples' frame chains, then for each instruction
+ * (JIT or C) where a walk was bad or differed from libgcc's:
+ *   pc KIND NAME+0xOFF samples N bad B differ D faults F prev WORD
+ * (KIND jit or c; WORD the instruction before it in the same function,
+ * "none" at its first), followed by "  walk ..." and "  libgcc ..." (the
+ * return addresses from the interrupted PC on, of its first such sample).
+ * Exit 0 when B == W == 0 (JIT samples). */
 #include <dlfcn.h>
 #include <inttypes.h>
 #include <link.h>
+#include <setjmp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,10 +66,22 @@
 #define MAX_RANGES 64
 #define MAX_FRAMES 64
 #define MAX_BAD_SHOWN 5
+#define MAX_C 8
+
+/* Per instruction of a JIT range or C function: samples, bad walks, walks
+ * that differ from libgcc's, and the first such chains. */
+typedef struct pcstat {
+    uint32_t samples, bad, differ, faults;
+    char *chains;
+} pcstat;
 
 static a64_range ranges[MAX_RANGES];
 static size_t nranges;
 static uint32_t *counts[MAX_RANGES];
+static pcstat *stats[MAX_RANGES];
+static a64_range cfuncs[MAX_C];
+static size_t ncfuncs;
+static pcstat *cstats[MAX_C];
 
 typedef struct span {
     uintptr_t start, end;
@@ -55,7 +92,27 @@ static volatile sig_atomic_t stop;
 static timer_t timer;
 static uint64_t rng = 0x9e3779b97f4a7c15u;
 static unsigned long samples, jit_samples, reached_main, bad;
+static unsigned long c_samples, c_bad, compared, differ, libgcc_bad, faults;
 static char bad_text[MAX_BAD_SHOWN][1024];
+
+/* A walk that reads through a wrong frame may fault: the fault ends that
+ * walk (counted as bad), not the run. */
+static sigjmp_buf walk_jmp;
+static volatile sig_atomic_t walking;
+
+static void on_fault(int sig)
+{
+    if (walking)
+        siglongjmp(walk_jmp, 1);
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+/* libgcc's unwinder, loaded for --compare-libgcc. */
+typedef _Unwind_Reason_Code backtrace_fn(_Unwind_Trace_Fn, void *);
+typedef uintptr_t getip_fn(struct _Unwind_Context *);
+static backtrace_fn *gcc_backtrace;
+static getip_fn *gcc_getip;
 
 /* vm_native's "backtrace" native: something cheap and checkable. */
 vm_value vm_native(vm_frame *frame, vm_value which, vm_value arg)
@@ -103,6 +160,14 @@ static int range_of(uintptr_t pc)
     return -1;
 }
 
+static int cfunc_of(uintptr_t pc)
+{
+    for (size_t i = 0; i < ncfuncs; i++)
+        if (pc >= cfuncs[i].start && pc < cfuncs[i].end)
+            return (int)i;
+    return -1;
+}
+
 static void arm(void)
 {
     rng ^= rng << 13;
@@ -118,14 +183,53 @@ typedef struct walk {
     int n;
 } walk;
 
-static _Unwind_Reason_Code collect(struct _Unwind_Context *ctx, void *arg)
+static _Unwind_Reason_Code add_frame(walk *w, uintptr_t ip)
 {
-    walk *w = arg;
-    uintptr_t ip = _Unwind_GetIP(ctx);
     if (w->n == MAX_FRAMES)
         return _URC_END_OF_STACK;
     w->ip[w->n++] = ip;
     return in_span(main_span, ip) ? _URC_END_OF_STACK : _URC_NO_REASON;
+}
+
+static _Unwind_Reason_Code collect(struct _Unwind_Context *ctx, void *arg)
+{
+    return add_frame(arg, _Unwind_GetIP(ctx));
+}
+
+static _Unwind_Reason_Code collect_libgcc(struct _Unwind_Context *ctx, void *arg)
+{
+    return add_frame(arg, gcc_getip(ctx));
+}
+
+/* The program's own unwinder from here; false when the walk faulted. */
+static int walk_here(walk *w)
+{
+    if (sigsetjmp(walk_jmp, 1)) {
+        walking = 0;
+        return 0;
+    }
+    walking = 1;
+    _Unwind_Backtrace(collect, w);
+    walking = 0;
+    return 1;
+}
+
+/* Where the walk passes the interrupted PC, or -1. */
+static int start_of(const walk *w, uintptr_t pc)
+{
+    for (int i = 0; i < w->n; i++)
+        if (w->ip[i] == pc)
+            return i;
+    return -1;
+}
+
+/* Whether two walks agree from the interrupted PC on. */
+static int same_walk(const walk *a, const walk *b, uintptr_t pc)
+{
+    int i = start_of(a, pc), j = start_of(b, pc);
+    if (i < 0 || j < 0 || a->n - i != b->n - j)
+        return 0;
+    return !memcmp(a->ip + i, b->ip + j, (size_t)(a->n - i) * sizeof a->ip[0]);
 }
 
 static void append(char *buf, size_t size, const char *fmt, uintptr_t v)
@@ -138,10 +242,7 @@ static void append(char *buf, size_t size, const char *fmt, uintptr_t v)
 /* Empty when the chain is good, else why not. */
 static const char *judge(const walk *w, uintptr_t pc)
 {
-    int k = -1;
-    for (int i = 0; i < w->n && k < 0; i++)
-        if (w->ip[i] == pc)
-            k = i;
+    int k = start_of(w, pc);
     if (k < 0)
         return "the walk does not pass the interrupted PC";
     for (int i = k; i < w->n; i++) {
@@ -163,6 +264,57 @@ static const char *judge(const walk *w, uintptr_t pc)
     return "the walk does not reach main";
 }
 
+static void append_text(char *buf, size_t size, const char *text)
+{
+    size_t len = strlen(buf);
+    if (len + 1 < size)
+        snprintf(buf + len, size - len, "%s", text);
+}
+
+/* "\n  WHAT ip ip ...": the walk's return addresses from the interrupted PC on. */
+static void append_walk(char *buf, size_t size, const char *what, const walk *w, uintptr_t pc)
+{
+    int k = start_of(w, pc);
+    append_text(buf, size, "\n  ");
+    append_text(buf, size, what);
+    for (int i = k < 0 ? 0 : k; i < w->n; i++)
+        append(buf, size, " %#" PRIxPTR, w->ip[i]);
+    if (k < 0)
+        append_text(buf, size, " (does not pass the PC)");
+}
+
+/* Room for the chains of the first MAX_CHAINS instructions with a bad or
+ * differing walk (no allocation in the handler). */
+#define MAX_CHAINS 64
+#define CHAIN_TEXT 2048
+static char chain_pool[MAX_CHAINS][CHAIN_TEXT];
+static int chains_used;
+
+/* Counts a walk at its instruction's record (judged_bad: judge() failed it);
+ * with --compare-libgcc also walks with libgcc and compares. */
+static void account(pcstat *st, const walk *w, uintptr_t pc, int judged_bad, int faulted)
+{
+    walk g = {.n = 0};
+    int differs = 0;
+    st->samples++;
+    st->bad += judged_bad;
+    st->faults += faulted;
+    if (gcc_backtrace) {
+        gcc_backtrace(collect_libgcc, &g);
+        compared++;
+        libgcc_bad += *judge(&g, pc) != 0;
+        differs = !same_walk(w, &g, pc);
+        differ += differs;
+        st->differ += differs;
+    }
+    if ((differs || judged_bad) && !st->chains && chains_used < MAX_CHAINS) {
+        st->chains = chain_pool[chains_used++];
+        append_walk(st->chains, CHAIN_TEXT, faulted ? "walk (faulted)" : "walk", w, pc);
+        if (gcc_backtrace)
+            append_walk(st->chains, CHAIN_TEXT, "libgcc", &g, pc);
+    }
+}
+
 static void on_prof(int sig, siginfo_t *si, void *uctx)
 {
     (void)sig;
@@ -170,13 +322,24 @@ static void on_prof(int sig, siginfo_t *si, void *uctx)
     ucontext_t *uc = uctx;
     uintptr_t pc = (uintptr_t)uc->uc_mcontext.pc;
     samples++;
-    int r = range_of(pc);
+    int r = range_of(pc), c = r < 0 ? cfunc_of(pc) : -1;
+    if (c >= 0) {
+        c_samples++;
+        walk w = {.n = 0};
+        int ok = walk_here(&w);
+        int b = !ok || *judge(&w, pc) != 0;
+        c_bad += b;
+        faults += !ok;
+        account(&cstats[c][(pc - cfuncs[c].start) / 4], &w, pc, b, !ok);
+    }
     if (r >= 0) {
         jit_samples++;
         counts[r][(pc - ranges[r].start) / 4]++;
         walk w = {.n = 0};
-        _Unwind_Backtrace(collect, &w);
-        const char *why = judge(&w, pc);
+        int ok = walk_here(&w);
+        const char *why = ok ? judge(&w, pc) : "the walk faulted";
+        faults += !ok;
+        account(&stats[r][(pc - ranges[r].start) / 4], &w, pc, *why != 0, !ok);
         if (!*why) {
             reached_main++;
         } else {
@@ -219,7 +382,7 @@ int main(int argc, char **argv)
     const char *path = NULL;
     double seconds = 60;
     unsigned long max_samples = 1000000;
-    int verbose = 0;
+    int verbose = 0, compare = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--seconds") && i + 1 < argc)
             seconds = atof(argv[++i]);
@@ -227,12 +390,25 @@ int main(int argc, char **argv)
             max_samples = strtoul(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--verbose"))
             verbose = 1;
+        else if (!strcmp(argv[i], "--compare-libgcc"))
+            compare = 1;
         else
             path = argv[i];
     }
     if (!path) {
-        fprintf(stderr, "usage: a64_sample PROGRAM [--seconds S] [--max-samples N]\n");
+        fprintf(stderr, "usage: a64_sample PROGRAM [--seconds S] [--max-samples N] "
+                        "[--verbose] [--compare-libgcc]\n");
         return 2;
+    }
+    if (compare) { /* before the runtime is made, so that it registers with libgcc too */
+        void *h = dlopen("libgcc_s.so.1", RTLD_NOW | RTLD_GLOBAL);
+        gcc_backtrace = h ? (backtrace_fn *)dlsym(h, "_Unwind_Backtrace") : NULL;
+        gcc_getip = h ? (getip_fn *)dlsym(h, "_Unwind_GetIP") : NULL;
+        if (!gcc_backtrace || !gcc_getip || (void *)gcc_backtrace == (void *)_Unwind_Backtrace) {
+            fprintf(stderr, "--compare-libgcc: no separate libgcc_s unwinder (%s)\n",
+                    h ? "linked against it?" : dlerror());
+            return 2;
+        }
     }
     struct vm *vm = a64_load(path, 0);
     vm_value want = a64_run(vm, "main", 0, NULL);
@@ -245,12 +421,30 @@ int main(int argc, char **argv)
     main_span = span_of((void *)main, "main");
     run_span = span_of((void *)vm_run, "vm_run");
     jit_run_span = span_of((void *)vm_jit_run, "vm_jit_run");
+    for (size_t r = 0; r < nranges; r++)
+        stats[r] = calloc((ranges[r].end - ranges[r].start) / 4 + 1, sizeof **stats);
+    struct {
+        void *fn;
+        const char *name;
+    } cs[] = {{(void *)vm_run, "vm_run"}, {(void *)vm_call, "vm_call"},
+              {(void *)vm_jit_run, "vm_jit_run"}, {(void *)vm_native, "vm_native"},
+              {(void *)vm_print, "vm_print"}};
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0] && i < MAX_C; i++) {
+        span sp = span_of(cs[i].fn, cs[i].name);
+        cfuncs[ncfuncs] = (a64_range){sp.start, sp.end, cs[i].name};
+        cstats[ncfuncs++] = calloc((sp.end - sp.start) / 4 + 1, sizeof **cstats);
+    }
 
     struct sigaction sa = {0};
     sa.sa_sigaction = on_prof;
     sa.sa_flags = SA_SIGINFO | SA_RESTART;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGPROF, &sa, NULL);
+    struct sigaction fa = {0};
+    fa.sa_handler = on_fault;
+    sigemptyset(&fa.sa_mask);
+    sigaction(SIGSEGV, &fa, NULL);
+    sigaction(SIGBUS, &fa, NULL);
     struct sigevent sev = {0};
     sev.sigev_notify = SIGEV_SIGNAL;
     sev.sigev_signo = SIGPROF;
@@ -290,8 +484,36 @@ int main(int argc, char **argv)
                 printf("count %s+0x%zx %u\n", ranges[r].name, 4 * i, counts[r][i]);
         }
     }
+    size_t c_total = 0, c_covered = 0;
+    for (size_t c = 0; c < ncfuncs; c++)
+        for (size_t i = 0; i < (cfuncs[c].end - cfuncs[c].start) / 4; i++) {
+            c_total++;
+            c_covered += cstats[c][i].samples != 0;
+        }
+    printf("c_instructions %zu c_covered %zu c_samples %lu c_bad %lu walk_faults %lu\n", c_total,
+           c_covered, c_samples, c_bad, faults);
+    if (gcc_backtrace)
+        printf("compare_libgcc samples %lu differ %lu libgcc_bad %lu\n", compared, differ,
+               libgcc_bad);
     for (unsigned long i = 0; i < bad && i < MAX_BAD_SHOWN; i++)
         printf("%s\n", bad_text[i]);
+    for (int kind = 0; kind < 2; kind++) {
+        size_t n = kind ? ncfuncs : nranges;
+        for (size_t r = 0; r < n; r++) {
+            const a64_range *rg = kind ? &cfuncs[r] : &ranges[r];
+            const pcstat *st = kind ? cstats[r] : stats[r];
+            for (size_t i = 0; i < (rg->end - rg->start) / 4; i++) {
+                if (!st[i].bad && !st[i].differ)
+                    continue;
+                char prev[16] = "none";
+                if (i)
+                    snprintf(prev, sizeof prev, "%08x", ((const uint32_t *)rg->start)[i - 1]);
+                printf("pc %s %s+0x%zx samples %u bad %u differ %u faults %u prev %s%s\n",
+                       kind ? "c" : "jit", rg->name, 4 * i, st[i].samples, st[i].bad,
+                       st[i].differ, st[i].faults, prev, st[i].chains ? st[i].chains : "");
+            }
+        }
+    }
     a64_unload(vm);
     return bad || wrong ? 1 : 0;
 }

@@ -17,7 +17,8 @@ aarch64-linux-gnu and run under qemu-user.
 * libgcc unwinding at sampled PCs (tests/aarch64/a64_sample.c): a POSIX timer
   raises SIGPROF while executors run under `qemu-aarch64 -singlestep` (so a
   signal can land on any instruction); at every sample in JIT memory
-  _Unwind_Backtrace must reach main through the right frames; the share of JIT
+  _Unwind_Backtrace must reach main through the right frames, and so must
+  every sample in the VM's C functions around them; the share of JIT
   instruction addresses sampled is reported (must be >= 95%); a control with
   STENCILRT_FRAMES=0 must fail every sample;
 * a C++ exception thrown in a helper, through JIT frames and re-entered JIT
@@ -669,6 +670,11 @@ def test_aarch64_unwind_at_sampled_pcs(ctx):
     check(total > 150 and jit > 1000, "too little was sampled: %s", m.group(0))
     check(cov >= 0.95, "only %.1f%% of the JIT instructions were sampled:\n%s", 100 * cov,
           p.stdout[-3000:])
+    # The VM's C functions around the JIT frames, sampled too: libgcc is right there as well.
+    mc = re.search(r"^c_instructions (\d+) c_covered (\d+) c_samples (\d+) c_bad (\d+) ", p.stdout,
+                   re.M)
+    check(mc and int(mc.group(3)) > 100 and int(mc.group(4)) == 0,
+          "samples in the VM's C functions:\n%s", p.stdout[-3000:])
     # Control: without libgcc registration every JIT sample must fail.
     p = qemu(ctx, [prog, tvm, "--seconds", "3"], singlestep=True, timeout=120,
              env={"STENCILRT_FRAMES": "0"})

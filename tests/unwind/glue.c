@@ -438,7 +438,11 @@ static void on_crash(int sig, siginfo_t *si, void *ucv)
     at = put_str(b, at, ": FAIL: signal ");
     at = put_hex(b, at, (uintptr_t)sig);
     at = put_str(b, at, " at pc ");
+#if defined(__aarch64__)
+    at = put_hex(b, at, (uintptr_t)uc->uc_mcontext.pc);
+#else
     at = put_hex(b, at, (uintptr_t)uc->uc_mcontext.gregs[REG_RIP]);
+#endif
     at = put_str(b, at, ", address ");
     at = put_hex(b, at, (uintptr_t)si->si_addr);
     at = put_str(b, at, "\n");
