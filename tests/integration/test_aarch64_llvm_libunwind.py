@@ -51,7 +51,7 @@ ASAN = False  # programs run under qemu, linked with the cross-built runtime
 
 A64 = "aarch64-unknown-linux-gnu"
 SYSROOT = "/usr/aarch64-linux-gnu"
-QEMU = ["qemu-aarch64", "-L", SYSROOT]
+QEMU = ["qemu-aarch64", "-cpu", "max", "-L", SYSROOT]  # PAC and BTI on, as in test_aarch64_qemu
 T = 300
 ENV = {"STENCILRT_PERF": "off", "STENCILRT_FRAMES": "1"}
 SAMPLE_SECONDS = 20
