@@ -267,22 +267,24 @@ def test_jitdump_dwarf_callchains(ctx):
     if not need_perf(ctx):
         return
     exe = tinyvm(ctx)
-    before = set(glob.glob("/tmp/jit-*.dump"))
     data = os.path.join(ctx.tmp, "perf.data")
+    pid = None
     try:
         p = record(ctx, data, [exe, "--jit", "--repeat", "3", ctx.path(NESTED)],
                    env_jitdump(), ["--call-graph", "dwarf,65528", "-F", "2000"])
         check(p.stdout.strip() == NESTED_RESULT, "tinyvm printed %r", p.stdout)
-        dumps = new_files("/tmp/jit-*.dump", before)
-        check(len(dumps) == 1, "expected one new /tmp/jit-*.dump, found %s", dumps)
-        pid = read_jitdump(dumps[0])["pid"]
+        # The recorded process's own dump (others may write theirs meanwhile).
+        pids = {s[0] for s in samples(ctx, data)}
+        check(len(pids) == 1, "samples from processes %s, want tinyvm's alone", pids)
+        pid = pids.pop()
+        dump = "/tmp/jit-%d.dump" % pid
+        check(os.path.exists(dump) and read_jitdump(dump)["pid"] == pid, "no %s", dump)
         jit = inject(ctx, data)
         chains_into_main(ctx, jit, exe)
         check_images(ctx, sorted(glob.glob("/tmp/jitted-%d-*.so" % pid))[:6])
     finally:
-        for path in new_files("/tmp/jit-*.dump", before):
-            pid = re.search(r"jit-(\d+)\.dump", path).group(1)
-            for f in [path] + glob.glob("/tmp/jitted-%s-*.so" % pid):
+        if pid is not None:
+            for f in glob.glob("/tmp/jit-%d.dump" % pid) + glob.glob("/tmp/jitted-%d-*.so" % pid):
                 os.unlink(f)
 
 
@@ -306,29 +308,35 @@ def check_images(ctx, images):
 
 
 def test_perf_map_names_jit_samples(ctx):
+    """The map of the recorded process alone (found by the pid of its JIT
+    samples, so that other programs writing maps at the same time do not
+    matter) names samples by op."""
     if not need_perf(ctx):
         return
-    before = set(glob.glob("/tmp/perf-*.map"))
     data = os.path.join(ctx.tmp, "perf.data")
+    maps = []
     try:
         p = record(ctx, data, [tinyvm(ctx), "--jit", "--repeat", "5", ctx.path(LOOP)],
                    {"STENCILRT_PERF": "map"})
         check(p.stdout.strip() == LOOP_RESULT, "tinyvm printed %r", p.stdout)
-        maps = new_files("/tmp/perf-*.map", before)
-        check(len(maps) == 1, "expected one new perf map, found %s", maps)
+        jit = [(pid, fr) for pid, fr in samples(ctx, data) if fr[0][1].startswith("[JIT]")
+               or "perf-" in fr[0][1]]
+        pids = {pid for pid, _ in jit}
+        check(len(pids) == 1, "JIT samples from processes %s, want tinyvm's alone", pids)
+        maps = ["/tmp/perf-%d.map" % pids.pop()]
+        check(os.path.exists(maps[0]), "no %s", maps[0])
         lines = read(maps[0]).splitlines()
         check(all(re.match(r"^[0-9a-f]+ [0-9a-f]+ \S+$", l) for l in lines), "bad line")
         names = [l.split()[2] for l in lines]
         check(names[0] == "tinyvm_shim" and "main" in names and "mod@main[13]" in names,
               "map names: %s", names[:6])
-        jit = [fr for _, fr in samples(ctx, data) if fr[0][1].startswith("[JIT]")
-               or "perf-" in fr[0][1]]
-        named = [fr for fr in jit if OP_SYMBOL.match(fr[0][0])]
+        named = [fr for _, fr in jit if OP_SYMBOL.match(fr[0][0])]
         check(len(jit) >= 20 and len(named) >= 0.95 * len(jit),
               "%d of %d JIT samples named by op", len(named), len(jit))
     finally:
-        for path in new_files("/tmp/perf-*.map", before):
-            os.unlink(path)
+        for path in maps:
+            if os.path.exists(path):
+                os.unlink(path)
 
 
 def test_jitdump_from_many_threads(ctx):
