@@ -301,6 +301,58 @@ static bool locate_fde(const cfi_section *sec, uint64_t entry, const sg_where *w
     return false;
 }
 
+/* The rows of the shim's FDE, from the section. */
+static bool run_rows(const cfi_section *sec, uint64_t entry, const sg_where *where,
+                     cfi_cie *cie, cfi_fde *fde, sg_unwind *u)
+{
+    cfi_error err = {0};
+    if (!locate_fde(sec, entry, where, cie, fde))
+        return false;
+    if (cfi_run(sec, cie, fde, &u->rows, &err) != 0) {
+        diag_error_in(where, "malformed CFI in the FDE at .eh_frame+0x%zx: %s", err.offset,
+                      err.msg);
+        return false;
+    }
+    return true;
+}
+
+/* Given the rows and the call into JIT code: the row there, its checks, and
+ * everything the header carries. */
+static bool derive(const cfi_cie *cie, const cfi_fde *fde, const sg_target *t,
+                   const sg_where *where, sg_unwind *u)
+{
+    u->call_row = cfi_row_at(&u->rows, u->call_offset);
+    if (!u->call_row) {
+        diag_error_in(where, "no CFI row covers the call at shim+0x%zx", u->call_offset);
+        return false;
+    }
+    if (!check_shape(u->call_row, t, (uint32_t)cie->ra_reg, where, u, &u->shape))
+        return false;
+    strbuf enc = {0};
+    bool ok = encode_row(u->call_row, cie->data_align, &enc);
+    if (!ok) {
+        char rowtext[512];
+        cfi_format_row(u->call_row, t->reg_name, rowtext, sizeof rowtext);
+        diag_error_in(where, "cannot re-encode the row at the call as CFA instructions: %s",
+                      rowtext);
+    }
+    ok = ok && sign_state(u->call_row, cie, where, &enc);
+    u->ra_signed = u->call_row->ra_signed;
+    u->executor_cfi = (uint8_t *)enc.data;
+    u->executor_cfi_len = enc.len;
+    if (!ok)
+        return false;
+    u->code_align = cie->code_align;
+    u->data_align = cie->data_align;
+    u->ra_column = (uint32_t)cie->ra_reg;
+    u->cie_insns = copy_insns(cie->initial_insns, u->rows.cie_insns_used, &u->cie_insns_len);
+    u->fde_insns = copy_insns(fde->insns, u->rows.fde_insns_used, &u->fde_insns_len);
+    u->fde_start = fde->pc_begin;
+    u->fde_size = fde->pc_range;
+    u->derived = true;
+    return true;
+}
+
 bool frame_shape_analyze(const objfile *obj, const gen_stencil *shim, const sg_target *t,
                          const sg_where *where, sg_unwind *u)
 {
@@ -313,54 +365,67 @@ bool frame_shape_analyze(const objfile *obj, const gen_stencil *shim, const sg_t
     cfi_section sec;
     cfi_cie cie;
     cfi_fde fde;
-    cfi_error err = {0};
-    char rowtext[512];
     uint8_t *bytes = eh_frame_relocated(obj, obj->syms[entry].section, shim->code_size, t, where,
                                         &sec);
-    bool ok = bytes && locate_fde(&sec, shim->entry, where, &cie, &fde);
-    if (ok && cfi_run(&sec, &cie, &fde, &u->rows, &err) != 0) {
-        diag_error_in(where, "malformed CFI in the FDE at .eh_frame+0x%zx: %s", err.offset,
-                      err.msg);
-        ok = false;
+    bool ok = bytes && run_rows(&sec, shim->entry, where, &cie, &fde, u) &&
+              find_jit_call(shim, &fde, where, u) && derive(&cie, &fde, t, where, u);
+    if (ok) { /* what frame_shape_from_cache needs, for the next run */
+        u->eh_frame = bytes;
+        u->eh_frame_size = sec.size;
+        u->eh_frame_addr = sec.addr;
+        u->eh_addr_size = sec.addr_size;
+    } else {
+        free(bytes);
     }
-    ok = ok && find_jit_call(shim, &fde, where, u);
-    if (ok) {
-        u->call_row = cfi_row_at(&u->rows, u->call_offset);
-        if (!u->call_row) {
-            diag_error_in(where, "no CFI row covers the call at shim+0x%zx", u->call_offset);
-            ok = false;
-        }
-    }
-    ok = ok && check_shape(u->call_row, t, (uint32_t)cie.ra_reg, where, u, &u->shape);
-    if (ok) {
-        strbuf enc = {0};
-        if (!encode_row(u->call_row, cie.data_align, &enc)) {
-            cfi_format_row(u->call_row, t->reg_name, rowtext, sizeof rowtext);
-            diag_error_in(where, "cannot re-encode the row at the call as CFA instructions: %s",
-                          rowtext);
-            ok = false;
-        }
-        ok = ok && sign_state(u->call_row, &cie, where, &enc);
-        u->ra_signed = u->call_row->ra_signed;
-        u->executor_cfi = (uint8_t *)enc.data;
-        u->executor_cfi_len = enc.len;
-    }
-    if (ok) {
-        u->code_align = cie.code_align;
-        u->data_align = cie.data_align;
-        u->ra_column = (uint32_t)cie.ra_reg;
-        u->cie_insns = copy_insns(cie.initial_insns, u->rows.cie_insns_used, &u->cie_insns_len);
-        u->fde_insns = copy_insns(fde.insns, u->rows.fde_insns_used, &u->fde_insns_len);
-        u->fde_start = fde.pc_begin;
-        u->fde_size = fde.pc_range;
-        u->derived = true;
-    }
-    free(bytes);
     return ok;
+}
+
+/* The cache entry: the relocated .eh_frame and where the call into JIT code
+ * is (finding it takes the disassembler's call and register facts, which a
+ * cached stencil does not keep). Little-endian fields, then the section. */
+enum { UNWIND_CACHE_VERSION = 1 };
+
+void unwind_cache_encode(strbuf *out, const sg_unwind *u)
+{
+    uint64_t fields[] = {UNWIND_CACHE_VERSION, u->eh_frame_addr, u->eh_addr_size,
+                         u->call_offset, u->call_size, u->eh_frame_size};
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
+        for (int b = 0; b < 8; b++)
+            sb_putc(out, (char)(fields[i] >> (8 * b)));
+    sb_putn(out, u->call_text, sizeof u->call_text);
+    sb_putn(out, (const char *)u->eh_frame, u->eh_frame_size);
+}
+
+bool frame_shape_from_cache(const uint8_t *buf, size_t size, const gen_stencil *shim,
+                            const sg_target *t, const sg_where *where, sg_unwind *u)
+{
+    *u = (sg_unwind){0};
+    enum { NFIELDS = 6, HEAD = 8 * NFIELDS + sizeof u->call_text };
+    uint64_t f[NFIELDS] = {0};
+    for (size_t i = 0; size >= HEAD && i < NFIELDS; i++)
+        for (int b = 0; b < 8; b++)
+            f[i] |= (uint64_t)buf[8 * i + (size_t)b] << (8 * b);
+    if (size < HEAD || f[0] != UNWIND_CACHE_VERSION || f[5] != size - HEAD ||
+        (f[2] != 4 && f[2] != 8) || f[3] >= shim->code_size ||
+        buf[8 * NFIELDS + sizeof u->call_text - 1] != '\0')
+        return false; /* not an entry this generator wrote: a miss */
+    u->eh_frame_size = (size_t)f[5];
+    u->eh_frame = xmalloc(u->eh_frame_size ? u->eh_frame_size : 1);
+    memcpy(u->eh_frame, buf + HEAD, u->eh_frame_size);
+    u->eh_frame_addr = f[1];
+    u->eh_addr_size = (uint8_t)f[2];
+    u->call_offset = (size_t)f[3];
+    u->call_size = (size_t)f[4];
+    memcpy(u->call_text, buf + 8 * NFIELDS, sizeof u->call_text);
+    cfi_section sec = {u->eh_frame, u->eh_frame_size, u->eh_frame_addr, u->eh_addr_size};
+    cfi_cie cie;
+    cfi_fde fde;
+    return run_rows(&sec, shim->entry, where, &cie, &fde, u) && derive(&cie, &fde, t, where, u);
 }
 
 void unwind_free(sg_unwind *u)
 {
+    free(u->eh_frame);
     free(u->cie_insns);
     free(u->fde_insns);
     free(u->executor_cfi);

@@ -47,6 +47,11 @@ typedef struct sg_unwind {
     size_t executor_cfi_len;
     bool ra_signed; /* AArch64: at the call the saved return address is signed */
     bool derived; /* every field above is set: the shape passed its checks */
+    /* The relocated .eh_frame it was derived from, kept for the cache. */
+    uint8_t *eh_frame;
+    size_t eh_frame_size;
+    uint64_t eh_frame_addr;
+    uint8_t eh_addr_size;
 } sg_unwind;
 
 /* A copy of the object's .eh_frame with its relocations applied, as a linker
@@ -59,6 +64,14 @@ uint8_t *eh_frame_relocated(const objfile *obj, int code_sec, uint64_t code_size
  * decoded by stencil_disassemble). */
 bool frame_shape_analyze(const objfile *obj, const gen_stencil *shim, const sg_target *t,
                          const sg_where *where, sg_unwind *out);
+
+/* What the next run needs to derive the same facts without the object (and
+ * so without LLVM): frame_shape_from_cache takes it back; false when the
+ * entry is not one this generator wrote (a cache miss, no diagnostic), or
+ * after a diagnostic when the facts fail their checks. */
+void unwind_cache_encode(strbuf *out, const sg_unwind *u);
+bool frame_shape_from_cache(const uint8_t *buf, size_t size, const gen_stencil *shim,
+                            const sg_target *t, const sg_where *where, sg_unwind *out);
 
 void unwind_free(sg_unwind *u);
 

@@ -187,33 +187,61 @@ void inc_unit_free(inc_unit *u)
     u->slot = NULL;
 }
 
+/* The shim's "unwind" entry: this generator's context, then the payload. */
+static bool cached_unwind(sg_incremental *inc, const inc_unit *u, uint8_t **out, size_t *size)
+{
+    uint8_t *e;
+    size_t n;
+    if (!cache_get(inc->cache, &u->key, "unwind", &e, &n))
+        return false;
+    uint64_t context = 0;
+    for (int b = 0; n >= 8 && b < 8; b++)
+        context |= (uint64_t)e[b] << (8 * b);
+    if (n < 8 || context != u->context) {
+        free(e);
+        return false;
+    }
+    memmove(e, e + 8, n - 8);
+    *out = e;
+    *size = n - 8;
+    return true;
+}
+
 /* A verified, decodable "stencil" entry stands in for the object and every
  * step after it. A damaged one is a miss: the caller falls back to the object. */
 static bool cached_stencil(sg_incremental *inc, const inc_unit *u, const char *label,
-                           gen_stencil *s, char **deps)
+                           gen_stencil *s, char **deps, uint8_t **unwind, size_t *unwind_size)
 {
     uint8_t *blob;
     size_t size;
-    if (!u->op || !inc->stencils || !cache_get(inc->cache, &u->key, "stencil", &blob, &size))
+    if (!inc->stencils || (!u->op && !cached_unwind(inc, u, unwind, unwind_size)))
         return false;
+    if (!cache_get(inc->cache, &u->key, "stencil", &blob, &size)) {
+        if (!u->op)
+            free(*unwind);
+        return false;
+    }
     char err[256];
     bool ok = stencil_blob_decode(blob, size, u->context, inc->nsymbols, s, deps, err,
                                    sizeof err);
     free(blob);
+    if (!ok && !u->op)
+        free(*unwind);
     if (!ok && inc->verbose)
         diag_note("%s: cached stencil not used: %s", label, err);
     return ok;
 }
 
 inc_hit inc_lookup(sg_incremental *inc, inc_unit *u, const char *label, gen_stencil *stencil,
-                   uint8_t **object, size_t *size, char **deps)
+                   uint8_t **object, size_t *size, char **deps, uint8_t **unwind,
+                   size_t *unwind_size)
 {
     uint8_t *dtext;
     size_t dsize;
     u->keyed = cache_key_for(inc->cache, u->slot, u->args, u->position, &u->key);
     if (!u->keyed)
         return INC_MISS;
-    if (cached_stencil(inc, u, label, stencil, deps))
+    if (cached_stencil(inc, u, label, stencil, deps, unwind, unwind_size))
         return INC_STENCIL;
     if (!cache_get(inc->cache, &u->key, "d", &dtext, &dsize))
         return INC_MISS;
@@ -254,14 +282,26 @@ static bool store_object(sg_incremental *inc, inc_unit *u, const inc_output *out
 }
 
 void inc_store(sg_incremental *inc, inc_unit *u, const inc_output *fresh,
-               const gen_stencil *checked, const char *deps)
+               const gen_stencil *checked, const char *deps, const strbuf *unwind)
 {
     if (fresh)
         u->keyed = store_object(inc, u, fresh);
-    /* An op's checked stencil, stored beside its object so that the next run
-     * need not read, extract, check or disassemble the object again. */
-    if (!u->keyed || !checked || !u->op || !inc->stencils || !deps)
+    /* The checked stencil, stored beside its object so that the next run need
+     * not read, extract, check or disassemble the object again (nor load
+     * LLVM to do it); the shim's unwind entry first, as its stencil entry
+     * alone is no hit. */
+    if (!u->keyed || !checked || !inc->stencils || !deps || (!u->op && !unwind))
         return;
+    if (!u->op) {
+        strbuf e = {0};
+        for (int b = 0; b < 8; b++)
+            sb_putc(&e, (char)(u->context >> (8 * b)));
+        sb_putn(&e, unwind->data, unwind->len);
+        bool put = cache_put(inc->cache, &u->key, "unwind", e.data, e.len);
+        sb_free(&e);
+        if (!put)
+            return;
+    }
     strbuf sb = {0};
     stencil_blob_encode(&sb, checked, deps, u->context);
     cache_put(inc->cache, &u->key, "stencil", sb.data, sb.len);

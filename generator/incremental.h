@@ -7,10 +7,11 @@
  * position in. Three calls make up the protocol:
  *   inc_discover  an op source's ops, parsed once per content of the files read;
  *   inc_lookup    before compiling: a miss, the object (still to be checked), or
- *                 an op's checked stencil, which stands in for every step after
- *                 the compile;
+ *                 the checked stencil (and, for the shim, what its unwind facts
+ *                 are derived from), which stands in for every step after the
+ *                 compile: a run with nothing to compile reads no object;
  *   inc_store     after compiling (and checking): the object under the key of
- *                 the files the compile read, and the op's checked stencil. */
+ *                 the files the compile read, and the checked stencil. */
 #ifndef STENCILGEN_INCREMENTAL_H
 #define STENCILGEN_INCREMENTAL_H
 
@@ -49,9 +50,9 @@ typedef struct inc_unit {
     char *slot;          /* "<triple>/<object name>" */
     uint64_t args;       /* the command, the compiler, and an op's unit text */
     uint64_t position;   /* an op unit's file name and lines */
-    uint64_t context;    /* what an op's checked stencil depends on besides its object */
+    uint64_t context;    /* what a checked stencil depends on besides its object */
     const char *tu_path; /* an op's unit as compiled (hashed through args, not as a file) */
-    bool op;             /* only ops' checked stencils are cached */
+    bool op;             /* an op (else the shim, whose entry needs its unwind facts too) */
     bool keyed;          /* key holds the entry found or stored */
     sg_key key;
 } inc_unit;
@@ -64,12 +65,14 @@ void inc_unit_free(inc_unit *u);
 typedef enum inc_hit {
     INC_MISS,    /* compile it */
     INC_OBJECT,  /* *object and *deps set (caller frees): check it, then inc_store */
-    INC_STENCIL, /* *stencil (code, data, holes, instructions) and *deps set: done */
+    INC_STENCIL, /* *stencil (code, data, holes, instructions) and *deps set, and
+                    for the shim *unwind (caller frees): done */
 } inc_hit;
 
 /* `label` names the compile in the note on a damaged stencil entry. */
 inc_hit inc_lookup(sg_incremental *inc, inc_unit *u, const char *label, gen_stencil *stencil,
-                   uint8_t **object, size_t *size, char **deps);
+                   uint8_t **object, size_t *size, char **deps, uint8_t **unwind,
+                   size_t *unwind_size);
 
 /* A compile's output: its object and its depfile's text. */
 typedef struct inc_output {
@@ -81,10 +84,11 @@ typedef struct inc_output {
 } inc_output;
 
 /* After a compile (`fresh`), or after checking an INC_OBJECT hit (fresh NULL).
- * `checked`: the op's stencil as checked, NULL when it failed a check;
- * `deps`: the depfile text, kept with the stencil. A result whose inputs
- * changed after its compile started is not stored. */
+ * `checked`: the stencil as checked, NULL when it failed a check; `deps`: the
+ * depfile text, kept with the stencil; `unwind`: the shim's
+ * unwind_cache_encode (NULL for ops). A result whose inputs changed after its
+ * compile started is not stored. */
 void inc_store(sg_incremental *inc, inc_unit *u, const inc_output *fresh,
-               const gen_stencil *checked, const char *deps);
+               const gen_stencil *checked, const char *deps, const strbuf *unwind);
 
 #endif

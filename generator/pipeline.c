@@ -197,6 +197,18 @@ static bool process_object(done_ctx *ctx, sg_job *job, const uint8_t *bytes, siz
     return false;
 }
 
+/* Store a checked object's results (fresh: the compile's output, NULL for
+ * an object taken from the cache); the shim's with its unwind facts. */
+static void store_checked(done_ctx *ctx, job_ref *ref, const inc_output *fresh, bool ok)
+{
+    strbuf unwind = {0};
+    if (ok && !ref->op)
+        unwind_cache_encode(&unwind, &ref->result->unwind);
+    inc_store(&ctx->run->inc, &ref->unit, fresh, ok ? ref->stencil : NULL, ref->deps,
+              ref->op ? NULL : &unwind);
+    sb_free(&unwind);
+}
+
 /* A compiler that reports success must have written both files; anything
  * else is a toolchain failure, never a reason to read an older file. */
 static bool read_compiler_output(const sg_job *job, const char *path, const char *what,
@@ -257,7 +269,7 @@ static bool on_compiled(sg_job *job, void *vctx)
     ref->deps = xstrndup((const char *)dtext, dsize);
     bool ok = process_object(ctx, job, bytes, size);
     inc_output out = {&job->started, dtext, dsize, bytes, size};
-    inc_store(&ctx->run->inc, &ref->unit, &out, ok ? ref->stencil : NULL, ref->deps);
+    store_checked(ctx, ref, &out, ok);
     free(dtext);
     free(bytes);
     keep_for_inspection(ctx->run, ref, job);
@@ -316,12 +328,28 @@ static bool try_cached(done_ctx *ctx, sg_job *job)
     size_t size;
     inc_unit_init(&run->inc, &ref->unit, ref->result->target->triple, job, ref->tu_key,
                   ref->position, ref->tu_path);
+    uint8_t *unwind = NULL;
+    size_t unwind_size = 0;
     switch (inc_lookup(&run->inc, &ref->unit, job->label, ref->stencil, &obj, &size,
-                       &ref->deps)) {
+                       &ref->deps, &unwind, &unwind_size)) {
     case INC_MISS: return false;
     case INC_STENCIL: {
         sg_verify_in in = verify_inputs(run, ref, job);
         verify_name(&in, ref->stencil);
+        int shim = ref->op ? 1 : verify_cached_shim(unwind, unwind_size, &in, ref->stencil,
+                                                    &ref->result->unwind);
+        free(unwind);
+        if (shim == 0) { /* unusable after all: compile it */
+            stencil_free(ref->stencil);
+            free(ref->deps);
+            ref->deps = NULL;
+            return false;
+        }
+        if (shim < 0) {
+            job->status = -1;
+            ref->extract_failed = true;
+            ctx->extract_rc = exit_worst(ctx->extract_rc, SG_EXIT_CHECK);
+        }
         ref->result->stencils_cached++;
         break;
     }
@@ -329,7 +357,7 @@ static bool try_cached(done_ctx *ctx, sg_job *job)
         if (!process_object(ctx, job, obj, size))
             job->status = -1;
         else
-            inc_store(&run->inc, &ref->unit, NULL, ref->stencil, ref->deps);
+            store_checked(ctx, ref, NULL, true);
         free(obj);
         break;
     }

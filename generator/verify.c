@@ -75,6 +75,21 @@ static bool check_shim(const objfile *obj, const sg_verify_in *in, const gen_ste
     return true;
 }
 
+int verify_cached_shim(const uint8_t *entry, size_t size, const sg_verify_in *in,
+                       const gen_stencil *s, sg_unwind *unwind)
+{
+    const sg_manifest *m = in->manifest;
+    sg_where where = {m->shim_source, 0, 0, in->label};
+    if (!frame_shape_from_cache(entry, size, s, in->target, &where, unwind)) {
+        unwind_free(unwind);
+        return 0;
+    }
+    if (in->mt && in->mt->has_pin &&
+        !check_pin(unwind, &in->mt->pin, in->target, m->path, &where))
+        return -1;
+    return 1;
+}
+
 bool verify_object(const uint8_t *bytes, size_t size, const sg_verify_in *in, gen_stencil *s,
                    sg_unwind *unwind)
 {

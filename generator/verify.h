@@ -37,6 +37,12 @@ void verify_name(const sg_verify_in *in, gen_stencil *s);
 bool verify_landing_pads(const sg_target *t, const gen_stencil *ops, size_t nops,
                          const gen_stencil *shim, bool *all);
 
+/* The shim's unwind facts from its cache entry (unwind_cache_encode) and its
+ * already checked stencil, without the object: 1, or 0 when the entry is not
+ * usable (read the object instead), or -1 after a diagnostic (the pin). */
+int verify_cached_shim(const uint8_t *entry, size_t size, const sg_verify_in *in,
+                       const gen_stencil *s, sg_unwind *unwind);
+
 /* Fills and checks *s; for the shim also derives *unwind. */
 bool verify_object(const uint8_t *bytes, size_t size, const sg_verify_in *in, gen_stencil *s,
                    sg_unwind *unwind);

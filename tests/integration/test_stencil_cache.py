@@ -1,6 +1,8 @@
-"""The cached checked stencils ("stencil" blobs beside each op's object): used on a
-no-op run, refused when damaged, from another format version or made under
-another symbol list, and then rebuilt from the object, with the same header."""
+"""The cached checked stencils ("stencil" blobs beside each object, and for the
+shim an "unwind" blob, what its unwind facts are derived from): used on a no-op
+run, which then reads no object, refused when damaged, from another format
+version or made under another symbol list, and then rebuilt from the object,
+with the same header."""
 import glob
 import os
 import re
@@ -61,10 +63,22 @@ def test_noop_build_uses_cached_stencils(ctx):
           n, compiled, stencils)
     cold = header(out)
     blobs = glob.glob(os.path.join(out, ".stencilgen", "blobs", "*.stencil"))
-    check(len(blobs) == n, "expected %d stencil blobs, found %d", n, len(blobs))
+    check(len(blobs) == n + 1, "expected %d stencil blobs (ops and shim), found %d", n + 1,
+          len(blobs))
+    unwind = glob.glob(os.path.join(out, ".stencilgen", "blobs", "*.unwind"))
+    check(len(unwind) == 1, "expected the shim's unwind blob, found %s", unwind)
     counts, _ = build(ctx, manifest, out)
-    check(counts == (n, 0, n, n), "no-op build: %s", counts)
+    check(counts == (n, 0, n, n + 1), "no-op build: %s", counts)
     check(header(out) == cold, "header from cached stencils differs from the cold build's")
+    # Damaged, the shim's unwind entry is a miss: its object is read again.
+    with open(unwind[0], "r+b") as f:
+        f.seek(8)
+        b = f.read(1)
+        f.seek(8)
+        f.write(bytes([b[0] ^ 0x01]))
+    counts, _ = build(ctx, manifest, out)
+    check(counts == (n, 0, n, n), "no-op build after damaging the unwind entry: %s", counts)
+    check(header(out) == cold, "header after rebuilding the shim's facts differs")
 
 
 def test_damaged_stencil_entries_are_rebuilt(ctx):
@@ -93,8 +107,9 @@ def test_damaged_stencil_entries_are_rebuilt(ctx):
     rewrite(blobs[6], body[6][:20] + struct.pack("<Q", 1 << 40) + body[6][28:])  # code size
     damaged = 7
     (n, compiled, cached, stencils), p = build(ctx, manifest, out)
-    # The objects are intact: every op comes from the cache, 7 of them by way of it.
-    check((compiled, cached, stencils) == (0, n, n - damaged),
+    # The objects are intact: every op comes from the cache, 7 of the stencils
+    # (the shim's among them, maybe) by way of it.
+    check((compiled, cached, stencils) == (0, n, n + 1 - damaged),
           "damage not detected or not recovered from the objects: %s\n%s",
           (n, compiled, cached, stencils), p.stderr)
     for reason in ["format version 2", "bytes after the end", "another generator",
@@ -104,7 +119,7 @@ def test_damaged_stencil_entries_are_rebuilt(ctx):
     for b in blobs:
         check(read(b, "rb") == original[b], "%s was not rewritten as it was", b)
     counts, _ = build(ctx, manifest, out)
-    check(counts == (n, 0, n, n), "repaired cache still misses: %s", counts)
+    check(counts == (n, 0, n, n + 1), "repaired cache still misses: %s", counts)
 
 
 def test_symbol_list_change_is_not_served_stale_stencils(ctx):
@@ -125,7 +140,7 @@ def test_symbol_list_change_is_not_served_stale_stencils(ctx):
     build(ctx, manifest, fresh, "--cache-dir", os.path.join(base, "cache2"))
     check(header(out) == header(fresh), "header after reordering symbols differs from a cold build's")
     counts, _ = build(ctx, manifest, out)
-    check(counts == (n, 0, n, n), "stencils not cached again: %s", counts)
+    check(counts == (n, 0, n, n + 1), "stencils not cached again: %s", counts)
 
 
 def test_dump_from_cached_stencils(ctx):
