@@ -238,21 +238,3 @@ int discover_ops(const char *source, const char *const *args, size_t nargs, sg_o
     clang_disposeIndex(index);
     return rc;
 }
-
-void pathlist_free(sg_pathlist *l)
-{
-    for (size_t i = 0; i < l->count; i++)
-        free(l->items[i]);
-    free(l->items);
-    *l = (sg_pathlist){0};
-}
-
-void oplist_free(sg_oplist *l)
-{
-    for (size_t i = 0; i < l->count; i++) {
-        free(l->items[i].name);
-        free(l->items[i].source);
-    }
-    free(l->items);
-    *l = (sg_oplist){0};
-}

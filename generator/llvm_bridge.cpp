@@ -418,7 +418,3 @@ extern "C" void lb_disasm_destroy(lb_disasm *d)
     delete d;
 }
 
-extern "C" const char *lb_llvm_version(void)
-{
-    return LLVM_VERSION_STRING;
-}

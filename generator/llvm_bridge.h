@@ -41,7 +41,8 @@ lb_disasm *lb_disasm_create(const char *triple, uint32_t fp_dwarf_reg,
 void lb_disasm_one(lb_disasm *d, const uint8_t *code, size_t size, uint64_t pc, lb_insn *out);
 void lb_disasm_destroy(lb_disasm *d);
 
-/* LLVM version string, e.g. "22.1.0" (for cache keys and --version). */
+/* LLVM version string, e.g. "22.1.0" (for cache keys and --version): the one
+ * the generator was built with, known without loading LLVM (llvm_version.c). */
 const char *lb_llvm_version(void);
 
 #ifdef __cplusplus

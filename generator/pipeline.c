@@ -189,8 +189,16 @@ static sg_verify_in verify_inputs(const sg_run *run, const job_ref *ref, const s
 static bool process_object(done_ctx *ctx, sg_job *job, const uint8_t *bytes, size_t size)
 {
     job_ref *ref = job->user;
+    sg_target_result *r = ref->result;
+    /* Opened for the first object read: a run that reads none never loads
+     * LLVM (llvm_plugin.h). */
+    if (!r->disasm && !(r->disasm = open_disasm(r->target))) {
+        ref->extract_failed = true;
+        ctx->extract_rc = exit_worst(ctx->extract_rc, SG_EXIT_TOOLCHAIN);
+        return false;
+    }
     sg_verify_in in = verify_inputs(ctx->run, ref, job);
-    if (verify_object(bytes, size, &in, ref->stencil, &ref->result->unwind))
+    if (verify_object(bytes, size, &in, ref->stencil, &r->unwind))
         return true;
     ref->extract_failed = true;
     ctx->extract_rc = exit_worst(ctx->extract_rc, SG_EXIT_CHECK);
@@ -396,8 +404,7 @@ static int compile_all(sg_run *run, job_set *js)
 {
     for (size_t t = 0; t < run->nresults; t++) {
         sg_target_result *r = &run->results[t];
-        r->disasm = open_disasm(r->target);
-        if (!r->disasm || !make_target_dirs(run, r->target))
+        if (!make_target_dirs(run, r->target))
             return SG_EXIT_TOOLCHAIN;
         r->ops = xcalloc(run->ops.count, sizeof *r->ops);
         add_job(js, run, r, NULL);

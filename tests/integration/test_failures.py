@@ -493,6 +493,23 @@ def test_clang_missing(ctx):
     expect_line(p, "a compiler that fails", "error: ", "'/bin/false'", "printed nothing")
 
 
+def test_llvm_module_missing(ctx):
+    """The executable alone, without its LLVM module (stencilgen-llvm.so beside
+    it or under the install's libdir): a run that must discover ops is exit 3,
+    saying where it looked, once, and the outputs are kept."""
+    s = Scenario(ctx)
+    alone = os.path.join(ctx.tmp, "alone")
+    os.makedirs(alone)
+    shutil.copy(ctx.stencilgen, alone)
+    p = s.ctx.run([os.path.join(alone, "stencilgen"), "build", "--manifest", s.manifest,
+                   "--outdir", s.outdir], timeout=BUILD_TIMEOUT)
+    expect_exit(p, EXIT_TOOLCHAIN, "no LLVM module")
+    want = "cannot load stencilgen's LLVM module stencilgen-llvm.so: not found (tried %s/" % alone
+    check(want in p.stderr and p.stderr.count("error:") == 1, "no single error naming where "
+          "it looked:\n%s", describe(p))
+    assert_untouched(s.good, s.outdir, "no LLVM module")
+
+
 # --- check failures (exit 1) -----------------------------------------------
 
 TLS_RELOC = re.compile(r"^R_X86_64_(TLSGD|TLSLD|GOTTPOFF|CODE_\d+_GOTTPOFF|TPOFF32|TPOFF64|"

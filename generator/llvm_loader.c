@@ -1,0 +1,129 @@
+/* llvm_loader.c - llvm_bridge.h and discover_ops for the stencilgen
+ * executable: the first call loads the LLVM module (llvm_plugin.h), every
+ * call forwards to it. A module that is missing or not this stencilgen's is
+ * a toolchain failure like a missing compiler: the callers' error paths say
+ * so (exit 3). */
+#define _GNU_SOURCE /* readlink, PATH_MAX */
+#include <dlfcn.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "diag.h"
+#include "llvm_plugin.h"
+#include "util.h"
+
+/* Loaded once, from the main thread (discovery and object reading run
+ * there); or why it could not be. */
+static const sg_llvm_api *api;
+static char *api_error;
+
+/* Directory of the running executable, with a trailing slash. */
+static bool exe_dir(char *buf, size_t size)
+{
+    ssize_t n = readlink("/proc/self/exe", buf, size - 1);
+    if (n <= 0 || (size_t)n >= size - 1)
+        return false;
+    buf[n] = '\0';
+    char *slash = strrchr(buf, '/');
+    if (!slash)
+        return false;
+    slash[1] = '\0';
+    return true;
+}
+
+static void *open_module(strbuf *why)
+{
+    char dir[PATH_MAX];
+    if (!exe_dir(dir, sizeof dir)) {
+        sb_printf(why, "cannot find the stencilgen executable (/proc/self/exe)");
+        return NULL;
+    }
+    const char *places[] = {"", SG_LLVM_PLUGIN_DIR "/"};
+    strbuf tried = {0};
+    for (size_t i = 0; i < sizeof places / sizeof places[0]; i++) {
+        strbuf path = {0};
+        sb_printf(&path, "%s%s%s", places[i][0] == '/' ? "" : dir, places[i],
+                  SG_LLVM_PLUGIN_NAME);
+        void *h = dlopen(path.data, RTLD_NOW | RTLD_LOCAL);
+        bool there = !h && access(path.data, F_OK) == 0;
+        if (there) /* it exists but does not load: say why */
+            sb_printf(why, "%s", dlerror());
+        sb_printf(&tried, "%s%s", tried.len ? ", " : "", path.data);
+        sb_free(&path);
+        if (h || there) {
+            sb_free(&tried);
+            return h;
+        }
+    }
+    sb_printf(why, "not found (tried %s)", tried.data);
+    sb_free(&tried);
+    return NULL;
+}
+
+static const sg_llvm_api *load(void)
+{
+    if (api || api_error)
+        return api;
+    strbuf why = {0}, msg = {0};
+    void *h = open_module(&why);
+    sg_llvm_api_get_fn *get = h ? (sg_llvm_api_get_fn *)dlsym(h, SG_LLVM_API_SYMBOL) : NULL;
+    const sg_llvm_api *a = get ? get() : NULL;
+    if (!h)
+        sb_printf(&msg, "cannot load stencilgen's LLVM module %s: %s", SG_LLVM_PLUGIN_NAME,
+                  why.data);
+    else if (!a || a->version != SG_LLVM_API_VERSION || strcmp(a->llvm_version, lb_llvm_version()))
+        sb_printf(&msg, "stencilgen's LLVM module %s is not this stencilgen's (LLVM %s, table "
+                  "version %d; want LLVM %s, version %d): reinstall stencilgen",
+                  SG_LLVM_PLUGIN_NAME, a ? a->llvm_version : "?", a ? a->version : 0,
+                  lb_llvm_version(), SG_LLVM_API_VERSION);
+    else
+        api = a;
+    api_error = api ? NULL : xstrdup(msg.data);
+    sb_free(&why);
+    sb_free(&msg);
+    return api;
+}
+
+bool lb_read_object(const uint8_t *buf, size_t size, objfile *out, char *err, size_t errsz)
+{
+    if (load())
+        return api->read_object(buf, size, out, err, errsz);
+    snprintf(err, errsz, "%s", api_error);
+    return false;
+}
+
+lb_disasm *lb_disasm_create(const char *triple, uint32_t fp_dwarf_reg,
+                            const char *const *fp_writers, char *err, size_t errsz)
+{
+    if (load())
+        return api->disasm_create(triple, fp_dwarf_reg, fp_writers, err, errsz);
+    snprintf(err, errsz, "%s", api_error);
+    return NULL;
+}
+
+/* Only ever given a disassembler lb_disasm_create made: the module is loaded. */
+void lb_disasm_one(lb_disasm *d, const uint8_t *code, size_t size, uint64_t pc, lb_insn *out)
+{
+    api->disasm_one(d, code, size, pc, out);
+}
+
+void lb_disasm_destroy(lb_disasm *d)
+{
+    if (d)
+        api->disasm_destroy(d);
+}
+
+int discover_ops(const char *source, const char *const *args, size_t nargs, sg_oplist *out,
+                 sg_pathlist *deps)
+{
+    static bool reported; /* once, not once per op source */
+    if (load())
+        return api->discover_ops(source, args, nargs, out, deps);
+    if (!reported)
+        diag_error("%s", api_error);
+    reported = true;
+    return SG_EXIT_TOOLCHAIN;
+}
