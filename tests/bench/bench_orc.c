@@ -582,8 +582,8 @@ static void print_figures(const bench *b, const char *path)
                b->compile[v].best * 1e6 / (double)b->instrs,
                b->compile[v].worst * 1e6 / (double)b->instrs);
     for (int v = 0; v < V__COUNT; v++)
-        printf(" run_ms_%s=%.4f/%.4f", version_keys[v], b->run[v].best * 1e3,
-               b->run[v].worst * 1e3);
+        printf(" run_us_%s=%.4f/%.4f", version_keys[v], b->run[v].best * 1e6,
+               b->run[v].worst * 1e6);
     printf("\n");
 }
 
