@@ -60,8 +60,11 @@ def orc_figures(build, program, repeat):
     return figures
 
 
-def duration(us):
-    return "%.3g ms" % (us / 1e3) if us >= 100 else "%.3g us" % us
+def durations(us):
+    """Times given in us, in one unit: ms if all are at least 0.1 ms."""
+    if min(us) >= 100:
+        return " / ".join("%.3g" % (t / 1e3) for t in us) + " ms"
+    return " / ".join("%.3g" % t for t in us) + " us"
 
 
 def orc_rows(build):
@@ -71,16 +74,17 @@ def orc_rows(build):
         o = orc_figures(build, program, repeat)
         c = [o["compile_us_per_instr_" + v][0] for v in ORC_VERSIONS]
         r = [o["run_us_" + v][0] for v in ORC_VERSIONS]
-        rows.append(("ORC LLJIT, %s (%d instrs, %d functions): compile per instruction, "
-                     "stencilrt / -O0 / -O2" % (program, o["instrs"][0], o["functions"][0]),
+        rows.append(("vs ORC LLJIT: %s compile/instr, stencilrt / -O0 / -O2" % program,
                      "%.2f / %.1f / %.0f us" % tuple(c),
-                     "stencilrt %.0fx faster than -O0, %.0fx than -O2 (best of 10; "
-                     "stencilrt %.2f-%.2f us)" % (c[1] / c[0], c[2] / c[0], *o["compile_us_per_instr_sr"])))
-        rows.append(("ORC LLJIT, %s: run, stencilrt / -O0 / -O2 (best of 10)" % program,
-                     "%s / %s / %s" % tuple(duration(us) for us in r),
+                     "stencilrt %.0fx faster than -O0, %.0fx than -O2 (%d instrs, %d functions; best "
+                     "of 10; stencilrt %.2f-%.2f us)" % (c[1] / c[0], c[2] / c[0], o["instrs"][0],
+                                                        o["functions"][0],
+                                                        *o["compile_us_per_instr_sr"])))
+        rows.append(("vs ORC LLJIT: %s run, stencilrt / -O0 / -O2 (best of 10)" % program,
+                     durations(r),
                      "time / stencilrt's: -O0 %.2f, -O2 %.2f, interpreter %.2f (%s)" % (
                          r[1] / r[0], r[2] / r[0], o["run_us_interp"][0] / r[0],
-                         duration(o["run_us_interp"][0]))))
+                         durations([o["run_us_interp"][0]]))))
     return rows
 
 
@@ -236,10 +240,10 @@ def main():
     rows = []
     rows.append(("cold build, 300-op corpus, -j2 / floor (same clang commands)",
                  "%.2f / %.2f s" % (g["cold"], g["floor"]), "ratio %.2f" % (g["cold"] / g["floor"])))
-    rows.append(("cold build, 300-op corpus, -j2 / CPython's per-op pipeline (clang -S, "
-                 "clang -c, llvm-objdump, llvm-readobj; same flags)",
+    rows.append(("cold build, 300-op corpus, -j2 / CPython's 4-tool pipeline per op",
                  "%.2f / %.2f s" % (g["cold"], g["pipeline"]),
-                 "ratio %.2f (%d units; runs: stencilgen %.1f-%.1f, pipeline %.1f-%.1f s)" % (
+                 "ratio %.2f (%d units through clang -S, clang -c, llvm-objdump, llvm-readobj; "
+                 "runs: stencilgen %.1f-%.1f, pipeline %.1f-%.1f s)" % (
                      g["cold"] / g["pipeline"], g["ops"], min(g["colds"]), max(g["colds"]),
                      min(g["pipelines"]), max(g["pipelines"]))))
     rows.append(("no-op rebuild, 300 ops: best / median of 10", "%.0f / %.0f ms" % (
