@@ -41,6 +41,53 @@ def tinyvm_ms(build, mode, program, repeat, exe=TINYVM):
     return float(re.search(r"time: ([0-9.]+) ms", p.stderr).group(1)) / repeat
 
 
+# bench_orc's programs: every bundled one that ends normally and whose result
+# does not depend on how it was compiled (backtrace.tvm counts C frames), with
+# runs per timing.
+ORC_PROGRAMS = [("loop.tvm", 5), ("fib.tvm", 20), ("countdown.tvm", 1), ("reenter.tvm", 20)]
+ORC_VERSIONS = ["sr", "o0", "o2"]
+
+
+def orc_figures(build, program, repeat):
+    """bench_orc's key=value line: each figure as (best, worst) over its rounds."""
+    out = run([os.path.join(build, "tests", "bench", "bench_orc"), "--repeat", str(repeat),
+               os.path.join(ROOT, "stencils", "programs", program)]).stdout
+    line = re.search(r"^bench_orc \S+ (.*)$", out, re.M).group(1)
+    figures = {}
+    for item in line.split():
+        key, value = item.split("=")
+        figures[key] = tuple(float(v) for v in value.split("/"))
+    return figures
+
+
+def durations(us):
+    """Times given in us, in one unit: ms if all are at least 0.1 ms."""
+    if min(us) >= 100:
+        return " / ".join("%.3g" % (t / 1e3) for t in us) + " ms"
+    return " / ".join("%.3g" % t for t in us) + " us"
+
+
+def orc_rows(build):
+    """stencilrt against LLVM's LLJIT (-O0, -O2) on the same programs."""
+    rows = []
+    for program, repeat in ORC_PROGRAMS:
+        o = orc_figures(build, program, repeat)
+        c = [o["compile_us_per_instr_" + v][0] for v in ORC_VERSIONS]
+        r = [o["run_us_" + v][0] for v in ORC_VERSIONS]
+        rows.append(("vs ORC LLJIT: %s compile/instr, stencilrt / -O0 / -O2" % program,
+                     "%.2f / %.1f / %.0f us" % tuple(c),
+                     "stencilrt %.0fx faster than -O0, %.0fx than -O2 (%d instrs, %d functions; best "
+                     "of 10; stencilrt %.2f-%.2f us)" % (c[1] / c[0], c[2] / c[0], o["instrs"][0],
+                                                        o["functions"][0],
+                                                        *o["compile_us_per_instr_sr"])))
+        rows.append(("vs ORC LLJIT: %s run, stencilrt / -O0 / -O2 (best of 10)" % program,
+                     durations(r),
+                     "time / stencilrt's: -O0 %.2f, -O2 %.2f, interpreter %.2f (%s)" % (
+                         r[1] / r[0], r[2] / r[0], o["run_us_interp"][0] / r[0],
+                         durations([o["run_us_interp"][0]]))))
+    return rows
+
+
 def timed(cmd, **kw):
     t0 = time.monotonic()
     p = run(cmd, **kw)
@@ -61,6 +108,51 @@ def floor_seconds(commands, jobs, tmp):
     run(["ninja", "-C", tmp, "-j", str(jobs)], timeout=1800)
     elapsed = time.monotonic() - t0
     os.remove(os.path.join(tmp, ".ninja_log"))  # the next run compiles everything again
+    return elapsed
+
+
+# CPython's Tools/jit builds each op with four tools, one after another: clang
+# -S, clang -c of that assembly, llvm-objdump for the disassembly it pastes as
+# comments, and llvm-readobj's JSON, which it parses for sections, symbols and
+# relocations.
+READOBJ_ARGS = ["--elf-output-style=JSON", "--expand-relocs", "--sections", "--section-data",
+                "--section-relocations", "--section-symbols"]
+
+
+def pipeline_seconds(commands, jobs, tmp):
+    """stencilgen's compiles (same units, same flags) through CPython's per-op
+    pipeline, run by ninja at the same parallelism: the four steps of an op in
+    sequence, ops in parallel."""
+    import shlex
+
+    def q(args):
+        return " ".join(shlex.quote(a) for a in args)
+    work = os.path.join(tmp, "pipeline")
+    os.makedirs(work, exist_ok=True)
+    lines = ["rule step", "  command = cd $dir && $cmd", ""]
+    for i, entry in enumerate(commands):
+        args = list(entry["arguments"])
+        base = os.path.join(work, "op%d" % i)
+        args[args.index("-c")] = "-S"
+        args[args.index("-o") + 1] = base + ".s"
+        args[args.index("-MF") + 1] = base + ".d"
+        target = [a for a in args if a.startswith("--target=")]
+        steps = [args,
+                 [args[0]] + target + ["-c", base + ".s", "-o", base + ".o"],
+                 ["llvm-objdump-22", "--disassemble", "--reloc", base + ".o"],
+                 ["llvm-readobj-22"] + READOBJ_ARGS + [base + ".o"]]
+        outs = [".s", ".o", ".dis", ".json"]
+        for k, step in enumerate(steps):
+            cmd = q(step) + (" > " + shlex.quote(base + outs[k]) if k >= 2 else "")
+            lines.append("build p%d_%d: step%s" % (i, k, " p%d_%d" % (i, k - 1) if k else ""))
+            lines.append("  dir = %s" % entry["directory"])
+            lines.append("  cmd = %s" % cmd)
+    with open(os.path.join(work, "build.ninja"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    t0 = time.monotonic()
+    run(["ninja", "-C", work, "-j", str(jobs)], timeout=1800)
+    elapsed = time.monotonic() - t0
+    os.remove(os.path.join(work, ".ninja_log"))  # the next run does everything again
     return elapsed
 
 
@@ -91,11 +183,15 @@ def generator_figures(build, jobs=2):
             i = args.index("-MF")
             args[i + 1] = os.path.join(tmp, "floor-%s.d" % op)
         # Best of three, alternating, on a machine whose speed wanders.
-        floor = floor_seconds(commands, jobs, tmp)
+        colds = [cold]
+        floors = [floor_seconds(commands, jobs, tmp)]
+        pipelines = [pipeline_seconds(commands, jobs, tmp)]
         for _ in range(2):
             shutil.rmtree(out)
-            cold = min(cold, timed(build_cmd)[0])
-            floor = min(floor, floor_seconds(commands, jobs, tmp))
+            colds.append(timed(build_cmd)[0])
+            floors.append(floor_seconds(commands, jobs, tmp))
+            pipelines.append(pipeline_seconds(commands, jobs, tmp))
+        cold, floor, pipeline = min(colds), min(floors), min(pipelines)
         noops = sorted(timed(build_cmd)[0] for _ in range(10))
         src = os.path.join(corpus, "ops", "group13.c")
         with open(src) as f:
@@ -109,7 +205,8 @@ def generator_figures(build, jobs=2):
             t, p = timed(build_cmd)
             edit = min(edit, t)
             one_compile = min(one_compile, timed(one["arguments"], cwd=one["directory"])[0])
-        return {"cold": cold, "floor": floor, "noop": noops[0], "noop_median": noops[5],
+        return {"cold": cold, "floor": floor, "pipeline": pipeline, "colds": colds,
+                "pipelines": pipelines, "ops": len(commands), "noop": noops[0], "noop_median": noops[5],
                 "edit": edit, "one_compile": one_compile,
                 "edit_summary": re.search(r"\((\d+) compiled", p.stdout).group(1)}
     finally:
@@ -143,6 +240,12 @@ def main():
     rows = []
     rows.append(("cold build, 300-op corpus, -j2 / floor (same clang commands)",
                  "%.2f / %.2f s" % (g["cold"], g["floor"]), "ratio %.2f" % (g["cold"] / g["floor"])))
+    rows.append(("cold build, 300-op corpus, -j2 / CPython's 4-tool pipeline per op",
+                 "%.2f / %.2f s" % (g["cold"], g["pipeline"]),
+                 "ratio %.2f (%d units through clang -S, clang -c, llvm-objdump, llvm-readobj; "
+                 "runs: stencilgen %.1f-%.1f, pipeline %.1f-%.1f s)" % (
+                     g["cold"] / g["pipeline"], g["ops"], min(g["colds"]), max(g["colds"]),
+                     min(g["pipelines"]), max(g["pipelines"]))))
     rows.append(("no-op rebuild, 300 ops: best / median of 10", "%.0f / %.0f ms" % (
         g["noop"] * 1e3, g["noop_median"] * 1e3), ""))
     rows.append(("one-op edit rebuild / that op's compile alone (best of 3)",
@@ -200,6 +303,7 @@ def main():
                      "%.2f / %.2f ms" % (i, j),
                      "JIT %.2fx faster (runs: interpreter %.1f-%.1f, JIT %.1f-%.1f ms)" % (
                          i / j, min(interp), max(interp), min(jit), max(jit))))
+    rows += orc_rows(build)
     # The same JIT with operands loaded from GOT slots instead of immediates.
     imm, got = [], []
     for _ in range(3):
