@@ -1,6 +1,7 @@
 /* jitmem.c - executable memory, W^X: a region reserves address space with no
  * access; a run of pages is mapped read+write while code is written, then
- * read+execute for good. No page is ever writable and executable. */
+ * read+execute (and back to read+write only while sr_patch_* rewrites a hole).
+ * No page is ever writable and executable. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
