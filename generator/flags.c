@@ -1,9 +1,12 @@
 /* flags.c - see flags.h. */
+#define _GNU_SOURCE /* utimensat */
 #include "flags.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "diag.h"
 #include "util.h"
@@ -20,12 +23,16 @@ char *flags_op_template_dir(const char *workdir)
     size_t size = 0;
     /* Rewritten only when it differs: concurrent runs sharing the directory
      * then never touch it, and its mtime stays older than every compile
-     * (the cache stores nothing whose inputs changed after it started). */
+     * (the cache stores nothing whose inputs changed after it started). A
+     * fresh copy is dated at the epoch, for the same reason: its content is
+     * the generator's own, and this run's first discovery reads it at once. */
     bool same = read_file(path, &old, &size) && size == sg_stencil_op_h_size &&
                 !memcmp(old, sg_stencil_op_h, size);
     free(old);
-    if (!same && (!mkdir_p(dir) || !write_file_atomic(path, sg_stencil_op_h,
-                                                      sg_stencil_op_h_size))) {
+    static const struct timespec epoch[2] = {{0, UTIME_OMIT}, {0, 0}}; /* atime, mtime */
+    if (!same && (!mkdir_p(dir) ||
+                  !write_file_atomic(path, sg_stencil_op_h, sg_stencil_op_h_size) ||
+                  utimensat(AT_FDCWD, path, epoch, 0) != 0)) {
         diag_error("cannot write '%s': %s", path, strerror(errno));
         free(dir);
         dir = NULL;

@@ -20,6 +20,7 @@ import glob
 import os
 import re
 import struct
+import subprocess
 import time
 
 from sgtest import TestFailure, check, read
@@ -223,10 +224,6 @@ def env_jitdump(directory=None):
     if directory:
         env["STENCILRT_PERF_DIR"] = directory
     return env
-
-
-def new_files(pattern, before):
-    return sorted(set(glob.glob(pattern)) - before)
 
 
 # ---- tests ------------------------------------------------------------------
@@ -481,18 +478,24 @@ def test_full_disk_leaves_whole_records(ctx):
     inject(ctx, data)
     images = glob.glob(os.path.join(ctx.tmp, "jitted-%d-*.so" % dump["pid"]))
     check(len(images) == len(loads), "%d images for %d loads", len(images), len(loads))
-    # The perf map the same way: whole lines only.
-    before = set(glob.glob("/tmp/perf-*.map"))
+    # The perf map the same way: whole lines only. Its name has the pid, which
+    # the wrapper keeps (sh and prlimit exec the program).
+    env = dict(os.environ, STENCILRT_PERF="map")
+    proc = subprocess.Popen(limited([program(ctx, "perf_threads")], 4096), env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    path = "/tmp/perf-%d.map" % proc.pid
     try:
-        p = ctx.run(limited([program(ctx, "perf_threads")], 4096),
-                    env={"STENCILRT_PERF": "map"}, timeout=T)
-        check(p.returncode == 0 and len(p.stderr.strip().splitlines()) == 1,
-              "perf_threads: %d, stderr %r", p.returncode, p.stderr[-2000:])
-        maps = new_files("/tmp/perf-*.map", before)
-        check(len(maps) == 1, "maps: %s", maps)
-        text = read(maps[0])
+        try:
+            _, err = proc.communicate(timeout=T)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise TestFailure("perf_threads timed out after %ss" % T)
+        check(proc.returncode == 0 and len(err.strip().splitlines()) == 1,
+              "perf_threads: %d, stderr %r", proc.returncode, err[-2000:])
+        check(os.path.exists(path), "no %s", path)
+        text = read(path)
         check(text.endswith("\n") and all(re.match(r"^[0-9a-f]+ [0-9a-f]+ \S+$", l)
                                           for l in text.splitlines()), "a torn map line")
     finally:
-        for path in new_files("/tmp/perf-*.map", before):
+        if os.path.exists(path):
             os.unlink(path)
