@@ -390,8 +390,7 @@ void unwind_cache_encode(strbuf *out, const sg_unwind *u)
     uint64_t fields[] = {UNWIND_CACHE_VERSION, u->eh_frame_addr, u->eh_addr_size,
                          u->call_offset, u->call_size, u->eh_frame_size};
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
-        for (int b = 0; b < 8; b++)
-            sb_putc(out, (char)(fields[i] >> (8 * b)));
+        sb_put_le(out, fields[i], 8);
     sb_putn(out, u->call_text, sizeof u->call_text);
     sb_putn(out, (const char *)u->eh_frame, u->eh_frame_size);
 }
@@ -403,8 +402,7 @@ bool frame_shape_from_cache(const uint8_t *buf, size_t size, const gen_stencil *
     enum { NFIELDS = 6, HEAD = 8 * NFIELDS + sizeof u->call_text };
     uint64_t f[NFIELDS] = {0};
     for (size_t i = 0; size >= HEAD && i < NFIELDS; i++)
-        for (int b = 0; b < 8; b++)
-            f[i] |= (uint64_t)buf[8 * i + (size_t)b] << (8 * b);
+        f[i] = load_le(buf + 8 * i, 8);
     if (size < HEAD || f[0] != UNWIND_CACHE_VERSION || f[5] != size - HEAD ||
         (f[2] != 4 && f[2] != 8) || f[3] >= shim->code_size ||
         buf[8 * NFIELDS + sizeof u->call_text - 1] != '\0')

@@ -194,10 +194,7 @@ static bool cached_unwind(sg_incremental *inc, const inc_unit *u, uint8_t **out,
     size_t n;
     if (!cache_get(inc->cache, &u->key, "unwind", &e, &n))
         return false;
-    uint64_t context = 0;
-    for (int b = 0; n >= 8 && b < 8; b++)
-        context |= (uint64_t)e[b] << (8 * b);
-    if (n < 8 || context != u->context) {
+    if (n < 8 || load_le(e, 8) != u->context) {
         free(e);
         return false;
     }
@@ -294,8 +291,7 @@ void inc_store(sg_incremental *inc, inc_unit *u, const inc_output *fresh,
         return;
     if (!u->op) {
         strbuf e = {0};
-        for (int b = 0; b < 8; b++)
-            sb_putc(&e, (char)(u->context >> (8 * b)));
+        sb_put_le(&e, u->context, 8);
         sb_putn(&e, unwind->data, unwind->len);
         bool put = cache_put(inc->cache, &u->key, "unwind", e.data, e.len);
         sb_free(&e);

@@ -19,29 +19,21 @@ static void put_u8(strbuf *sb, unsigned v)
     sb_putc(sb, (char)(uint8_t)v);
 }
 
-static void put_uint(strbuf *sb, uint64_t v, unsigned bytes)
-{
-    uint8_t b[8];
-    for (unsigned i = 0; i < bytes; i++)
-        b[i] = (uint8_t)(v >> (8 * i));
-    sb_putn(sb, b, bytes);
-}
-
 /* A string preceded by its length in `len_bytes` bytes. */
 static void put_str(strbuf *sb, const char *s, unsigned len_bytes)
 {
     size_t n = strlen(s);
-    put_uint(sb, n, len_bytes);
+    sb_put_le(sb, n, len_bytes);
     sb_putn(sb, s, n);
 }
 
 static void put_hole(strbuf *sb, const gen_hole *h)
 {
-    put_uint(sb, h->offset, 4);
+    sb_put_le(sb, h->offset, 4);
     put_u8(sb, (unsigned)h->patch);
     put_u8(sb, (unsigned)h->value);
-    put_uint(sb, h->index, 4);
-    put_uint(sb, (uint64_t)h->addend, 8);
+    sb_put_le(sb, h->index, 4);
+    sb_put_le(sb, (uint64_t)h->addend, 8);
     put_str(sb, h->reloc, 1);
     put_str(sb, h->symbol, 1);
 }
@@ -49,16 +41,16 @@ static void put_hole(strbuf *sb, const gen_hole *h)
 void stencil_blob_encode(strbuf *out, const gen_stencil *s, const char *deps, uint64_t context)
 {
     sb_putn(out, magic, sizeof magic);
-    put_uint(out, STENCIL_BLOB_VERSION, 4);
-    put_uint(out, context, 8);
-    put_uint(out, s->code_size, 8);
-    put_uint(out, s->data_size, 8);
-    put_uint(out, s->data_align, 8);
-    put_uint(out, s->entry, 8);
-    put_uint(out, s->removed_jump, 8);
-    put_uint(out, s->ncode_holes, 4);
-    put_uint(out, s->ndata_holes, 4);
-    put_uint(out, s->ninsns, 4);
+    sb_put_le(out, STENCIL_BLOB_VERSION, 4);
+    sb_put_le(out, context, 8);
+    sb_put_le(out, s->code_size, 8);
+    sb_put_le(out, s->data_size, 8);
+    sb_put_le(out, s->data_align, 8);
+    sb_put_le(out, s->entry, 8);
+    sb_put_le(out, s->removed_jump, 8);
+    sb_put_le(out, s->ncode_holes, 4);
+    sb_put_le(out, s->ndata_holes, 4);
+    sb_put_le(out, s->ninsns, 4);
     put_str(out, deps, 4);
     if (s->code_size) /* memcpy from NULL is undefined, even for 0 bytes */
         sb_putn(out, s->code, s->code_size);
@@ -115,10 +107,7 @@ static const uint8_t *get_bytes(reader *r, uint64_t n)
 static uint64_t get_uint(reader *r, unsigned bytes)
 {
     const uint8_t *b = get_bytes(r, bytes);
-    uint64_t v = 0;
-    for (unsigned i = 0; b && i < bytes; i++)
-        v |= (uint64_t)b[i] << (8 * i);
-    return v;
+    return b ? load_le(b, bytes) : 0;
 }
 
 /* A size_t-sized field no larger than `max`. */

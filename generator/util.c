@@ -127,6 +127,22 @@ void sb_vprintf(strbuf *sb, const char *fmt, va_list ap)
     sb->len += (size_t)n;
 }
 
+void sb_put_le(strbuf *sb, uint64_t v, unsigned bytes)
+{
+    uint8_t b[8];
+    for (unsigned i = 0; i < bytes; i++)
+        b[i] = (uint8_t)(v >> (8 * i));
+    sb_putn(sb, b, bytes);
+}
+
+uint64_t load_le(const uint8_t *p, unsigned bytes)
+{
+    uint64_t v = 0;
+    for (unsigned i = 0; i < bytes; i++)
+        v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
 void sb_printf(strbuf *sb, const char *fmt, ...)
 {
     va_list ap;

@@ -33,6 +33,10 @@ typedef struct strbuf {
 void sb_putc(strbuf *sb, char c);
 void sb_puts(strbuf *sb, const char *s);
 void sb_putn(strbuf *sb, const void *p, size_t n);
+/* v as `bytes` (at most 8) little-endian bytes, as cache entries store numbers. */
+void sb_put_le(strbuf *sb, uint64_t v, unsigned bytes);
+/* The little-endian number in p[0, bytes). */
+uint64_t load_le(const uint8_t *p, unsigned bytes);
 void sb_printf(strbuf *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void sb_vprintf(strbuf *sb, const char *fmt, va_list ap);
 void sb_free(strbuf *sb);
