@@ -52,13 +52,12 @@ static sr_status check_holes(const sr_executor *ex, size_t i, const sg_stencil *
     return SR_OK;
 }
 
-/* Patch every hole of instruction i that w names with v; on a value that does
- * not fit, put the old bytes back. The pages are writable. */
-static sr_status patch_holes(const sr_executor *ex, size_t i, const sg_stencil *s,
-                             const wanted *w, uint64_t v)
+/* Patch every hole of instruction i (its `size` bytes at `code`) that w names
+ * with v; on a value that does not fit, put the old bytes back. The pages are
+ * writable. */
+static sr_status patch_holes(const sr_executor *ex, size_t i, uint8_t *code, size_t size,
+                             const sg_stencil *s, const wanted *w, uint64_t v)
 {
-    uint8_t *code = ex->mem + ex->offsets[i];
-    size_t size = ex->offsets[i + 1] - ex->offsets[i];
     uint8_t *saved = malloc(size ? size : 1);
     if (!saved)
         return sr_fail(SR_ENOMEM, "out of memory");
@@ -91,7 +90,7 @@ static sr_status repatch(sr_executor *ex, size_t i, const wanted *w, uint64_t v)
     size_t size = ex->offsets[i + 1] - ex->offsets[i];
     if (!jitmem_unseal(code, size))
         return sr_fail(SR_ESYSTEM, "mprotect: %s", strerror(errno));
-    st = patch_holes(ex, i, s, w, v);
+    st = patch_holes(ex, i, code, size, s, w, v);
     if (!jitmem_seal(code, size, rt->exec_prot)) /* read+execute, as before, in every case */
         return sr_fail(SR_ESYSTEM, "mprotect: %s", strerror(errno));
     if (st == SR_OK && perf_keeps_code(rt->perf))
