@@ -13,8 +13,6 @@
 
 #include "vm.h"
 
-typedef vm_value shim_fn(vm_frame *frame, vm_value *sp, void *code);
-
 struct vm_block {
     size_t first, n;   /* its instructions in the function */
     sr_executor *ex;   /* NULL until it first runs */
@@ -97,16 +95,23 @@ static size_t block_code(const vm_function *f, size_t b, sr_instr *code)
     return k + n;
 }
 
-static sr_status compile_block(struct vm *vm, vm_function *f, size_t b)
+/* Block b's executor, compiled the first time it is needed. */
+static sr_executor *block_executor(vm_frame *frame, vm_function *f, size_t b)
 {
+    struct vm *vm = frame->vm;
+    if (f->blocks[b].ex)
+        return f->blocks[b].ex;
     sr_instr *code = calloc(f->blocks[b].n + 5, sizeof *code);
+    if (!code)
+        vm_trap(frame, "out of memory");
     char name[128];
     snprintf(name, sizeof name, "%s.b%zu", f->name, b);
-    sr_status st = code ? sr_emit(vm->rt, code, block_code(f, b, code), name, &f->blocks[b].ex)
-                        : SR_ENOMEM;
+    sr_status st = sr_emit(vm->rt, code, block_code(f, b, code), name, &f->blocks[b].ex);
     free(code);
-    vm->chain.blocks += st == SR_OK;
-    return st;
+    if (st != SR_OK)
+        vm_trap(frame, sr_last_error());
+    vm->chain.blocks++;
+    return f->blocks[b].ex;
 }
 
 bool vm_chain_init(struct vm *vm)
@@ -138,23 +143,18 @@ vm_value vm_chain_run(vm_frame *frame, vm_value *sp)
     struct vm *vm = frame->vm;
     vm_function *f = &vm->functions[frame->function];
     shim_fn *shim = (shim_fn *)vm->shim;
-    size_t b = 0;
+    sr_executor *ex = block_executor(frame, f, 0);
     *sp++ = 0; /* the top of stack the first pop takes */
     for (;;) {
-        if (!f->blocks[b].ex && compile_block(vm, f, b) != SR_OK)
-            vm_trap(frame, sr_last_error());
         frame->exit_to = -1;
-        vm_value tos = shim(frame, sp, sr_executor_entry(f->blocks[b].ex));
+        vm_value tos = shim(frame, sp, sr_executor_entry(ex));
         if (frame->exit_to < 0)
             return tos;
         vm->chain.exits++;
-        b = (size_t)frame->exit_to;
         sp = frame->exit_sp;
-        if (!f->blocks[b].ex && compile_block(vm, f, b) != SR_OK)
-            vm_trap(frame, sr_last_error());
+        ex = block_executor(frame, f, (size_t)frame->exit_to);
         sr_executor *from = f->blocks[frame->exit_from].ex;
-        if (sr_patch_jump(from, (size_t)frame->exit_branch,
-                          sr_executor_instr(f->blocks[b].ex, 1)) != SR_OK)
+        if (sr_patch_jump(from, (size_t)frame->exit_branch, sr_executor_instr(ex, 1)) != SR_OK)
             vm_trap(frame, sr_last_error());
         vm->chain.links++;
     }

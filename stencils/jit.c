@@ -5,9 +5,6 @@
 
 #include "vm.h"
 
-/* The shim's C type (shim.c); the executor is passed as a plain code pointer. */
-typedef vm_value shim_fn(vm_frame *frame, vm_value *sp, void *code);
-
 static const sr_stencil_set stencil_set = SR_STENCIL_SET_FROM_HEADER;
 
 bool vm_jit_runtime(struct vm *vm)

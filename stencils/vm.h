@@ -41,6 +41,10 @@ void vm_unload(struct vm *vm);
 /* interp.c */
 vm_value vm_interpret(vm_frame *frame, vm_value *sp);
 
+/* The shim's C type (shim.c), for both JIT modes; the executor is passed as a
+ * plain code pointer. */
+typedef vm_value shim_fn(vm_frame *frame, vm_value *sp, void *code);
+
 /* jit.c */
 bool vm_jit_runtime(struct vm *vm); /* the runtime and the shim, for both JIT modes */
 bool vm_jit_init(struct vm *vm);
