@@ -94,6 +94,17 @@ def timed(cmd, **kw):
     return time.monotonic() - t0, p
 
 
+def ninja_seconds(lines, directory, jobs):
+    """Seconds ninja takes to run the build.ninja `lines` in `directory` at -j jobs."""
+    with open(os.path.join(directory, "build.ninja"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    t0 = time.monotonic()
+    run(["ninja", "-C", directory, "-j", str(jobs)], timeout=1800)
+    elapsed = time.monotonic() - t0
+    os.remove(os.path.join(directory, ".ninja_log"))  # the next run does everything again
+    return elapsed
+
+
 def floor_seconds(commands, jobs, tmp):
     """The same compiles at the same parallelism, run by ninja and nothing else."""
     import shlex
@@ -102,13 +113,7 @@ def floor_seconds(commands, jobs, tmp):
         lines.append("build floor%d: cc" % i)
         lines.append("  dir = %s" % entry["directory"])
         lines.append("  cmd = %s" % " ".join(shlex.quote(a) for a in entry["arguments"]))
-    with open(os.path.join(tmp, "build.ninja"), "w") as f:
-        f.write("\n".join(lines) + "\n")
-    t0 = time.monotonic()
-    run(["ninja", "-C", tmp, "-j", str(jobs)], timeout=1800)
-    elapsed = time.monotonic() - t0
-    os.remove(os.path.join(tmp, ".ninja_log"))  # the next run compiles everything again
-    return elapsed
+    return ninja_seconds(lines, tmp, jobs)
 
 
 # CPython's Tools/jit builds each op with four tools, one after another: clang
@@ -147,13 +152,7 @@ def pipeline_seconds(commands, jobs, tmp):
             lines.append("build p%d_%d: step%s" % (i, k, " p%d_%d" % (i, k - 1) if k else ""))
             lines.append("  dir = %s" % entry["directory"])
             lines.append("  cmd = %s" % cmd)
-    with open(os.path.join(work, "build.ninja"), "w") as f:
-        f.write("\n".join(lines) + "\n")
-    t0 = time.monotonic()
-    run(["ninja", "-C", work, "-j", str(jobs)], timeout=1800)
-    elapsed = time.monotonic() - t0
-    os.remove(os.path.join(work, ".ninja_log"))  # the next run does everything again
-    return elapsed
+    return ninja_seconds(lines, work, jobs)
 
 
 def generator_figures(build, jobs=2):
