@@ -5,15 +5,16 @@
 
 #include <inttypes.h>
 
-/* S: the hole's value, as a C expression over the emitter's parameters. */
+/* S: the hole's value, as a C expression over the emitter's parameters and
+ * its locals `at` and `data_at`, where its code and data run. */
 static void put_value(strbuf *sb, const gen_stencil *s, const gen_hole *h, char *const *symbols)
 {
     switch (h->value) {
-    case SG_VALUE_CODE: sb_puts(sb, "(uintptr_t)code"); break;
-    case SG_VALUE_DATA: sb_puts(sb, "(uintptr_t)data"); break;
+    case SG_VALUE_CODE: sb_puts(sb, "at"); break;
+    case SG_VALUE_DATA: sb_puts(sb, "data_at"); break;
     /* The next instruction's code follows this one's: a PC-relative jump there
      * is a constant the compiler folds, range check included. */
-    case SG_VALUE_CONTINUE: sb_printf(sb, "(uintptr_t)code + %zu", s->code_size); break;
+    case SG_VALUE_CONTINUE: sb_printf(sb, "at + %zu", s->code_size); break;
     case SG_VALUE_JUMP_TARGET: sb_puts(sb, "env->target"); break;
     case SG_VALUE_OPERAND: sb_printf(sb, "env->operand[%" PRIu32 "]", h->index); break;
     case SG_VALUE_SYMBOL:
@@ -42,56 +43,57 @@ static void put_final_value(strbuf *sb, const gen_stencil *s, const gen_hole *h,
         sb_printf(sb, " - 0x%" PRIx64 "u", (uint64_t)0 - (uint64_t)h->addend);
 }
 
-static bool uses_env(const gen_hole *h)
+/* Which of the code's and the data's running addresses the emitter needs
+ * (`at`, `data_at`): each hole's own, and those its value names. */
+static void addresses_used(const gen_stencil *s, bool *code_at, bool *data_at)
 {
-    return h->value == SG_VALUE_JUMP_TARGET || h->value == SG_VALUE_OPERAND ||
-           h->value == SG_VALUE_SYMBOL || sg_patch_uses_got(h->patch);
-}
-
-/* Which parameters the emitter reads (the others are marked unused). */
-static void parameters_used(const gen_stencil *s, bool *data_used, bool *env_used)
-{
-    *data_used = s->ndata_holes > 0;
-    *env_used = false;
+    *code_at = s->ncode_holes > 0;
+    *data_at = s->ndata_holes > 0;
     for (size_t i = 0; i < s->ncode_holes + s->ndata_holes; i++) {
         const gen_hole *h = i < s->ncode_holes ? &s->code_holes[i]
                                               : &s->data_holes[i - s->ncode_holes];
-        *data_used |= h->value == SG_VALUE_DATA;
-        *env_used |= uses_env(h);
+        *code_at |= h->value == SG_VALUE_CODE || h->value == SG_VALUE_CONTINUE;
+        *data_at |= h->value == SG_VALUE_DATA;
     }
 }
 
-static void put_patch(strbuf *sb, const gen_stencil *s, const gen_hole *h, const char *base,
+static void put_patch(strbuf *sb, const gen_stencil *s, const gen_hole *h, bool in_data,
                       size_t number, char *const *symbols)
 {
     const char *kind = sg_patch_infos[h->patch].name;
+    const char *p = in_data ? "data" : "code", *pc = in_data ? "data_at" : "at";
     bool via_veneer = sg_hole_may_use_veneer(h->patch, h->value);
     if (via_veneer)
-        sb_printf(sb, "    if (sg_patch_veneered(%s + 0x%" PRIx32 ", SG_PATCH_%s, ", base,
-                  h->offset, kind);
+        sb_printf(sb, "    if (sg_patch_veneered(%s + 0x%" PRIx32 ", %s + 0x%" PRIx32
+                      ", SG_PATCH_%s, ", p, h->offset, pc, h->offset, kind);
     else
-        sb_printf(sb, "    if (sg_patch_%s(%s + 0x%" PRIx32 ", ", kind, base, h->offset);
+        sb_printf(sb, "    if (sg_patch_%s(%s + 0x%" PRIx32 ", %s + 0x%" PRIx32 ", ", kind, p,
+                  h->offset, pc, h->offset);
     put_final_value(sb, s, h, symbols);
     sb_printf(sb, "%s))\n        return %zu;\n", via_veneer ? ", env" : "", number);
 }
 
 void emitter_write(strbuf *sb, const gen_stencil *s, const char *id, char *const *symbols)
 {
-    bool data_used, env_used;
-    parameters_used(s, &data_used, &env_used);
+    bool code_at, data_at;
+    addresses_used(s, &code_at, &data_at);
     sb_printf(sb, "static unsigned sg_emit_%s(uint8_t *code, uint8_t *data, "
                   "sg_emit_env *env)\n{\n", id);
     if (!s->code_size) /* an op that only falls through: nothing to copy */
         sb_puts(sb, "    (void)code;\n");
-    if (!data_used)
+    if (!data_at)
         sb_puts(sb, "    (void)data;\n");
-    if (!env_used)
+    if (!code_at && !data_at) /* no holes: env holds nothing it needs */
         sb_puts(sb, "    (void)env;\n");
+    if (code_at)
+        sb_puts(sb, "    const uint64_t at = (uintptr_t)code + env->delta;\n");
+    if (data_at)
+        sb_puts(sb, "    const uint64_t data_at = (uintptr_t)data + env->delta;\n");
     if (s->code_size)
         sb_printf(sb, "    memcpy(code, sg_code_%s, %zu);\n", id, s->code_size);
     for (size_t i = 0; i < s->ncode_holes; i++)
-        put_patch(sb, s, &s->code_holes[i], "code", i + 1, symbols);
+        put_patch(sb, s, &s->code_holes[i], false, i + 1, symbols);
     for (size_t i = 0; i < s->ndata_holes; i++)
-        put_patch(sb, s, &s->data_holes[i], "data", s->ncode_holes + i + 1, symbols);
+        put_patch(sb, s, &s->data_holes[i], true, s->ncode_holes + i + 1, symbols);
     sb_puts(sb, "    return 0;\n}\n\n");
 }

@@ -10,10 +10,24 @@
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t registry_once = PTHREAD_ONCE_INIT;
 
-static void registry_prepare(void) { pthread_mutex_lock(&registry_lock); }
-static void registry_parent(void) { pthread_mutex_unlock(&registry_lock); }
+static void registry_prepare(void)
+{
+    pthread_mutex_lock(&registry_lock);
+    jitmem_fork_prepare();
+}
+
+static void registry_parent(void)
+{
+    jitmem_fork_parent();
+    pthread_mutex_unlock(&registry_lock);
+}
+
 /* The child has one thread, the one that forked and holds the lock. */
-static void registry_child(void) { pthread_mutex_unlock(&registry_lock); }
+static void registry_child(void)
+{
+    jitmem_fork_child();
+    pthread_mutex_unlock(&registry_lock);
+}
 
 static void registry_init(void)
 {

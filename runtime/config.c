@@ -2,6 +2,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <strings.h>
 
 #include "internal.h"
@@ -19,6 +20,7 @@ typedef struct env_var {
 static env_var env_frames = {"STENCILRT_FRAMES", ATOMIC_FLAG_INIT};
 static env_var env_gdb = {"STENCILRT_GDB", ATOMIC_FLAG_INIT};
 static env_var env_perf_mode = {"STENCILRT_PERF", ATOMIC_FLAG_INIT};
+static env_var env_code_views = {"STENCILRT_CODE_VIEWS", ATOMIC_FLAG_INIT};
 
 static void env_warn(env_var *v, const char *value, const char *accepted, const char *fallback)
 {
@@ -64,6 +66,17 @@ static int env_perf(void)
     return SR_PERF_OFF;
 }
 
+static int env_views(void)
+{
+    const char *v = getenv(env_code_views.name);
+    if (!v || !*v)
+        return 2;
+    if (!strcmp(v, "1") || !strcmp(v, "2"))
+        return *v - '0';
+    env_warn(&env_code_views, v, "1, 2", "2");
+    return 2;
+}
+
 sr_status config_resolve(const sr_config *in, sr_config *out)
 {
     sr_config c = in ? *in : (sr_config)SR_CONFIG_DEFAULT;
@@ -71,6 +84,9 @@ sr_status config_resolve(const sr_config *in, sr_config *out)
         c.perf > SR_PERF_JITDUMP)
         return sr_fail(SR_EINVAL, "sr_config: frames %d, gdb %d, perf %d: each must be -1 "
                        "(environment), 0 or 1 (perf: an sr_perf_mode)", c.frames, c.gdb, c.perf);
+    if (c.code_views < -1 || c.code_views > 2)
+        return sr_fail(SR_EINVAL, "sr_config: code_views %d: must be 1 or 2 (-1 or 0: the "
+                       "environment)", c.code_views);
     if (c.arena_size > MAX_ARENA_SIZE)
         return sr_fail(SR_EINVAL, "sr_config: arena_size %zu is larger than %zu bytes",
                        c.arena_size, MAX_ARENA_SIZE);
@@ -82,6 +98,8 @@ sr_status config_resolve(const sr_config *in, sr_config *out)
         c.perf = env_perf();
     if (!c.arena_size)
         c.arena_size = DEFAULT_ARENA_SIZE;
+    if (c.code_views <= 0)
+        c.code_views = env_views();
     *out = c;
     return SR_OK;
 }

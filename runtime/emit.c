@@ -173,7 +173,7 @@ typedef struct writer {
     const sr_instr *code;
     size_t n;
     const uint32_t *offsets;
-    uint8_t *mem;
+    uint8_t *mem;         /* the writable view; the code runs at mem + env.delta */
     sg_emit_env env;      /* GOT slots and the veneer callback (ctx = this writer) */
     uint64_t *symbol_got; /* per run-time symbol: its GOT slot's address (0 = none yet) */
     size_t *op_data;      /* per op: shared data offset + 1 (0 = not placed yet) */
@@ -182,15 +182,21 @@ typedef struct writer {
     size_t veneer_start, veneer_cap, veneer_used; /* veneers: [start, start + 16 * cap) */
 } writer;
 
+/* Where the byte at mem + offset runs. */
+static uint64_t running(const writer *w, size_t offset)
+{
+    return (uintptr_t)(w->mem + offset) + w->env.delta;
+}
+
 static sr_status value_of(writer *w, size_t i, const sg_hole *h, uint64_t *s)
 {
     const sr_instr *in = &w->code[i];
     const sr_stencil_set *set = w->em->set;
     switch ((sg_value)h->value) {
-    case SG_VALUE_CODE: *s = (uintptr_t)(w->mem + w->offsets[i]); return SR_OK;
-    case SG_VALUE_DATA: *s = (uintptr_t)(w->mem + w->data); return SR_OK;
-    case SG_VALUE_CONTINUE: *s = (uintptr_t)(w->mem + w->offsets[i + 1]); return SR_OK;
-    case SG_VALUE_JUMP_TARGET: *s = (uintptr_t)(w->mem + w->offsets[in->target]); return SR_OK;
+    case SG_VALUE_CODE: *s = running(w, w->offsets[i]); return SR_OK;
+    case SG_VALUE_DATA: *s = running(w, w->data); return SR_OK;
+    case SG_VALUE_CONTINUE: *s = running(w, w->offsets[i + 1]); return SR_OK;
+    case SG_VALUE_JUMP_TARGET: *s = running(w, w->offsets[in->target]); return SR_OK;
     case SG_VALUE_OPERAND:
         if (h->index >= SG_OPERANDS)
             break;
@@ -226,18 +232,18 @@ static uint64_t veneer(void *ctx, uint64_t target)
 {
     writer *w = ctx;
     for (size_t k = 0; k < w->veneer_used; k++) {
-        uint8_t *v = w->mem + w->veneer_start + VENEER_SIZE * k;
+        size_t at = w->veneer_start + VENEER_SIZE * k;
         uint64_t t;
-        memcpy(&t, v + 8, 8);
+        memcpy(&t, w->mem + at + 8, 8);
         if (t == target)
-            return (uintptr_t)v;
+            return running(w, at);
     }
     if (w->veneer_used == w->veneer_cap)
         return 0;
-    uint8_t *v = w->mem + w->veneer_start + VENEER_SIZE * w->veneer_used++;
-    memcpy(v, veneer_code(w->em->set->elf_machine), 8);
-    memcpy(v + 8, &target, 8);
-    return (uintptr_t)v;
+    size_t at = w->veneer_start + VENEER_SIZE * w->veneer_used++;
+    memcpy(w->mem + at, veneer_code(w->em->set->elf_machine), 8);
+    memcpy(w->mem + at + 8, &target, 8);
+    return running(w, at);
 }
 
 /* How messages name instruction i: "instruction 3 (add)", or "the shim tinyvm_shim". */
@@ -259,10 +265,10 @@ static sr_status patch(writer *w, size_t i, const sg_hole *h, uint8_t *loc)
     uint64_t g = s; /* the GOT slots a generated emitter would use, in the same order */
     if (sg_patch_uses_got(h->patch))
         g = h->value == SG_VALUE_SYMBOL ? w->symbol_got[h->index] : sg_got(&w->env, s);
-    uint64_t v = g + (uint64_t)h->addend;
-    int rc = sg_hole_may_use_veneer(h->patch, h->value) ? sg_patch_veneered(loc, h->patch, v,
-                                                                            &w->env)
-                                : sg_patch_hole(loc, h->patch, v);
+    uint64_t v = g + (uint64_t)h->addend, pc = (uintptr_t)loc + w->env.delta;
+    int rc = sg_hole_may_use_veneer(h->patch, h->value)
+                 ? sg_patch_veneered(loc, pc, h->patch, v, &w->env)
+                 : sg_patch_hole(loc, pc, h->patch, v);
     if (!rc)
         return SR_OK;
     char what[96]; /* only now: this runs for every hole the table way */
@@ -282,9 +288,9 @@ static void place_data(writer *w, size_t i, const sg_stencil *s)
         w->data = *shared - 1;
         return;
     }
-    /* Align the address, not the offset: the run is only page-aligned, and
-     * emit_plan reserved data_align bytes of slack for exactly this. */
-    size_t at = align_up((uintptr_t)(w->mem + w->data_next), s->data_align) - (uintptr_t)w->mem;
+    /* Align the address, not the offset: the executor is only 64-byte aligned,
+     * and emit_plan reserved data_align bytes of slack for exactly this. */
+    size_t at = align_up(running(w, w->data_next), s->data_align) - running(w, 0);
     memcpy(w->mem + at, s->data, s->data_size);
     w->data = at;
     if (!s->data_hole_count)
@@ -355,7 +361,7 @@ static sr_status patch_all(writer *w)
                 return st;
             continue;
         }
-        w->env.target = info->jumps ? (uintptr_t)(w->mem + w->offsets[in->target]) : 0;
+        w->env.target = info->jumps ? running(w, w->offsets[in->target]) : 0;
         w->env.operand = in->operand;
         unsigned bad = s->emit(w->mem + w->offsets[i], w->mem + w->data, &w->env);
         if (bad)
@@ -365,7 +371,7 @@ static sr_status patch_all(writer *w)
 }
 
 sr_status emit_write(const sr_emitter *em, const sr_instr *code, size_t n,
-                     const uint32_t *offsets, const sr_layout *l, uint8_t *mem)
+                     const uint32_t *offsets, const sr_layout *l, uint8_t *mem, uint64_t delta)
 {
     writer w = {.em = em, .code = code, .n = n, .offsets = offsets, .mem = mem};
     w.data_next = l->data_start;
@@ -373,7 +379,8 @@ sr_status emit_write(const sr_emitter *em, const sr_instr *code, size_t n,
     w.veneer_cap = (l->data_start - w.veneer_start) / VENEER_SIZE;
     w.op_data = calloc(em->set->count, sizeof *w.op_data);
     w.symbol_got = calloc(em->set->symbol_count + 1, sizeof *w.symbol_got);
-    w.env = (sg_emit_env){0, NULL, em->symbols, w.symbol_got, mem + l->got_start, veneer, &w};
+    w.env = (sg_emit_env){delta, 0, NULL, em->symbols, w.symbol_got, mem + l->got_start,
+                          veneer, &w};
     sr_status st = w.op_data && w.symbol_got ? patch_all(&w) : sr_fail(SR_ENOMEM, "out of memory");
     free(w.op_data);
     free(w.symbol_got);

@@ -35,33 +35,57 @@ void buf_sleb(sr_buf *b, int64_t v);
 void buf_zeros(sr_buf *b, size_t n);
 void buf_patch_u32(sr_buf *b, size_t at, uint32_t v); /* a length field written earlier */
 
-/* ---- jitmem: regions of page runs, each run either RW (being written) or RX. */
+/* ---- jitmem: regions of code memory, handed out in chunks (jitmem.c has
+ * the two ways a region is kept: two views, or one view flipped). Every call
+ * is made with the registry lock held. */
+enum { JITMEM_CLASSES = 64 }; /* chunk sizes, in granules, with a free list each */
+
+typedef struct jitmem_list {
+    uint64_t *item;
+    size_t n, cap;
+} jitmem_list;
+
 typedef struct sr_region {
-    uint8_t *base;
+    uint8_t *base;    /* where code runs: never writable */
+    uint8_t *write;   /* the same memory, writable and never executable (== base: one view) */
     size_t size;      /* bytes, a multiple of the page size */
-    uint8_t *used;    /* one byte per page: 0 free, 1 in use, 2 retired (no_reuse) */
-    size_t npages;
-    bool no_reuse;    /* perf is watching: freed pages are never handed out again */
+    size_t granule;   /* a chunk's unit and alignment: 64 bytes, or a page (one view) */
+    size_t ngranules;
+    size_t top;       /* granules [0, top) have been handed out at least once */
+    int prot;         /* the protection of sealed code (jitmem_exec_prot) */
+    bool two_views;
+    bool no_reuse;    /* perf is watching: freed chunks are never handed out again */
+    bool frozen;      /* a forked child could not copy it: never written again */
+    jitmem_list free[JITMEM_CLASSES]; /* free chunks of 1 .. JITMEM_CLASSES granules */
+    jitmem_list large;                /* bigger ones (start << 32 | granules) */
+    struct sr_region *next_two_view;  /* jitmem's list, for fork */
 } sr_region;
 
 size_t jitmem_page_size(void);
-/* Reserve `size` bytes (rounded up to whole pages), inaccessible; false if the
- * address space or the page map cannot be had. */
-bool jitmem_region_init(sr_region *r, size_t size);
-void jitmem_region_fini(sr_region *r);
-/* A run of whole pages, mapped read+write; NULL if the region has no room. */
-uint8_t *jitmem_alloc(sr_region *r, size_t bytes);
 /* The protection of sealed code: read+execute, and BTI-guarded on AArch64
  * when the stencils have landing pads and the CPU has BTI. */
 int jitmem_exec_prot(bool landing_pads);
-/* Flip the pages under [p, p + bytes) to `prot` (jitmem_exec_prot's) and
- * flush the instruction cache for those bytes. */
-bool jitmem_seal(uint8_t *p, size_t bytes, int prot);
-/* Flip the pages under [p, p + bytes) back to read+write, to patch them. */
-bool jitmem_unseal(uint8_t *p, size_t bytes);
-/* Return a run to the region; its pages become inaccessible (and, with
- * r->no_reuse, are never allocated again: perf's maps are append-only). */
+/* Reserve `size` bytes (rounded up to whole pages), kept with two views or
+ * one, sealed code getting `prot`; false if the address space cannot be had. */
+bool jitmem_region_init(sr_region *r, size_t size, bool two_views, int prot);
+void jitmem_region_fini(sr_region *r);
+/* A chunk of at least `bytes`, where it runs; *write is where to write it
+ * (writable until jitmem_seal). NULL if the region has no room. */
+uint8_t *jitmem_alloc(sr_region *r, size_t bytes, uint8_t **write);
+/* Make [p, p + bytes) (running addresses) executable as written: flush the
+ * instruction cache (and, one view, flip the pages back to r->prot). */
+bool jitmem_seal(sr_region *r, uint8_t *p, size_t bytes);
+/* Where to write [p, p + bytes) again, writable until jitmem_seal; NULL if
+ * it cannot be (mprotect failed, or the region is frozen). */
+uint8_t *jitmem_unseal(sr_region *r, uint8_t *p, size_t bytes);
+/* Return a chunk: its code traps (two views) or faults (one view) if run,
+ * and, unless r->no_reuse (perf's maps are append-only), it is reused. */
 void jitmem_release(sr_region *r, uint8_t *p, size_t bytes);
+/* fork() handlers, run with the registry lock held: the child copies every
+ * two-view region (the parent waits for it), so neither writes the other's. */
+void jitmem_fork_prepare(void);
+void jitmem_fork_parent(void);
+void jitmem_fork_child(void);
 
 /* ---- ehframe: synthetic .eh_frame built from the header's CFI blobs. */
 typedef struct sr_fde {
@@ -184,9 +208,10 @@ void emit_fini(sr_emitter *em);
 /* Validate the program and compute offsets[0..n] (instruction code offsets). */
 sr_status emit_plan(const sr_emitter *em, const sr_instr *code, size_t n, uint32_t *offsets,
                     sr_layout *l);
-/* Copy and patch into `mem`, writable and already at its final address. */
+/* Copy and patch into `mem`, writable; the code will run at mem + delta (the
+ * same memory's executable view). */
 sr_status emit_write(const sr_emitter *em, const sr_instr *code, size_t n,
-                     const uint32_t *offsets, const sr_layout *l, uint8_t *mem);
+                     const uint32_t *offsets, const sr_layout *l, uint8_t *mem, uint64_t delta);
 
 /* ---- gdbgroup: which executors share a GDB object.
  * A group is the executors emitted together (one sr_emit, one sr_emit_batch,
@@ -239,7 +264,8 @@ typedef struct sr_arena {
     size_t eh_frame_size;
     unsigned frames_registered; /* the unwinders it is registered with (SR_UNWINDER_*) */
     struct gdbjit_entry *gdb; /* the shim's GDB object (executors are named per group) */
-    _Atomic(struct sr_executor *) *owner; /* per page: the executor it belongs to (lookup.c) */
+    _Atomic(struct sr_executor *) *owner; /* per granule: the executor whose code it
+                                             holds (lookup.c) */
 } sr_arena;
 
 /* An emitted program: its page run, and the names debuggers and profilers
@@ -289,9 +315,9 @@ void executor_announce_to_perf(sr_runtime *rt, const sr_executor *e);
 /* ---- lookup: sr_lookup_pc's tables. Every call but sr_lookup_pc itself is
  * made with the registry lock held. */
 typedef struct sr_arena_table sr_arena_table;
-/* Make a's pages findable (a->owner) and list it; false when out of memory. */
+/* Make a's code findable (a->owner) and list it; false when out of memory. */
 bool lookup_add_arena(sr_runtime *rt, sr_arena *a);
-/* Name e as the owner of its pages (on) or no one (off). */
+/* Name e as the owner of its code's granules (on) or no one (off). */
 void lookup_publish(sr_executor *e, bool on);
 /* executor_destroy(e) as soon as no lookup can be reading it (e unpublished). */
 void lookup_retire(sr_runtime *rt, sr_executor *e);

@@ -1,7 +1,27 @@
-/* jitmem.c - executable memory, W^X: a region reserves address space with no
- * access; a run of pages is mapped read+write while code is written, then
- * read+execute (and back to read+write only while sr_patch_* rewrites a hole).
- * No page is ever writable and executable. */
+/* jitmem.c - executable memory, W^X: no address is ever writable and
+ * executable at once.
+ *
+ * A region is a range of address space that code runs from, handed out in
+ * chunks of whole granules. It is kept in one of two ways:
+ *
+ * - two views (the default): the same memory is mapped twice, read+execute
+ *   where code runs and read+write elsewhere, where it is written. Emitting,
+ *   patching and freeing make no system call; the instruction cache is
+ *   flushed for the bytes written. Chunks are 64-byte granules, so many
+ *   executors share a page. A freed chunk is filled with trap instructions
+ *   (a stale jump into it stops at once) and reused for the same size.
+ *   After fork() the child takes private copies (jitmem_fork_child): the
+ *   memory is shared, and neither process may write the other's code.
+ * - one view: the memory is mapped once, and each chunk (whole pages) is made
+ *   read+write while it is written, read+execute after; a freed chunk is
+ *   made inaccessible. Two mprotect calls per emit, and a stale jump faults.
+ *
+ * The views of a region are a shared anonymous mapping and its alias made by
+ * mremap (perf names such memory //anon-like, "/dev/zero", and reads its
+ * perf-<pid>.map for it); where mremap cannot alias (valgrind), a memfd
+ * mapped twice (which perf 6.1 does not look up in the map). */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,64 +31,12 @@
 
 #include "internal.h"
 
+enum { GRANULE = 64 }; /* two views: a chunk's alignment and unit (a cache line) */
+
 size_t jitmem_page_size(void)
 {
     long p = sysconf(_SC_PAGESIZE);
     return p > 0 ? (size_t)p : 4096;
-}
-
-bool jitmem_region_init(sr_region *r, size_t size)
-{
-    size_t page = jitmem_page_size();
-    if (size > SIZE_MAX - page)
-        return false; /* rounding up would wrap */
-    size = (size + page - 1) / page * page;
-    void *base = mmap(NULL, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    size_t npages = size / page;
-    uint8_t *used = calloc(npages, 1);
-    if (base == MAP_FAILED || !used) {
-        if (base != MAP_FAILED)
-            munmap(base, size);
-        free(used);
-        return false;
-    }
-    *r = (sr_region){.base = base, .size = size, .used = used, .npages = npages};
-    return true;
-}
-
-void jitmem_region_fini(sr_region *r)
-{
-    munmap(r->base, r->size);
-    free(r->used);
-}
-
-uint8_t *jitmem_alloc(sr_region *r, size_t bytes)
-{
-    size_t page = jitmem_page_size();
-    size_t want = (bytes + page - 1) / page;
-    /* First fit: regions are small (hundreds of pages) and runs are short.
-     * used[] is 0 free, 1 in use, 2 retired (freed while perf watches). */
-    for (size_t i = 0, run = 0; i < r->npages; i++) {
-        run = r->used[i] ? 0 : run + 1;
-        if (run < want)
-            continue;
-        size_t first = i + 1 - want;
-        uint8_t *p = r->base + first * page;
-        if (mprotect(p, want * page, PROT_READ | PROT_WRITE) != 0)
-            return NULL;
-        memset(r->used + first, 1, want);
-        return p;
-    }
-    return NULL;
-}
-
-/* The whole pages under [p, p + bytes). */
-static void page_span(uint8_t *p, size_t bytes, uint8_t **first, size_t *len)
-{
-    uintptr_t page = jitmem_page_size(), lo = (uintptr_t)p / page * page;
-    uintptr_t hi = ((uintptr_t)p + bytes + page - 1) / page * page;
-    *first = (uint8_t *)lo;
-    *len = hi - lo;
 }
 
 int jitmem_exec_prot(bool landing_pads)
@@ -85,30 +53,294 @@ int jitmem_exec_prot(bool landing_pads)
     return PROT_READ | PROT_EXEC;
 }
 
-bool jitmem_seal(uint8_t *p, size_t bytes, int prot)
+/* ---- the registry of two-view regions, for fork (registry lock held) */
+
+static sr_region *two_view_regions;
+
+static void list_region(sr_region *r)
 {
-    uint8_t *first;
-    size_t len;
-    page_span(p, bytes, &first, &len);
-    if (mprotect(first, len, prot) != 0)
+    r->next_two_view = two_view_regions;
+    two_view_regions = r;
+}
+
+static void unlist_region(sr_region *r)
+{
+    for (sr_region **p = &two_view_regions; *p; p = &(*p)->next_two_view)
+        if (*p == r) {
+            *p = r->next_two_view;
+            return;
+        }
+}
+
+/* ---- making the views */
+
+/* A writable view of `size` fresh bytes, and a view of the same memory at
+ * *run (anywhere when NULL; replacing what is there when not) with `prot`. */
+static bool map_views(size_t size, int prot, uint8_t **write, uint8_t **run)
+{
+    int fixed = *run ? MREMAP_FIXED : 0;
+    uint8_t *w = mmap(NULL, size, PROT_READ | PROT_WRITE,
+                      MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (w == MAP_FAILED)
         return false;
+    /* mremap with old size 0 maps the same shared pages again. */
+    uint8_t *x = mremap(w, 0, size, MREMAP_MAYMOVE | fixed, *run);
+    if (x != MAP_FAILED) {
+        if (mprotect(x, size, prot) == 0) {
+            *write = w;
+            *run = x;
+            return true;
+        }
+        if (!fixed)
+            munmap(x, size);
+        munmap(w, size);
+        return false;
+    }
+    munmap(w, size);
+    int fd = memfd_create("stencilrt", MFD_CLOEXEC);
+    if (fd < 0)
+        return false;
+    w = MAP_FAILED;
+    x = MAP_FAILED;
+    if (ftruncate(fd, (off_t)size) == 0) {
+        w = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+        x = mmap(*run, size, prot, MAP_SHARED | MAP_NORESERVE | (fixed ? MAP_FIXED : 0), fd, 0);
+    }
+    close(fd);
+    if (w != MAP_FAILED && x != MAP_FAILED) {
+        *write = w;
+        *run = x;
+        return true;
+    }
+    if (w != MAP_FAILED)
+        munmap(w, size);
+    if (x != MAP_FAILED && !fixed)
+        munmap(x, size);
+    return false;
+}
+
+bool jitmem_region_init(sr_region *r, size_t size, bool two_views, int prot)
+{
+    size_t page = jitmem_page_size();
+    if (size > SIZE_MAX - page || size / GRANULE > UINT32_MAX)
+        return false; /* rounding up would wrap, or granules outgrow their index */
+    size = (size + page - 1) / page * page;
+    *r = (sr_region){.size = size, .two_views = two_views, .prot = prot,
+                     .granule = two_views ? GRANULE : page};
+    r->ngranules = size / r->granule;
+    if (two_views) {
+        if (!map_views(size, prot, &r->write, &r->base))
+            return false;
+        list_region(r);
+        return true;
+    }
+    void *base = mmap(NULL, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (base == MAP_FAILED)
+        return false;
+    r->base = r->write = base;
+    return true;
+}
+
+static void free_lists_fini(sr_region *r)
+{
+    for (size_t c = 0; c < JITMEM_CLASSES; c++)
+        free(r->free[c].item);
+    free(r->large.item);
+}
+
+void jitmem_region_fini(sr_region *r)
+{
+    if (r->two_views) {
+        unlist_region(r);
+        munmap(r->write, r->size);
+    }
+    munmap(r->base, r->size);
+    free_lists_fini(r);
+}
+
+/* ---- chunks: exact-size free lists first, then the untouched top.
+ * Sizes up to JITMEM_CLASSES granules have a list each (O(1) both ways);
+ * bigger chunks share one list, first fit, the rest of a chunk kept. */
+
+static bool push(jitmem_list *l, uint64_t item)
+{
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 16;
+        uint64_t *grown = realloc(l->item, cap * sizeof *grown);
+        if (!grown)
+            return false;
+        l->item = grown;
+        l->cap = cap;
+    }
+    l->item[l->n++] = item;
+    return true;
+}
+
+/* Large chunks are listed as at << 32 | granules. */
+static uint64_t large_item(uint64_t at, uint64_t granules)
+{
+    return at << 32 | granules;
+}
+
+static void keep_free(sr_region *r, uint64_t at, uint64_t granules)
+{
+    if (!granules)
+        return;
+    /* Out of memory for the list: the chunk is never reused (no harm done). */
+    if (granules <= JITMEM_CLASSES)
+        push(&r->free[granules - 1], at);
+    else
+        push(&r->large, large_item(at, granules));
+}
+
+/* A free chunk of `granules`, as a granule index; false if none is free. */
+static bool take_free(sr_region *r, uint64_t granules, uint64_t *at)
+{
+    if (granules <= JITMEM_CLASSES && r->free[granules - 1].n) {
+        jitmem_list *l = &r->free[granules - 1];
+        *at = l->item[--l->n];
+        return true;
+    }
+    jitmem_list *l = &r->large;
+    for (size_t k = 0; k < l->n; k++) {
+        uint64_t have = l->item[k] & UINT32_MAX, start = l->item[k] >> 32;
+        if (have < granules)
+            continue;
+        l->item[k] = l->item[--l->n];
+        *at = start;
+        keep_free(r, start + granules, have - granules);
+        return true;
+    }
+    return false;
+}
+
+uint8_t *jitmem_alloc(sr_region *r, size_t bytes, uint8_t **write)
+{
+    if (r->frozen || !bytes)
+        return NULL;
+    uint64_t granules = (bytes + r->granule - 1) / r->granule, at;
+    if (!take_free(r, granules, &at)) {
+        if (granules > r->ngranules - r->top)
+            return NULL;
+        at = r->top;
+        r->top += granules;
+    }
+    uint8_t *p = r->base + at * r->granule;
+    if (!r->two_views && mprotect(p, granules * r->granule, PROT_READ | PROT_WRITE) != 0) {
+        keep_free(r, at, granules);
+        return NULL;
+    }
+    *write = r->write + at * r->granule;
+    return p;
+}
+
+/* The whole pages under [p, p + bytes). */
+static void page_span(uint8_t *p, size_t bytes, uint8_t **first, size_t *len)
+{
+    uintptr_t page = jitmem_page_size(), lo = (uintptr_t)p / page * page;
+    uintptr_t hi = ((uintptr_t)p + bytes + page - 1) / page * page;
+    *first = (uint8_t *)lo;
+    *len = hi - lo;
+}
+
+bool jitmem_seal(sr_region *r, uint8_t *p, size_t bytes)
+{
+    if (!r->two_views) {
+        uint8_t *first;
+        size_t len;
+        page_span(p, bytes, &first, &len);
+        if (mprotect(first, len, r->prot) != 0)
+            return false;
+    }
+    /* Written through the other view or not, the bytes that run are these. */
     __builtin___clear_cache((char *)p, (char *)p + bytes);
     return true;
 }
 
-bool jitmem_unseal(uint8_t *p, size_t bytes)
+uint8_t *jitmem_unseal(sr_region *r, uint8_t *p, size_t bytes)
 {
+    if (r->two_views)
+        return r->frozen ? NULL : r->write + (p - r->base);
     uint8_t *first;
     size_t len;
     page_span(p, bytes, &first, &len);
-    return mprotect(first, len, PROT_READ | PROT_WRITE) == 0;
+    return mprotect(first, len, PROT_READ | PROT_WRITE) == 0 ? p : NULL;
 }
+
+/* What freed code is filled with: a jump into it traps at once. */
+#if defined(__aarch64__)
+enum { TRAP_BYTE = 0x00 }; /* udf #0 */
+#else
+enum { TRAP_BYTE = 0xcc }; /* int3 */
+#endif
 
 void jitmem_release(sr_region *r, uint8_t *p, size_t bytes)
 {
-    size_t page = jitmem_page_size();
-    size_t first = (size_t)(p - r->base) / page, n = (bytes + page - 1) / page;
-    /* Inaccessible again: a stale pointer into freed code faults at once. */
-    mmap(p, n * page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
-    memset(r->used + first, r->no_reuse ? 2 : 0, n);
+    uint64_t at = (uint64_t)(p - r->base) / r->granule;
+    uint64_t granules = (bytes + r->granule - 1) / r->granule;
+    size_t len = granules * r->granule;
+    if (r->two_views && !r->frozen) {
+        memset(r->write + at * r->granule, TRAP_BYTE, len);
+        __builtin___clear_cache((char *)p, (char *)p + len);
+    } else if (!r->two_views) {
+        /* Inaccessible again: a stale pointer into freed code faults at once. */
+        mmap(p, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+    }
+    if (!r->no_reuse && !r->frozen)
+        keep_free(r, at, granules);
+}
+
+/* ---- fork: the child's private copy of every two-view region.
+ * The parent waits (on a pipe the child closes) until the child has its
+ * copies: until then, a parent thread freeing or patching code would write
+ * into the child's executors too. */
+
+static int fork_pipe[2] = {-1, -1};
+
+void jitmem_fork_prepare(void)
+{
+    /* Without a pipe the parent does not wait: then the child copies while
+     * the parent may already be changing its code (only out of descriptors). */
+    if (two_view_regions && pipe2(fork_pipe, O_CLOEXEC) != 0)
+        fork_pipe[0] = fork_pipe[1] = -1;
+}
+
+void jitmem_fork_parent(void)
+{
+    if (fork_pipe[0] < 0)
+        return;
+    close(fork_pipe[1]);
+    char c;
+    while (read(fork_pipe[0], &c, 1) < 0 && errno == EINTR)
+        continue; /* end of file: the child has its copies (or is gone) */
+    close(fork_pipe[0]);
+    fork_pipe[0] = fork_pipe[1] = -1;
+}
+
+/* New memory under the same running address, holding what the region holds:
+ * from now on this process's writes are its own. */
+static bool privatize(sr_region *r)
+{
+    uint8_t *shared = r->write, *run = r->base;
+    if (!map_views(r->size, r->prot, &r->write, &run)) /* r->write untouched on failure */
+        return false;
+    memcpy(r->write, shared, r->top * r->granule);
+    munmap(shared, r->size);
+    __builtin___clear_cache((char *)r->base, (char *)r->base + r->top * r->granule);
+    return true;
+}
+
+void jitmem_fork_child(void)
+{
+    /* A region that cannot be copied stays shared, and this process never
+     * writes to it again (its executors still run, as long as the parent
+     * keeps them). */
+    for (sr_region *r = two_view_regions; r; r = r->next_two_view)
+        if (!r->frozen && !privatize(r))
+            r->frozen = true;
+    if (fork_pipe[0] >= 0) {
+        close(fork_pipe[0]);
+        close(fork_pipe[1]);
+        fork_pipe[0] = fork_pipe[1] = -1;
+    }
 }

@@ -4,10 +4,11 @@
  *
  * Two things are published with atomic stores, under the registry lock: the
  * runtime's arenas sorted by address (replaced, rarely, when an arena is
- * made) and, per arena, the executor owning each page (set once an executor
- * is sealed, cleared before it is freed). A lookup is a binary search over
- * arenas, one load of a page's owner and a binary search over the owner's
- * instruction offsets: O(log arenas + log instructions).
+ * made) and, per arena, the executor owning each granule of its code (set
+ * once an executor is sealed, cleared before it is freed; chunks never share
+ * a granule). A lookup is a binary search over arenas, one load of a
+ * granule's owner and a binary search over the owner's instruction offsets:
+ * O(log arenas + log instructions).
  *
  * A lookup counts itself in rt->lookups while it reads. Memory it may be
  * reading (a replaced arena table, a freed executor's record) is released
@@ -30,7 +31,7 @@ bool lookup_add_arena(sr_runtime *rt, sr_arena *a)
     sr_arena_table *old = atomic_load(&rt->arena_table);
     size_t n = old ? old->n : 0;
     sr_arena_table *t = malloc(sizeof *t + (n + 1) * sizeof *t->arenas);
-    a->owner = calloc(a->region.npages ? a->region.npages : 1, sizeof *a->owner);
+    a->owner = calloc(a->region.ngranules ? a->region.ngranules : 1, sizeof *a->owner);
     if (!t || !a->owner) {
         free(t);
         free(a->owner);
@@ -57,11 +58,12 @@ bool lookup_add_arena(sr_runtime *rt, sr_arena *a)
 void lookup_publish(sr_executor *e, bool on)
 {
     sr_region *r = &e->arena->region;
-    size_t page = r->size / r->npages;
-    size_t first = (size_t)(e->mem - r->base) / page;
-    size_t last = (size_t)(e->mem + e->mem_size - 1 - r->base) / page;
-    for (size_t p = first; p <= last; p++)
-        atomic_store(&e->arena->owner[p], on ? e : NULL);
+    if (!e->code_size)
+        return;
+    size_t first = (size_t)(e->mem - r->base) / r->granule;
+    size_t last = (size_t)(e->mem + e->code_size - 1 - r->base) / r->granule;
+    for (size_t g = first; g <= last; g++)
+        atomic_store(&e->arena->owner[g], on ? e : NULL);
 }
 
 void lookup_retire(sr_runtime *rt, sr_executor *e)
@@ -135,11 +137,9 @@ SR_API bool sr_lookup_pc(const sr_runtime *crt, const void *pc, sr_executor **ex
     uintptr_t at = (uintptr_t)pc;
     sr_executor *e = NULL;
     sr_arena *a = arena_of(atomic_load(&rt->arena_table), at);
-    if (a) {
-        size_t page = a->region.size / a->region.npages;
-        e = atomic_load(&a->owner[(at - (uintptr_t)a->region.base) / page]);
-    }
-    /* Code only: not the veneers, data or GOT of the same page run. */
+    if (a)
+        e = atomic_load(&a->owner[(at - (uintptr_t)a->region.base) / a->region.granule]);
+    /* Code only: not the veneers, data or GOT after it. */
     bool found = e && at >= (uintptr_t)e->mem && at - (uintptr_t)e->mem < e->code_size;
     if (found) {
         *executor = e;

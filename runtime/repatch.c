@@ -52,11 +52,11 @@ static sr_status check_holes(const sr_executor *ex, size_t i, const sg_stencil *
     return SR_OK;
 }
 
-/* Patch every hole of instruction i (its `size` bytes at `code`) that w names
- * with v; on a value that does not fit, put the old bytes back. The pages are
- * writable. */
-static sr_status patch_holes(const sr_executor *ex, size_t i, uint8_t *code, size_t size,
-                             const sg_stencil *s, const wanted *w, uint64_t v)
+/* Patch every hole of instruction i (its `size` bytes, written at `code`,
+ * running at `pc`) that w names with v; on a value that does not fit, put
+ * the old bytes back. */
+static sr_status patch_holes(const sr_executor *ex, size_t i, uint8_t *code, uint64_t pc,
+                             size_t size, const sg_stencil *s, const wanted *w, uint64_t v)
 {
     uint8_t *saved = malloc(size ? size : 1);
     if (!saved)
@@ -67,7 +67,7 @@ static sr_status patch_holes(const sr_executor *ex, size_t i, uint8_t *code, siz
         const sg_hole *h = &s->code_holes[k];
         if (!is_wanted(h, w))
             continue;
-        if (sg_patch_hole(code + h->offset, h->patch, v + (uint64_t)h->addend))
+        if (sg_patch_hole(code + h->offset, pc + h->offset, h->patch, v + (uint64_t)h->addend))
             st = sr_fail(SR_ERANGE, "%s: 0x%" PRIx64 " does not fit the hole of its %s at +0x%" PRIx32
                          " (%s: %s)", ex->symbols[i], v, w->what, h->offset,
                          sg_patch_infos[h->patch].name, sg_patch_infos[h->patch].doc);
@@ -78,7 +78,7 @@ static sr_status patch_holes(const sr_executor *ex, size_t i, uint8_t *code, siz
     return st;
 }
 
-/* Open instruction i's pages, patch, seal them again, tell perf. */
+/* Open instruction i's code for writing, patch, seal it again, tell perf. */
 static sr_status repatch(sr_executor *ex, size_t i, const wanted *w, uint64_t v)
 {
     sr_runtime *rt = ex->rt;
@@ -86,12 +86,16 @@ static sr_status repatch(sr_executor *ex, size_t i, const wanted *w, uint64_t v)
     sr_status st = check_holes(ex, i, s, w);
     if (st != SR_OK)
         return st;
+    sr_region *r = &ex->arena->region;
     uint8_t *code = ex->mem + ex->offsets[i];
     size_t size = ex->offsets[i + 1] - ex->offsets[i];
-    if (!jitmem_unseal(code, size))
-        return sr_fail(SR_ESYSTEM, "mprotect: %s", strerror(errno));
-    st = patch_holes(ex, i, code, size, s, w, v);
-    if (!jitmem_seal(code, size, rt->exec_prot)) /* read+execute, as before, in every case */
+    errno = 0;
+    uint8_t *write = jitmem_unseal(r, code, size);
+    if (!write)
+        return sr_fail(SR_ESYSTEM, "cannot make the code writable: %s",
+                       errno ? strerror(errno) : "its memory is shared with the parent process");
+    st = patch_holes(ex, i, write, (uintptr_t)code, size, s, w, v);
+    if (!jitmem_seal(r, code, size)) /* executable, as before, in every case */
         return sr_fail(SR_ESYSTEM, "mprotect: %s", strerror(errno));
     if (st == SR_OK && perf_keeps_code(rt->perf))
         executor_announce_to_perf(rt, ex);

@@ -30,10 +30,10 @@ static bool register_frames(sr_runtime *rt, sr_arena *a, const sr_fde *fde)
 }
 
 /* An arena around a fresh region of `size` bytes, nothing registered yet. */
-static sr_arena *map_arena(size_t size)
+static sr_arena *map_arena(const sr_runtime *rt, size_t size)
 {
     sr_arena *a = calloc(1, sizeof *a);
-    if (a && !jitmem_region_init(&a->region, size)) {
+    if (a && !jitmem_region_init(&a->region, size, rt->cfg.code_views == 2, rt->exec_prot)) {
         free(a);
         return NULL;
     }
@@ -53,7 +53,7 @@ static void free_arena(sr_arena *a)
 
 static sr_arena *new_arena(sr_runtime *rt, size_t size)
 {
-    sr_arena *a = map_arena(size);
+    sr_arena *a = map_arena(rt, size);
     if (!a)
         return NULL;
     a->region.no_reuse = rt->perf != NULL;
@@ -104,20 +104,20 @@ static sr_status write_shim(sr_runtime *rt, sr_layout *l)
     one.count = 1;
     uint32_t offsets[2];
     sr_emitter em;
-    uint8_t *mem = NULL;
+    uint8_t *mem = NULL, *write = NULL;
     sr_status st = emit_init(&em, &one, (const void *const *)rt->symbols, true);
     em.shim = true;
     if (st == SR_OK)
         st = emit_plan(&em, &only, 1, offsets, l);
     if (st == SR_OK) {
-        rt->shim_arena = map_arena(l->total);
-        mem = rt->shim_arena ? jitmem_alloc(&rt->shim_arena->region, l->total) : NULL;
+        rt->shim_arena = map_arena(rt, l->total);
+        mem = rt->shim_arena ? jitmem_alloc(&rt->shim_arena->region, l->total, &write) : NULL;
         if (!mem)
             st = sr_fail(SR_ENOMEM, "cannot map memory for the shim: %s", strerror(errno));
     }
     if (st == SR_OK)
-        st = emit_write(&em, &only, 1, offsets, l, mem);
-    if (st == SR_OK && !jitmem_seal(mem, l->total, rt->exec_prot))
+        st = emit_write(&em, &only, 1, offsets, l, write, (uintptr_t)mem - (uintptr_t)write);
+    if (st == SR_OK && !jitmem_seal(&rt->shim_arena->region, mem, l->total))
         st = sr_fail(SR_ESYSTEM, "mprotect: %s", strerror(errno));
     emit_fini(&em);
     if (st == SR_OK)
@@ -256,11 +256,12 @@ sr_config sr_runtime_config(const sr_runtime *rt)
     return rt ? rt->cfg : (sr_config)SR_CONFIG_DEFAULT;
 }
 
-/* A page run for `bytes`, from an existing arena or a new one. */
-static uint8_t *allocate(sr_runtime *rt, size_t bytes, sr_arena **arena)
+/* A chunk of `bytes` from an existing arena or a new one: where it runs, and
+ * in *write where to write it. */
+static uint8_t *allocate(sr_runtime *rt, size_t bytes, sr_arena **arena, uint8_t **write)
 {
     for (sr_arena *a = rt->arenas; a; a = a->next) {
-        uint8_t *p = jitmem_alloc(&a->region, bytes);
+        uint8_t *p = jitmem_alloc(&a->region, bytes, write);
         if (p) {
             *arena = a;
             return p;
@@ -269,7 +270,7 @@ static uint8_t *allocate(sr_runtime *rt, size_t bytes, sr_arena **arena)
     size_t size = bytes > rt->cfg.arena_size ? bytes : rt->cfg.arena_size;
     sr_arena *a = new_arena(rt, size);
     *arena = a;
-    return a ? jitmem_alloc(&a->region, bytes) : NULL;
+    return a ? jitmem_alloc(&a->region, bytes, write) : NULL;
 }
 
 /* "<op>@<executor>[<index>]": what debuggers and profilers call instruction i
@@ -329,14 +330,16 @@ static sr_status emit_one(sr_runtime *rt, const sr_program *prog, sr_executor **
      * image can cover them. */
     e->mem_size = l.total + perf_unwind_slack(rt->perf);
     errno = 0;
-    e->mem = allocate(rt, e->mem_size, &e->arena);
+    uint8_t *write;
+    e->mem = allocate(rt, e->mem_size, &e->arena, &write);
     if (!e->mem) {
         executor_destroy(e);
         return sr_fail(SR_ENOMEM, "cannot map %zu bytes of code memory, or its unwind table: %s",
                        l.total, errno ? strerror(errno) : "out of memory");
     }
-    st = emit_write(&rt->emitter, prog->code, prog->n, e->offsets, &l, e->mem);
-    if (st == SR_OK && !jitmem_seal(e->mem, e->mem_size, rt->exec_prot))
+    st = emit_write(&rt->emitter, prog->code, prog->n, e->offsets, &l, write,
+                    (uintptr_t)e->mem - (uintptr_t)write);
+    if (st == SR_OK && !jitmem_seal(&e->arena->region, e->mem, e->mem_size))
         st = sr_fail(SR_ESYSTEM, "mprotect: %s", strerror(errno));
     if (st != SR_OK) {
         jitmem_release(&e->arena->region, e->mem, e->mem_size);

@@ -80,17 +80,25 @@ typedef enum sr_perf_mode { SR_PERF_OFF, SR_PERF_MAP, SR_PERF_JITDUMP } sr_perf_
 
 /* Fields set to -1 take the environment's value, then the default. The
  * environment's switches are case-insensitive: 1/on/yes/true and 0/off/no/false
- * for STENCILRT_FRAMES and STENCILRT_GDB, off/map/jitdump for STENCILRT_PERF;
- * anything else prints one warning and keeps the default. Other values in the
- * struct (frames 2, arena_size above 1 TiB) are SR_EINVAL at create. */
+ * for STENCILRT_FRAMES and STENCILRT_GDB, off/map/jitdump for STENCILRT_PERF,
+ * 1 or 2 for STENCILRT_CODE_VIEWS; anything else prints one warning and keeps
+ * the default. Other values in the struct (frames 2, arena_size above 1 TiB,
+ * code_views 3) are SR_EINVAL at create. */
 typedef struct sr_config {
     int frames;        /* STENCILRT_FRAMES: register with libgcc (default 1) */
     int gdb;           /* STENCILRT_GDB: GDB JIT interface (default 1) */
     int perf;          /* STENCILRT_PERF=off|map|jitdump (sr_perf_mode, default off) */
     size_t arena_size; /* bytes of address space per code arena (0: 1 MiB; at most 1 TiB) */
+    /* STENCILRT_CODE_VIEWS: how JIT memory keeps W^X (0 or -1: the environment,
+     * then 2). 2: mapped twice, written through a view that never executes and
+     * run from one that is never writable; executors share pages, emit and
+     * free make no system call. 1: mapped once, each executor's pages flipped
+     * from writable to executable (two mprotect calls per emit; for tools that
+     * cannot follow writes through an alias, like qemu-user). */
+    int code_views;
 } sr_config;
 
-#define SR_CONFIG_DEFAULT {-1, -1, -1, 0}
+#define SR_CONFIG_DEFAULT {-1, -1, -1, 0, -1}
 
 /* One VM instruction: which stencil, its operands, its jump target (an index
  * into the same instruction array). */

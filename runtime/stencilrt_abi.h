@@ -12,9 +12,14 @@
  * table-driven switch, the predicates, names in listings and messages) follows
  * from the row. Rows are only ever appended, and a new row or a changed one
  * bumps SG_ABI_VERSION, as does a new constant every header must define
- * (version 4: SG_TARGET_LANDING_PADS and SG_UNWIND_RA_SIGNED).
+ * (version 4: SG_TARGET_LANDING_PADS and SG_UNWIND_RA_SIGNED; version 5: a
+ * hole's address as the code runs is passed apart from where it is written).
  *
- * Notation: P = the hole's address, S = its value, A = its addend, G = the
+ * JIT memory may be mapped twice, written through one view and run through
+ * the other: every formula writes at p and computes with P, its address in
+ * the running view; every address a value names is in the running view too.
+ *
+ * Notation: P = the hole's address as the code runs, S = its value, A = its addend, G = the
  * address of a GOT slot (one per executor) holding S, Page(x) = x & ~0xfff.
  * Holes are little-endian: both targets are, and stencils are patched on the
  * machine that runs them. */
@@ -25,13 +30,13 @@
 #include <stdint.h>
 #include <string.h>
 
-#define SG_ABI_VERSION 4
+#define SG_ABI_VERSION 5
 
 /* Operands per VM instruction (SG_VALUE_OPERAND indexes 0 .. SG_OPERANDS - 1). */
 #define SG_OPERANDS 4
 
 /* X(NAME, formula, a, b, got, veneer, bias, what it writes): each kind is
- * written by formula(P, v, a, b), where v = S + A, or G + A when `got` is 1.
+ * written by formula(p, P, v, a, b), where v = S + A, or G + A when `got` is 1.
  * `veneer`: a branch to a run-time symbol or an operand that does not reach
  * is sent through a veneer (sg_patch_veneered) instead of failing; it jumps
  * to v + bias, the branch's target (x86-64 counts rel32 from the end of the
@@ -103,8 +108,10 @@ typedef struct sg_hole {
 
 /* What a stencil's generated emitter needs besides the bytes it copies: the
  * values of its holes (code and data pointers are passed directly, and the
- * next instruction's code follows this one's). */
+ * next instruction's code follows this one's). Addresses are those of the
+ * running view; `delta` takes a written byte there. */
 typedef struct sg_emit_env {
+    uint64_t delta;              /* the byte written at p runs at (uintptr_t)p + delta */
     uint64_t target;             /* SG_VALUE_JUMP_TARGET */
     const uint64_t *operand;     /* SG_VALUE_OPERAND, SG_OPERANDS of them */
     const void *const *symbol;   /* SG_VALUE_SYMBOL, every one the stencil uses non-NULL */
@@ -115,7 +122,7 @@ typedef struct sg_emit_env {
 } sg_emit_env;
 
 /* Copies a stencil's code to `code` and patches its holes there and in its
- * data, already copied to `data`; both are at their final addresses. Returns
+ * data, already copied to `data` (both in the written view). Returns
  * 0, or 1 + the number of the first hole whose value does not fit (code holes
  * first, then data holes), the stencil then being partly written. */
 typedef unsigned sg_emit_fn(uint8_t *code, uint8_t *data, sg_emit_env *env);
@@ -155,9 +162,11 @@ static inline int sg_field(uint8_t *p, unsigned shift, unsigned width, uint64_t 
 }
 
 /* v as a `bits`-bit (64 or 32) field; 32 bits must fit, signed or not. */
-static inline int sg_put_abs(uint8_t *p, uint64_t v, unsigned bits, unsigned is_signed)
+static inline int sg_put_abs(uint8_t *p, uint64_t pc, uint64_t v, unsigned bits,
+                             unsigned is_signed)
 {
     uint32_t w = (uint32_t)v;
+    (void)pc;
     if (bits == 64) {
         memcpy(p, &v, 8);
         return 0;
@@ -168,23 +177,26 @@ static inline int sg_put_abs(uint8_t *p, uint64_t v, unsigned bits, unsigned is_
     return 0;
 }
 
-static inline int sg_put_pcrel(uint8_t *p, uint64_t v, unsigned bits, unsigned is_signed)
+static inline int sg_put_pcrel(uint8_t *p, uint64_t pc, uint64_t v, unsigned bits,
+                               unsigned is_signed)
 {
-    return sg_put_abs(p, v - (uintptr_t)p, bits, is_signed);
+    return sg_put_abs(p, pc, v - pc, bits, is_signed);
 }
 
 /* B, BL (shift 0, 26 bits); B.cond, CBZ, LDR literal (5, 19); TBZ (5, 14). */
-static inline int sg_put_a64_branch(uint8_t *p, uint64_t v, unsigned shift, unsigned bits)
+static inline int sg_put_a64_branch(uint8_t *p, uint64_t pc, uint64_t v, unsigned shift,
+                                    unsigned bits)
 {
-    int64_t d = (int64_t)(v - (uintptr_t)p);
+    int64_t d = (int64_t)(v - pc);
     return sg_fits(d, bits, 2) ? sg_field(p, shift, bits, (uint64_t)(d >> 2)) : 1;
 }
 
 /* ADR (page_bits 0: a byte offset) and ADRP (12: an offset in 4 KiB pages). */
-static inline int sg_put_a64_adr(uint8_t *p, uint64_t v, unsigned page_bits, unsigned unused)
+static inline int sg_put_a64_adr(uint8_t *p, uint64_t pc, uint64_t v, unsigned page_bits,
+                                 unsigned unused)
 {
     uint64_t page = ~(uint64_t)0 << page_bits;
-    int64_t d = (int64_t)((v & page) - ((uintptr_t)p & page));
+    int64_t d = (int64_t)((v & page) - (pc & page));
     (void)unused;
     if (!sg_fits(d, 21, page_bits))
         return 1;
@@ -194,31 +206,38 @@ static inline int sg_put_a64_adr(uint8_t *p, uint64_t v, unsigned page_bits, uns
 }
 
 /* ADD and LDR/STR: the low 12 bits, counted in units of the access size. */
-static inline int sg_put_a64_lo12(uint8_t *p, uint64_t v, unsigned scale, unsigned unused)
+static inline int sg_put_a64_lo12(uint8_t *p, uint64_t pc, uint64_t v, unsigned scale,
+                                  unsigned unused)
 {
+    (void)pc;
     (void)unused;
     return v & ((1u << scale) - 1) ? 1 : sg_field(p, 10, 12, (v & 0xfff) >> scale);
 }
 
 /* MOVZ/MOVK: 16 bits of v; `checked`: the bits above them must be zero. */
-static inline int sg_put_a64_movw(uint8_t *p, uint64_t v, unsigned group, unsigned checked)
+static inline int sg_put_a64_movw(uint8_t *p, uint64_t pc, uint64_t v, unsigned group,
+                                  unsigned checked)
 {
+    (void)pc;
     if (checked && group < 3 && v >> (16 * (group + 1)))
         return 1;
     return sg_field(p, 5, 16, (v >> (16 * group)) & 0xffff);
 }
 
-/* ---- One function per kind, sg_patch_<NAME>(p, v): what generated emitters call. */
+/* ---- One function per kind, sg_patch_<NAME>(p, P, v): what generated emitters call. */
 #define SG_PATCH_FN_(name, fn, a, b, got, veneer, bias, doc)                                   \
-    static inline int sg_patch_##name(uint8_t *p, uint64_t v) { return fn(p, v, a, b); }
+    static inline int sg_patch_##name(uint8_t *p, uint64_t pc, uint64_t v)                     \
+    {                                                                                          \
+        return fn(p, pc, v, a, b);                                                             \
+    }
 SG_PATCH_KINDS(SG_PATCH_FN_)
 #undef SG_PATCH_FN_
 
 /* The formula of a kind, for table-driven patching: 2 if the kind is unknown. */
-static inline int sg_patch_hole(uint8_t *p, unsigned kind, uint64_t v)
+static inline int sg_patch_hole(uint8_t *p, uint64_t pc, unsigned kind, uint64_t v)
 {
 #define SG_CASE_(name, fn, a, b, got, veneer, bias, doc) \
-    case SG_PATCH_##name: return fn(p, v, a, b);
+    case SG_PATCH_##name: return fn(p, pc, v, a, b);
     switch (kind) {
     SG_PATCH_KINDS(SG_CASE_)
     default: return 2;
@@ -256,26 +275,26 @@ static inline int sg_hole_may_use_veneer(unsigned kind, unsigned value)
            (value == SG_VALUE_SYMBOL || value == SG_VALUE_OPERAND);
 }
 
-/* The address of a fresh GOT slot holding value. */
+/* The address (running view) of a fresh GOT slot holding value. */
 static inline uint64_t sg_got(sg_emit_env *env, uint64_t value)
 {
     uint8_t *slot = env->got_free;
     memcpy(slot, &value, 8);
     env->got_free = slot + 8;
-    return (uintptr_t)slot;
+    return (uintptr_t)slot + env->delta;
 }
 
 /* A veneer-capable branch (sg_hole_may_use_veneer): straight to v when it
  * reaches, else to a veneer, placed after the executor's code, that jumps
  * there (AArch64 B/BL +-128 MiB, x86-64 CALL/JMP +-2 GiB). */
-static inline int sg_patch_veneered(uint8_t *p, unsigned kind, uint64_t v,
+static inline int sg_patch_veneered(uint8_t *p, uint64_t pc, unsigned kind, uint64_t v,
                                     const sg_emit_env *env)
 {
     uint64_t veneer, bias = kind < SG_PATCH__COUNT ? sg_patch_infos[kind].bias : 0;
-    if (!sg_patch_hole(p, kind, v))
+    if (!sg_patch_hole(p, pc, kind, v))
         return 0;
     veneer = env->veneer(env->ctx, v + bias);
-    return veneer ? sg_patch_hole(p, kind, veneer - bias) : 1;
+    return veneer ? sg_patch_hole(p, pc, kind, veneer - bias) : 1;
 }
 
 #endif

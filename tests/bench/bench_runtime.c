@@ -99,7 +99,7 @@ static void produce(const emit_case *c, emit_way way)
     case EMIT_GENERATED:
     case EMIT_TABLE:
         if (emit_write(way == EMIT_GENERATED ? &c->generated : &c->table, c->code, c->n,
-                       c->offsets, &c->l, c->dst) != SR_OK)
+                       c->offsets, &c->l, c->dst, 0) != SR_OK)
             exit(1);
         break;
     case COPY_STENCILS: /* the copy half of copy-and-patch: the same stencils, unpatched */

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "stencilrt_abi.h"
-#if SG_ABI_VERSION != 4 /* the stencil ABI this header was written for */
+#if SG_ABI_VERSION != 5 /* the stencil ABI this header was written for */
 #error "jit_stencils-aarch64-unknown-linux-gnu.h: stencilrt_abi.h is another ABI version; regenerate this header"
 #endif
 
@@ -84,14 +84,15 @@ static const sg_hole sg_code_holes_push_operand[4] = {
 static unsigned sg_emit_push_operand(uint8_t *code, uint8_t *data, sg_emit_env *env)
 {
     (void)data;
+    const uint64_t at = (uintptr_t)code + env->delta;
     memcpy(code, sg_code_push_operand, 28);
-    if (sg_patch_AARCH64_MOVW_G3(code + 0x4, env->operand[0]))
+    if (sg_patch_AARCH64_MOVW_G3(code + 0x4, at + 0x4, env->operand[0]))
         return 1;
-    if (sg_patch_AARCH64_MOVW_G2_NC(code + 0x8, env->operand[0]))
+    if (sg_patch_AARCH64_MOVW_G2_NC(code + 0x8, at + 0x8, env->operand[0]))
         return 2;
-    if (sg_patch_AARCH64_MOVW_G1_NC(code + 0xc, env->operand[0]))
+    if (sg_patch_AARCH64_MOVW_G1_NC(code + 0xc, at + 0xc, env->operand[0]))
         return 3;
-    if (sg_patch_AARCH64_MOVW_G0_NC(code + 0x10, env->operand[0]))
+    if (sg_patch_AARCH64_MOVW_G0_NC(code + 0x10, at + 0x10, env->operand[0]))
         return 4;
     return 0;
 }
@@ -118,10 +119,11 @@ static const sg_hole sg_code_holes_branch_if_zero[2] = {
 static unsigned sg_emit_branch_if_zero(uint8_t *code, uint8_t *data, sg_emit_env *env)
 {
     (void)data;
+    const uint64_t at = (uintptr_t)code + env->delta;
     memcpy(code, sg_code_branch_if_zero, 24);
-    if (sg_patch_AARCH64_BRANCH26(code + 0x10, (uintptr_t)code + 24))
+    if (sg_patch_AARCH64_BRANCH26(code + 0x10, at + 0x10, at + 24))
         return 1;
-    if (sg_patch_AARCH64_BRANCH26(code + 0x14, env->target))
+    if (sg_patch_AARCH64_BRANCH26(code + 0x14, at + 0x14, env->target))
         return 2;
     return 0;
 }
@@ -154,10 +156,11 @@ static const sg_hole sg_code_holes_print[2] = {
 static unsigned sg_emit_print(uint8_t *code, uint8_t *data, sg_emit_env *env)
 {
     (void)data;
+    const uint64_t at = (uintptr_t)code + env->delta;
     memcpy(code, sg_code_print, 40);
-    if (sg_patch_AARCH64_GOT_ADRP(code + 0x8, env->symbol_got[SG_SYM_vm_print]))
+    if (sg_patch_AARCH64_GOT_ADRP(code + 0x8, at + 0x8, env->symbol_got[SG_SYM_vm_print]))
         return 1;
-    if (sg_patch_AARCH64_GOT_LO12(code + 0x14, env->symbol_got[SG_SYM_vm_print]))
+    if (sg_patch_AARCH64_GOT_LO12(code + 0x14, at + 0x14, env->symbol_got[SG_SYM_vm_print]))
         return 2;
     return 0;
 }
@@ -190,11 +193,12 @@ static const sg_hole sg_code_holes_square_small[2] = {
 
 static unsigned sg_emit_square_small(uint8_t *code, uint8_t *data, sg_emit_env *env)
 {
-    (void)env;
+    const uint64_t at = (uintptr_t)code + env->delta;
+    const uint64_t data_at = (uintptr_t)data + env->delta;
     memcpy(code, sg_code_square_small, 20);
-    if (sg_patch_AARCH64_ADRP(code + 0x8, (uintptr_t)data))
+    if (sg_patch_AARCH64_ADRP(code + 0x8, at + 0x8, data_at))
         return 1;
-    if (sg_patch_AARCH64_ADD_LO12(code + 0xc, (uintptr_t)data))
+    if (sg_patch_AARCH64_ADD_LO12(code + 0xc, at + 0xc, data_at))
         return 2;
     return 0;
 }
@@ -230,14 +234,16 @@ static const sg_hole sg_code_holes_trap[4] = {
 
 static unsigned sg_emit_trap(uint8_t *code, uint8_t *data, sg_emit_env *env)
 {
+    const uint64_t at = (uintptr_t)code + env->delta;
+    const uint64_t data_at = (uintptr_t)data + env->delta;
     memcpy(code, sg_code_trap, 32);
-    if (sg_patch_AARCH64_GOT_ADRP(code + 0x8, env->symbol_got[SG_SYM_vm_trap]))
+    if (sg_patch_AARCH64_GOT_ADRP(code + 0x8, at + 0x8, env->symbol_got[SG_SYM_vm_trap]))
         return 1;
-    if (sg_patch_AARCH64_ADRP(code + 0x10, (uintptr_t)data))
+    if (sg_patch_AARCH64_ADRP(code + 0x10, at + 0x10, data_at))
         return 2;
-    if (sg_patch_AARCH64_ADD_LO12(code + 0x14, (uintptr_t)data))
+    if (sg_patch_AARCH64_ADD_LO12(code + 0x14, at + 0x14, data_at))
         return 3;
-    if (sg_patch_AARCH64_GOT_LO12(code + 0x18, env->symbol_got[SG_SYM_vm_trap]))
+    if (sg_patch_AARCH64_GOT_LO12(code + 0x18, at + 0x18, env->symbol_got[SG_SYM_vm_trap]))
         return 4;
     return 0;
 }

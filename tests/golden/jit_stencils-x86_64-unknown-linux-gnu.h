@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "stencilrt_abi.h"
-#if SG_ABI_VERSION != 4 /* the stencil ABI this header was written for */
+#if SG_ABI_VERSION != 5 /* the stencil ABI this header was written for */
 #error "jit_stencils-x86_64-unknown-linux-gnu.h: stencilrt_abi.h is another ABI version; regenerate this header"
 #endif
 
@@ -74,8 +74,9 @@ static const sg_hole sg_code_holes_push_operand[1] = {
 static unsigned sg_emit_push_operand(uint8_t *code, uint8_t *data, sg_emit_env *env)
 {
     (void)data;
+    const uint64_t at = (uintptr_t)code + env->delta;
     memcpy(code, sg_code_push_operand, 18);
-    if (sg_patch_ABS64(code + 0xa, env->operand[0]))
+    if (sg_patch_ABS64(code + 0xa, at + 0xa, env->operand[0]))
         return 1;
     return 0;
 }
@@ -102,10 +103,11 @@ static const sg_hole sg_code_holes_branch_if_zero[2] = {
 static unsigned sg_emit_branch_if_zero(uint8_t *code, uint8_t *data, sg_emit_env *env)
 {
     (void)data;
+    const uint64_t at = (uintptr_t)code + env->delta;
     memcpy(code, sg_code_branch_if_zero, 25);
-    if (sg_patch_X86_BRANCH32(code + 0x10, (uintptr_t)code + 25 - 0x4u))
+    if (sg_patch_X86_BRANCH32(code + 0x10, at + 0x10, at + 25 - 0x4u))
         return 1;
-    if (sg_patch_X86_BRANCH32(code + 0x15, env->target - 0x4u))
+    if (sg_patch_X86_BRANCH32(code + 0x15, at + 0x15, env->target - 0x4u))
         return 2;
     return 0;
 }
@@ -131,8 +133,9 @@ static const sg_hole sg_code_holes_print[1] = {
 static unsigned sg_emit_print(uint8_t *code, uint8_t *data, sg_emit_env *env)
 {
     (void)data;
+    const uint64_t at = (uintptr_t)code + env->delta;
     memcpy(code, sg_code_print, 17);
-    if (sg_patch_GOTPCREL32(code + 0x9, env->symbol_got[SG_SYM_vm_print] - 0x4u))
+    if (sg_patch_GOTPCREL32(code + 0x9, at + 0x9, env->symbol_got[SG_SYM_vm_print] - 0x4u))
         return 1;
     return 0;
 }
@@ -160,9 +163,10 @@ static const sg_hole sg_code_holes_square_small[1] = {
 
 static unsigned sg_emit_square_small(uint8_t *code, uint8_t *data, sg_emit_env *env)
 {
-    (void)env;
+    const uint64_t at = (uintptr_t)code + env->delta;
+    const uint64_t data_at = (uintptr_t)data + env->delta;
     memcpy(code, sg_code_square_small, 15);
-    if (sg_patch_PCREL32(code + 0x7, (uintptr_t)data - 0x4u))
+    if (sg_patch_PCREL32(code + 0x7, at + 0x7, data_at - 0x4u))
         return 1;
     return 0;
 }
@@ -190,10 +194,12 @@ static const sg_hole sg_code_holes_trap[2] = {
 
 static unsigned sg_emit_trap(uint8_t *code, uint8_t *data, sg_emit_env *env)
 {
+    const uint64_t at = (uintptr_t)code + env->delta;
+    const uint64_t data_at = (uintptr_t)data + env->delta;
     memcpy(code, sg_code_trap, 17);
-    if (sg_patch_PCREL32(code + 0x7, (uintptr_t)data - 0x4u))
+    if (sg_patch_PCREL32(code + 0x7, at + 0x7, data_at - 0x4u))
         return 1;
-    if (sg_patch_GOTPCREL32(code + 0xd, env->symbol_got[SG_SYM_vm_trap] - 0x4u))
+    if (sg_patch_GOTPCREL32(code + 0xd, at + 0xd, env->symbol_got[SG_SYM_vm_trap] - 0x4u))
         return 2;
     return 0;
 }

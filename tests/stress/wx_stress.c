@@ -1,6 +1,8 @@
 /* wx_stress.c - W^X: no mapping of the process is ever writable and
  * executable, while executors are being written; executor pages are r-x once
- * sr_emit returns and inaccessible (---) once sr_executor_free returns.
+ * sr_emit returns, and once sr_executor_free returns they are inaccessible
+ * (---, one code view) or hold only trap instructions (two views: the pages
+ * stay r-x, shared with other executors; STENCILRT_CODE_VIEWS picks).
  *
  *   wx_stress [--seconds S] [--seed N] [--debug-inject-wx] [--debug-reprotect]
  *
@@ -100,10 +102,32 @@ static void *scanner(void *arg)
 typedef struct live {
     sr_executor *ex;
     uintptr_t lo, hi; /* whole pages of the code */
+    const void *entry;
+    size_t code_size;
     vm_value expect;
 } live;
 
-static long pages_rx, pages_none, emits, frees;
+static long pages_rx, pages_none, emits, frees, trapped;
+static int two_views;
+
+#if defined(__aarch64__)
+enum { TRAP_BYTE = 0x00 }; /* udf #0 */
+#else
+enum { TRAP_BYTE = 0xcc }; /* int3 */
+#endif
+
+/* Two views: a freed executor's code is all traps (it may share its pages). */
+static int check_trapped(const live *l)
+{
+    const uint8_t *p = (const uint8_t *)l->entry;
+    for (size_t k = 0; k < l->code_size; k++)
+        if (p[k] != TRAP_BYTE) {
+            fprintf(stderr, "FAIL: freed code at %p+%zu is %#x, not a trap\n", l->entry, k,
+                    p[k]);
+            return 0;
+        }
+    return 1;
+}
 
 static int check_pages(char *maps, uintptr_t lo, uintptr_t hi, const char *perms,
                        const char *when)
@@ -118,6 +142,21 @@ static int check_pages(char *maps, uintptr_t lo, uintptr_t hi, const char *perms
                 (unsigned long)lo, (unsigned long)hi, when, perms, found);
         return 0;
     }
+    return 1;
+}
+
+/* After sr_executor_free: what the mode promises of l's pages. */
+static int check_freed(char *maps, const live *l, size_t page)
+{
+    if (two_views) {
+        if (!check_trapped(l) || !check_pages(maps, l->lo, l->hi, "r-xs", "after a free"))
+            return 0;
+        trapped++;
+        return 1;
+    }
+    if (!check_pages(maps, l->lo, l->hi, "---p", "after sr_executor_free"))
+        return 0;
+    pages_none += (long)((l->hi - l->lo) / page);
     return 1;
 }
 
@@ -148,6 +187,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "FAIL: sr_runtime_create: %s\n", sr_last_error());
         return 1;
     }
+    two_views = sr_runtime_config(rt).code_views == 2;
     st_shim_fn *shim = (st_shim_fn *)sr_shim_entry(rt);
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
     char *maps = malloc(MAPS_CAP);
@@ -187,9 +227,7 @@ int main(int argc, char **argv)
         if (lv[k].ex) {
             sr_executor_free(lv[k].ex);
             frees++;
-            if (check_pages(maps, lv[k].lo, lv[k].hi, "---p", "after sr_executor_free"))
-                pages_none += (long)((lv[k].hi - lv[k].lo) / page);
-            else
+            if (!check_freed(maps, &lv[k], page))
                 atomic_fetch_add(&failures, 1);
             lv[k].ex = NULL;
         }
@@ -203,12 +241,14 @@ int main(int argc, char **argv)
         uintptr_t hi = lo + sr_executor_code_size(lv[k].ex);
         lv[k].lo = lo / page * page;
         lv[k].hi = (hi + page - 1) / page * page;
+        lv[k].entry = sr_executor_entry(lv[k].ex);
+        lv[k].code_size = sr_executor_code_size(lv[k].ex);
         lv[k].expect = expect;
         if (reprotect && i == 0) {
             fprintf(stderr, "debug: making %#lx read-only\n", (unsigned long)lv[k].lo);
             mprotect((void *)lv[k].lo, page, PROT_READ);
         }
-        if (check_pages(maps, lv[k].lo, lv[k].hi, "r-xp", "after sr_emit"))
+        if (check_pages(maps, lv[k].lo, lv[k].hi, two_views ? "r-xs" : "r-xp", "after sr_emit"))
             pages_rx += (long)((lv[k].hi - lv[k].lo) / page);
         else
             atomic_fetch_add(&failures, 1);
@@ -245,9 +285,7 @@ int main(int argc, char **argv)
             continue;
         sr_executor_free(lv[k].ex);
         frees++;
-        if (check_pages(maps, lv[k].lo, lv[k].hi, "---p", "after sr_executor_free"))
-            pages_none += (long)((lv[k].hi - lv[k].lo) / page);
-        else
+        if (!check_freed(maps, &lv[k], page))
             atomic_fetch_add(&failures, 1);
     }
     /* One last scan after everything settled. */
@@ -260,9 +298,10 @@ int main(int argc, char **argv)
     free(maps);
     free(code);
     long fails = atomic_load(&failures) + atomic_load(&wx_violations);
-    printf("wx: seconds=%.2f emits=%ld frees=%ld scans=%ld transient_rw_seen=%ld "
-           "pages_checked_rx=%ld pages_checked_none=%ld wx_violations=%ld failures=%ld\n",
+    printf("wx: views=%d seconds=%.2f emits=%ld frees=%ld scans=%ld transient_rw_seen=%ld "
+           "pages_checked_rx=%ld pages_checked_none=%ld freed_code_trapped=%ld "
+           "wx_violations=%ld failures=%ld\n", two_views ? 2 : 1,
            st_now() - t0, emits, frees, atomic_load(&scans), atomic_load(&transient_rw),
-           pages_rx, pages_none, atomic_load(&wx_violations), fails);
+           pages_rx, pages_none, trapped, atomic_load(&wx_violations), fails);
     return fails ? 1 : 0;
 }

@@ -116,9 +116,11 @@ typedef struct outcome {
     bool overran; /* wrote past the layout's end (emit_plan's total), even on failure */
 } outcome;
 
-/* Emit with the header's emitters or the hole tables; the executor goes to buf
- * either way (PC-relative holes depend on where). */
-static outcome emit_at(const trial *t, bool generated, uint8_t *buf, size_t *total)
+/* Emit with the header's emitters or the hole tables, written to buf for code
+ * that runs at `run` (PC-relative holes depend on where; buf == run but for
+ * JIT memory mapped twice). */
+static outcome emit_at(const trial *t, bool generated, uint8_t *buf, const uint8_t *run,
+                       size_t *total)
 {
     outcome o = {SR_OK, "", false};
     sr_emitter em;
@@ -131,7 +133,8 @@ static outcome emit_at(const trial *t, bool generated, uint8_t *buf, size_t *tot
         if (o.st == SR_OK && l.total > BUFFER)
             o.st = SR_ENOMEM;
         if (o.st == SR_OK) {
-            o.st = emit_write(&em, t->code, t->n, offsets, &l, buf);
+            o.st = emit_write(&em, t->code, t->n, offsets, &l, buf,
+                              (uintptr_t)run - (uintptr_t)buf);
             for (size_t k = l.total; k < BUFFER && k < l.total + 64; k++)
                 o.overran |= buf[k] != 0xa5;
         }
@@ -173,15 +176,19 @@ static uint8_t *low_buffer(void)
 }
 
 /* Both ways over `programs` random programs, half of them in low memory;
- * with null_symbols some symbols have no value, so refusals must happen too. */
+ * with null_symbols some symbols have no value, so refusals must happen too.
+ * One of the two ways, in turn, writes elsewhere what is to run at `a`, as
+ * through the writable view of JIT memory mapped twice: the bytes must not
+ * depend on where they are written. */
 static void differential(size_t programs, bool null_symbols, const char *name)
 {
     uint8_t *high = aligned_alloc(4096, BUFFER), *low = low_buffer(), *saved = malloc(BUFFER);
+    uint8_t *elsewhere = malloc(BUFFER);
     uint8_t *a = high;
     const void *any[SG_SYM__COUNT + 1] = {high};
     sr_emitter probe;
     uint32_t end_ops[SG_OP__COUNT + 2];
-    if (!high || !saved || emit_init(&probe, &set, any, true) != SR_OK) {
+    if (!high || !saved || !elsewhere || emit_init(&probe, &set, any, true) != SR_OK) {
         result(false, name, "out of memory");
         return;
     }
@@ -195,11 +202,13 @@ static void differential(size_t programs, bool null_symbols, const char *name)
         a = low && p % 2 ? low : high;
         random_trial(&t, a, end_ops, nend, null_symbols);
         size_t ta, tb;
-        outcome x = emit_at(&t, true, a, &ta);
-        memcpy(saved, a, BUFFER);
-        outcome y = emit_at(&t, false, a, &tb);
+        bool generated_elsewhere = p % 4 < 2;
+        outcome x = emit_at(&t, true, generated_elsewhere ? elsewhere : a, a, &ta);
+        memcpy(saved, generated_elsewhere ? elsewhere : a, BUFFER);
+        uint8_t *table_buf = generated_elsewhere ? a : elsewhere;
+        outcome y = emit_at(&t, false, table_buf, a, &tb);
         size_t at = 0;
-        while (at < ta && saved[at] == a[at])
+        while (at < ta && saved[at] == table_buf[at])
             at++;
         if (x.overran || y.overran) {
             if (!mismatches++)
@@ -236,6 +245,7 @@ static void differential(size_t programs, bool null_symbols, const char *name)
     result(!mismatches && covered, name, detail);
     free(high);
     free(saved);
+    free(elsewhere);
     if (low)
         munmap(low, BUFFER);
 }

@@ -261,7 +261,7 @@ static void patch_after_emit(void)
               5 + (vm_value)((uint64_t)-1 << 40), "patch: both see the new operand", "");
     char perms[5] = "";
     bool any_wx = true;
-    rt_result(mapping_of(sr_executor_entry(a), perms, &any_wx) && !strcmp(perms, "r-xp") &&
+    rt_result(mapping_of(sr_executor_entry(a), perms, &any_wx) && !strncmp(perms, "r-x", 3) &&
                   !any_wx, "patch: the pages are read+execute again; nothing is writable "
               "and executable", perms);
 
