@@ -1,6 +1,7 @@
 /* bench_runtime - stencilrt costs, measured side by side in one run.
  * Prints "name value unit" lines; tests/bench/run.py turns them into a table. */
 #include <execinfo.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -175,30 +176,75 @@ static double emit_free_cost(sr_runtime *rt, const sr_instr *code, size_t n, dou
     return t / (double)reps;
 }
 
-enum { BARE, LIBGCC, GDB, RUNTIMES };
-static const char *const runtime_tags[RUNTIMES] = {"unregistered", "gdb_off", "gdb_on"};
+/* Two code views (the default) unregistered, with libgcc, with libgcc and
+ * GDB; then one code view (pages flipped) with libgcc and GDB. */
+enum { BARE, LIBGCC, GDB, GDB_ONE_VIEW, RUNTIMES };
+static const char *const runtime_tags[RUNTIMES] = {"unregistered", "gdb_off", "gdb_on",
+                                                   "gdb_on_one_view"};
 
 /* sr_emit + sr_executor_free of 8 instructions with `live` others alive in
- * each runtime, the runtimes taking turns in short rounds, best round of each:
- * what registration adds is the difference from the bare runtime. */
-static void emit_free_costs(sr_runtime *const *rts, size_t live, double *best)
+ * each runtime up to `nrts`, the runtimes taking turns in short rounds, best
+ * round of each: what registration adds is the difference from the bare
+ * runtime. */
+static void emit_free_costs(sr_runtime *const *rts, size_t nrts, size_t live, double *best)
 {
     sr_instr *code = program(8);
-    sr_executor **bg = calloc(RUNTIMES * live + 1, sizeof *bg);
-    for (size_t r = 0; r < RUNTIMES; r++) {
+    sr_executor **bg = calloc(nrts * live + 1, sizeof *bg);
+    for (size_t r = 0; r < nrts; r++) {
         best[r] = 1e9;
         for (size_t i = 0; i < live; i++)
             if (sr_emit(rts[r], code, 8, "background", &bg[r * live + i]) != SR_OK)
                 exit(1);
     }
     for (int round = 0; round < 10; round++) {
-        for (size_t r = 0; r < RUNTIMES; r++) {
+        for (size_t r = 0; r < nrts; r++) {
             double t = emit_free_cost(rts[r], code, 8, 0.05);
             best[r] = t < best[r] ? t : best[r];
         }
     }
-    sr_executor_free_batch(bg, RUNTIMES * live);
+    sr_executor_free_batch(bg, nrts * live);
     free(bg);
+    free(code);
+}
+
+static size_t heap_bytes(void)
+{
+    struct mallinfo2 m = mallinfo2();
+    return m.uordblks + m.hblkhd;
+}
+
+/* What `live` 8-instruction executors cost in memory, per executor, in the
+ * libgcc runtime and the GDB one (sr_emit one at a time, so one GDB object
+ * each): JIT memory (its chunk: code, veneers, data, GOT, rounded to the
+ * granule), of it code; the runtime's records (executor, names, offsets,
+ * lookup table, FDE); the GDB object's share. */
+static void memory_per_executor(sr_runtime *libgcc, sr_runtime *gdb, size_t live)
+{
+    sr_instr *code = program(8);
+    sr_executor **ex = calloc(2 * live, sizeof *ex);
+    size_t heap[3], chunk = 0, text = 0;
+    heap[0] = heap_bytes();
+    for (size_t i = 0; i < live; i++)
+        if (sr_emit(libgcc, code, 8, "measured", &ex[i]) != SR_OK)
+            exit(1);
+    heap[1] = heap_bytes();
+    for (size_t i = 0; i < live; i++)
+        if (sr_emit(gdb, code, 8, "measured", &ex[live + i]) != SR_OK)
+            exit(1);
+    heap[2] = heap_bytes();
+    for (size_t i = 0; i < live; i++) {
+        size_t granule = ex[i]->arena->region.granule;
+        chunk += (ex[i]->mem_size + granule - 1) / granule * granule;
+        text += ex[i]->code_size;
+    }
+    double records = (double)(heap[1] - heap[0]) / (double)live;
+    report("memory_per_executor_chunk", (double)chunk / (double)live, "B");
+    report("memory_per_executor_code", (double)text / (double)live, "B");
+    report("memory_per_executor_records", records, "B");
+    report("memory_per_executor_gdb_object",
+           (double)(heap[2] - heap[1]) / (double)live - records, "B");
+    sr_executor_free_batch(ex, 2 * live);
+    free(ex);
     free(code);
 }
 
@@ -253,20 +299,25 @@ int main(void)
     for (int r = 0; r < RUNTIMES; r++) {
         sr_config cfg = SR_CONFIG_DEFAULT;
         cfg.frames = r != BARE; /* the bare runtime registers nothing: the floor */
-        cfg.gdb = r == GDB;
+        cfg.gdb = r == GDB || r == GDB_ONE_VIEW;
+        cfg.code_views = r == GDB_ONE_VIEW ? 1 : 2;
         if (sr_runtime_create(&set, symbols, &cfg, &rts[r]) != SR_OK)
             return 1;
     }
     char name[96];
-    static const size_t lives[2] = {100, 10000};
-    for (int k = 0; k < 2; k++) {
+    /* 100,000 live with one view would be 100,000 mappings' worth of pages:
+     * measured with two views only. */
+    static const size_t lives[3] = {100, 10000, 100000};
+    for (int k = 0; k < 3; k++) {
         double best[RUNTIMES];
-        emit_free_costs(rts, lives[k], best);
-        for (int r = 0; r < RUNTIMES; r++) {
+        size_t nrts = lives[k] > 10000 ? GDB + 1 : RUNTIMES;
+        emit_free_costs(rts, nrts, lives[k], best);
+        for (size_t r = 0; r < nrts; r++) {
             snprintf(name, sizeof name, "emit_free_8instr_%zulive_%s", lives[k], runtime_tags[r]);
             report(name, best[r] * 1e6, "us");
         }
     }
+    memory_per_executor(rts[LIBGCC], rts[GDB], 10000);
     sr_instr *big = program(1000);
     for (int r = LIBGCC; r < RUNTIMES; r++) {
         snprintf(name, sizeof name, "emit_free_1000instr_%s", runtime_tags[r]);

@@ -261,25 +261,40 @@ def main():
                  "%.2f GB/s" % (f["emit_table_bytes_per_s"] / 1e9),
                  "generated emitters %.2fx faster" % (
                      f["emit_core_bytes_per_s"] / f["emit_table_bytes_per_s"])))
-    a, b = (f["emit_free_8instr_100live_unregistered"],
-            f["emit_free_8instr_10000live_unregistered"])
-    rows.append(("sr_emit+free, 8 instrs, nothing registered: 100 / 10,000 live",
-                 "%.1f / %.1f us" % (a, b), "ratio %.2f" % (b / a)))
+    def lives(tag):
+        return [f["emit_free_8instr_%slive_%s" % (n, tag)] for n in ("100", "10000", "100000")]
+
+    bare = lives("unregistered")
+    rows.append(("sr_emit+free, 8 instrs, nothing registered: 100 / 10,000 / 100,000 live",
+                 "%.2f / %.2f / %.2f us" % tuple(bare), "ratio %.2f (100,000 / 100)" % (
+                     bare[2] / bare[0])))
     for tag, label in (("gdb_off", "libgcc"), ("gdb_on", "libgcc + GDB")):
-        reg100 = f["emit_free_8instr_100live_" + tag] - a
-        reg10k = f["emit_free_8instr_10000live_" + tag] - b
-        rows.append(("registration per executor (%s): 100 / 10,000 live" % label,
-                     "%.2f / %.2f us" % (reg100, reg10k),
-                     "emit+free minus the unregistered run"))
+        reg = [x - y for x, y in zip(lives(tag), bare)]
+        rows.append(("registration per executor (%s): 100 / 10,000 / 100,000 live" % label,
+                     "%.2f / %.2f / %.2f us" % tuple(reg), "emit+free minus the unregistered run"))
     for tag, label in (("gdb_off", "libgcc only"), ("gdb_on", "libgcc + GDB objects")):
-        a, b = f["emit_free_8instr_100live_" + tag], f["emit_free_8instr_10000live_" + tag]
-        rows.append(("sr_emit+free, 8 instrs, %s: 100 / 10,000 live" % label,
-                     "%.1f / %.1f us" % (a, b), "ratio %.2f" % (b / a)))
+        t = lives(tag)
+        rows.append(("sr_emit+free, 8 instrs, %s: 100 / 10,000 / 100,000 live" % label,
+                     "%.2f / %.2f / %.2f us" % tuple(t), "ratio %.2f (100,000 / 100)" % (
+                         t[2] / t[0])))
         rows.append(("sr_emit+free, 1000 instrs, %s" % label,
                      "%.1f us" % f["emit_free_1000instr_" + tag], ""))
         a, b = f["backtrace_100live_" + tag], f["backtrace_10000live_" + tag]
         rows.append(("backtrace() through JIT, %s: 100 / 10,000 live" % label,
                      "%.2f / %.2f us" % (a, b), "ratio %.2f" % (b / a)))
+    one = [f["emit_free_8instr_%slive_gdb_on_one_view" % n] for n in ("100", "10000")]
+    two = lives("gdb_on")
+    rows.append(("sr_emit+free, 8 instrs, libgcc + GDB, one code view: 100 / 10,000 live",
+                 "%.1f / %.1f us" % tuple(one), "two views %.1fx faster (at 100 live); "
+                 "1000 instrs %.1f us" % (one[0] / two[0],
+                                          f["emit_free_1000instr_gdb_on_one_view"])))
+    rows.append(("memory per 8-instr executor, 10,000 live: JIT chunk (code) / records / "
+                 "GDB object",
+                 "%.0f (%.0f) / %.0f / %.0f B" % (
+                     f["memory_per_executor_chunk"], f["memory_per_executor_code"],
+                     f["memory_per_executor_records"], f["memory_per_executor_gdb_object"]),
+                 "records: executor, names, offsets, lookup table, FDE; one GDB object per "
+                 "sr_emit"))
     d = gdb_figures(build)
     rows.append(("GDB attached, 10,000 live: registered/s, batches of 100 / single",
                  "%.0f / %.0f per s" % (d["registered_per_s_batch100_at10000live"],

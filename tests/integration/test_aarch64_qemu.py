@@ -195,7 +195,11 @@ def test_aarch64_tinyvm_interp_and_jit_agree(ctx):
     j = qemu(ctx, [tinyvm, "--jit", "--time", ctx.path("stencils", "programs", "loop.tvm")])
     check(j.returncode == 0 and j.stdout.strip() == "5999999" and "(jit," in j.stderr,
           "loop.tvm: %r %r", j.stdout, j.stderr)
-    c = qemu(ctx, [tinyvm, "--chain", "--stats", ctx.path("stencils", "programs", "loop.tvm")])
+    # One code view: qemu-user keeps its translation of code that is patched
+    # through the other view of two (it watches writes to the pages it
+    # translated, not to their aliases), so patching is checked flipping pages.
+    c = qemu(ctx, [tinyvm, "--chain", "--stats", ctx.path("stencils", "programs", "loop.tvm")],
+             env={"STENCILRT_CODE_VIEWS": "1"})
     check(c.returncode == 0 and c.stdout.strip() == "5999999" and
           "4 jumps linked, 4 side exits taken" in c.stderr, "loop.tvm --chain: %r %r",
           c.stdout, c.stderr)

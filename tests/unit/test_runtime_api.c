@@ -6,6 +6,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "rt_common.h"
@@ -55,9 +57,10 @@ static int effective(const char *name, const char *value, const char **warning)
     unsetenv(name);
     if (r.st != SR_OK)
         return -2;
-    return !strcmp(name, "STENCILRT_FRAMES") ? r.cfg.frames
-           : !strcmp(name, "STENCILRT_GDB")  ? r.cfg.gdb
-                                             : r.cfg.perf;
+    return !strcmp(name, "STENCILRT_FRAMES")       ? r.cfg.frames
+           : !strcmp(name, "STENCILRT_GDB")        ? r.cfg.gdb
+           : !strcmp(name, "STENCILRT_CODE_VIEWS") ? r.cfg.code_views
+                                                   : r.cfg.perf;
 }
 
 static void check_value(const char *name, const char *value, int want, bool warns)
@@ -89,6 +92,9 @@ static void environment_switches(void)
     check_value("STENCILRT_PERF", "MAP", SR_PERF_MAP, false);
     check_value("STENCILRT_PERF", "JitDump", SR_PERF_JITDUMP, false);
     check_value("STENCILRT_PERF", "OFF", SR_PERF_OFF, false);
+    check_value("STENCILRT_CODE_VIEWS", "1", 1, false);
+    check_value("STENCILRT_CODE_VIEWS", "2", 2, false);
+    check_value("STENCILRT_CODE_VIEWS", "3", 2, true);
 }
 
 static void expect_status(sr_status got, sr_status want, const char *name)
@@ -117,6 +123,10 @@ static void configurations(void)
     c = (sr_config)SR_CONFIG_DEFAULT;
     c.perf = 7;
     expect_status(sr_runtime_create(&rt_set, rt_symbols, &c, &rt), SR_EINVAL, "perf 7 refused");
+    c = (sr_config)SR_CONFIG_DEFAULT;
+    c.code_views = 3;
+    expect_status(sr_runtime_create(&rt_set, rt_symbols, &c, &rt), SR_EINVAL,
+                  "code_views 3 refused");
     c = (sr_config)SR_CONFIG_DEFAULT;
     c.arena_size = 3 * 4096 + 1; /* rounded up to pages, and it works */
     sr_status st = sr_runtime_create(&rt_set, rt_symbols, &c, &rt);
@@ -332,11 +342,89 @@ static void patch_refusals_keep_the_code(void)
     sr_runtime_destroy(rt);
 }
 
+/* How a process that runs code freed in `rt` ends: by the signal (0: it
+ * returned). Two views: the code's bytes are traps; one view: the pages are
+ * inaccessible. */
+static int run_freed_code(int views)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        sr_config c = SR_CONFIG_DEFAULT;
+        c.code_views = views;
+        sr_runtime *rt;
+        sr_executor *ex;
+        if (sr_runtime_create(&rt_set, rt_symbols, &c, &rt) != SR_OK ||
+            sr_emit(rt, rt_answer, 3, "answer", &ex) != SR_OK || rt_run(rt, ex) != 42)
+            _exit(3);
+        void *entry = sr_executor_entry(ex);
+        sr_executor_free(ex);
+        vm_frame frame = {0};
+        vm_value stack[16];
+        ((shim_fn *)sr_shim_entry(rt))(&frame, stack, entry);
+        _exit(0);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFSIGNALED(status) ? WTERMSIG(status) : -WEXITSTATUS(status);
+}
+
+static void freed_code_stops(void)
+{
+#if defined(__aarch64__)
+    int trap = SIGILL; /* udf */
+#else
+    int trap = SIGTRAP; /* int3 */
+#endif
+    char detail[64];
+    int sig = run_freed_code(2);
+    snprintf(detail, sizeof detail, "ended by %d (want %d)", sig, trap);
+    rt_result(sig == trap, "two views: a jump into freed code traps at once", detail);
+    sig = run_freed_code(1);
+    snprintf(detail, sizeof detail, "ended by %d (want %d)", sig, SIGSEGV);
+    rt_result(sig == SIGSEGV, "one view: a jump into freed code faults at once", detail);
+}
+
+/* fork(): each process's code is its own. The child frees an executor made
+ * before the fork (its bytes become traps) and emits another that may reuse
+ * the chunk; the parent's executor still runs as emitted, and a child's
+ * patch does not reach the parent. */
+static void fork_keeps_code_apart(void)
+{
+    static const sr_instr other[] = {{SG_OP_push, 0, {7}}, {SG_OP_ret, 0, {0}}};
+    sr_runtime *rt;
+    sr_executor *ex, *keep;
+    if (sr_runtime_create(&rt_set, rt_symbols, NULL, &rt) != SR_OK ||
+        sr_emit(rt, rt_answer, 3, "answer", &ex) != SR_OK ||
+        sr_emit(rt, rt_answer, 3, "kept", &keep) != SR_OK) {
+        rt_result(false, "fork: set-up", sr_last_error());
+        return;
+    }
+    pid_t pid = fork();
+    if (pid == 0) {
+        sr_executor *again;
+        sr_executor_free(ex);
+        bool ok = sr_emit(rt, other, 2, "other", &again) == SR_OK && rt_run(rt, again) == 7 &&
+                  sr_patch_operand(keep, 0, 0, 1) == SR_OK;
+        _exit(ok ? 0 : 1);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    char detail[96];
+    snprintf(detail, sizeof detail, "child exit %d; parent's executors return %d, %d",
+             WIFEXITED(status) ? WEXITSTATUS(status) : -1, (int)rt_run(rt, ex),
+             (int)rt_run(rt, keep));
+    rt_result(WIFEXITED(status) && WEXITSTATUS(status) == 0 && rt_run(rt, ex) == 42 &&
+                  rt_run(rt, keep) == 42, "fork: the child's frees, emits and patches stay "
+              "in the child", detail);
+    sr_runtime_destroy(rt);
+}
+
 int main(void)
 {
     unsetenv("STENCILRT_FRAMES");
     unsetenv("STENCILRT_GDB");
     unsetenv("STENCILRT_PERF");
+    unsetenv("STENCILRT_CODE_VIEWS");
     environment_switches();
     configurations();
     null_arguments();
@@ -344,5 +432,7 @@ int main(void)
     lookup_pc();
     patch_after_emit();
     patch_refusals_keep_the_code();
+    freed_code_stops();
+    fork_keeps_code_apart();
     return rt_summary();
 }
