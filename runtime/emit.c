@@ -1,6 +1,6 @@
 /* emit.c - copy stencils back to back and patch their holes.
  *
- * An executor is one run of pages: [code][veneers][read-only data][GOT].
+ * An executor is one chunk of JIT memory: [code][veneers][read-only data][GOT].
  * Stencil data without holes is shared by every use of the same op; GOT slots
  * are shared by equal values. Every patch is range-checked: a value that does
  * not fit is an error, never a truncation. The one exception to "does not

@@ -173,7 +173,7 @@ void perf_close(sr_perf *p);
 
 /* ---- emit */
 
-/* Where things go in an executor's page run. */
+/* Where things go in an executor's chunk. */
 typedef struct sr_layout {
     size_t code_size;
     size_t data_start, data_end; /* data_end is an upper bound (shared data) */
@@ -268,14 +268,14 @@ typedef struct sr_arena {
                                              holds (lookup.c) */
 } sr_arena;
 
-/* An emitted program: its page run, and the names debuggers and profilers
- * give its parts. */
+/* An emitted program: its chunk of JIT memory, and the names debuggers and
+ * profilers give its parts. */
 struct sr_executor {
     sr_runtime *rt;
     sr_arena *arena;
     struct sr_executor *next, *prev; /* in arena->executors */
     sr_group *group;
-    uint8_t *mem;      /* page run: code, data, GOT */
+    uint8_t *mem;      /* its chunk, where it runs: code, veneers, data, GOT */
     size_t mem_size;
     size_t code_size;
     size_t text_size;  /* code and the veneers after it: everything that executes */

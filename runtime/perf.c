@@ -55,7 +55,7 @@
  *
  * Freed code: perf reads both files after the fact and learns nothing about
  * frees, so an entry must never come to describe different code. While perf
- * output is on, jitmem never hands out freed pages again (a->no_reuse), so
+ * output is on, jitmem never hands out freed chunks again (region.no_reuse), so
  * within a runtime an address named here keeps naming this code. Arenas are
  * unmapped when their runtime is destroyed, and a later runtime may be given
  * the same addresses: jitdump copes (every load is timestamped and perf lets

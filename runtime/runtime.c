@@ -326,7 +326,7 @@ static sr_status emit_one(sr_runtime *rt, const sr_program *prog, sr_executor **
     e->code_size = l.code_size;
     e->text_size = l.data_start; /* veneers, if any, end where data starts */
     /* perf's injected image of this code carries its unwind tables right after
-     * the code; keep that much of our own page run so no other executor's
+     * the code; keep that much of our own chunk so no other executor's
      * image can cover them. */
     e->mem_size = l.total + perf_unwind_slack(rt->perf);
     errno = 0;
