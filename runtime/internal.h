@@ -40,8 +40,12 @@ void buf_patch_u32(sr_buf *b, size_t at, uint32_t v); /* a length field written 
  * is made with the registry lock held. */
 enum { JITMEM_CLASSES = 64 }; /* chunk sizes, in granules, with a free list each */
 
+typedef struct jitmem_chunk {
+    uint64_t at, granules; /* in granules from the region's start */
+} jitmem_chunk;
+
 typedef struct jitmem_list {
-    uint64_t *item;
+    jitmem_chunk *item;
     size_t n, cap;
 } jitmem_list;
 
@@ -57,7 +61,7 @@ typedef struct sr_region {
     bool no_reuse;    /* perf is watching: freed chunks are never handed out again */
     bool frozen;      /* a forked child could not copy it: never written again */
     jitmem_list free[JITMEM_CLASSES]; /* free chunks of 1 .. JITMEM_CLASSES granules */
-    jitmem_list large;                /* bigger ones (start << 32 | granules) */
+    jitmem_list large;                /* bigger ones */
     struct sr_region *next_two_view;  /* jitmem's list, for fork */
 } sr_region;
 

@@ -122,8 +122,8 @@ static bool map_views(size_t size, int prot, uint8_t **write, uint8_t **run)
 bool jitmem_region_init(sr_region *r, size_t size, bool two_views, int prot)
 {
     size_t page = jitmem_page_size();
-    if (size > SIZE_MAX - page || size / GRANULE > UINT32_MAX)
-        return false; /* rounding up would wrap, or granules outgrow their index */
+    if (size > SIZE_MAX - page)
+        return false; /* rounding up would wrap */
     size = (size + page - 1) / page * page;
     *r = (sr_region){.size = size, .two_views = two_views, .prot = prot,
                      .granule = two_views ? GRANULE : page};
@@ -162,24 +162,18 @@ void jitmem_region_fini(sr_region *r)
  * Sizes up to JITMEM_CLASSES granules have a list each (O(1) both ways);
  * bigger chunks share one list, first fit, the rest of a chunk kept. */
 
-static bool push(jitmem_list *l, uint64_t item)
+static bool push(jitmem_list *l, uint64_t at, uint64_t granules)
 {
     if (l->n == l->cap) {
         size_t cap = l->cap ? 2 * l->cap : 16;
-        uint64_t *grown = realloc(l->item, cap * sizeof *grown);
+        jitmem_chunk *grown = realloc(l->item, cap * sizeof *grown);
         if (!grown)
             return false;
         l->item = grown;
         l->cap = cap;
     }
-    l->item[l->n++] = item;
+    l->item[l->n++] = (jitmem_chunk){at, granules};
     return true;
-}
-
-/* Large chunks are listed as at << 32 | granules. */
-static uint64_t large_item(uint64_t at, uint64_t granules)
-{
-    return at << 32 | granules;
 }
 
 static void keep_free(sr_region *r, uint64_t at, uint64_t granules)
@@ -187,10 +181,7 @@ static void keep_free(sr_region *r, uint64_t at, uint64_t granules)
     if (!granules)
         return;
     /* Out of memory for the list: the chunk is never reused (no harm done). */
-    if (granules <= JITMEM_CLASSES)
-        push(&r->free[granules - 1], at);
-    else
-        push(&r->large, large_item(at, granules));
+    push(granules <= JITMEM_CLASSES ? &r->free[granules - 1] : &r->large, at, granules);
 }
 
 /* A free chunk of `granules`, as a granule index; false if none is free. */
@@ -198,12 +189,12 @@ static bool take_free(sr_region *r, uint64_t granules, uint64_t *at)
 {
     if (granules <= JITMEM_CLASSES && r->free[granules - 1].n) {
         jitmem_list *l = &r->free[granules - 1];
-        *at = l->item[--l->n];
+        *at = l->item[--l->n].at;
         return true;
     }
     jitmem_list *l = &r->large;
     for (size_t k = 0; k < l->n; k++) {
-        uint64_t have = l->item[k] & UINT32_MAX, start = l->item[k] >> 32;
+        uint64_t have = l->item[k].granules, start = l->item[k].at;
         if (have < granules)
             continue;
         l->item[k] = l->item[--l->n];

@@ -237,7 +237,11 @@ static void memory_per_executor(sr_runtime *libgcc, sr_runtime *gdb, size_t live
         chunk += (ex[i]->mem_size + granule - 1) / granule * granule;
         text += ex[i]->code_size;
     }
+    size_t fde = 0; /* the unwind table: one FDE per arena, shared by its executors */
+    for (const sr_arena *a = libgcc->arenas; a; a = a->next)
+        fde += a->eh_frame_size;
     double records = (double)(heap[1] - heap[0]) / (double)live;
+    report("memory_per_executor_fde_share", (double)fde / (double)live, "B");
     report("memory_per_executor_chunk", (double)chunk / (double)live, "B");
     report("memory_per_executor_code", (double)text / (double)live, "B");
     report("memory_per_executor_records", records, "B");

@@ -293,8 +293,8 @@ def main():
                  "%.0f (%.0f) / %.0f / %.0f B" % (
                      f["memory_per_executor_chunk"], f["memory_per_executor_code"],
                      f["memory_per_executor_records"], f["memory_per_executor_gdb_object"]),
-                 "records: executor, names, offsets, lookup table, FDE; one GDB object per "
-                 "sr_emit"))
+                 "records: executor, names, offsets, lookup table; FDE share %.2f B; one GDB "
+                 "object per sr_emit" % f["memory_per_executor_fde_share"]))
     d = gdb_figures(build)
     rows.append(("GDB attached, 10,000 live: registered/s, batches of 100 / single",
                  "%.0f / %.0f per s" % (d["registered_per_s_batch100_at10000live"],
