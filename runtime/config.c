@@ -1,5 +1,6 @@
 /* config.c - sr_config resolved against the environment (STENCILRT_*). */
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,15 +67,38 @@ static int env_perf(void)
     return SR_PERF_OFF;
 }
 
+/* Whether a debugger (any ptrace tracer) is attached to this process. */
+static bool traced(void)
+{
+    FILE *f = fopen("/proc/self/status", "re");
+    char line[128];
+    long tracer = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "TracerPid: %ld", &tracer) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return tracer != 0;
+}
+
+/* Two views, unless a debugger is attached: a debugger writes its breakpoints
+ * into code with ptrace, which the kernel refuses for a view that is shared
+ * and not writable. */
+static int default_views(void)
+{
+    return traced() ? 1 : 2;
+}
+
 static int env_views(void)
 {
     const char *v = getenv(env_code_views.name);
     if (!v || !*v)
-        return 2;
+        return default_views();
     if (!strcmp(v, "1") || !strcmp(v, "2"))
         return *v - '0';
-    env_warn(&env_code_views, v, "1, 2", "2");
-    return 2;
+    int fallback = default_views();
+    env_warn(&env_code_views, v, "1, 2", fallback == 2 ? "2" : "1 (a debugger is attached)");
+    return fallback;
 }
 
 sr_status config_resolve(const sr_config *in, sr_config *out)

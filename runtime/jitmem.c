@@ -75,24 +75,20 @@ static void unlist_region(sr_region *r)
 /* ---- making the views */
 
 /* A writable view of `size` fresh bytes, and a view of the same memory at
- * *run (anywhere when NULL; replacing what is there when not) with `prot`. */
-static bool map_views(size_t size, int prot, uint8_t **write, uint8_t **run)
+ * *run with `prot`, replacing what is there (a reservation, or a forked
+ * child's view of its parent's memory). */
+static bool map_views_at(size_t size, int prot, uint8_t **write, uint8_t *run)
 {
-    int fixed = *run ? MREMAP_FIXED : 0;
     uint8_t *w = mmap(NULL, size, PROT_READ | PROT_WRITE,
                       MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (w == MAP_FAILED)
         return false;
     /* mremap with old size 0 maps the same shared pages again. */
-    uint8_t *x = mremap(w, 0, size, MREMAP_MAYMOVE | fixed, *run);
-    if (x != MAP_FAILED) {
-        if (mprotect(x, size, prot) == 0) {
+    if (mremap(w, 0, size, MREMAP_MAYMOVE | MREMAP_FIXED, run) != MAP_FAILED) {
+        if (mprotect(run, size, prot) == 0) {
             *write = w;
-            *run = x;
             return true;
         }
-        if (!fixed)
-            munmap(x, size);
         munmap(w, size);
         return false;
     }
@@ -101,22 +97,34 @@ static bool map_views(size_t size, int prot, uint8_t **write, uint8_t **run)
     if (fd < 0)
         return false;
     w = MAP_FAILED;
-    x = MAP_FAILED;
+    uint8_t *x = MAP_FAILED;
     if (ftruncate(fd, (off_t)size) == 0) {
         w = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
-        x = mmap(*run, size, prot, MAP_SHARED | MAP_NORESERVE | (fixed ? MAP_FIXED : 0), fd, 0);
+        x = mmap(run, size, prot, MAP_SHARED | MAP_NORESERVE | MAP_FIXED, fd, 0);
     }
     close(fd);
     if (w != MAP_FAILED && x != MAP_FAILED) {
         *write = w;
-        *run = x;
         return true;
     }
     if (w != MAP_FAILED)
         munmap(w, size);
-    if (x != MAP_FAILED && !fixed)
-        munmap(x, size);
     return false;
+}
+
+/* Both views, the running one where an ordinary mmap puts it (so address
+ * hints and interposed mmaps, like a MAP_32BIT one, place code). */
+static bool map_views(size_t size, int prot, uint8_t **write, uint8_t **run)
+{
+    uint8_t *at = mmap(NULL, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (at == MAP_FAILED)
+        return false;
+    if (!map_views_at(size, prot, write, at)) {
+        munmap(at, size);
+        return false;
+    }
+    *run = at;
+    return true;
 }
 
 bool jitmem_region_init(sr_region *r, size_t size, bool two_views, int prot)
@@ -312,8 +320,8 @@ void jitmem_fork_parent(void)
  * from now on this process's writes are its own. */
 static bool privatize(sr_region *r)
 {
-    uint8_t *shared = r->write, *run = r->base;
-    if (!map_views(r->size, r->prot, &r->write, &run)) /* r->write untouched on failure */
+    uint8_t *shared = r->write;
+    if (!map_views_at(r->size, r->prot, &r->write, r->base)) /* r->write kept on failure */
         return false;
     memcpy(r->write, shared, r->top * r->granule);
     munmap(shared, r->size);

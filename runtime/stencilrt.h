@@ -90,11 +90,14 @@ typedef struct sr_config {
     int perf;          /* STENCILRT_PERF=off|map|jitdump (sr_perf_mode, default off) */
     size_t arena_size; /* bytes of address space per code arena (0: 1 MiB; at most 1 TiB) */
     /* STENCILRT_CODE_VIEWS: how JIT memory keeps W^X (0 or -1: the environment,
-     * then 2). 2: mapped twice, written through a view that never executes and
-     * run from one that is never writable; executors share pages, emit and
-     * free make no system call. 1: mapped once, each executor's pages flipped
-     * from writable to executable (two mprotect calls per emit; for tools that
-     * cannot follow writes through an alias, like qemu-user). */
+     * then 2, or 1 when a debugger is attached at sr_runtime_create). 2: mapped
+     * twice, written through a view that never executes and run from one that
+     * is never writable; executors share pages, emit and free make no system
+     * call. 1: mapped once, each executor's pages flipped from writable to
+     * executable (two mprotect calls per emit). A debugger can set breakpoints
+     * in JIT code only with 1 (ptrace cannot write to a shared view that is
+     * not writable); qemu-user and valgrind (without --smc-check=all) do not
+     * see code changed through the other view of 2. */
     int code_views;
 } sr_config;
 

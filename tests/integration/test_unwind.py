@@ -328,9 +328,10 @@ def _check_registrations(p, alive):
 
 
 def test_unwind_every_instruction_small_arenas(ctx):
-    """The same with one-page code arenas: each executor in an arena of its
-    own (the long one in three pages), eight libgcc registrations."""
-    p = _run(ctx, "unwind_step", UNWIND_TEST_ARENA="4096")
+    """The same with one-page code arenas and one code view (with two,
+    executors share pages): each executor in an arena of its own (the long
+    one in three pages), eight libgcc registrations."""
+    p = _run(ctx, "unwind_step", UNWIND_TEST_ARENA="4096", STENCILRT_CODE_VIEWS="1")
     _passed(p, "unwind_step")
     check(re.search(r"^config: frames=1 gdb=\d; %d arena\(s\), %d executors, %d libgcc "
                     r"registrations$" % (len(EXECUTORS), len(EXECUTORS), len(EXECUTORS) + 1),

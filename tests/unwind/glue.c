@@ -145,6 +145,12 @@ int glue_init(struct vm *vm, const glue_prog *progs, size_t nprogs, const sr_con
             return 0;
         }
     }
+    /* Executors may share a page: one's tail (veneers, data) ends where the
+     * next one starts. */
+    for (size_t i = 0; i < nprogs; i++)
+        for (size_t j = 0; j < nprogs; j++)
+            if (vm->ex_start[j] > vm->ex_start[i] && vm->ex_start[j] < vm->ex_page_end[i])
+                vm->ex_page_end[i] = vm->ex_start[j];
     return 1;
 }
 

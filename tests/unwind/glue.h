@@ -42,7 +42,8 @@ struct vm {
     size_t nprogs;
     sr_executor *ex[GLUE_MAX_EXECUTORS];
     uintptr_t ex_start[GLUE_MAX_EXECUTORS], ex_end[GLUE_MAX_EXECUTORS]; /* code */
-    uintptr_t ex_page_end[GLUE_MAX_EXECUTORS]; /* end of the code's last page */
+    uintptr_t ex_page_end[GLUE_MAX_EXECUTORS]; /* end of its code's last page, or
+                                                  where the next executor starts */
     const void *symbols[8];                    /* by SG_SYM_* */
 };
 
