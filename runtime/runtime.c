@@ -212,13 +212,7 @@ static void executor_unlink(sr_executor *e)
 
 void executor_destroy(sr_executor *e)
 {
-    for (size_t i = 0; e->symbols && i < e->n; i++)
-        free(e->symbols[i]);
-    free(e->symbols);
-    free(e->name);
-    free(e->offsets);
-    free(e->ops);
-    free(e);
+    free(e); /* with its names, offsets and ops (new_executor) */
 }
 
 void sr_runtime_destroy(sr_runtime *rt)
@@ -273,37 +267,78 @@ static uint8_t *allocate(sr_runtime *rt, size_t bytes, sr_arena **arena, uint8_t
     return a ? jitmem_alloc(&a->region, bytes, write) : NULL;
 }
 
-/* "<op>@<executor>[<index>]": what debuggers and profilers call instruction i
- * (malloc'ed; NULL when out of memory). */
-static char *stencil_symbol(const sr_runtime *rt, const sr_executor *e, size_t i)
+/* Decimal digits of v. */
+static size_t digits(size_t v)
 {
-    char *name;
-    if (asprintf(&name, "%s@%s[%zu]", rt->set->stencils[e->ops[i]].name, e->name, i) < 0)
-        return NULL;
-    return name;
+    size_t d = 1;
+    for (; v >= 10; v /= 10)
+        d++;
+    return d;
 }
 
+static const char *op_name(const sr_runtime *rt, uint32_t op)
+{
+    return op < rt->set->count ? rt->set->stencils[op].name : NULL;
+}
+
+/* Bytes of instruction i's name with its terminator (see put_symbol). */
+static size_t symbol_size(const char *op, size_t name_len, size_t i)
+{
+    return op ? strlen(op) + 1 + name_len + 1 + digits(i) + 2 : 2;
+}
+
+/* Instruction i's name at `at`: "<op>@<executor>[<i>]", what debuggers and
+ * profilers call it ("?" for an op out of range, which the emit refuses).
+ * Returns the byte after its terminator. */
+static char *put_symbol(char *at, const char *op, const char *name, size_t name_len, size_t i)
+{
+    if (!op)
+        return memcpy(at, "?", 2), at + 2;
+    size_t op_len = strlen(op), d = digits(i);
+    memcpy(at, op, op_len);
+    at += op_len;
+    *at++ = '@';
+    memcpy(at, name, name_len);
+    at += name_len;
+    *at++ = '[';
+    for (size_t k = d; k-- > 0; i /= 10)
+        at[k] = (char)('0' + i % 10);
+    at += d;
+    *at++ = ']';
+    *at++ = '\0';
+    return at;
+}
+
+/* The executor's record in one allocation: the struct, its instruction
+ * names' pointers, offsets and ops, then the names themselves (one malloc
+ * per emit, not one per instruction: most of an emit's time went there). */
 static sr_executor *new_executor(const sr_runtime *rt, const sr_instr *code, size_t n,
                                  const char *name)
 {
-    sr_executor *e = calloc(1, sizeof *e);
-    if (!e)
+    name = name && *name ? name : "executor";
+    size_t name_len = strlen(name), chars = name_len + 1;
+    /* Each instruction needs fewer than 64 bytes besides the names. */
+    if (n > (SIZE_MAX - sizeof(sr_executor)) / 64 - 1 || name_len > SIZE_MAX / 4 / (n + 1))
         return NULL;
-    e->name = strdup(name && *name ? name : "executor");
-    e->offsets = calloc(n + 1, sizeof *e->offsets);
-    e->ops = calloc(n ? n : 1, sizeof *e->ops);
-    e->symbols = calloc(n ? n : 1, sizeof *e->symbols);
-    e->n = n;
-    bool ok = e->name && e->offsets && e->ops && e->symbols;
-    for (size_t i = 0; ok && i < n; i++) {
+    for (size_t i = 0; i < n; i++)
+        chars += symbol_size(op_name(rt, code[i].op), name_len, i);
+    size_t at_symbols = sizeof(sr_executor), at_offsets = at_symbols + n * sizeof(char *);
+    size_t at_ops = at_offsets + (n + 1) * sizeof(uint32_t), at_chars = at_ops + n * sizeof(uint32_t);
+    uint8_t *block = malloc(at_chars + chars);
+    if (!block)
+        return NULL;
+    sr_executor *e = (sr_executor *)block;
+    *e = (sr_executor){.n = n};
+    e->symbols = (char **)(block + at_symbols);
+    e->offsets = (uint32_t *)(block + at_offsets);
+    e->ops = (uint32_t *)(block + at_ops);
+    e->name = (char *)(block + at_chars);
+    memcpy(e->name, name, name_len + 1);
+    char *next = e->name + name_len + 1;
+    for (size_t i = 0; i < n; i++) {
         e->ops[i] = code[i].op;
-        /* Names are made once, before validation: an out-of-range op gets "?". */
-        e->symbols[i] = code[i].op < rt->set->count ? stencil_symbol(rt, e, i) : strdup("?");
-        ok = e->symbols[i] != NULL;
-    }
-    if (!ok) {
-        executor_destroy(e);
-        return NULL;
+        e->symbols[i] = next;
+        next = put_symbol(next, op_name(rt, code[i].op), name, name_len, i);
     }
     return e;
 }
