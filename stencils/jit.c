@@ -37,8 +37,10 @@ bool vm_jit_init(struct vm *vm)
         fprintf(stderr, "tinyvm: cannot compile the program: %s\n", sr_last_error());
         ok = false;
     }
-    for (size_t i = 0; ok && i < vm->nfunctions; i++)
+    for (size_t i = 0; ok && i < vm->nfunctions; i++) {
         vm->functions[i].executor = out[i];
+        vm->functions[i].entry = sr_executor_entry(out[i]);
+    }
     free(progs);
     free(out);
     return ok;
@@ -56,5 +58,5 @@ vm_value vm_jit_run(vm_frame *frame, vm_value *sp)
 {
     struct vm *vm = frame->vm;
     shim_fn *shim = (shim_fn *)vm->shim;
-    return shim(frame, sp, sr_executor_entry(vm->functions[frame->function].executor));
+    return shim(frame, sp, vm->functions[frame->function].entry);
 }

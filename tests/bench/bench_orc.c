@@ -487,8 +487,10 @@ static double sr_compile(struct vm *vm)
         fprintf(stderr, "bench_orc: sr_emit_batch: %s\n", sr_last_error());
         t = -1;
     }
-    for (size_t i = 0; s == SR_OK && i < vm->nfunctions; i++)
+    for (size_t i = 0; s == SR_OK && i < vm->nfunctions; i++) {
         vm->functions[i].executor = out[i];
+        vm->functions[i].entry = sr_executor_entry(out[i]);
+    }
     free(progs);
     free(out);
     return t;
@@ -499,6 +501,7 @@ static void sr_release(struct vm *vm)
     for (size_t i = 0; i < vm->nfunctions; i++) {
         sr_executor_free(vm->functions[i].executor);
         vm->functions[i].executor = NULL;
+        vm->functions[i].entry = NULL;
     }
 }
 
