@@ -208,11 +208,10 @@ void cache_now(struct timespec *ts)
     clock_gettime(CLOCK_REALTIME_COARSE, ts);
 }
 
-/* Two independent 64-bit FNV-1a streams make a 128-bit key. */
+/* A 128-bit key: two 64-bit lanes of one pass. */
 static void mix(uint64_t h[2], const void *p, size_t n)
 {
-    h[0] = hash64(p, n, h[0]);
-    h[1] = hash64(p, n, h[1] ^ 0x9e3779b97f4a7c15ull);
+    hash128(p, n, h);
 }
 
 uint64_t cache_hash_args(char *const *argv, const char *const *skip_next)

@@ -5,6 +5,7 @@
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -143,10 +144,13 @@ static char *keep_previous(const char *path)
     return NULL;
 }
 
-/* Put back the files replaced by the first `n` renames. */
-static void roll_back(const sg_outputs *o, char **previous, size_t n)
+/* Put back the files replaced by the first `n` renames (those unchanged were
+ * not replaced). */
+static void roll_back(const sg_outputs *o, char **previous, const bool *unchanged, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
+        if (unchanged[i])
+            continue;
         if (previous[i])
             rename(previous[i], o->items[i].path);
         else
@@ -154,10 +158,41 @@ static void roll_back(const sg_outputs *o, char **previous, size_t n)
     }
 }
 
+/* Whether `path` is a regular file holding exactly `content`. */
+static bool holds(const char *path, const strbuf *content)
+{
+    struct stat st;
+    if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode) || (size_t)st.st_size != content->len)
+        return false;
+    uint8_t *data;
+    size_t size;
+    if (!read_file(path, &data, &size))
+        return false;
+    bool same = size == content->len && (!size || !memcmp(data, content->data, size));
+    free(data);
+    return same;
+}
+
+/* An output that already holds its content is only dated now, as if written
+ * (build tools compare times): a no-op build creates no file, which on ext4
+ * cost more than everything else it does. */
+static bool date_unchanged(sg_outputs *o, bool *unchanged)
+{
+    for (size_t i = 0; i < o->count; i++) {
+        unchanged[i] = holds(o->items[i].path, &o->items[i].content);
+        if (unchanged[i] && utimensat(AT_FDCWD, o->items[i].path, NULL, 0) != 0) {
+            diag_error("cannot date '%s': %s", o->items[i].path, strerror(errno));
+            return false;
+        }
+    }
+    return true;
+}
+
 bool outputs_publish(sg_outputs *o)
 {
     char **temps = xcalloc(o->count, sizeof *temps);
     char **previous = xcalloc(o->count, sizeof *previous);
+    bool *unchanged = xcalloc(o->count, sizeof *unchanged);
     bool ok = true;
     for (size_t i = 0; i < o->count && ok; i++) { /* nothing is written before all pass */
         char *dir = path_dirname(o->items[i].path);
@@ -170,8 +205,11 @@ bool outputs_publish(sg_outputs *o)
         }
         free(dir);
     }
+    ok = ok && date_unchanged(o, unchanged);
     for (size_t i = 0; i < o->count && ok; i++) {
         remove_stale_temps(o->items[i].path);
+        if (unchanged[i])
+            continue;
         temps[i] = write_temp_beside(o->items[i].path, o->items[i].content.data,
                                      o->items[i].content.len);
         if (!temps[i]) {
@@ -182,6 +220,8 @@ bool outputs_publish(sg_outputs *o)
     size_t renamed = 0;
     for (; ok && renamed < o->count; renamed++) {
         const char *path = o->items[renamed].path;
+        if (unchanged[renamed])
+            continue;
         previous[renamed] = keep_previous(path);
         if (!previous[renamed] && errno != ENOENT) {
             diag_error("cannot keep the previous '%s' while replacing it: %s", path,
@@ -202,7 +242,7 @@ bool outputs_publish(sg_outputs *o)
         break;
     }
     if (!ok)
-        roll_back(o, previous, renamed);
+        roll_back(o, previous, unchanged, renamed);
     for (size_t i = 0; i < o->count; i++) {
         if (temps[i])
             unlink(temps[i]);
@@ -213,6 +253,7 @@ bool outputs_publish(sg_outputs *o)
     }
     free(temps);
     free(previous);
+    free(unchanged);
     outputs_discard(o);
     return ok;
 }

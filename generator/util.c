@@ -377,15 +377,49 @@ char *path_relative_to(const char *path, const char *base)
     return sb.data;
 }
 
-uint64_t hash64(const void *data, size_t size, uint64_t seed)
+/* A word at a time (FNV-1a took a multiply per byte, a tenth of a no-op
+ * build): each 8 bytes are multiplied in and rotated, then the murmur3
+ * finalizer spreads every input bit over the result. */
+static uint64_t hash_round(uint64_t h, uint64_t w)
+{
+    h ^= w * 0x87c37b91114253d5ull;
+    h = (h << 31 | h >> 33) * 0x4cf5ad432745937full;
+    return h;
+}
+
+static uint64_t hash_final(uint64_t h)
+{
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ull;
+    return h ^ h >> 33;
+}
+
+void hash128(const void *data, size_t size, uint64_t h[2])
 {
     const uint8_t *p = data;
-    uint64_t h = 0xcbf29ce484222325ull ^ seed;
-    for (size_t i = 0; i < size; i++) {
-        h ^= p[i];
-        h *= 0x100000001b3ull;
+    uint64_t a = h[0] ^ 0xcbf29ce484222325ull ^ size, b = h[1] ^ 0x9e3779b97f4a7c15ull ^ size;
+    for (; size >= 8; p += 8, size -= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        a = hash_round(a, w);
+        b = hash_round(b, w ^ 0x5851f42d4c957f2dull);
     }
-    return h;
+    uint64_t tail = 0;
+    if (size)
+        memcpy(&tail, p, size);
+    a = hash_round(a, tail ^ (uint64_t)size << 56);
+    b = hash_round(b, tail ^ (uint64_t)size << 56 ^ 0x5851f42d4c957f2dull);
+    h[0] = hash_final(a);
+    h[1] = hash_final(b ^ a);
+}
+
+uint64_t hash64(const void *data, size_t size, uint64_t seed)
+{
+    uint64_t h[2] = {seed, seed};
+    hash128(data, size, h);
+    return h[0];
 }
 
 double now_seconds(void)

@@ -70,8 +70,10 @@ char *path_absolute(const char *path);
 /* `path` relative to directory `base` (both absolute and normalised), e.g. "../templates/t.h". */
 char *path_relative_to(const char *path, const char *base);
 
-/* FNV-1a, 64-bit: used for cache keys, not for security. */
+/* 64- and 128-bit hashes of bytes, for cache keys and checksums (not for
+ * security). hash128 continues from h and leaves the result there. */
 uint64_t hash64(const void *data, size_t size, uint64_t seed);
+void hash128(const void *data, size_t size, uint64_t h[2]);
 
 double now_seconds(void);
 
