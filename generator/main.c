@@ -16,7 +16,7 @@ static const char usage_text[] =
     "                        [--cache-dir DIR] [--depfile FILE] [--clang PATH]\n"
     "                        [--launcher PROG] [--compile-commands FILE] [-v|-vv]\n"
     "                        [--extra-cflags STR] [--extra-shim-cflags STR]\n"
-    "                        [--compile-timeout SECONDS]\n"
+    "                        [--compile-timeout SECONDS] [--units per-op|batched]\n"
     "       stencilgen check --manifest FILE [--target TRIPLE]...   (all checks, writes nothing)\n"
     "       stencilgen dump  --manifest FILE --target TRIPLE [--op NAME]\n"
     "       stencilgen --version\n"
@@ -29,7 +29,7 @@ static const char usage_text[] =
 enum {
     OPT_MANIFEST = 256, OPT_TARGET, OPT_OUTDIR, OPT_CACHE_DIR, OPT_DEPFILE, OPT_CLANG,
     OPT_LAUNCHER, OPT_COMPILE_COMMANDS, OPT_EXTRA_CFLAGS, OPT_EXTRA_SHIM_CFLAGS, OPT_OP,
-    OPT_COMPILE_TIMEOUT, OPT_HELP,
+    OPT_COMPILE_TIMEOUT, OPT_UNITS, OPT_HELP,
 };
 
 static const struct option long_opts[] = {
@@ -46,6 +46,7 @@ static const struct option long_opts[] = {
     {"extra-shim-cflags", required_argument, NULL, OPT_EXTRA_SHIM_CFLAGS},
     {"op", required_argument, NULL, OPT_OP},
     {"compile-timeout", required_argument, NULL, OPT_COMPILE_TIMEOUT},
+    {"units", required_argument, NULL, OPT_UNITS},
     {"verbose", no_argument, NULL, 'v'},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
@@ -109,6 +110,14 @@ static int parse_options(int argc, char **argv, sg_options *o)
             if (!parse_timeout(optarg, &o->compile_timeout))
                 return usage_error("--compile-timeout wants seconds from 1 to 86400, got '%s'",
                                    optarg);
+            break;
+        case OPT_UNITS:
+            if (!strcmp(optarg, "per-op"))
+                o->units = SG_UNITS_PER_OP;
+            else if (!strcmp(optarg, "batched"))
+                o->units = SG_UNITS_BATCHED;
+            else
+                return usage_error("--units wants per-op or batched, got '%s'", optarg);
             break;
         case 'v': o->verbose++; break;
         case OPT_HELP: fputs(usage_text, stdout); return SG_EXIT_OK;

@@ -2,10 +2,12 @@
 #include "verify.h"
 
 #include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "fp_check.h"
 #include "objfile.h"
+#include "split.h"
 #include "util.h"
 
 void verify_name(const sg_verify_in *in, gen_stencil *s)
@@ -90,6 +92,24 @@ int verify_cached_shim(const uint8_t *entry, size_t size, const sg_verify_in *in
     return 1;
 }
 
+/* Replaces a batched unit's object with the op's own (split.h); frees it on failure. */
+static bool cut_out_op(const sg_verify_in *in, objfile *obj)
+{
+    objfile own;
+    char why[512];
+    split_result r = split_op_object(obj, in->batch_entry, &own, why, sizeof why);
+    objfile_free(obj);
+    if (r == SPLIT_OK) {
+        *obj = own;
+        return true;
+    }
+    if (r == SPLIT_ALONE && in->alone)
+        snprintf(in->alone, in->alone_size, "%s", why);
+    else
+        diag_error("%s: %s", in->label, why);
+    return false;
+}
+
 bool verify_object(const uint8_t *bytes, size_t size, const sg_verify_in *in, gen_stencil *s,
                    sg_unwind *unwind)
 {
@@ -103,6 +123,9 @@ bool verify_object(const uint8_t *bytes, size_t size, const sg_verify_in *in, ge
             objfile_free(&obj);
         return false;
     }
+    if (in->batch_entry && objfile_find_defined(&obj, SG_HOLE_ENTRY) < 0 &&
+        !cut_out_op(in, &obj))
+        return false;
     sg_where where = {in->op ? in->op->source : m->shim_source, in->op ? in->op->line : 0,
                       in->op ? in->op->col : 0, in->label};
     sg_extract_ctx ec = {

@@ -106,4 +106,12 @@ extern char _JIT_OPERAND3[];
 extern stencil_fn _JIT_ENTRY __attribute__((alias("op_" STENCIL_STR(STENCILGEN_OP))));
 #endif
 
+/* A batched unit (several ops of one file compiled at once, -DSTENCILGEN_BATCH)
+ * ends with STENCIL_ENTRY(name) for each of its ops: _JIT_ENTRY_<name> is an
+ * alias of op_<name>, and stencilgen cuts each op's stencil out of the object
+ * from there. */
+#ifdef STENCILGEN_BATCH
+#define STENCIL_ENTRY(name) extern stencil_fn _JIT_ENTRY_##name __attribute__((alias("op_" #name)));
+#endif
+
 #endif
