@@ -363,8 +363,8 @@ static void keep_for_inspection(const sg_run *run, const job_set *js, const job_
 /* One op's share of a finished compile: its stencil, checked, and stored
  * in the cache (an op its batch cannot stand for is neither: it compiles
  * alone next). */
-static bool take_object(done_ctx *ctx, sg_job *job, const uint8_t *bytes, size_t size,
-                        const uint8_t *dtext, size_t dsize)
+static bool take_object(done_ctx *ctx, sg_job *job, const sg_job *compile, const uint8_t *bytes,
+                        size_t size, const uint8_t *dtext, size_t dsize)
 {
     job_ref *ref = job->user;
     ref->deps = xstrndup((const char *)dtext, dsize);
@@ -376,7 +376,7 @@ static bool take_object(done_ctx *ctx, sg_job *job, const uint8_t *bytes, size_t
     }
     if (ref->op)
         ref->result->compiled++;
-    inc_output out = {&job->started, dtext, dsize, bytes, size};
+    inc_output out = {&compile->started, dtext, dsize, bytes, size}; /* a rider's never ran */
     store_checked(ctx, ref, &out, ok);
     return ok;
 }
@@ -399,12 +399,12 @@ static bool on_compiled(sg_job *job, void *vctx)
     if (!have)
         return false; /* status -1 without extract_failed: exit 3 */
     ctx->compiles++;
-    bool ok = take_object(ctx, job, bytes, size, dtext, dsize);
+    bool ok = take_object(ctx, job, job, bytes, size, dtext, dsize);
     /* A rider's failed check is its own (status -1), not its leader's. */
     for (size_t i = (size_t)(ref - ctx->js->refs) + 1;
          ref->leader && i < ctx->js->count && ctx->js->refs[i].batch == ref->batch &&
          ctx->js->refs[i].result == ref->result; i++) {
-        if (ctx->js->refs[i].rides && !take_object(ctx, &ctx->js->jobs[i], bytes, size, dtext, dsize))
+        if (ctx->js->refs[i].rides && !take_object(ctx, &ctx->js->jobs[i], job, bytes, size, dtext, dsize))
             ctx->js->jobs[i].status = -1;
     }
     free(dtext);
@@ -431,7 +431,10 @@ static void key_translation_units(sg_run *run, job_set *js, op_sources *texts)
         if (!ref->op)
             continue;
         if (ref->batch >= 0) {
-            ref->tu_key = xstrdup(js->batches[ref->batch].tu_key);
+            /* Keys are content addresses: the op's name makes each member's
+             * entry its own (the batch's unit is every member's input). */
+            ref->tu_key = xasprintf("%s\nop %s\n", js->batches[ref->batch].tu_key,
+                                    ref->op->name);
             ref->position = js->batches[ref->batch].position;
             continue;
         }
