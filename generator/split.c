@@ -37,25 +37,36 @@ static int member_of(const splitter *s, int sec)
     return -1;
 }
 
-/* "The object its own unit makes" names each kind of section once: the
+/* The object an op's own unit makes names each kind of section once: the
  * per-function and per-object sections of -ffunction-sections
- * -fdata-sections (.text.op_add, .rodata.op_add.table) fold back into the
- * section they come from; longer prefixes first. */
+ * -fdata-sections (.text.op_add, .rodata.op_add.table: the kind, a dot and
+ * the name of what the section holds) fold back into the section they come
+ * from. A section named in the source (section("...")) keeps its name, even
+ * when it starts like one of these. Longer prefixes first. */
 static const char *const output_sections[] = {
     ".data.rel.ro.local", ".data.rel.ro", ".rodata", ".data", ".bss", ".text", ".tdata",
     ".tbss", ".lrodata", ".ldata", ".lbss", ".ltext", NULL,
 };
 
-static const char *output_name(const obj_section *sec)
+static bool holds_symbol(const objfile *o, int sec, const char *name)
 {
-    if (sec->merge)
-        return sec->name; /* .rodata.cst16 is a name of its own, in both modes */
+    for (size_t i = 0; i < o->nsyms; i++)
+        if (o->syms[i].section == sec && !o->syms[i].is_section && !strcmp(o->syms[i].name, name))
+            return true;
+    return false;
+}
+
+static const char *output_name(const objfile *o, int sec)
+{
+    const char *name = o->secs[sec].name;
+    if (o->secs[sec].merge)
+        return name; /* .rodata.cst16 is a name of its own, in both modes */
     for (const char *const *p = output_sections; *p; p++) {
         size_t n = strlen(*p);
-        if (!strncmp(sec->name, *p, n) && (sec->name[n] == '.' || !sec->name[n]))
+        if (!strncmp(name, *p, n) && (!name[n] || (name[n] == '.' && holds_symbol(o, sec, name + n + 1))))
             return *p;
     }
-    return sec->name;
+    return name;
 }
 
 /* The n and k of a constant-pool label ".LCPI<n>_<k>", or false. */
@@ -197,7 +208,7 @@ static void lay_out_groups(splitter *s, int entry_sec, objfile *out)
             if ((pass == 0) != (m->sec == entry_sec))
                 continue;
             const obj_section *sec = &o->secs[m->sec];
-            const char *name = output_name(sec);
+            const char *name = output_name(o, m->sec);
             size_t g = 0;
             while (g < out->nsecs && strcmp(out->secs[g].name, name))
                 g++;
