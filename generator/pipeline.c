@@ -700,7 +700,12 @@ static int compile_all(sg_run *run, job_set *js)
     failures += compile_run(js->jobs, js->count, &co, on_compiled, &ctx, &spawn_failed);
     for (size_t i = 0; i < js->count; i++) /* riders' own failed checks */
         failures += js->refs[i].rides && js->jobs[i].status != 0;
-    if (!failures && !spawn_failed)
+    /* Whatever other ops' checks said, as every op of a per-op build is
+     * compiled and checked; not after a compiler timed out or would not start. */
+    bool timed_out = false;
+    for (size_t i = 0; i < js->count; i++)
+        timed_out |= js->jobs[i].timed_out;
+    if (!spawn_failed && !timed_out)
         failures += compile_the_alone(run, js, &ctx, &co, &texts, &spawn_failed2);
     spawn_failed |= spawn_failed2;
     op_sources_free(&texts);

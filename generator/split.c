@@ -147,12 +147,77 @@ static split_result follow(splitter *s, const obj_reloc *r, int entry_sec)
     return SPLIT_OK;
 }
 
-/* Every section the entry's section reaches, transitively. */
-static split_result closure(splitter *s, int entry_sec)
+/* Marks every section `sec` reaches through relocations, transitively. */
+static void mark_reached(const objfile *o, int sec, bool *mark)
+{
+    if (mark[sec])
+        return;
+    mark[sec] = true;
+    for (size_t j = 0; j < o->nrelocs; j++) {
+        const obj_reloc *r = &o->relocs[j];
+        if (r->section == sec && r->symbol >= 0 && o->syms[r->symbol].section >= 0)
+            mark_reached(o, o->syms[r->symbol].section, mark);
+    }
+}
+
+static bool loaded(const obj_section *sec)
+{
+    return sec->size && (sec->kind == OBJ_SEC_CODE || sec->kind == OBJ_SEC_RODATA ||
+                         sec->kind == OBJ_SEC_DATA || sec->kind == OBJ_SEC_BSS);
+}
+
+/* A section no op's code reaches is in the own object of the op it comes
+ * from: data an op's asm put in a section of its own (.pushsection), which
+ * refers back to that op's code. One that refers to this op's sections alone
+ * joins its object, one that refers to other ops' alone is theirs; one that
+ * refers to both, or to nothing, cannot be placed by the batch. */
+static split_result adopt_orphans(splitter *s, int entry)
 {
     const objfile *o = s->in;
+    bool *mine = xcalloc(o->nsecs, sizeof *mine), *theirs = xcalloc(o->nsecs, sizeof *theirs);
+    mark_reached(o, o->syms[entry].section, mine);
+    for (size_t i = 0; i < o->nsyms; i++) {
+        const obj_symbol *y = &o->syms[i];
+        if ((int)i != entry && y->global && !y->undefined && y->section >= 0 &&
+            !strncmp(y->name, SPLIT_ENTRY_PREFIX, strlen(SPLIT_ENTRY_PREFIX)) &&
+            y->section != o->syms[entry].section)
+            mark_reached(o, y->section, theirs);
+    }
+    split_result res = SPLIT_OK;
+    for (size_t sec = 0; sec < o->nsecs && res == SPLIT_OK; sec++) {
+        if (!loaded(&o->secs[sec]) || mine[sec] || theirs[sec])
+            continue;
+        bool to_mine = false, to_theirs = false;
+        for (size_t j = 0; j < o->nrelocs; j++) {
+            const obj_reloc *r = &o->relocs[j];
+            int t = r->section == (int)sec && r->symbol >= 0 ? o->syms[r->symbol].section : -1;
+            to_mine |= t >= 0 && mine[t] && !theirs[t];
+            to_theirs |= t >= 0 && theirs[t];
+        }
+        if (to_mine && !to_theirs) {
+            member m = {(int)sec, 0, o->secs[sec].size, true, 0, 0};
+            ARRAY_PUSH(s->members, s->nmembers, s->cap, m);
+        } else if (to_mine || !to_theirs) {
+            res = refuse(s, SPLIT_ALONE, "section '%s' holds what no op's code refers to, and "
+                         "the batch cannot tell whose it is", o->secs[sec].name);
+        }
+    }
+    free(mine);
+    free(theirs);
+    return res;
+}
+
+/* Every section the entry's section (and the orphans it adopts) reach,
+ * transitively. */
+static split_result closure(splitter *s, int entry)
+{
+    const objfile *o = s->in;
+    int entry_sec = o->syms[entry].section;
     member first = {entry_sec, 0, o->secs[entry_sec].size, true, 0, 0};
     ARRAY_PUSH(s->members, s->nmembers, s->cap, first);
+    split_result adopted = adopt_orphans(s, entry);
+    if (adopted != SPLIT_OK)
+        return adopted;
     for (size_t i = 0; i < s->nmembers; i++) {
         for (size_t j = 0; j < o->nrelocs; j++) {
             const obj_reloc *r = &o->relocs[j];
@@ -312,7 +377,7 @@ split_result split_op_object(const objfile *batch, const char *entry, objfile *o
     int entry_sec = batch->syms[e].section;
     split_result r = no_shared_externals(&s);
     if (r == SPLIT_OK)
-        r = closure(&s, entry_sec);
+        r = closure(&s, e);
     if (r != SPLIT_OK) {
         free(s.members);
         return r;
