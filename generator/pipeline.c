@@ -631,6 +631,51 @@ static size_t compile_the_alone(sg_run *run, job_set *js, done_ctx *ctx,
     return failures;
 }
 
+/* The member of batch b whose lines hold `line` (members are in source
+ * order), or NULL for the text before the first. */
+static const sg_op *op_at_line(const op_batch *b, unsigned line)
+{
+    const sg_op *found = NULL;
+    for (size_t i = 0; i < b->n && b->members[i]->line <= line; i++)
+        found = b->members[i];
+    return found;
+}
+
+/* A batch that does not compile fails all its ops; the compiler's messages
+ * point at the source (#line), and a note says which op each error is in. */
+static void note_batch_errors(const job_set *js)
+{
+    for (size_t i = 0; i < js->count; i++) {
+        const job_ref *ref = &js->refs[i];
+        const sg_job *job = &js->jobs[i];
+        if (!ref->leader || job->status <= 0 || ref->extract_failed)
+            continue;
+        const op_batch *b = &js->batches[ref->batch];
+        uint8_t *log;
+        size_t size;
+        if (!read_file(job->log, &log, &size))
+            continue;
+        const char *src = b->members[0]->source;
+        size_t n = strlen(src);
+        for (char *p = (char *)log, *end = p + size; p < end;) {
+            char *nl = memchr(p, '\n', (size_t)(end - p));
+            char *eol = nl ? nl : end;
+            unsigned line, col;
+            int used = 0;
+            if ((size_t)(eol - p) > n && !memcmp(p, src, n) && p[n] == ':' &&
+                sscanf(p + n, ":%u:%u: error:%n", &line, &col, &used) == 2 && used) {
+                const sg_op *op = op_at_line(b, line);
+                if (op)
+                    diag_note_at(src, line, col, "this error is in op %s (compiled in one unit "
+                                 "with %s..%s)", op->name, b->members[0]->name,
+                                 b->members[b->n - 1]->name);
+            }
+            p = eol + 1;
+        }
+        free(log);
+    }
+}
+
 /* Per target: the run's own object directory, and the one objects are kept in. */
 static bool make_target_dirs(const sg_run *run, const sg_target *t)
 {
@@ -700,6 +745,7 @@ static int compile_all(sg_run *run, job_set *js)
     failures += compile_run(js->jobs, js->count, &co, on_compiled, &ctx, &spawn_failed);
     for (size_t i = 0; i < js->count; i++) /* riders' own failed checks */
         failures += js->refs[i].rides && js->jobs[i].status != 0;
+    note_batch_errors(js);
     /* Whatever other ops' checks said, as every op of a per-op build is
      * compiled and checked; not after a compiler timed out or would not start. */
     bool timed_out = false;
