@@ -144,8 +144,8 @@ typedef struct job_set {
  * cut depends on names only, never on bodies or counts: editing an op moves
  * no batch, and adding or removing one changes its own batch alone (and,
  * through BATCH_MAX, at most the run of ops up to the next cut). */
-#define BATCH_TARGET 8
-#define BATCH_MAX 24
+#define BATCH_TARGET 16
+#define BATCH_MAX 32
 
 static bool ends_batch(const sg_op *op, size_t size)
 {
@@ -285,26 +285,47 @@ static void verify_inputs_free(sg_verify_in *in)
     free((char *)in->batch_entry);
 }
 
-/* Build the stencil from an object's bytes and run the checks on it. */
-static bool process_object(done_ctx *ctx, sg_job *job, const uint8_t *bytes, size_t size)
+/* Opened for the first object read: a run that reads none never loads LLVM
+ * (llvm_plugin.h). */
+static bool have_disasm(done_ctx *ctx, job_ref *ref)
 {
-    job_ref *ref = job->user;
     sg_target_result *r = ref->result;
-    /* Opened for the first object read: a run that reads none never loads
-     * LLVM (llvm_plugin.h). */
-    if (!r->disasm && !(r->disasm = open_disasm(r->target))) {
-        ref->extract_failed = true;
-        ctx->extract_rc = exit_worst(ctx->extract_rc, SG_EXIT_TOOLCHAIN);
-        return false;
-    }
-    sg_verify_in in = verify_inputs(ctx->run, ref, job);
-    bool ok = verify_object(bytes, size, &in, ref->stencil, &r->unwind);
-    verify_inputs_free(&in);
+    if (r->disasm || (r->disasm = open_disasm(r->target)))
+        return true;
+    ref->extract_failed = true;
+    ctx->extract_rc = exit_worst(ctx->extract_rc, SG_EXIT_TOOLCHAIN);
+    return false;
+}
+
+static bool verdict(done_ctx *ctx, job_ref *ref, bool ok)
+{
     if (ok || ref->alone[0]) /* alone: no failure, it compiles from its own unit */
         return ok;
     ref->extract_failed = true;
     ctx->extract_rc = exit_worst(ctx->extract_rc, SG_EXIT_CHECK);
     return false;
+}
+
+/* Build the stencil from an object's bytes and run the checks on it. */
+static bool process_object(done_ctx *ctx, sg_job *job, const uint8_t *bytes, size_t size)
+{
+    job_ref *ref = job->user;
+    if (!have_disasm(ctx, ref))
+        return false;
+    sg_verify_in in = verify_inputs(ctx->run, ref, job);
+    bool ok = verify_object(bytes, size, &in, ref->stencil, &ref->result->unwind);
+    verify_inputs_free(&in);
+    return verdict(ctx, ref, ok);
+}
+
+/* The same for one op of a batch's object, read once for all its ops. */
+static bool process_parsed(done_ctx *ctx, sg_job *job, const objfile *obj)
+{
+    job_ref *ref = job->user;
+    sg_verify_in in = verify_inputs(ctx->run, ref, job);
+    bool ok = verify_objfile(obj, &in, ref->stencil, &ref->result->unwind);
+    verify_inputs_free(&in);
+    return verdict(ctx, ref, ok);
 }
 
 /* Store a checked object's results (fresh: the compile's output, NULL for
@@ -363,12 +384,12 @@ static void keep_for_inspection(const sg_run *run, const job_set *js, const job_
 /* One op's share of a finished compile: its stencil, checked, and stored
  * in the cache (an op its batch cannot stand for is neither: it compiles
  * alone next). */
-static bool take_object(done_ctx *ctx, sg_job *job, const sg_job *compile, const uint8_t *bytes,
-                        size_t size, const uint8_t *dtext, size_t dsize)
+static bool take_object(done_ctx *ctx, sg_job *job, const sg_job *compile, const objfile *batch,
+                        const uint8_t *bytes, size_t size, const uint8_t *dtext, size_t dsize)
 {
     job_ref *ref = job->user;
     ref->deps = xstrndup((const char *)dtext, dsize);
-    bool ok = process_object(ctx, job, bytes, size);
+    bool ok = batch ? process_parsed(ctx, job, batch) : process_object(ctx, job, bytes, size);
     if (!ok && ref->alone[0]) {
         free(ref->deps);
         ref->deps = NULL;
@@ -376,8 +397,36 @@ static bool take_object(done_ctx *ctx, sg_job *job, const sg_job *compile, const
     }
     if (ref->op)
         ref->result->compiled++;
-    inc_output out = {&compile->started, dtext, dsize, bytes, size}; /* a rider's never ran */
+    /* A rider's own job never ran; its leader stores the object. */
+    inc_output out = {&compile->started, dtext, dsize, bytes, size, job != compile};
     store_checked(ctx, ref, &out, ok);
+    return ok;
+}
+
+/* A batch's object, read once, for its leader and each of its riders. A
+ * rider's failed check is its own (status -1), not its leader's; an object
+ * that cannot be read fails them all. */
+static bool take_batch(done_ctx *ctx, sg_job *job, const uint8_t *bytes, size_t size,
+                       const uint8_t *dtext, size_t dsize)
+{
+    job_set *js = ctx->js;
+    job_ref *ref = job->user;
+    objfile obj;
+    sg_verify_in in = verify_inputs(ctx->run, ref, job);
+    bool read = have_disasm(ctx, ref) && verify_read(bytes, size, &in, &obj);
+    verify_inputs_free(&in);
+    bool ok = read ? take_object(ctx, job, job, &obj, bytes, size, dtext, dsize)
+                   : verdict(ctx, ref, false);
+    for (size_t i = (size_t)(ref - js->refs) + 1; i < js->count && js->refs[i].batch == ref->batch &&
+                                                  js->refs[i].result == ref->result; i++) {
+        if (!js->refs[i].rides)
+            continue;
+        if (read ? !take_object(ctx, &js->jobs[i], job, &obj, bytes, size, dtext, dsize)
+                 : !verdict(ctx, &js->refs[i], false))
+            js->jobs[i].status = -1;
+    }
+    if (read)
+        objfile_free(&obj);
     return ok;
 }
 
@@ -399,14 +448,8 @@ static bool on_compiled(sg_job *job, void *vctx)
     if (!have)
         return false; /* status -1 without extract_failed: exit 3 */
     ctx->compiles++;
-    bool ok = take_object(ctx, job, job, bytes, size, dtext, dsize);
-    /* A rider's failed check is its own (status -1), not its leader's. */
-    for (size_t i = (size_t)(ref - ctx->js->refs) + 1;
-         ref->leader && i < ctx->js->count && ctx->js->refs[i].batch == ref->batch &&
-         ctx->js->refs[i].result == ref->result; i++) {
-        if (ctx->js->refs[i].rides && !take_object(ctx, &ctx->js->jobs[i], job, bytes, size, dtext, dsize))
-            ctx->js->jobs[i].status = -1;
-    }
+    bool ok = ref->leader ? take_batch(ctx, job, bytes, size, dtext, dsize)
+                          : take_object(ctx, job, job, NULL, bytes, size, dtext, dsize);
     free(dtext);
     free(bytes);
     keep_for_inspection(ctx->run, ctx->js, ref, job);

@@ -14,6 +14,7 @@
 #include "frame_shape.h"
 #include "llvm_bridge.h"
 #include "manifest.h"
+#include "objfile.h"
 #include "stencil.h"
 #include "target.h"
 
@@ -55,5 +56,12 @@ int verify_cached_shim(const uint8_t *entry, size_t size, const sg_verify_in *in
  * in->alone set (non-empty) when a batched object cannot stand for the op. */
 bool verify_object(const uint8_t *bytes, size_t size, const sg_verify_in *in, gen_stencil *s,
                    sg_unwind *unwind);
+
+/* verify_object in two steps, for a batched unit's object, which is read
+ * once for all its ops: the object for the right machine (a diagnostic and
+ * false otherwise; objfile_free it after), then one op's stencil from it. */
+bool verify_read(const uint8_t *bytes, size_t size, const sg_verify_in *in, objfile *obj);
+bool verify_objfile(const objfile *obj, const sg_verify_in *in, gen_stencil *s,
+                    sg_unwind *unwind);
 
 #endif

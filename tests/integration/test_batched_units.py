@@ -213,9 +213,9 @@ def test_one_file_of_300_ops_is_cut_into_stable_batches(ctx):
     out = os.path.join(corpus, "out")
     p = build(ctx, manifest, out, "batched")
     check(p.returncode == 0, "batched build failed: %s", p.stderr[-2000:])
-    runs = compiler_runs(p.stderr)
-    check(20 <= runs <= 100, "%d compiler runs for one file of 300 ops (want batches enough "
-          "for -j and much fewer than ops)", runs)
+    batches = compiler_runs(p.stderr) - 1  # and the shim
+    check(2 * 2 <= batches <= 60, "%d batches for one file of 300 ops at -j2 (want work for "
+          "every job, and far fewer compiles than ops)", batches)
     cold = headers(out)
     p = build(ctx, manifest, out, "batched")
     check(compiler_runs(p.stderr) == 0 and summary(p.stdout) == (300, 0, 300),
@@ -225,7 +225,7 @@ def test_one_file_of_300_ops_is_cut_into_stable_batches(ctx):
     p = build(ctx, manifest, out, "batched")
     check(compiler_runs(p.stderr) == 1, "one-op edit: %s", p.stderr[-1000:])
     n, compiled, cached = summary(p.stdout)
-    check(n == 300 and 1 <= compiled <= 24 and compiled + cached == 300,
+    check(n == 300 and 1 <= compiled <= 32 and compiled + cached == 300,
           "one-op edit recompiled %d ops: %s", compiled, p.stdout)
     edited = headers(out)
     check(edited != cold, "the edit did not change the header")
