@@ -127,6 +127,7 @@ typedef struct op_batch {
     char *tu_key;   /* its unit without #line directives */
     uint64_t position;
     bool written;   /* its unit is in tu_path */
+    bool positional; /* its unit mentions __LINE__ or the like (opunit.h) */
 } op_batch;
 
 typedef struct job_set {
@@ -467,6 +468,7 @@ static void key_translation_units(sg_run *run, job_set *js, op_sources *texts)
         b->position = hash64(rel, strlen(rel) + 1, u.position);
         free(rel);
         b->tu_key = u.key.data;
+        b->positional = text_mentions_position(b->tu_key, u.key.len);
         sb_free(&u.unit);
     }
     for (size_t i = 0; i < js->count; i++) {
@@ -474,10 +476,15 @@ static void key_translation_units(sg_run *run, job_set *js, op_sources *texts)
         if (!ref->op)
             continue;
         if (ref->batch >= 0) {
-            /* Keys are content addresses: the op's name makes each member's
-             * entry its own (the batch's unit is every member's input). */
-            ref->tu_key = xasprintf("%s\nop %s\n", js->batches[ref->batch].tu_key,
-                                    ref->op->name);
+            /* The batch's unit is every member's input, hashed once here
+             * rather than once per op (a no-op run hashes every key); the
+             * op's name makes each member's entry its own (keys are content
+             * addresses). A unit that mentions a position macro passes that
+             * on, so the key still counts the unit's position. */
+            const op_batch *b = &js->batches[ref->batch];
+            ref->tu_key = xasprintf("batch %016llx%s\nop %s\n",
+                                    (unsigned long long)hash64(b->tu_key, strlen(b->tu_key), 0),
+                                    b->positional ? " __LINE__" : "", ref->op->name);
             ref->position = js->batches[ref->batch].position;
             continue;
         }
