@@ -267,3 +267,40 @@ def test_a_compile_error_in_a_batch_names_its_op(ctx):
           "no note naming op b_two: %s", p.stderr)
     check(not os.path.exists(os.path.join(ctx.tmp, "out", "jit_stencils.h")),
           "a header was written by a failed build")
+
+
+FILE_OPS = """/* an op that compiles its file's name in */
+OP(f_plain)
+{
+    tos += 2;
+    CONTINUE();
+}
+
+OP(f_where)
+{
+    if (tos == 0)
+        vm_trap(frame, __FILE__);
+    CONTINUE();
+}
+"""
+
+
+def test_a_batch_that_compiles_its_position_in_is_keyed_by_it(ctx):
+    """The op file renamed (the same text, so the same unit): an op using
+    __FILE__ rebuilds, and the header equals a clean per-op build's."""
+    manifest = project(ctx, {"named.c": FILE_OPS})
+    out = os.path.join(ctx.tmp, "out")
+    p = build(ctx, manifest, out, "batched", "--target", TRIPLE)
+    check(p.returncode == 0, "build failed: %s", p.stderr[-2000:])
+    before = headers(out)
+    ops = os.path.join(os.path.dirname(manifest), "ops")
+    os.rename(os.path.join(ops, "named.c"), os.path.join(ops, "renamed.c"))
+    write(manifest, read(manifest).replace("ops/named.c", "ops/renamed.c"))
+    p = build(ctx, manifest, out, "batched", "--target", TRIPLE)
+    check(p.returncode == 0, "build failed: %s", p.stderr[-2000:])
+    after = headers(out)
+    check(after != before, "__FILE__ changed but the header did not")
+    clean = os.path.join(ctx.tmp, "clean")
+    build(ctx, manifest, clean, "per-op", "--target", TRIPLE)
+    check(headers(clean) == after, "the incremental batched header differs from a clean "
+          "per-op build's")
