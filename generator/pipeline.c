@@ -139,19 +139,17 @@ typedef struct job_set {
     long *batch_of; /* per op: its batch, or -1 (per-op units) */
 } job_set;
 
-/* A file's ops are cut into batches of about BATCH_TARGET ops, so that -j
- * compiles have work in a file of hundreds of ops: a batch ends after an op
- * whose name hashes to 0 modulo BATCH_TARGET (or after BATCH_MAX ops). The
- * cut depends on names only, never on bodies or counts: editing an op moves
- * no batch, and adding or removing one changes its own batch alone (and,
- * through BATCH_MAX, at most the run of ops up to the next cut). */
-#define BATCH_TARGET 16
-#define BATCH_MAX 32
-
-static bool ends_batch(const sg_op *op, size_t size)
+/* A file's ops are cut into batches of about `target` ops (--batch-ops),
+ * so that -j compiles have work in a file of hundreds of ops: a batch ends
+ * after an op whose name hashes to 0 modulo `target`, or after 2 * target
+ * ops. The cut depends on names only, never on bodies, counts or -j: editing
+ * an op moves no batch, and adding or removing one changes its own batch
+ * alone (and, through the cap, at most the run of ops up to the next cut). */
+static bool ends_batch(const sg_op *op, size_t size, unsigned target)
 {
     /* FNV's high bits: its low bits mix only the low bits of each byte. */
-    return size >= BATCH_MAX || (hash64(op->name, strlen(op->name), 0) >> 40) % BATCH_TARGET == 0;
+    return size >= 2 * (size_t)target ||
+           (hash64(op->name, strlen(op->name), 0) >> 40) % target == 0;
 }
 
 static void plan_batches(sg_run *run, job_set *js)
@@ -164,11 +162,12 @@ static void plan_batches(sg_run *run, job_set *js)
         js->batch_of[i] = -1;
         if (run->opt.units != SG_UNITS_BATCHED)
             continue;
-        if (!b || strcmp(b->members[0]->source, op->source) || ends_batch(b->members[b->n - 1], b->n)) {
+        if (!b || strcmp(b->members[0]->source, op->source) ||
+            ends_batch(b->members[b->n - 1], b->n, run->opt.batch_ops)) {
             grow_array((void **)&js->batches, &cap, js->nbatches + 1, sizeof *js->batches);
             b = &js->batches[js->nbatches++];
             *b = (op_batch){0};
-            b->members = xcalloc(BATCH_MAX, sizeof *b->members);
+            b->members = xcalloc(2 * (size_t)run->opt.batch_ops, sizeof *b->members);
             b->name = xasprintf("batch_%s", op->name);
             b->tu_path = xasprintf("%s/tu/%s/unit.c", run->rundir.path, b->name);
         }

@@ -38,6 +38,7 @@ typedef struct sg_options {
     const char *dump_op;
     double compile_timeout; /* seconds per compile */
     sg_units units;
+    unsigned batch_ops; /* batched units: ops a batch holds on average (at most twice that) */
     int verbose; /* -v: counts and phase times; -vv: also every compiler command */
 } sg_options;
 

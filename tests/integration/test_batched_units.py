@@ -304,3 +304,21 @@ def test_a_batch_that_compiles_its_position_in_is_keyed_by_it(ctx):
     build(ctx, manifest, clean, "per-op", "--target", TRIPLE)
     check(headers(clean) == after, "the incremental batched header differs from a clean "
           "per-op build's")
+
+
+def test_batch_ops_sets_the_batch_size(ctx):
+    corpus, manifest = one_file_corpus(ctx, "sizes")
+    per_size = {}
+    for n in ("10000", "4"):
+        out = os.path.join(corpus, "out" + n)
+        p = build(ctx, manifest, out, "batched", "--batch-ops", n)
+        check(p.returncode == 0, "--batch-ops %s: %s", n, p.stderr[-2000:])
+        per_size[n] = (compiler_runs(p.stderr) - 1, headers(out))
+    check(per_size["10000"][0] == 1, "--batch-ops 10000: %d batches of one file",
+          per_size["10000"][0])
+    check(per_size["4"][0] >= 300 // 8, "--batch-ops 4: only %d batches of 300 ops",
+          per_size["4"][0])
+    check(per_size["10000"][1] == per_size["4"][1], "the batch size changed the header")
+    p = ctx.build_stencils(manifest, os.path.join(corpus, "x"), "--batch-ops", "8", check=False)
+    check(p.returncode == 2 and "--batch-ops belongs to --units batched" in p.stderr,
+          "--batch-ops without --units batched: exit %d: %s", p.returncode, p.stderr)
