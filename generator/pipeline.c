@@ -128,6 +128,7 @@ typedef struct op_batch {
     uint64_t position;
     bool written;   /* its unit is in tu_path */
     bool positional; /* its unit mentions __LINE__ or the like (opunit.h) */
+    uint64_t digest; /* hash64 of tu_key */
 } op_batch;
 
 typedef struct job_set {
@@ -468,6 +469,7 @@ static void key_translation_units(sg_run *run, job_set *js, op_sources *texts)
         free(rel);
         b->tu_key = u.key.data;
         b->positional = text_mentions_position(b->tu_key, u.key.len);
+        b->digest = hash64(b->tu_key, u.key.len, 0);
         sb_free(&u.unit);
     }
     for (size_t i = 0; i < js->count; i++) {
@@ -481,8 +483,7 @@ static void key_translation_units(sg_run *run, job_set *js, op_sources *texts)
              * addresses). A unit that mentions a position macro passes that
              * on, so the key still counts the unit's position. */
             const op_batch *b = &js->batches[ref->batch];
-            ref->tu_key = xasprintf("batch %016llx%s\nop %s\n",
-                                    (unsigned long long)hash64(b->tu_key, strlen(b->tu_key), 0),
+            ref->tu_key = xasprintf("batch %016llx%s\nop %s\n", (unsigned long long)b->digest,
                                     b->positional ? " __LINE__" : "", ref->op->name);
             ref->position = js->batches[ref->batch].position;
             continue;
