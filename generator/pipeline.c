@@ -548,6 +548,7 @@ static bool try_cached(done_ctx *ctx, sg_job *job)
         verify_name(&in, ref->stencil);
         int shim = ref->op ? 1 : verify_cached_shim(unwind, unwind_size, &in, ref->stencil,
                                                     &ref->result->unwind);
+        verify_inputs_free(&in);
         free(unwind);
         if (shim == 0) { /* unusable after all: compile it */
             stencil_free(ref->stencil);
