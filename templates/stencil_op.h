@@ -17,7 +17,9 @@
  *     OP(add) { acc = *--sp + acc; CONTINUE(); }
  *
  * and compiled as its own translation unit with -DSTENCILGEN_OP=add, which
- * makes _JIT_ENTRY an alias of op_add: the stencil is that one function. Holes
+ * makes _JIT_ENTRY an alias of op_add: the stencil is that one function (or,
+ * with --units batched, in a unit of several ops, each named by
+ * STENCIL_ENTRY below, and cut out of their object by stencilgen). Holes
  * are references to symbols that exist nowhere; stencilgen turns each
  * relocation against them into a hole the runtime patches:
  *
