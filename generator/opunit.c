@@ -81,11 +81,21 @@ static op_unit unit_of(const sg_oplist *ops, const sg_op *const *members, size_t
         at = e;
     }
     add_segment(&u, want_unit, first, text, &lines, at, size);
+    /* The entries are the generator's text, not the file's: messages about
+     * them name the batched unit. A VM may carry its own, older copy of
+     * stencil_op.h, without STENCIL_ENTRY: one clear error, not one per op. */
+    if (batch && want_unit)
+        sb_puts(&u.unit, "#line 1 \"<stencilgen batched unit>\"\n#ifndef STENCIL_ENTRY\n"
+                         "#error \"batched units need the STENCIL_ENTRY of stencilgen's "
+                         "stencil_op.h, which the template's copy lacks: update the copy, or "
+                         "build with --units per-op\"\n#else\n");
     for (size_t i = 0; batch && i < n; i++) {
         sb_printf(&u.key, "STENCIL_ENTRY(%s)\n", members[i]->name);
         if (want_unit)
             sb_printf(&u.unit, "STENCIL_ENTRY(%s)\n", members[i]->name);
     }
+    if (batch && want_unit)
+        sb_puts(&u.unit, "#endif\n");
     if (!u.unit.data)
         sb_puts(&u.unit, "");
     if (!u.key.data)

@@ -322,3 +322,21 @@ def test_batch_ops_sets_the_batch_size(ctx):
     p = ctx.build_stencils(manifest, os.path.join(corpus, "x"), "--batch-ops", "8", check=False)
     check(p.returncode == 2 and "--batch-ops belongs to --units batched" in p.stderr,
           "--batch-ops without --units batched: exit %d: %s", p.returncode, p.stderr)
+
+
+def test_a_template_copy_without_stencil_entry_is_one_clear_error(ctx):
+    """A VM that carries its own, older stencil_op.h (found before stencilgen's
+    copy): batched units cannot name their ops, and say so once."""
+    manifest = project(ctx, {"few.c": BROKEN_OPS.replace("tos += no_such_name;", "tos += 2;")})
+    stencils = os.path.dirname(manifest)
+    text = read(ctx.path("templates", "stencil_op.h"))
+    old = re.sub(r"#ifdef STENCILGEN_BATCH\n.*?#endif\n", "", text, flags=re.S)
+    check(old != text, "could not remove STENCIL_ENTRY from stencil_op.h")
+    write(os.path.join(stencils, "stencil_op.h"), old)  # include_dirs: [.] finds it first
+    p = build(ctx, manifest, os.path.join(ctx.tmp, "out"), "batched", "--target", TRIPLE)
+    check(p.returncode == 3, "exit %d, want 3: %s", p.returncode, p.stderr[-2000:])
+    check(p.stderr.count("batched units need the STENCIL_ENTRY") == 2,  # the message and its line
+          "no clear error: %s", p.stderr[-2000:])
+    check("expected" not in p.stderr, "errors after the first: %s", p.stderr[-2000:])
+    p = build(ctx, manifest, os.path.join(ctx.tmp, "out2"), "per-op", "--target", TRIPLE)
+    check(p.returncode == 0, "per-op units with that copy: %s", p.stderr[-2000:])
