@@ -340,3 +340,18 @@ def test_a_template_copy_without_stencil_entry_is_one_clear_error(ctx):
     check("expected" not in p.stderr, "errors after the first: %s", p.stderr[-2000:])
     p = build(ctx, manifest, os.path.join(ctx.tmp, "out2"), "per-op", "--target", TRIPLE)
     check(p.returncode == 0, "per-op units with that copy: %s", p.stderr[-2000:])
+
+
+def test_dump_and_check_are_the_same_both_ways(ctx):
+    manifest = ctx.path("stencils", "stencils.yaml")
+    dumps = {}
+    for units in ("per-op", "batched"):
+        p = ctx.generator("dump", "--manifest", manifest, "--target", TRIPLE, "--units", units,
+                          check=False, timeout=600)
+        check(p.returncode == 0, "dump --units %s: %s", units, p.stderr[-2000:])
+        dumps[units] = p.stdout
+        p = ctx.generator("check", "--manifest", manifest, "--units", units, check=False,
+                          timeout=600)
+        check(p.returncode == 0, "check --units %s: %s", units, p.stderr[-2000:])
+    check(dumps["per-op"] == dumps["batched"] and "op add" in dumps["batched"],
+          "dump differs between per-op and batched units")
