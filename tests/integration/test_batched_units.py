@@ -13,7 +13,8 @@ import sys
 
 from sgtest import TRIPLE, check, read, write
 
-ASAN = False  # every manifest is built twice, minutes more under ASan
+ASAN = False  # every manifest in the tree is built twice; `tests/run.py --build build-asan
+              # -k batched` runs this module against the sanitized generator
 
 
 def build(ctx, manifest, out, units, *extra, **kw):
