@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "split.h"
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,7 +64,8 @@ static const char *output_name(const objfile *o, int sec)
         return name; /* .rodata.cst16 is a name of its own, in both modes */
     for (const char *const *p = output_sections; *p; p++) {
         size_t n = strlen(*p);
-        if (!strncmp(name, *p, n) && (!name[n] || (name[n] == '.' && holds_symbol(o, sec, name + n + 1))))
+        bool named_after_symbol = name[n] == '.' && holds_symbol(o, sec, name + n + 1);
+        if (!strncmp(name, *p, n) && (!name[n] || named_after_symbol))
             return *p;
     }
     return name;
@@ -106,9 +108,15 @@ static void add_pool_block(splitter *s, int sec, long n)
     ARRAY_PUSH(s->members, s->nmembers, s->cap, m);
 }
 
-static split_result refuse(splitter *s, split_result r, const char *fmt, const char *what)
+static split_result refuse(splitter *s, split_result r, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static split_result refuse(splitter *s, split_result r, const char *fmt, ...)
 {
-    snprintf(s->why, s->whysz, fmt, what);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s->why, s->whysz, fmt, ap);
+    va_end(ap);
     return r;
 }
 
