@@ -356,3 +356,40 @@ def test_dump_and_check_are_the_same_both_ways(ctx):
         check(p.returncode == 0, "check --units %s: %s", units, p.stderr[-2000:])
     check(dumps["per-op"] == dumps["batched"] and "op add" in dumps["batched"],
           "dump differs between per-op and batched units")
+
+
+def batch_fault(ctx, name, misbehaviour, op="add"):
+    """A compiler that runs `misbehaviour` (shell) when compiling the batch
+    holding `op` (its unit names it last), clang-22 otherwise."""
+    path = os.path.join(ctx.tmp, name)
+    write(path, "#!/bin/sh\n"
+                "case \" $* \" in *\" -DSTENCILGEN_BATCH \"*)\n"
+                "  for a; do case $a in */unit.c) grep -q 'STENCIL_ENTRY(%s)' \"$a\" && { %s; } ;; "
+                "esac; done ;;\n"
+                "esac\n"
+                "exec clang-22 \"$@\"\n" % (op, misbehaviour))
+    os.chmod(path, 0o755)
+    return path
+
+
+def test_a_failing_compiler_fails_the_batch_and_caches_nothing(ctx):
+    base = ctx.bundled_copy()
+    manifest = os.path.join(base, "stencils", "stencils.yaml")
+    out = os.path.join(ctx.tmp, "out")
+    for name, misbehaviour, want in (
+            ("crash.sh", "kill -SEGV $$", "the compiler was killed by signal 11"),
+            ("silent.sh", "exit 7", "the compiler exited with status 7 and printed nothing")):
+        cc = batch_fault(ctx, name, misbehaviour)
+        p = build(ctx, manifest, out, "batched", "--target", TRIPLE, "--clang", cc)
+        check(p.returncode == 3, "%s: exit %d, want 3: %s", name, p.returncode, p.stderr[-2000:])
+        check(re.search(r"error: ops? \S+ of ops/arith\.c \(%s\): [^\n]*%s" % (
+            re.escape(TRIPLE), re.escape(want)), p.stderr),
+              "%s: no error naming the batch of op add: %s", name, p.stderr[-2000:])
+        check(not os.path.exists(os.path.join(out, "jit_stencils.h")), "a header was written")
+    # The real compiler next: the failed batch was not cached, the header is right.
+    p = build(ctx, manifest, out, "batched", "--target", TRIPLE)
+    check(p.returncode == 0, "with clang-22: %s", p.stderr[-2000:])
+    clean = os.path.join(ctx.tmp, "clean")
+    build(ctx, manifest, clean, "per-op", "--target", TRIPLE)
+    check(headers(out) == headers(clean), "after failed batches, the header differs from a "
+          "clean per-op build's")
