@@ -130,11 +130,12 @@ void flags_discover(sg_argv *a, const sg_flag_inputs *in)
     argv_add(a, "-w");
 }
 
-void flags_op(sg_argv *a, const sg_flag_inputs *in, const sg_op *op)
+/* What an op's unit and a batch's have in common; `source` is their file. */
+static void add_op_common(sg_argv *a, const sg_flag_inputs *in, const char *source)
 {
     /* The unit is compiled from the run directory: quoted includes must still
      * find what they find beside the op's own source, first. */
-    char *srcdir = path_dirname(op->source);
+    char *srcdir = path_dirname(source);
     argv_add(a, "-iquote");
     argv_add(a, srcdir);
     free(srcdir);
@@ -150,8 +151,25 @@ void flags_op(sg_argv *a, const sg_flag_inputs *in, const sg_op *op)
      * helpers and tables, and those another op uses look unused in it. */
     argv_add(a, "-Wno-unused-function");
     argv_add(a, "-Wno-unused-const-variable");
+}
+
+void flags_op(sg_argv *a, const sg_flag_inputs *in, const sg_op *op)
+{
+    add_op_common(a, in, op->source);
     /* The template makes _JIT_ENTRY an alias of this op. */
     argv_addf(a, "-DSTENCILGEN_OP=%s", op->name);
+}
+
+void flags_batch(sg_argv *a, const sg_flag_inputs *in, const char *source)
+{
+    add_op_common(a, in, source);
+    /* Each function and each object in a section of its own: an op's stencil
+     * is then the sections its function reaches (split.c). Neither changes
+     * the code: sections are the assembler's business, not the optimizer's. */
+    argv_add(a, "-ffunction-sections");
+    argv_add(a, "-fdata-sections");
+    /* The template defines STENCIL_ENTRY, which the unit's last lines use. */
+    argv_add(a, "-DSTENCILGEN_BATCH");
 }
 
 void flags_shim(sg_argv *a, const sg_flag_inputs *in)

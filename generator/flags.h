@@ -28,6 +28,9 @@ char *flags_op_template_dir(const char *workdir);
 void flags_discover(sg_argv *a, const sg_flag_inputs *in);
 /* Compiling `op` from its translation unit (the caller adds -c UNIT). */
 void flags_op(sg_argv *a, const sg_flag_inputs *in, const sg_op *op);
+/* A batched unit of ops from `source`: the op flags, each function and
+ * object in its own section, and -DSTENCILGEN_BATCH. */
+void flags_batch(sg_argv *a, const sg_flag_inputs *in, const char *source);
 /* Compiling the shim. */
 void flags_shim(sg_argv *a, const sg_flag_inputs *in);
 

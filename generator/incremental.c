@@ -270,8 +270,9 @@ static bool store_object(sg_incremental *inc, inc_unit *u, const inc_output *out
     }
     bool ok = cache_record(inc->cache, u->slot, u->args, u->position, deps, n, out->started,
                            &u->key) &&
-              cache_put(inc->cache, &u->key, "d", out->deps, out->deps_size) &&
-              cache_put(inc->cache, &u->key, "o", out->object, out->size);
+              (out->key_only ||
+               (cache_put(inc->cache, &u->key, "d", out->deps, out->deps_size) &&
+               cache_put(inc->cache, &u->key, "o", out->object, out->size)));
     for (size_t i = 0; i < n; i++)
         free(deps[i]);
     free(deps);

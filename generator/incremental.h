@@ -81,6 +81,10 @@ typedef struct inc_output {
     size_t deps_size;
     const uint8_t *object;
     size_t size;
+    /* Another op of the same batched unit stores this object: record the key
+     * (and the stencil) only. Without the object, a damaged stencil entry is
+     * a miss, and the batch compiles again. */
+    bool key_only;
 } inc_output;
 
 /* After a compile (`fresh`), or after checking an INC_OBJECT hit (fresh NULL).

@@ -104,6 +104,9 @@ bool read_sections(const ObjectFile &obj, objfile *out, std::vector<uint64_t> &i
         o->kind = classify_section(s, *name);
         o->size = s.getSize();
         o->align = s.getAlignment().value();
+        uint64_t flags = ELFSectionRef(s).getFlags();
+        o->merge = (flags & ELF::SHF_MERGE) != 0;
+        o->strings = (flags & ELF::SHF_STRINGS) != 0;
         if (o->kind == OBJ_SEC_BSS || o->kind == OBJ_SEC_OTHER)
             continue;
         Expected<StringRef> contents = s.getContents();

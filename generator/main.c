@@ -16,12 +16,17 @@ static const char usage_text[] =
     "                        [--cache-dir DIR] [--depfile FILE] [--clang PATH]\n"
     "                        [--launcher PROG] [--compile-commands FILE] [-v|-vv]\n"
     "                        [--extra-cflags STR] [--extra-shim-cflags STR]\n"
-    "                        [--compile-timeout SECONDS]\n"
+    "                        [--compile-timeout SECONDS] [--units per-op|batched]\n"
+    "                        [--batch-ops N]\n"
     "       stencilgen check --manifest FILE [--target TRIPLE]...   (all checks, writes nothing)\n"
     "       stencilgen dump  --manifest FILE --target TRIPLE [--op NAME]\n"
     "       stencilgen --version\n"
     "\n"
     "Exit codes: 0 ok, 1 a check failed, 2 usage or manifest error, 3 toolchain failure.\n";
+
+/* Ops per batch: a clang process costs about as much as compiling 15 small
+ * ops (README, "Batched units"), and a one-op edit recompiles a batch. */
+#define DEFAULT_BATCH_OPS 16
 
 /* Generous: the slowest real op compiles in seconds. */
 #define DEFAULT_COMPILE_TIMEOUT_S 600.0
@@ -29,7 +34,7 @@ static const char usage_text[] =
 enum {
     OPT_MANIFEST = 256, OPT_TARGET, OPT_OUTDIR, OPT_CACHE_DIR, OPT_DEPFILE, OPT_CLANG,
     OPT_LAUNCHER, OPT_COMPILE_COMMANDS, OPT_EXTRA_CFLAGS, OPT_EXTRA_SHIM_CFLAGS, OPT_OP,
-    OPT_COMPILE_TIMEOUT, OPT_HELP,
+    OPT_COMPILE_TIMEOUT, OPT_UNITS, OPT_BATCH_OPS, OPT_HELP,
 };
 
 static const struct option long_opts[] = {
@@ -46,6 +51,8 @@ static const struct option long_opts[] = {
     {"extra-shim-cflags", required_argument, NULL, OPT_EXTRA_SHIM_CFLAGS},
     {"op", required_argument, NULL, OPT_OP},
     {"compile-timeout", required_argument, NULL, OPT_COMPILE_TIMEOUT},
+    {"units", required_argument, NULL, OPT_UNITS},
+    {"batch-ops", required_argument, NULL, OPT_BATCH_OPS},
     {"verbose", no_argument, NULL, 'v'},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
@@ -80,10 +87,22 @@ static bool parse_timeout(const char *s, double *out)
     return true;
 }
 
+/* The ops a batch holds on average (pipeline.c, plan_batches). */
+static bool parse_batch_ops(const char *s, unsigned *out)
+{
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (*s == '\0' || *end || v < 1 || v > 10000)
+        return false;
+    *out = (unsigned)v;
+    return true;
+}
+
 /* Returns -1 when parsing succeeded, else an exit code. */
 static int parse_options(int argc, char **argv, sg_options *o)
 {
     int c;
+    bool batch_ops = false;
     opterr = 0;
     while ((c = getopt_long(argc, argv, "j:v", long_opts, NULL)) != -1) {
         switch (c) {
@@ -110,6 +129,20 @@ static int parse_options(int argc, char **argv, sg_options *o)
                 return usage_error("--compile-timeout wants seconds from 1 to 86400, got '%s'",
                                    optarg);
             break;
+        case OPT_UNITS:
+            if (!strcmp(optarg, "per-op"))
+                o->units = SG_UNITS_PER_OP;
+            else if (!strcmp(optarg, "batched"))
+                o->units = SG_UNITS_BATCHED;
+            else
+                return usage_error("--units wants per-op or batched, got '%s'", optarg);
+            break;
+        case OPT_BATCH_OPS:
+            if (!parse_batch_ops(optarg, &o->batch_ops))
+                return usage_error("--batch-ops wants a number of ops from 1 to 10000, got '%s'",
+                                   optarg);
+            batch_ops = true;
+            break;
         case 'v': o->verbose++; break;
         case OPT_HELP: fputs(usage_text, stdout); return SG_EXIT_OK;
         default:
@@ -118,6 +151,8 @@ static int parse_options(int argc, char **argv, sg_options *o)
     }
     if (optind < argc)
         return usage_error("unexpected argument '%s'", argv[optind]);
+    if (batch_ops && o->units != SG_UNITS_BATCHED)
+        return usage_error("%s belongs to --units batched", "--batch-ops");
     return -1;
 }
 
@@ -169,6 +204,7 @@ int main(int argc, char **argv)
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     o.jobs = ncpu > 0 ? (int)ncpu : 1;
     o.compile_timeout = DEFAULT_COMPILE_TIMEOUT_S;
+    o.batch_ops = DEFAULT_BATCH_OPS;
     int rc = parse_options(argc - 1, argv + 1, &o);
     if (rc < 0)
         rc = check_required(&o);

@@ -24,6 +24,11 @@ typedef struct obj_section {
     uint8_t *bytes; /* owned copy; NULL for OBJ_SEC_BSS */
     uint64_t size;
     uint64_t align;
+    /* SHF_MERGE: the linker may fold equal pieces (constants of entsize bytes,
+     * or NUL-terminated strings when `strings`), so its bytes are pieces that
+     * symbols name, not one object (split.c takes pieces). */
+    bool merge;
+    bool strings;
 } obj_section;
 
 typedef struct obj_symbol {

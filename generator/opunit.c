@@ -51,29 +51,68 @@ static void add_segment(op_unit *u, bool want_unit, const sg_op *op, const char 
         sb_putc(&u->unit, '\n');
 }
 
-op_unit op_translation_unit(const sg_oplist *ops, const sg_op *op, const char *text,
-                           size_t size, bool want_unit)
+static bool is_member(const sg_op *o, const sg_op *const *members, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (members[i] == o)
+            return true;
+    return false;
+}
+
+/* The file without the ops that are not members; a batch also names each
+ * member's entry (STENCIL_ENTRY, stencil_op.h) after the text. */
+static op_unit unit_of(const sg_oplist *ops, const sg_op *const *members, size_t n,
+                       bool batch, const char *text, size_t size, bool want_unit)
 {
     op_unit u = {{0}, {0}, 0};
     line_cursor lines = {0, 1};
     size_t at = 0;
+    const sg_op *first = members[0];
     for (size_t i = 0; i < ops->count; i++) { /* ops of a file are in source order */
         const sg_op *o = &ops->items[i];
-        if (strcmp(o->source, op->source) || o->end > size || o->begin > o->end || o->begin < at)
+        if (strcmp(o->source, first->source) || o->end > size || o->begin > o->end ||
+            o->begin < at)
             continue;
         size_t b = o->begin, e = o->end;
         whole_lines(text, size, &b, &e);
-        add_segment(&u, want_unit, op, text, &lines, at, b);
-        if (o == op)
-            add_segment(&u, want_unit, op, text, &lines, b, e);
+        add_segment(&u, want_unit, first, text, &lines, at, b);
+        if (is_member(o, members, n))
+            add_segment(&u, want_unit, first, text, &lines, b, e);
         at = e;
     }
-    add_segment(&u, want_unit, op, text, &lines, at, size);
+    add_segment(&u, want_unit, first, text, &lines, at, size);
+    /* The entries are the generator's text, not the file's: messages about
+     * them name the batched unit. A VM may carry its own, older copy of
+     * stencil_op.h, without STENCIL_ENTRY: one clear error, not one per op. */
+    if (batch && want_unit)
+        sb_puts(&u.unit, "#line 1 \"<stencilgen batched unit>\"\n#ifndef STENCIL_ENTRY\n"
+                         "#error \"batched units need the STENCIL_ENTRY of stencilgen's "
+                         "stencil_op.h, which the template's copy lacks: update the copy, or "
+                         "build with --units per-op\"\n#else\n");
+    for (size_t i = 0; batch && i < n; i++) {
+        sb_printf(&u.key, "STENCIL_ENTRY(%s)\n", members[i]->name);
+        if (want_unit)
+            sb_printf(&u.unit, "STENCIL_ENTRY(%s)\n", members[i]->name);
+    }
+    if (batch && want_unit)
+        sb_puts(&u.unit, "#endif\n");
     if (!u.unit.data)
         sb_puts(&u.unit, "");
     if (!u.key.data)
         sb_puts(&u.key, "");
     return u;
+}
+
+op_unit op_translation_unit(const sg_oplist *ops, const sg_op *op, const char *text,
+                           size_t size, bool want_unit)
+{
+    return unit_of(ops, &op, 1, false, text, size, want_unit);
+}
+
+op_unit op_batch_unit(const sg_oplist *ops, const sg_op *const *members, size_t n,
+                      const char *text, size_t size, bool want_unit)
+{
+    return unit_of(ops, members, n, true, text, size, want_unit);
 }
 
 /* Identifiers whose value depends on where the code sits. */
@@ -114,15 +153,29 @@ static const op_source *source_of(op_sources *s, const char *path)
     return &s->items[s->count - 1];
 }
 
+static op_unit unreadable(void)
+{
+    op_unit u = {{0}, {0}, 0}; /* the compile will say what is wrong */
+    sb_puts(&u.key, "");
+    sb_puts(&u.unit, "#error \"cannot read the op source\"\n");
+    return u;
+}
+
 op_unit op_unit_for(op_sources *sources, const sg_oplist *ops, const sg_op *op, bool want_unit)
 {
     const op_source *src = source_of(sources, op->source);
     if (src->text)
         return op_translation_unit(ops, op, (const char *)src->text, src->size, want_unit);
-    op_unit u = {{0}, {0}, 0}; /* the compile will say what is wrong */
-    sb_puts(&u.key, "");
-    sb_puts(&u.unit, "#error \"cannot read the op source\"\n");
-    return u;
+    return unreadable();
+}
+
+op_unit op_batch_unit_for(op_sources *sources, const sg_oplist *ops,
+                          const sg_op *const *members, size_t n, bool want_unit)
+{
+    const op_source *src = source_of(sources, members[0]->source);
+    if (src->text)
+        return op_batch_unit(ops, members, n, (const char *)src->text, src->size, want_unit);
+    return unreadable();
 }
 
 void op_sources_free(op_sources *sources)

@@ -15,6 +15,12 @@
 #include "stencil.h"
 #include "target.h"
 
+/* How ops are grouped into translation units (README, "Batched units"). */
+typedef enum sg_units {
+    SG_UNITS_PER_OP,  /* one unit and one compile per op */
+    SG_UNITS_BATCHED, /* the ops of a file in batches, each batch one compile */
+} sg_units;
+
 typedef struct sg_options {
     const char *command;   /* "build", "check" or "dump" */
     const char *manifest;
@@ -31,6 +37,8 @@ typedef struct sg_options {
     const char *extra_shim_cflags;
     const char *dump_op;
     double compile_timeout; /* seconds per compile */
+    sg_units units;
+    unsigned batch_ops; /* batched units: ops a batch holds on average (at most twice that) */
     int verbose; /* -v: counts and phase times; -vv: also every compiler command */
 } sg_options;
 
@@ -59,6 +67,7 @@ typedef struct sg_run {
     char *op_template_dir; /* WORKDIR/include: stencil_op.h for every compile */
     struct sg_cache *cache;
     sg_incremental inc; /* the cache protocol, over `cache` */
+    size_t compiles;    /* compiler runs that produced an object (ops, batches, the shim) */
 } sg_run;
 
 /* Run a command end to end; returns the process exit code. */

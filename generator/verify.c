@@ -2,10 +2,12 @@
 #include "verify.h"
 
 #include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "fp_check.h"
 #include "objfile.h"
+#include "split.h"
 #include "util.h"
 
 void verify_name(const sg_verify_in *in, gen_stencil *s)
@@ -90,19 +92,41 @@ int verify_cached_shim(const uint8_t *entry, size_t size, const sg_verify_in *in
     return 1;
 }
 
-bool verify_object(const uint8_t *bytes, size_t size, const sg_verify_in *in, gen_stencil *s,
-                   sg_unwind *unwind)
+/* The op's own object cut out of a batched unit's (split.h) into *own. */
+static bool cut_out_op(const sg_verify_in *in, const objfile *obj, objfile *own)
+{
+    char why[512];
+    split_result r = split_op_object(obj, in->batch_entry, own, why, sizeof why);
+    if (r == SPLIT_OK)
+        return true;
+    if (r == SPLIT_ALONE && in->alone)
+        snprintf(in->alone, in->alone_size, "%s", why);
+    else
+        diag_error("%s: %s", in->label, why);
+    return false;
+}
+
+bool verify_read(const uint8_t *bytes, size_t size, const sg_verify_in *in, objfile *obj)
+{
+    char err[512];
+    bool parsed = objfile_parse(bytes, size, obj, err, sizeof err);
+    if (parsed && objfile_is_for(obj, in->target->elf_machine, err, sizeof err))
+        return true;
+    diag_error("%s: %s", in->label, err);
+    if (parsed)
+        objfile_free(obj);
+    return false;
+}
+
+bool verify_objfile(const objfile *obj, const sg_verify_in *in, gen_stencil *s,
+                    sg_unwind *unwind)
 {
     const sg_manifest *m = in->manifest;
-    objfile obj;
-    char err[512];
-    bool parsed = objfile_parse(bytes, size, &obj, err, sizeof err);
-    if (!parsed || !objfile_is_for(&obj, in->target->elf_machine, err, sizeof err)) {
-        diag_error("%s: %s", in->label, err);
-        if (parsed)
-            objfile_free(&obj);
+    objfile own;
+    bool batched = in->batch_entry && objfile_find_defined(obj, SG_HOLE_ENTRY) < 0;
+    if (batched && !cut_out_op(in, obj, &own))
         return false;
-    }
+    const objfile *o = batched ? &own : obj;
     sg_where where = {in->op ? in->op->source : m->shim_source, in->op ? in->op->line : 0,
                       in->op ? in->op->col : 0, in->label};
     sg_extract_ctx ec = {
@@ -115,11 +139,23 @@ bool verify_object(const uint8_t *bytes, size_t size, const sg_verify_in *in, ge
         .disasm = in->disasm,
     };
     verify_name(in, s);
-    bool ok = stencil_extract(&obj, &ec, s);
+    bool ok = stencil_extract(o, &ec, s);
     if (ok) /* once: the check, the header's listing and dump all use it */
         stencil_disassemble(s, in->disasm);
     if (ok)
-        ok = in->op ? fp_check(s, &where) : check_shim(&obj, in, s, &where, unwind);
+        ok = in->op ? fp_check(s, &where) : check_shim(o, in, s, &where, unwind);
+    if (batched)
+        objfile_free(&own);
+    return ok;
+}
+
+bool verify_object(const uint8_t *bytes, size_t size, const sg_verify_in *in, gen_stencil *s,
+                   sg_unwind *unwind)
+{
+    objfile obj;
+    if (!verify_read(bytes, size, in, &obj))
+        return false;
+    bool ok = verify_objfile(&obj, in, s, unwind);
     objfile_free(&obj);
     return ok;
 }

@@ -14,6 +14,7 @@
 #include "frame_shape.h"
 #include "llvm_bridge.h"
 #include "manifest.h"
+#include "objfile.h"
 #include "stencil.h"
 #include "target.h"
 
@@ -24,6 +25,14 @@ typedef struct sg_verify_in {
     lb_disasm *disasm;
     const sg_op *op;   /* NULL: the shim */
     const char *label; /* "op add (x86_64-unknown-linux-gnu)" */
+    /* An op whose object may be a batched unit's: its entry symbol there
+     * (split.h), else NULL. An object that defines _JIT_ENTRY is the op's own,
+     * whatever this says (an op a batch could not reproduce was compiled alone). */
+    const char *batch_entry;
+    /* When the batch cannot reproduce the op's own object: why, written here
+     * (no diagnostic; the caller compiles the op alone). */
+    char *alone;
+    size_t alone_size;
 } sg_verify_in;
 
 /* What the run itself knows of a stencil: its name and source position (no
@@ -43,8 +52,16 @@ bool verify_landing_pads(const sg_target *t, const gen_stencil *ops, size_t nops
 int verify_cached_shim(const uint8_t *entry, size_t size, const sg_verify_in *in,
                        const gen_stencil *s, sg_unwind *unwind);
 
-/* Fills and checks *s; for the shim also derives *unwind. */
+/* Fills and checks *s; for the shim also derives *unwind. False with
+ * in->alone set (non-empty) when a batched object cannot stand for the op. */
 bool verify_object(const uint8_t *bytes, size_t size, const sg_verify_in *in, gen_stencil *s,
                    sg_unwind *unwind);
+
+/* verify_object in two steps, for a batched unit's object, which is read
+ * once for all its ops: the object for the right machine (a diagnostic and
+ * false otherwise; objfile_free it after), then one op's stencil from it. */
+bool verify_read(const uint8_t *bytes, size_t size, const sg_verify_in *in, objfile *obj);
+bool verify_objfile(const objfile *obj, const sg_verify_in *in, gen_stencil *s,
+                    sg_unwind *unwind);
 
 #endif

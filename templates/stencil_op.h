@@ -17,7 +17,9 @@
  *     OP(add) { acc = *--sp + acc; CONTINUE(); }
  *
  * and compiled as its own translation unit with -DSTENCILGEN_OP=add, which
- * makes _JIT_ENTRY an alias of op_add: the stencil is that one function. Holes
+ * makes _JIT_ENTRY an alias of op_add: the stencil is that one function (or,
+ * with --units batched, in a unit of several ops, each named by
+ * STENCIL_ENTRY below, and cut out of their object by stencilgen). Holes
  * are references to symbols that exist nowhere; stencilgen turns each
  * relocation against them into a hole the runtime patches:
  *
@@ -104,6 +106,14 @@ extern char _JIT_OPERAND3[];
 #define STENCIL_STR_(x) #x
 #define STENCIL_STR(x) STENCIL_STR_(x)
 extern stencil_fn _JIT_ENTRY __attribute__((alias("op_" STENCIL_STR(STENCILGEN_OP))));
+#endif
+
+/* A batched unit (several ops of one file compiled at once, -DSTENCILGEN_BATCH)
+ * ends with STENCIL_ENTRY(name) for each of its ops: _JIT_ENTRY_<name> is an
+ * alias of op_<name>, and stencilgen cuts each op's stencil out of the object
+ * from there. */
+#ifdef STENCILGEN_BATCH
+#define STENCIL_ENTRY(name) extern stencil_fn _JIT_ENTRY_##name __attribute__((alias("op_" #name)));
 #endif
 
 #endif

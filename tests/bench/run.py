@@ -212,6 +212,121 @@ def generator_figures(build, jobs=2):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def one_file_corpus(corpus):
+    """The corpus's 300 ops as one file, as in a CPython-style interpreter;
+    returns that file and its manifest."""
+    ops = os.path.join(corpus, "ops")
+    files = sorted(os.path.join(ops, f) for f in os.listdir(ops) if f.endswith(".c"))
+    text = ""
+    for f in files:
+        with open(f) as src:
+            text += src.read()
+        os.remove(f)
+    path = os.path.join(ops, "all.c")
+    with open(path, "w") as f:
+        f.write(text)
+    manifest = os.path.join(corpus, "corpus.yaml")
+    with open(manifest) as f:
+        m = f.read()
+    with open(manifest, "w") as f:
+        f.write(re.sub(r"^ops:.*?(?=^\w)", "ops: [ops/all.c]\n", m, flags=re.M | re.S))
+    return path, manifest
+
+
+def batched_figures(build, g, jobs=2):
+    """--units batched on the 300-op corpus (cold, against generator_figures'
+    per-op floor and CPython's pipeline; no-op; one-op edit), and on the same
+    ops as one file, against that file compiled as one unit by one clang."""
+    stencilgen = os.path.join(build, "generator", "stencilgen")
+    tmp = tempfile.mkdtemp(prefix="sgbatch-")
+    try:
+        corpus = os.path.join(tmp, "corpus")
+        run([sys.executable, os.path.join(ROOT, "tests", "bench", "make_corpus.py"), corpus])
+        manifest = os.path.join(corpus, "corpus.yaml")
+        out = os.path.join(corpus, "out")
+        build_cmd = [stencilgen, "build", "--manifest", manifest, "--outdir", out, "-j", str(jobs),
+                     "--units", "batched", "-v"]
+        colds = []
+        for _ in range(3):
+            shutil.rmtree(out, ignore_errors=True)
+            t, p = timed(build_cmd)
+            colds.append(t)
+        runs = int(re.search(r"(\d+) compiler runs", p.stderr).group(1))
+        noops = sorted(timed(build_cmd)[0] for _ in range(10))
+        src = os.path.join(corpus, "ops", "group13.c")
+        with open(src) as f:
+            text = f.read()
+        at = text.index("CONTINUE();", text.index("OP(op134)"))
+        edit = float("inf")
+        for k in range(3):  # three different edits of op134: each one batch's compile
+            with open(src, "w") as f:
+                f.write(text[:at] + "tos ^= 0x%x;\n    " % (0x5a + k) + text[at:])
+            t, p = timed(build_cmd)
+            edit = min(edit, t)
+        edit_runs = int(re.search(r"(\d+) compiler runs", p.stderr).group(1))
+        edit_ops = re.search(r"\((\d+) compiled", p.stdout).group(1)
+        # The same 300 ops in one file: batches against one unit of all of them.
+        one = os.path.join(tmp, "one")
+        run([sys.executable, os.path.join(ROOT, "tests", "bench", "make_corpus.py"), one])
+        path, manifest = one_file_corpus(one)
+        out = os.path.join(one, "out")
+        cc = os.path.join(tmp, "batched_commands.json")
+        one_cmd = [stencilgen, "build", "--manifest", manifest, "--outdir", out, "-j", str(jobs),
+                   "--units", "batched", "-v"]
+        batches, units = [], []
+        for i in range(3):  # alternating, best of three: the machine's speed wanders
+            shutil.rmtree(out, ignore_errors=True)
+            t, p = timed(one_cmd + (["--compile-commands", cc] if i == 0 else []))
+            batches.append(t)
+            one_runs = int(re.search(r"(\d+) compiler runs", p.stderr).group(1))
+            shutil.rmtree(out, ignore_errors=True)
+            units.append(timed(one_cmd + ["--batch-ops", "10000"])[0])  # the file, one unit
+        with open(cc) as f:
+            entry = next(e for e in json.load(f) if "-DSTENCILGEN_BATCH" in e["arguments"])
+        with open(path) as f:
+            names = re.findall(r"^OP\((\w+)\)", f.read(), re.M)
+        unit = os.path.join(tmp, "one_unit.c")
+        with open(unit, "w") as f:
+            f.write('#line 1 "%s"\n' % path)
+            with open(path) as src:
+                f.write(src.read())
+            f.write("".join("STENCIL_ENTRY(%s)\n" % n for n in names))
+        args = list(entry["arguments"])
+        args[args.index("-c") + 1] = unit
+        args[args.index("-o") + 1] = os.path.join(tmp, "one_unit.o")
+        args[args.index("-MF") + 1] = os.path.join(tmp, "one_unit.d")
+        whole = min(timed(args, cwd=entry["directory"])[0] for _ in range(3))
+        return {"cold": min(colds), "colds": colds, "runs": runs, "noop": noops[0],
+                "noop_median": noops[5], "edit": edit, "edit_runs": edit_runs,
+                "edit_ops": edit_ops, "one_file": min(batches), "one_file_runs": one_runs,
+                "one_unit_clang": whole, "one_unit": min(units), "floor": g["floor"],
+                "pipeline": g["pipeline"]}
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def batched_rows(b, g, jobs=2):
+    return [
+        ("cold build, 300-op corpus, -j2, batched units / per-op floor",
+         "%.2f / %.2f s" % (b["cold"], b["floor"]),
+         "ratio %.2f (target <= 0.25; %d compiler runs; runs %.2f-%.2f s; per-op build %.2f s)" % (
+             b["cold"] / b["floor"], b["runs"], min(b["colds"]), max(b["colds"]), g["cold"])),
+        ("cold build, 300-op corpus, -j2, batched units / CPython's 4-tool pipeline",
+         "%.2f / %.2f s" % (b["cold"], b["pipeline"]),
+         "ratio %.2f (target <= 0.10)" % (b["cold"] / b["pipeline"])),
+        ("cold build, one file of 300 ops, -j2, batched / the file as one unit",
+         "%.2f / %.2f s" % (b["one_file"], b["one_unit"]),
+         "%.2fx faster (target >= %dx; %d compiler runs against 2; that unit's clang alone "
+         "%.2f s)" % (b["one_unit"] / b["one_file"], jobs, b["one_file_runs"],
+                      b["one_unit_clang"])),
+        ("batched units: no-op rebuild best / median of 10; one-op edit (best of 3)",
+         "%.0f / %.0f; %.0f ms" % (b["noop"] * 1e3, b["noop_median"] * 1e3, b["edit"] * 1e3),
+         "per-op units: %.0f / %.0f; %.0f ms; the edit: %d compiler run, %s ops compiled" % (
+             g["noop"] * 1e3, g["noop_median"] * 1e3, g["edit"] * 1e3, b["edit_runs"],
+             b["edit_ops"])),
+    ]
+
+
 def gdb_figures(build):
     """Executors registered per second with 10,000 live, GDB attached."""
     prog = os.path.join(build, "tests", "bench", "bench_gdb")
@@ -245,6 +360,7 @@ def main():
                  "runs: stencilgen %.1f-%.1f, pipeline %.1f-%.1f s)" % (
                      g["cold"] / g["pipeline"], g["ops"], min(g["colds"]), max(g["colds"]),
                      min(g["pipelines"]), max(g["pipelines"]))))
+    rows += batched_rows(batched_figures(build, g), g)
     rows.append(("no-op rebuild, 300 ops: best / median of 10", "%.0f / %.0f ms" % (
         g["noop"] * 1e3, g["noop_median"] * 1e3), ""))
     rows.append(("one-op edit rebuild / that op's compile alone (best of 3)",

@@ -1,0 +1,411 @@
+/* split.c - see split.h. */
+#define _GNU_SOURCE
+#include "split.h"
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "stencil.h"
+#include "util.h"
+
+/* A batch section, or the block of one in a merged constant section, that
+ * goes into the op's object. */
+typedef struct member {
+    int sec;           /* in the batch object */
+    uint64_t from, to; /* the bytes taken */
+    bool whole;        /* the whole section (a pool block has no relocations of its own) */
+    int group;         /* the output section */
+    uint64_t at;       /* where `from` lands in it */
+} member;
+
+typedef struct splitter {
+    const objfile *in;
+    member *members;
+    size_t nmembers, cap;
+    long pool_function; /* n of the .LCPI<n>_ labels of the op's constants; -1: none yet */
+    char *why;
+    size_t whysz;
+} splitter;
+
+static int member_of(const splitter *s, int sec)
+{
+    for (size_t i = 0; i < s->nmembers; i++)
+        if (s->members[i].sec == sec)
+            return (int)i;
+    return -1;
+}
+
+/* The object an op's own unit makes names each kind of section once: the
+ * per-function and per-object sections of -ffunction-sections
+ * -fdata-sections (.text.op_add, .rodata.op_add.table: the kind, a dot and
+ * the name of what the section holds) fold back into the section they come
+ * from. A section named in the source (section("...")) keeps its name, even
+ * when it starts like one of these. Longer prefixes first. */
+static const char *const output_sections[] = {
+    ".data.rel.ro.local", ".data.rel.ro", ".rodata", ".data", ".bss", ".text", ".tdata",
+    ".tbss", ".lrodata", ".ldata", ".lbss", ".ltext", NULL,
+};
+
+static bool holds_symbol(const objfile *o, int sec, const char *name)
+{
+    for (size_t i = 0; i < o->nsyms; i++)
+        if (o->syms[i].section == sec && !o->syms[i].is_section && !strcmp(o->syms[i].name, name))
+            return true;
+    return false;
+}
+
+static const char *output_name(const objfile *o, int sec)
+{
+    const char *name = o->secs[sec].name;
+    if (o->secs[sec].merge)
+        return name; /* .rodata.cst16 is a name of its own, in both modes */
+    for (const char *const *p = output_sections; *p; p++) {
+        size_t n = strlen(*p);
+        bool named_after_symbol = name[n] == '.' && holds_symbol(o, sec, name + n + 1);
+        if (!strncmp(name, *p, n) && (!name[n] || named_after_symbol))
+            return *p;
+    }
+    return name;
+}
+
+/* The n and k of a constant-pool label ".LCPI<n>_<k>", or false. */
+static bool pool_label(const char *name, long *n, const char **k)
+{
+    if (strncmp(name, ".LCPI", 5))
+        return false;
+    char *end;
+    *n = strtol(name + 5, &end, 10);
+    if (end == name + 5 || *end != '_' || !end[1])
+        return false;
+    *k = end + 1;
+    return true;
+}
+
+/* The block of the op's constants in a merged constant section: from its
+ * first .LCPI<n>_ label to the next label of another function (or the end).
+ * A function's pool is emitted in one piece, before its code. */
+static void add_pool_block(splitter *s, int sec, long n)
+{
+    const objfile *o = s->in;
+    uint64_t from = UINT64_MAX, last = 0;
+    for (size_t i = 0; i < o->nsyms; i++) {
+        long m;
+        const char *k;
+        if (o->syms[i].section != sec || !pool_label(o->syms[i].name, &m, &k) || m != n)
+            continue;
+        from = o->syms[i].value < from ? o->syms[i].value : from;
+        last = o->syms[i].value > last ? o->syms[i].value : last;
+    }
+    uint64_t to = o->secs[sec].size;
+    for (size_t i = 0; i < o->nsyms; i++)
+        if (o->syms[i].section == sec && !o->syms[i].is_section && o->syms[i].value > last &&
+            o->syms[i].value < to)
+            to = o->syms[i].value;
+    member m = {sec, from, to, false, 0, 0};
+    ARRAY_PUSH(s->members, s->nmembers, s->cap, m);
+}
+
+static split_result refuse(splitter *s, split_result r, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static split_result refuse(splitter *s, split_result r, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s->why, s->whysz, fmt, ap);
+    va_end(ap);
+    return r;
+}
+
+/* What a relocation of the op's code or data reaches joins the op's object. */
+static split_result follow(splitter *s, const obj_reloc *r, int entry_sec)
+{
+    const objfile *o = s->in;
+    if (r->symbol < 0)
+        return SPLIT_OK; /* stencil_extract names it */
+    const obj_symbol *sym = &o->syms[r->symbol];
+    if (sym->undefined || sym->section < 0 || o->secs[sym->section].kind == OBJ_SEC_OTHER)
+        return SPLIT_OK; /* a hole, or something stencil_extract refuses in both modes */
+    const obj_section *t = &o->secs[sym->section];
+    if (t->merge) {
+        long n;
+        const char *k;
+        if (t->strings)
+            return refuse(s, SPLIT_ALONE, "it uses a string literal (in '%s', whose order is "
+                          "the whole unit's)", t->name);
+        if (sym->is_section || !pool_label(sym->name, &n, &k) ||
+            (s->pool_function >= 0 && n != s->pool_function))
+            return refuse(s, SPLIT_ALONE, "it refers to merged constants ('%s') that are not "
+                          "its own constant pool", sym->name);
+        s->pool_function = n;
+        if (member_of(s, sym->section) < 0)
+            add_pool_block(s, sym->section, n);
+        return SPLIT_OK;
+    }
+    if (t->kind == OBJ_SEC_CODE && sym->section != entry_sec)
+        return refuse(s, SPLIT_ALONE, "it calls '%s', which the compiler did not inline (in "
+                      "the op's own unit it may be)", sym->name);
+    if (member_of(s, sym->section) < 0) {
+        member m = {sym->section, 0, t->size, true, 0, 0};
+        ARRAY_PUSH(s->members, s->nmembers, s->cap, m);
+    }
+    return SPLIT_OK;
+}
+
+/* Marks every section `sec` reaches through relocations, transitively. */
+static void mark_reached(const objfile *o, int sec, bool *mark)
+{
+    if (mark[sec])
+        return;
+    mark[sec] = true;
+    for (size_t j = 0; j < o->nrelocs; j++) {
+        const obj_reloc *r = &o->relocs[j];
+        if (r->section == sec && r->symbol >= 0 && o->syms[r->symbol].section >= 0)
+            mark_reached(o, o->syms[r->symbol].section, mark);
+    }
+}
+
+static bool loaded(const obj_section *sec)
+{
+    return sec->size && (sec->kind == OBJ_SEC_CODE || sec->kind == OBJ_SEC_RODATA ||
+                         sec->kind == OBJ_SEC_DATA || sec->kind == OBJ_SEC_BSS);
+}
+
+/* A section no op's code reaches is in the own object of the op it comes
+ * from: data an op's asm put in a section of its own (.pushsection), which
+ * refers back to that op's code. One that refers to this op's sections alone
+ * joins its object, one that refers to other ops' alone is theirs; one that
+ * refers to both, or to nothing, cannot be placed by the batch. */
+static split_result adopt_orphans(splitter *s, int entry)
+{
+    const objfile *o = s->in;
+    bool *mine = xcalloc(o->nsecs, sizeof *mine), *theirs = xcalloc(o->nsecs, sizeof *theirs);
+    mark_reached(o, o->syms[entry].section, mine);
+    for (size_t i = 0; i < o->nsyms; i++) {
+        const obj_symbol *y = &o->syms[i];
+        if ((int)i != entry && y->global && !y->undefined && y->section >= 0 &&
+            !strncmp(y->name, SPLIT_ENTRY_PREFIX, strlen(SPLIT_ENTRY_PREFIX)) &&
+            y->section != o->syms[entry].section)
+            mark_reached(o, y->section, theirs);
+    }
+    split_result res = SPLIT_OK;
+    for (size_t sec = 0; sec < o->nsecs && res == SPLIT_OK; sec++) {
+        if (!loaded(&o->secs[sec]) || mine[sec] || theirs[sec])
+            continue;
+        bool to_mine = false, to_theirs = false;
+        for (size_t j = 0; j < o->nrelocs; j++) {
+            const obj_reloc *r = &o->relocs[j];
+            int t = r->section == (int)sec && r->symbol >= 0 ? o->syms[r->symbol].section : -1;
+            to_mine |= t >= 0 && mine[t] && !theirs[t];
+            to_theirs |= t >= 0 && theirs[t];
+        }
+        if (to_mine && !to_theirs) {
+            member m = {(int)sec, 0, o->secs[sec].size, true, 0, 0};
+            ARRAY_PUSH(s->members, s->nmembers, s->cap, m);
+        } else if (to_mine || !to_theirs) {
+            res = refuse(s, SPLIT_ALONE, "section '%s' holds what no op's code refers to, and "
+                         "the batch cannot tell whose it is", o->secs[sec].name);
+        }
+    }
+    free(mine);
+    free(theirs);
+    return res;
+}
+
+/* Every section the entry's section (and the orphans it adopts) reach,
+ * transitively. */
+static split_result closure(splitter *s, int entry)
+{
+    const objfile *o = s->in;
+    int entry_sec = o->syms[entry].section;
+    member first = {entry_sec, 0, o->secs[entry_sec].size, true, 0, 0};
+    ARRAY_PUSH(s->members, s->nmembers, s->cap, first);
+    split_result adopted = adopt_orphans(s, entry);
+    if (adopted != SPLIT_OK)
+        return adopted;
+    for (size_t i = 0; i < s->nmembers; i++) {
+        for (size_t j = 0; j < o->nrelocs; j++) {
+            const obj_reloc *r = &o->relocs[j];
+            if (r->section != s->members[i].sec)
+                continue;
+            if (!s->members[i].whole)
+                return refuse(s, SPLIT_ALONE, "its merged constants in '%s' have relocations",
+                              o->secs[r->section].name);
+            split_result res = follow(s, r, entry_sec);
+            if (res != SPLIT_OK)
+                return res;
+        }
+    }
+    return SPLIT_OK;
+}
+
+/* A defined external symbol other than the entries is in every op's own
+ * unit, and so in every per-op stencil; a batch cannot say which. */
+static split_result no_shared_externals(splitter *s)
+{
+    const objfile *o = s->in;
+    for (size_t i = 0; i < o->nsyms; i++) {
+        const obj_symbol *y = &o->syms[i];
+        if (y->global && !y->undefined && y->section >= 0 &&
+            strncmp(y->name, SPLIT_ENTRY_PREFIX, strlen(SPLIT_ENTRY_PREFIX)))
+            return refuse(s, SPLIT_ALONE, "its file defines the external symbol '%s', which "
+                          "every op's own unit carries", y->name);
+    }
+    return SPLIT_OK;
+}
+
+static int cmp_member(const void *a, const void *b)
+{
+    const member *x = a, *y = b;
+    return (x->sec > y->sec) - (x->sec < y->sec);
+}
+
+static uint64_t align_to(uint64_t v, uint64_t align)
+{
+    return align > 1 ? (v + align - 1) / align * align : v;
+}
+
+/* Output sections in the order their first member has in the batch object
+ * (the entry's first, as in its own object), members packed as an assembler
+ * packs objects into one section. */
+static void lay_out_groups(splitter *s, int entry_sec, objfile *out)
+{
+    const objfile *o = s->in;
+    qsort(s->members, s->nmembers, sizeof *s->members, cmp_member);
+    for (int pass = 0; pass < 2; pass++) { /* the entry's section, then the rest */
+        for (size_t i = 0; i < s->nmembers; i++) {
+            member *m = &s->members[i];
+            if ((pass == 0) != (m->sec == entry_sec))
+                continue;
+            const obj_section *sec = &o->secs[m->sec];
+            const char *name = output_name(o, m->sec);
+            size_t g = 0;
+            while (g < out->nsecs && strcmp(out->secs[g].name, name))
+                g++;
+            if (g == out->nsecs) {
+                out->secs = xrealloc(out->secs, (g + 1) * sizeof *out->secs);
+                out->secs[g] = (obj_section){.name = xstrdup(name), .kind = sec->kind,
+                                             .align = 1, .merge = sec->merge};
+                out->nsecs++;
+            }
+            obj_section *d = &out->secs[g];
+            uint64_t at = align_to(d->size, sec->align), n = m->to - m->from;
+            if (sec->bytes) {
+                d->bytes = xrealloc(d->bytes, at + n ? at + n : 1);
+                memset(d->bytes + d->size, 0, at - d->size); /* as the assembler pads */
+                memcpy(d->bytes + at, sec->bytes + m->from, n);
+            }
+            d->size = at + n;
+            d->align = sec->align > d->align ? sec->align : d->align;
+            m->group = (int)g;
+            m->at = at;
+        }
+    }
+}
+
+static int add_symbol(objfile *out, obj_symbol sym)
+{
+    out->syms = xrealloc(out->syms, (out->nsyms + 1) * sizeof *out->syms);
+    out->syms[out->nsyms] = sym;
+    return (int)out->nsyms++;
+}
+
+/* The op-object symbol for batch symbol `i`, and how much a relocation's
+ * addend moves when it refers to it (a section symbol names the output
+ * section, whose member may not start at 0). */
+static int map_symbol(const splitter *s, objfile *out, int *map, int i, int64_t *shift)
+{
+    const obj_symbol *y = &s->in->syms[i];
+    int m = y->section >= 0 ? member_of(s, y->section) : -1;
+    const member *mb = m >= 0 ? &s->members[m] : NULL;
+    *shift = mb && y->is_section ? (int64_t)mb->at - (int64_t)mb->from : 0;
+    if (map[i] >= 0)
+        return map[i];
+    obj_symbol c = *y;
+    long n;
+    const char *k;
+    c.section = mb ? mb->group : -1;
+    if (mb && y->is_section) {
+        c.name = xstrdup(out->secs[mb->group].name);
+        c.value = 0;
+    } else {
+        if (mb)
+            c.value = y->value - mb->from + mb->at;
+        /* Its own unit has one function, numbered 0, so its pool is .LCPI0_<k>. */
+        c.name = mb && pool_label(y->name, &n, &k) ? xasprintf(".LCPI0_%s", k) : xstrdup(y->name);
+        if (!mb && y->section >= 0)
+            c.section = -1; /* outside the op's object: stencil_extract says so */
+    }
+    map[i] = add_symbol(out, c);
+    return map[i];
+}
+
+static int cmp_reloc(const void *a, const void *b)
+{
+    const obj_reloc *x = a, *y = b;
+    if (x->section != y->section)
+        return (x->section > y->section) - (x->section < y->section);
+    return (x->offset > y->offset) - (x->offset < y->offset);
+}
+
+static void copy_relocs(const splitter *s, objfile *out, int *map)
+{
+    const objfile *o = s->in;
+    size_t cap = 0;
+    for (size_t i = 0; i < s->nmembers; i++) {
+        const member *m = &s->members[i];
+        for (size_t j = 0; m->whole && j < o->nrelocs; j++) {
+            obj_reloc r = o->relocs[j];
+            if (r.section != m->sec)
+                continue;
+            int64_t shift = 0;
+            if (r.symbol >= 0)
+                r.symbol = map_symbol(s, out, map, r.symbol, &shift);
+            r.section = m->group;
+            r.offset += m->at;
+            r.addend += shift;
+            ARRAY_PUSH(out->relocs, out->nrelocs, cap, r);
+        }
+    }
+    if (out->nrelocs)
+        qsort(out->relocs, out->nrelocs, sizeof *out->relocs, cmp_reloc);
+}
+
+split_result split_op_object(const objfile *batch, const char *entry, objfile *out, char *why,
+                             size_t whysz)
+{
+    *out = (objfile){0};
+    splitter s = {batch, NULL, 0, 0, -1, why, whysz};
+    int e = objfile_find_defined(batch, entry);
+    if (e < 0 || !batch->syms[e].global || batch->secs[batch->syms[e].section].kind != OBJ_SEC_CODE)
+        return refuse(&s, SPLIT_BAD, "the batch's object defines no function '%s'", entry);
+    int entry_sec = batch->syms[e].section;
+    split_result r = no_shared_externals(&s);
+    if (r == SPLIT_OK)
+        r = closure(&s, e);
+    if (r != SPLIT_OK) {
+        free(s.members);
+        return r;
+    }
+    memcpy(out->format, batch->format, sizeof out->format);
+    out->machine = batch->machine;
+    out->is64 = batch->is64;
+    out->little_endian = batch->little_endian;
+    memcpy(out->rel_section, batch->rel_section, sizeof out->rel_section);
+    lay_out_groups(&s, entry_sec, out);
+    int *map = xcalloc(batch->nsyms ? batch->nsyms : 1, sizeof *map);
+    for (size_t i = 0; i < batch->nsyms; i++)
+        map[i] = -1;
+    const member *em = &s.members[member_of(&s, entry_sec)];
+    add_symbol(out, (obj_symbol){.name = xstrdup(SG_HOLE_ENTRY), .section = em->group,
+                                 .value = batch->syms[e].value + em->at,
+                                 .size = batch->syms[e].size, .global = true,
+                                 .is_function = true});
+    copy_relocs(&s, out, map);
+    free(map);
+    free(s.members);
+    return SPLIT_OK;
+}

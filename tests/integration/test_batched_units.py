@@ -1,0 +1,395 @@
+"""Batched units (--units batched): the ops of a file compile in batches, one
+clang per batch, and each op's stencil is cut out of the batch's object. The
+headers must be byte-identical to per-op units' everywhere: the bundled
+stencils, the golden manifest, the 300-op corpus and every fixture manifest
+(for a failing fixture, the same exit code and the same error lines). Also:
+what a batch cannot reproduce compiles alone and says why, a one-op edit
+recompiles one batch, a file of many ops is cut into enough batches, and a
+compile error in a batch is reported against its op."""
+import glob
+import os
+import re
+import sys
+
+from sgtest import TRIPLE, check, read, write
+
+ASAN = False  # every manifest in the tree is built twice; `tests/run.py --build build-asan
+              # -k batched` runs this module against the sanitized generator
+
+
+def build(ctx, manifest, out, units, *extra, **kw):
+    kw.setdefault("check", False)
+    kw.setdefault("timeout", 900)
+    return ctx.build_stencils(manifest, out, "--units", units, "-j", "2", "-v", *extra, **kw)
+
+
+def headers(out):
+    return {os.path.basename(p): read(p, "rb")
+            for p in sorted(glob.glob(os.path.join(out, "jit_stencils*.h")))}
+
+
+def errors(stderr):
+    """The diagnostics that say something is wrong (not -v's notes and times)."""
+    return [l for l in stderr.splitlines() if ": error:" in l]
+
+
+def compiler_runs(stderr):
+    m = re.search(r"(\d+) compiler runs", stderr)
+    check(m, "no compiler-run count in: %s", stderr[-2000:])
+    return int(m.group(1))
+
+
+def summary(stdout):
+    m = re.search(r"^stencilgen: %s: (\d+) ops \((\d+) compiled, (\d+) cached\)" %
+                  re.escape(TRIPLE), stdout, re.M)
+    check(m, "no summary in: %s", stdout)
+    return tuple(int(x) for x in m.groups())
+
+
+def differences(a, b):
+    """What differs between two builds (exit code, headers, errors): [] when
+    nothing does. The negative control below shows it finds a difference."""
+    (pa, ha), (pb, hb) = a, b
+    diff = []
+    if pa.returncode != pb.returncode:
+        diff.append("exit %d vs %d" % (pa.returncode, pb.returncode))
+    if ha.keys() != hb.keys():
+        diff.append("headers %s vs %s" % (sorted(ha), sorted(hb)))
+    for name in sorted(set(ha) & set(hb)):
+        if ha[name] != hb[name]:
+            diff.append("%s differs" % name)
+    if errors(pa.stderr) != errors(pb.stderr):
+        diff.append("errors differ:\n%s\nvs\n%s" % ("\n".join(errors(pa.stderr)),
+                                                    "\n".join(errors(pb.stderr))))
+    return diff
+
+
+def both_ways(ctx, manifest, name, *extra):
+    runs = []
+    for units in ("per-op", "batched"):
+        out = os.path.join(ctx.tmp, "%s-%s" % (name, units))
+        p = build(ctx, manifest, out, units, *extra)
+        runs.append((p, headers(out)))
+    return runs
+
+
+def test_batched_equals_per_op_on_bundled_golden_and_fixtures(ctx):
+    manifests = [ctx.path("stencils", "stencils.yaml"), ctx.path("tests", "golden", "golden.yaml")]
+    manifests += sorted(glob.glob(ctx.path("tests", "fixtures", "**", "*.yaml"), recursive=True))
+    built = 0
+    for i, m in enumerate(manifests):
+        per_op, batched = both_ways(ctx, m, "m%d" % i)
+        diff = differences(per_op, batched)
+        check(not diff, "%s: batched units differ from per-op units: %s", m, "; ".join(diff))
+        built += per_op[0].returncode == 0
+        if per_op[0].returncode == 0:
+            check(per_op[1], "%s: built but wrote no header", m)
+    check(built >= 10, "only %d of %d manifests built: the comparison covered too little",
+          built, len(manifests))
+
+
+def test_batched_equals_per_op_on_the_corpus(ctx):
+    corpus = os.path.join(ctx.tmp, "corpus")
+    ctx.run([sys.executable, ctx.path("tests", "bench", "make_corpus.py"), corpus], check=True)
+    per_op, batched = both_ways(ctx, os.path.join(corpus, "corpus.yaml"), "corpus")
+    check(per_op[0].returncode == 0, "per-op build failed: %s", per_op[0].stderr[-2000:])
+    diff = differences(per_op, batched)
+    check(not diff, "corpus: batched units differ from per-op units: %s", "; ".join(diff))
+    check(compiler_runs(per_op[0].stderr) == 301, "per-op: %s", per_op[0].stderr[-500:])
+    runs = compiler_runs(batched[0].stderr)
+    check(runs <= 100, "batched: %d compiler runs for 300 ops in 30 files", runs)
+
+
+def test_negative_control_a_changed_op_is_a_difference(ctx):
+    """The comparison is not blind: the same manifest with one op's constant
+    changed, built batched, differs from the per-op build of the original."""
+    base = ctx.bundled_copy()
+    manifest = os.path.join(base, "stencils", "stencils.yaml")
+    per_op = build(ctx, manifest, os.path.join(ctx.tmp, "a"), "per-op")
+    arith = os.path.join(base, "stencils", "ops", "arith.c")
+    text = read(arith)
+    edited = re.sub(r"(OP\(add\)\s*\{[^}]*?)CONTINUE\(\);", r"\1tos += 1; CONTINUE();", text,
+                    count=1)
+    check(edited != text, "could not edit op add in %s", arith)
+    write(arith, edited)
+    batched = build(ctx, manifest, os.path.join(ctx.tmp, "b"), "batched")
+    diff = differences((per_op, headers(os.path.join(ctx.tmp, "a"))),
+                       (batched, headers(os.path.join(ctx.tmp, "b"))))
+    check(any("differs" in d for d in diff), "an edited op went unnoticed: %s", diff)
+
+
+HELPER_OPS = """
+static __attribute__((noinline)) vm_value mix(vm_value a, vm_value b)
+{
+    return a * 31 + (b ^ (a >> 3));
+}
+
+OP(h_one)
+{
+    tos = mix(tos, *--sp);
+    CONTINUE();
+}
+
+OP(h_two)
+{
+    tos = mix(*--sp, tos) + 7;
+    CONTINUE();
+}
+
+OP(plain)
+{
+    tos += 11;
+    CONTINUE();
+}
+
+OP(says)
+{
+    if (tos == 0)
+        vm_trap(frame, "says: zero");
+    CONTINUE();
+}
+"""
+
+
+def project(ctx, files):
+    """A copy of tinyvm whose manifest lists `files` ({name: text}) as its ops."""
+    base = ctx.bundled_copy()
+    stencils = os.path.join(base, "stencils")
+    for name, text in files.items():
+        write(os.path.join(stencils, "ops", name), text)
+    manifest = os.path.join(stencils, "stencils.yaml")
+    text = read(manifest)
+    ops = "ops:\n" + "".join("  - ops/%s\n" % n for n in files)
+    text = re.sub(r"^ops:\n(?:  - .*\n)+", ops, text, flags=re.M)
+    write(manifest, text)
+    return manifest
+
+
+def test_what_a_batch_cannot_reproduce_compiles_alone(ctx):
+    """A static helper the compiler did not inline (two callers in the batch)
+    and a string literal: those ops compile from their own units, say why
+    under -v, and the header is still the per-op one."""
+    manifest = project(ctx, {"helpers.c": HELPER_OPS})
+    per_op, batched = both_ways(ctx, manifest, "helpers", "--target", TRIPLE)
+    check(per_op[0].returncode == 0, "per-op build failed: %s", per_op[0].stderr[-2000:])
+    diff = differences(per_op, batched)
+    check(not diff, "batched units differ from per-op units: %s", "; ".join(diff))
+    err = batched[0].stderr
+    for op, why in (("h_one", "did not inline"), ("h_two", "did not inline"),
+                    ("says", "string literal")):
+        check(re.search(r"note: op %s is compiled from its own unit: [^\n]*%s" % (op, why), err),
+              "no note that op %s compiled alone (%s): %s", op, why, err[-3000:])
+    check("op plain is compiled from its own unit" not in err, "plain compiled alone: %s", err)
+    # Kept in the cache under its batch's key: a no-op run compiles nothing.
+    out = os.path.join(ctx.tmp, "helpers-batched")
+    p = build(ctx, manifest, out, "batched", "--target", TRIPLE)
+    check(compiler_runs(p.stderr) == 0 and summary(p.stdout)[1] == 0,
+          "no-op run after ops compiled alone: %s %s", p.stdout, p.stderr[-1000:])
+
+
+def edit_op(path, op, statement):
+    text = read(path)
+    at = text.index("OP(%s)" % op)
+    cont = text.index("CONTINUE();", at)
+    write(path, text[:cont] + statement + "\n    " + text[cont:])
+
+
+def one_file_corpus(ctx, name):
+    """The 300-op corpus as one file of 300 ops."""
+    corpus = os.path.join(ctx.tmp, name)
+    ctx.run([sys.executable, ctx.path("tests", "bench", "make_corpus.py"), corpus], check=True)
+    files = sorted(glob.glob(os.path.join(corpus, "ops", "*.c")))
+    write(os.path.join(corpus, "ops", "all.c"), "".join(read(f) for f in files))
+    for f in files:
+        os.unlink(f)
+    manifest = os.path.join(corpus, "corpus.yaml")
+    text = read(manifest)
+    text = re.sub(r"^ops:.*?(?=^\w)", "ops: [ops/all.c]\n", text, flags=re.M | re.S)
+    write(manifest, text)
+    return corpus, manifest
+
+
+def test_one_file_of_300_ops_is_cut_into_stable_batches(ctx):
+    corpus, manifest = one_file_corpus(ctx, "one")
+    out = os.path.join(corpus, "out")
+    p = build(ctx, manifest, out, "batched")
+    check(p.returncode == 0, "batched build failed: %s", p.stderr[-2000:])
+    batches = compiler_runs(p.stderr) - 1  # and the shim
+    check(2 * 2 <= batches <= 60, "%d batches for one file of 300 ops at -j2 (want work for "
+          "every job, and far fewer compiles than ops)", batches)
+    cold = headers(out)
+    p = build(ctx, manifest, out, "batched")
+    check(compiler_runs(p.stderr) == 0 and summary(p.stdout) == (300, 0, 300),
+          "no-op build: %s %s", p.stdout, p.stderr[-1000:])
+    # One op edited: its batch alone recompiles, whatever moved below it.
+    edit_op(os.path.join(corpus, "ops", "all.c"), "op134", "tos ^= 0x5a;")
+    p = build(ctx, manifest, out, "batched")
+    check(compiler_runs(p.stderr) == 1, "one-op edit: %s", p.stderr[-1000:])
+    n, compiled, cached = summary(p.stdout)
+    check(n == 300 and 1 <= compiled <= 32 and compiled + cached == 300,
+          "one-op edit recompiled %d ops: %s", compiled, p.stdout)
+    edited = headers(out)
+    check(edited != cold, "the edit did not change the header")
+    fresh = os.path.join(corpus, "fresh")
+    p = build(ctx, manifest, fresh, "per-op")
+    check(headers(fresh) == edited, "the incremental batched header differs from a cold "
+          "per-op build's")
+
+
+BROKEN_OPS = """/* the second op does not compile */
+OP(b_one)
+{
+    tos += 1;
+    CONTINUE();
+}
+
+OP(b_two)
+{
+    tos += no_such_name;
+    CONTINUE();
+}
+
+OP(b_three)
+{
+    tos += 3;
+    CONTINUE();
+}
+"""
+
+
+def test_a_compile_error_in_a_batch_names_its_op(ctx):
+    manifest = project(ctx, {"broken.c": BROKEN_OPS})
+    p = build(ctx, manifest, os.path.join(ctx.tmp, "out"), "batched", "--target", TRIPLE)
+    check(p.returncode == 3, "exit %d, want 3: %s", p.returncode, p.stderr[-2000:])
+    src = re.escape(os.path.join(os.path.dirname(manifest), "ops", "broken.c"))
+    check(re.search(r"^%s:10:12: error: use of undeclared identifier 'no_such_name'" % src,
+                    p.stderr, re.M), "no error at broken.c:10:12: %s", p.stderr)
+    check(re.search(r"^%s:10:12: note: this error is in op b_two " % src, p.stderr, re.M),
+          "no note naming op b_two: %s", p.stderr)
+    check(not os.path.exists(os.path.join(ctx.tmp, "out", "jit_stencils.h")),
+          "a header was written by a failed build")
+
+
+FILE_OPS = """/* an op that compiles its file's name in */
+OP(f_plain)
+{
+    tos += 2;
+    CONTINUE();
+}
+
+OP(f_where)
+{
+    if (tos == 0)
+        vm_trap(frame, __FILE__);
+    CONTINUE();
+}
+"""
+
+
+def test_a_batch_that_compiles_its_position_in_is_keyed_by_it(ctx):
+    """The op file renamed (the same text, so the same unit): an op using
+    __FILE__ rebuilds, and the header equals a clean per-op build's."""
+    manifest = project(ctx, {"named.c": FILE_OPS})
+    out = os.path.join(ctx.tmp, "out")
+    p = build(ctx, manifest, out, "batched", "--target", TRIPLE)
+    check(p.returncode == 0, "build failed: %s", p.stderr[-2000:])
+    before = headers(out)
+    ops = os.path.join(os.path.dirname(manifest), "ops")
+    os.rename(os.path.join(ops, "named.c"), os.path.join(ops, "renamed.c"))
+    write(manifest, read(manifest).replace("ops/named.c", "ops/renamed.c"))
+    p = build(ctx, manifest, out, "batched", "--target", TRIPLE)
+    check(p.returncode == 0, "build failed: %s", p.stderr[-2000:])
+    after = headers(out)
+    check(after != before, "__FILE__ changed but the header did not")
+    clean = os.path.join(ctx.tmp, "clean")
+    build(ctx, manifest, clean, "per-op", "--target", TRIPLE)
+    check(headers(clean) == after, "the incremental batched header differs from a clean "
+          "per-op build's")
+
+
+def test_batch_ops_sets_the_batch_size(ctx):
+    corpus, manifest = one_file_corpus(ctx, "sizes")
+    per_size = {}
+    for n in ("10000", "4"):
+        out = os.path.join(corpus, "out" + n)
+        p = build(ctx, manifest, out, "batched", "--batch-ops", n)
+        check(p.returncode == 0, "--batch-ops %s: %s", n, p.stderr[-2000:])
+        per_size[n] = (compiler_runs(p.stderr) - 1, headers(out))
+    check(per_size["10000"][0] == 1, "--batch-ops 10000: %d batches of one file",
+          per_size["10000"][0])
+    check(per_size["4"][0] >= 300 // 8, "--batch-ops 4: only %d batches of 300 ops",
+          per_size["4"][0])
+    check(per_size["10000"][1] == per_size["4"][1], "the batch size changed the header")
+    p = ctx.build_stencils(manifest, os.path.join(corpus, "x"), "--batch-ops", "8", check=False)
+    check(p.returncode == 2 and "--batch-ops belongs to --units batched" in p.stderr,
+          "--batch-ops without --units batched: exit %d: %s", p.returncode, p.stderr)
+
+
+def test_a_template_copy_without_stencil_entry_is_one_clear_error(ctx):
+    """A VM that carries its own, older stencil_op.h (found before stencilgen's
+    copy): batched units cannot name their ops, and say so once."""
+    manifest = project(ctx, {"few.c": BROKEN_OPS.replace("tos += no_such_name;", "tos += 2;")})
+    stencils = os.path.dirname(manifest)
+    text = read(ctx.path("templates", "stencil_op.h"))
+    old = re.sub(r"#ifdef STENCILGEN_BATCH\n.*?#endif\n", "", text, flags=re.S)
+    check(old != text, "could not remove STENCIL_ENTRY from stencil_op.h")
+    write(os.path.join(stencils, "stencil_op.h"), old)  # include_dirs: [.] finds it first
+    p = build(ctx, manifest, os.path.join(ctx.tmp, "out"), "batched", "--target", TRIPLE)
+    check(p.returncode == 3, "exit %d, want 3: %s", p.returncode, p.stderr[-2000:])
+    check(p.stderr.count("batched units need the STENCIL_ENTRY") == 2,  # the message and its line
+          "no clear error: %s", p.stderr[-2000:])
+    check("expected" not in p.stderr, "errors after the first: %s", p.stderr[-2000:])
+    p = build(ctx, manifest, os.path.join(ctx.tmp, "out2"), "per-op", "--target", TRIPLE)
+    check(p.returncode == 0, "per-op units with that copy: %s", p.stderr[-2000:])
+
+
+def test_dump_and_check_are_the_same_both_ways(ctx):
+    manifest = ctx.path("stencils", "stencils.yaml")
+    dumps = {}
+    for units in ("per-op", "batched"):
+        p = ctx.generator("dump", "--manifest", manifest, "--target", TRIPLE, "--units", units,
+                          check=False, timeout=600)
+        check(p.returncode == 0, "dump --units %s: %s", units, p.stderr[-2000:])
+        dumps[units] = p.stdout
+        p = ctx.generator("check", "--manifest", manifest, "--units", units, check=False,
+                          timeout=600)
+        check(p.returncode == 0, "check --units %s: %s", units, p.stderr[-2000:])
+    check(dumps["per-op"] == dumps["batched"] and "op add" in dumps["batched"],
+          "dump differs between per-op and batched units")
+
+
+def batch_fault(ctx, name, misbehaviour, op="add"):
+    """A compiler that runs `misbehaviour` (shell) when compiling the batch
+    holding `op` (its unit names it last), clang-22 otherwise."""
+    path = os.path.join(ctx.tmp, name)
+    write(path, "#!/bin/sh\n"
+                "case \" $* \" in *\" -DSTENCILGEN_BATCH \"*)\n"
+                "  for a; do case $a in */unit.c) grep -q 'STENCIL_ENTRY(%s)' \"$a\" && { %s; } ;; "
+                "esac; done ;;\n"
+                "esac\n"
+                "exec clang-22 \"$@\"\n" % (op, misbehaviour))
+    os.chmod(path, 0o755)
+    return path
+
+
+def test_a_failing_compiler_fails_the_batch_and_caches_nothing(ctx):
+    base = ctx.bundled_copy()
+    manifest = os.path.join(base, "stencils", "stencils.yaml")
+    out = os.path.join(ctx.tmp, "out")
+    for name, misbehaviour, want in (
+            ("crash.sh", "kill -SEGV $$", "the compiler was killed by signal 11"),
+            ("silent.sh", "exit 7", "the compiler exited with status 7 and printed nothing")):
+        cc = batch_fault(ctx, name, misbehaviour)
+        p = build(ctx, manifest, out, "batched", "--target", TRIPLE, "--clang", cc)
+        check(p.returncode == 3, "%s: exit %d, want 3: %s", name, p.returncode, p.stderr[-2000:])
+        check(re.search(r"error: ops? \S+ of ops/arith\.c \(%s\): [^\n]*%s" % (
+            re.escape(TRIPLE), re.escape(want)), p.stderr),
+              "%s: no error naming the batch of op add: %s", name, p.stderr[-2000:])
+        check(not os.path.exists(os.path.join(out, "jit_stencils.h")), "a header was written")
+    # The real compiler next: the failed batch was not cached, the header is right.
+    p = build(ctx, manifest, out, "batched", "--target", TRIPLE)
+    check(p.returncode == 0, "with clang-22: %s", p.stderr[-2000:])
+    clean = os.path.join(ctx.tmp, "clean")
+    build(ctx, manifest, clean, "per-op", "--target", TRIPLE)
+    check(headers(out) == headers(clean), "after failed batches, the header differs from a "
+          "clean per-op build's")
