@@ -292,6 +292,14 @@ def test_backtrace_at_helpers(ctx):
                          [tinyvm(ctx), "--jit", program(ctx, prog)], tag=tag)
         check_stops(tag, res, wants)
 
+    # Two code views forced under GDB (a runtime created under a debugger gets
+    # one): the same frames, GDB's breakpoints being in C code only.
+    res, p = run_gdb(ctx, BTSTOPS, {"breakpoints": ["vm_call", "tinyvm_breakpoint"],
+                                    "max_stops": 20},
+                     [tinyvm(ctx), "--jit", program(ctx, "reenter.tvm")],
+                     env={"STENCILRT_CODE_VIEWS": "2"}, tag="reenter.tvm, two views")
+    check_stops("reenter.tvm, two views", res, REENTER_STOPS)
+
     # A stop on a signal raised in a helper (raise(SIGTRAP) in vm_native): the
     # frames above vm_native are libc's, the rest is exact.
     res, _ = run_gdb(ctx, BTSTOPS, {"breakpoints": [], "max_stops": 5},
