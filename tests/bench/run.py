@@ -155,15 +155,19 @@ def pipeline_seconds(commands, jobs, tmp):
     return ninja_seconds(lines, work, jobs)
 
 
+def new_corpus(tmp):
+    """The 300-op corpus, made in tmp: (its directory, its manifest, an output directory)."""
+    corpus = os.path.join(tmp, "corpus")
+    run([sys.executable, os.path.join(ROOT, "tests", "bench", "make_corpus.py"), corpus])
+    return corpus, os.path.join(corpus, "corpus.yaml"), os.path.join(corpus, "out")
+
+
 def generator_figures(build, jobs=2):
     """Cold build of the 300-op corpus against its floor; no-op and one-op-edit rebuilds."""
     stencilgen = os.path.join(build, "generator", "stencilgen")
     tmp = tempfile.mkdtemp(prefix="sgbench-")
     try:
-        corpus = os.path.join(tmp, "corpus")
-        run([sys.executable, os.path.join(ROOT, "tests", "bench", "make_corpus.py"), corpus])
-        manifest = os.path.join(corpus, "corpus.yaml")
-        out = os.path.join(corpus, "out")
+        corpus, manifest, out = new_corpus(tmp)
         cc = os.path.join(tmp, "compile_commands.json")
         build_cmd = [stencilgen, "build", "--manifest", manifest, "--outdir", out, "-j", str(jobs)]
         cold, _ = timed(build_cmd + ["--compile-commands", cc])
@@ -240,10 +244,7 @@ def batched_figures(build, g, jobs=2):
     stencilgen = os.path.join(build, "generator", "stencilgen")
     tmp = tempfile.mkdtemp(prefix="sgbatch-")
     try:
-        corpus = os.path.join(tmp, "corpus")
-        run([sys.executable, os.path.join(ROOT, "tests", "bench", "make_corpus.py"), corpus])
-        manifest = os.path.join(corpus, "corpus.yaml")
-        out = os.path.join(corpus, "out")
+        corpus, manifest, out = new_corpus(tmp)
         build_cmd = [stencilgen, "build", "--manifest", manifest, "--outdir", out, "-j", str(jobs),
                      "--units", "batched", "-v"]
         colds = []
