@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "discover.h"
+#include "flags.h"
 #include "frame_shape.h"
 #include "incremental.h"
 #include "llvm_bridge.h"
@@ -69,6 +70,9 @@ typedef struct sg_run {
     sg_incremental inc; /* the cache protocol, over `cache` */
     size_t compiles;    /* compiler runs that produced an object (ops, batches, the shim) */
 } sg_run;
+
+/* The inputs of the run's clang command lines for target r (flags.h). */
+sg_flag_inputs run_flag_inputs(const sg_run *run, const sg_target_result *r);
 
 /* Run a command end to end; returns the process exit code. */
 int pipeline_run(const sg_options *opt);

@@ -1,0 +1,693 @@
+/* jobs.c - see jobs.h. */
+#define _GNU_SOURCE
+#include "jobs.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cache.h"
+#include "diag.h"
+#include "flags.h"
+#include "llvm_bridge.h"
+#include "opunit.h"
+#include "split.h"
+#include "util.h"
+#include "verify.h"
+
+static lb_disasm *open_disasm(const sg_target *t)
+{
+    char err[256];
+    lb_disasm *d = lb_disasm_create(t->triple, t->fp_reg, t->fp_writers, err, sizeof err);
+    if (!d)
+        diag_error("%s", err);
+    return d;
+}
+
+/* A file's ops are cut into batches of about `target` ops (--batch-ops),
+ * so that -j compiles have work in a file of hundreds of ops: a batch ends
+ * after an op whose name hashes to 0 modulo `target`, or after 2 * target
+ * ops. The cut depends on names only, never on bodies, counts or -j: editing
+ * an op moves no batch, and adding or removing one changes its own batch
+ * alone (and, through the cap, at most the run of ops up to the next cut). */
+static bool ends_batch(const sg_op *op, size_t size, unsigned target)
+{
+    /* Any bits of the name's hash would do: hash64 mixes them all. */
+    return size >= 2 * (size_t)target ||
+           (hash64(op->name, strlen(op->name), 0) >> 40) % target == 0;
+}
+
+static void plan_batches(sg_run *run, job_set *js)
+{
+    js->batch_of = xcalloc(run->ops.count ? run->ops.count : 1, sizeof *js->batch_of);
+    size_t cap = 0;
+    op_batch *b = NULL;
+    for (size_t i = 0; i < run->ops.count; i++) {
+        const sg_op *op = &run->ops.items[i];
+        js->batch_of[i] = -1;
+        if (run->opt.units != SG_UNITS_BATCHED)
+            continue;
+        if (!b || strcmp(b->members[0]->source, op->source) ||
+            ends_batch(b->members[b->n - 1], b->n, run->opt.batch_ops)) {
+            grow_array((void **)&js->batches, &cap, js->nbatches + 1, sizeof *js->batches);
+            b = &js->batches[js->nbatches++];
+            *b = (op_batch){0};
+            b->members = xcalloc(2 * (size_t)run->opt.batch_ops, sizeof *b->members);
+            b->name = xasprintf("batch_%s", op->name);
+            b->tu_path = xasprintf("%s/tu/%s/unit.c", run->rundir.path, b->name);
+        }
+        b->members[b->n++] = op;
+        js->batch_of[i] = (long)js->nbatches - 1;
+    }
+}
+
+/* A job's command: the shim's, an op's own unit's, or its batch's. */
+static char **job_command(sg_run *run, sg_target_result *r, const sg_op *op, bool batch,
+                          const char *output, const char *unit)
+{
+    sg_argv a = {0};
+    if (run->opt.launcher)
+        argv_add(&a, run->opt.launcher);
+    argv_add(&a, run->clang);
+    sg_flag_inputs in = run_flag_inputs(run, r);
+    if (op && batch)
+        flags_batch(&a, &in, op->source);
+    else if (op)
+        flags_op(&a, &in, op);
+    else
+        flags_shim(&a, &in);
+    argv_add(&a, "-MD");
+    argv_add(&a, "-MF");
+    argv_addf(&a, "%s.d", output);
+    argv_add(&a, "-c");
+    argv_add(&a, op ? unit : run->manifest.shim_source);
+    argv_add(&a, "-o");
+    argv_add(&a, output);
+    return argv_finish(&a);
+}
+
+static void add_job(job_set *js, sg_run *run, sg_target_result *r, const sg_op *op)
+{
+    const char *name = op ? op->name : "shim";
+    long batch = op ? js->batch_of[op - run->ops.items] : -1;
+    const op_batch *b = batch >= 0 ? &js->batches[batch] : NULL;
+    char *dir = path_join(run->rundir.path, r->target->triple);
+    sg_job job = {0};
+    /* A batched op's job keeps its own object name: the cache knows each op
+     * by it (its slot), whichever compile makes the op. */
+    job.output = xasprintf("%s/%s%s.o", dir, op ? "op_" : "", name);
+    job.log = xasprintf("%s.log", job.output);
+    job.label = op ? xasprintf("op %s (%s)", name, r->target->triple)
+                   : xasprintf("shim %s (%s)", run->manifest.shim_function, r->target->triple);
+    /* An op compiles from its own translation unit or its batch's (written
+     * only if needed), alone in its directory: a quoted include never finds a
+     * sibling unit. */
+    char *tu_path = b ? xstrdup(b->tu_path)
+                  : op ? xasprintf("%s/tu/%s/unit.c", run->rundir.path, op->name) : NULL;
+    char *object = b ? xasprintf("%s/%s.o", dir, b->name) : xstrdup(job.output);
+    job.argv = job_command(run, r, op, b != NULL, object, tu_path);
+    free(object);
+    size_t cap = js->cap;
+    grow_array((void **)&js->jobs, &js->cap, js->count + 1, sizeof *js->jobs);
+    grow_array((void **)&js->refs, &cap, js->count + 1, sizeof *js->refs);
+    js->refs[js->count] = (job_ref){.result = r,
+                                    .stencil = op ? &r->ops[op - run->ops.items] : &r->shim,
+                                    .op = op,
+                                    .tu_path = tu_path,
+                                    .batch = batch};
+    js->jobs[js->count++] = job;
+    free(dir);
+}
+
+void jobs_free(job_set *js)
+{
+    for (size_t i = 0; i < js->count; i++) {
+        inc_unit_free(&js->refs[i].unit);
+        free(js->refs[i].deps);
+        free(js->refs[i].tu_key);
+        free(js->refs[i].tu_path);
+        free(js->refs[i].op_label);
+        argv_free(js->jobs[i].argv);
+        free(js->jobs[i].output);
+        free(js->jobs[i].log);
+        free(js->jobs[i].label);
+    }
+    free(js->jobs);
+    free(js->refs);
+    for (size_t i = 0; i < js->nbatches; i++) {
+        free(js->batches[i].members);
+        free(js->batches[i].name);
+        free(js->batches[i].tu_path);
+        free(js->batches[i].tu_key);
+    }
+    free(js->batches);
+    free(js->batch_of);
+}
+
+typedef struct done_ctx {
+    sg_run *run;
+    job_set *js;
+    int extract_rc;
+    size_t compiles; /* compiler runs that produced an object */
+} done_ctx;
+
+static sg_verify_in verify_inputs(const sg_run *run, job_ref *ref, const sg_job *job)
+{
+    char *entry = ref->batch >= 0 ? xasprintf(SPLIT_ENTRY_PREFIX "%s", ref->op->name) : NULL;
+    return (sg_verify_in){.manifest = &run->manifest,
+                          .target = ref->result->target,
+                          .mt = ref->result->mt,
+                          .disasm = ref->result->disasm,
+                          .op = ref->op,
+                          .label = ref->op_label ? ref->op_label : job->label,
+                          .batch_entry = entry,
+                          .alone = ref->alone,
+                          .alone_size = sizeof ref->alone};
+}
+
+static void verify_inputs_free(sg_verify_in *in)
+{
+    free((char *)in->batch_entry);
+}
+
+/* Opened for the first object read: a run that reads none never loads LLVM
+ * (llvm_plugin.h). */
+static bool have_disasm(done_ctx *ctx, job_ref *ref)
+{
+    sg_target_result *r = ref->result;
+    if (r->disasm || (r->disasm = open_disasm(r->target)))
+        return true;
+    ref->extract_failed = true;
+    ctx->extract_rc = exit_worst(ctx->extract_rc, SG_EXIT_TOOLCHAIN);
+    return false;
+}
+
+static bool verdict(done_ctx *ctx, job_ref *ref, bool ok)
+{
+    if (ok || ref->alone[0]) /* alone: no failure, it compiles from its own unit */
+        return ok;
+    ref->extract_failed = true;
+    ctx->extract_rc = exit_worst(ctx->extract_rc, SG_EXIT_CHECK);
+    return false;
+}
+
+/* Build the stencil from an object's bytes and run the checks on it. */
+static bool process_object(done_ctx *ctx, sg_job *job, const uint8_t *bytes, size_t size)
+{
+    job_ref *ref = job->user;
+    if (!have_disasm(ctx, ref))
+        return false;
+    sg_verify_in in = verify_inputs(ctx->run, ref, job);
+    bool ok = verify_object(bytes, size, &in, ref->stencil, &ref->result->unwind);
+    verify_inputs_free(&in);
+    return verdict(ctx, ref, ok);
+}
+
+/* The same for one op of a batch's object, read once for all its ops. */
+static bool process_parsed(done_ctx *ctx, sg_job *job, const objfile *obj)
+{
+    job_ref *ref = job->user;
+    sg_verify_in in = verify_inputs(ctx->run, ref, job);
+    bool ok = verify_objfile(obj, &in, ref->stencil, &ref->result->unwind);
+    verify_inputs_free(&in);
+    return verdict(ctx, ref, ok);
+}
+
+/* Store a checked object's results (fresh: the compile's output, NULL for
+ * an object taken from the cache); the shim's with its unwind facts. */
+static void store_checked(done_ctx *ctx, job_ref *ref, const inc_output *fresh, bool ok)
+{
+    strbuf unwind = {0};
+    if (ok && !ref->op)
+        unwind_cache_encode(&unwind, &ref->result->unwind);
+    inc_store(&ctx->run->inc, &ref->unit, fresh, ok ? ref->stencil : NULL, ref->deps,
+              ref->op ? NULL : &unwind);
+    sb_free(&unwind);
+}
+
+/* A compiler that reports success must have written both files; anything
+ * else is a toolchain failure, never a reason to read an older file. */
+static bool read_compiler_output(const sg_job *job, const char *path, const char *what,
+                                 uint8_t **data, size_t *size)
+{
+    if (read_file(path, data, size))
+        return true;
+    if (errno == ENOENT)
+        diag_error("%s: the compiler exited with status 0 but wrote no %s ('%s')", job->label,
+                   what, path);
+    else
+        diag_error("%s: cannot read the %s '%s': %s", job->label, what, path, strerror(errno));
+    return false;
+}
+
+/* The last object built for each op stays in WORKDIR/<triple>/, and its unit
+ * in WORKDIR/tu/<op>/unit.c, for people, tests and benchmarks to inspect; the
+ * generator itself never reads them back. */
+static void keep_for_inspection(const sg_run *run, const job_set *js, const job_ref *ref,
+                                const sg_job *job)
+{
+    const char *base = strrchr(job->output, '/');
+    char *dest = xasprintf("%s/%s%s", run->workdir, ref->result->target->triple, base);
+    rename(job->output, dest);
+    free(dest);
+    if (!ref->op)
+        return;
+    /* Linked, not moved: every target's job compiles the same unit. */
+    const char *name = ref->leader ? js->batches[ref->batch].name : ref->op->name;
+    char *unit = xasprintf("%s/tu/%s/unit.c", run->workdir, name);
+    char *fresh = xasprintf("%s.%ld", unit, (long)getpid());
+    char *dir = path_dirname(unit);
+    if (mkdir_p(dir) && link(ref->tu_path, fresh) == 0) {
+        rename(fresh, unit);
+        unlink(fresh); /* left when unit already was this file (rename does nothing then) */
+    }
+    free(dir);
+    free(fresh);
+    free(unit);
+}
+
+/* One op's share of a finished compile: its stencil, checked, and stored
+ * in the cache (an op its batch cannot stand for is neither: it compiles
+ * alone next). */
+static bool take_object(done_ctx *ctx, sg_job *job, const sg_job *compile, const objfile *batch,
+                        const uint8_t *bytes, size_t size, const uint8_t *dtext, size_t dsize)
+{
+    job_ref *ref = job->user;
+    ref->deps = xstrndup((const char *)dtext, dsize);
+    bool ok = batch ? process_parsed(ctx, job, batch) : process_object(ctx, job, bytes, size);
+    if (!ok && ref->alone[0]) {
+        free(ref->deps);
+        ref->deps = NULL;
+        return true;
+    }
+    if (ref->op)
+        ref->result->compiled++;
+    /* A rider's own job never ran; its leader stores the object. */
+    inc_output out = {&compile->started, dtext, dsize, bytes, size, job != compile};
+    store_checked(ctx, ref, &out, ok);
+    return ok;
+}
+
+/* A batch's object, read once, for its leader and each of its riders. A
+ * rider's failed check is its own (status -1), not its leader's; an object
+ * that cannot be read fails them all. */
+static bool take_batch(done_ctx *ctx, sg_job *job, const uint8_t *bytes, size_t size,
+                       const uint8_t *dtext, size_t dsize)
+{
+    job_set *js = ctx->js;
+    job_ref *ref = job->user;
+    objfile obj;
+    sg_verify_in in = verify_inputs(ctx->run, ref, job);
+    bool read = have_disasm(ctx, ref) && verify_read(bytes, size, &in, &obj);
+    verify_inputs_free(&in);
+    bool ok = read ? take_object(ctx, job, job, &obj, bytes, size, dtext, dsize)
+                   : verdict(ctx, ref, false);
+    for (size_t i = (size_t)(ref - js->refs) + 1; i < js->count && js->refs[i].batch == ref->batch &&
+                                                  js->refs[i].result == ref->result; i++) {
+        if (!js->refs[i].rides)
+            continue;
+        if (read ? !take_object(ctx, &js->jobs[i], job, &obj, bytes, size, dtext, dsize)
+                 : !verdict(ctx, &js->refs[i], false))
+            js->jobs[i].status = -1;
+    }
+    if (read)
+        objfile_free(&obj);
+    return ok;
+}
+
+/* Runs while other compiles are still going: cache the object, build the
+ * stencil; a batch's for each of its ops that had to compile. */
+static bool on_compiled(sg_job *job, void *vctx)
+{
+    done_ctx *ctx = vctx;
+    job_ref *ref = job->user;
+    uint8_t *bytes, *dtext;
+    size_t size, dsize;
+    char *dfile = xasprintf("%s.d", job->output);
+    bool have = read_compiler_output(job, job->output, "object", &bytes, &size);
+    if (have && !read_compiler_output(job, dfile, "dependency file", &dtext, &dsize)) {
+        free(bytes);
+        have = false;
+    }
+    free(dfile);
+    if (!have)
+        return false; /* status -1 without extract_failed: exit 3 */
+    ctx->compiles++;
+    bool ok = ref->leader ? take_batch(ctx, job, bytes, size, dtext, dsize)
+                          : take_object(ctx, job, job, NULL, bytes, size, dtext, dsize);
+    free(dtext);
+    free(bytes);
+    keep_for_inspection(ctx->run, ctx->js, ref, job);
+    return ok;
+}
+
+/* Every op's cache key: its unit's text, and its position (the file name as
+ * __FILE__ gives it, and the lines) for code that compiles positions in. */
+static void key_translation_units(sg_run *run, job_set *js, op_sources *texts)
+{
+    for (size_t i = 0; i < js->nbatches; i++) { /* a batch's ops share its key's text */
+        op_batch *b = &js->batches[i];
+        op_unit u = op_batch_unit_for(texts, &run->ops, b->members, b->n, false);
+        char *rel = manifest_relpath(&run->manifest, b->members[0]->source);
+        b->position = hash64(rel, strlen(rel) + 1, u.position);
+        free(rel);
+        b->tu_key = u.key.data;
+        b->positional = text_mentions_position(b->tu_key, u.key.len);
+        b->digest = hash64(b->tu_key, u.key.len, 0);
+        sb_free(&u.unit);
+    }
+    for (size_t i = 0; i < js->count; i++) {
+        job_ref *ref = &js->refs[i];
+        if (!ref->op)
+            continue;
+        if (ref->batch >= 0) {
+            /* The batch's unit is every member's input, hashed once here
+             * rather than once per op (a no-op run hashes every key); the
+             * op's name makes each member's entry its own (keys are content
+             * addresses). A unit that mentions a position macro passes that
+             * on, so the key still counts the unit's position. */
+            const op_batch *b = &js->batches[ref->batch];
+            ref->tu_key = xasprintf("batch %016llx%s\nop %s\n", (unsigned long long)b->digest,
+                                    b->positional ? " __LINE__" : "", ref->op->name);
+            ref->position = js->batches[ref->batch].position;
+            continue;
+        }
+        op_unit u = op_unit_for(texts, &run->ops, ref->op, false);
+        char *rel = manifest_relpath(&run->manifest, ref->op->source);
+        ref->position = hash64(rel, strlen(rel) + 1, u.position);
+        free(rel);
+        ref->tu_key = u.key.data;
+        sb_free(&u.unit);
+    }
+}
+
+/* Write the unit of every op that must compile. A unit that cannot be written
+ * fails its op (exit 3): compiling anything else in its place would be wrong. */
+static size_t write_translation_units(sg_run *run, job_set *js, op_sources *texts)
+{
+    size_t failed = 0;
+    for (size_t i = 0; i < js->count; i++) {
+        job_ref *ref = &js->refs[i];
+        sg_job *job = &js->jobs[i];
+        if (!ref->op || job->skip)
+            continue;
+        op_batch *b = ref->leader ? &js->batches[ref->batch] : NULL;
+        if (b && b->written)
+            continue; /* every target's leader compiles the same unit */
+        op_unit u = b ? op_batch_unit_for(texts, &run->ops, b->members, b->n, true)
+                      : op_unit_for(texts, &run->ops, ref->op, true);
+        if (b)
+            b->written = true;
+        char *dir = path_dirname(ref->tu_path);
+        if (!mkdir_p(dir) || !write_file(ref->tu_path, u.unit.data, u.unit.len)) {
+            diag_error("%s: cannot write its translation unit '%s': %s", job->label,
+                       ref->tu_path, strerror(errno));
+            job->skip = true; /* not compiled, and not a cache hit */
+            job->status = -1;
+            failed++;
+        }
+        free(dir);
+        sb_free(&u.key);
+        sb_free(&u.unit);
+    }
+    return failed;
+}
+
+/* A cache entry stands in for the compile: the job is skipped. */
+static bool try_cached(done_ctx *ctx, sg_job *job)
+{
+    job_ref *ref = job->user;
+    sg_run *run = ctx->run;
+    uint8_t *obj;
+    size_t size;
+    inc_unit_init(&run->inc, &ref->unit, ref->result->target->triple, job, ref->tu_key,
+                  ref->position, ref->tu_path);
+    uint8_t *unwind = NULL;
+    size_t unwind_size = 0;
+    switch (inc_lookup(&run->inc, &ref->unit, job->label, ref->stencil, &obj, &size,
+                       &ref->deps, &unwind, &unwind_size)) {
+    case INC_MISS: return false;
+    case INC_STENCIL: {
+        sg_verify_in in = verify_inputs(run, ref, job);
+        verify_name(&in, ref->stencil);
+        int shim = ref->op ? 1 : verify_cached_shim(unwind, unwind_size, &in, ref->stencil,
+                                                    &ref->result->unwind);
+        verify_inputs_free(&in);
+        free(unwind);
+        if (shim == 0) { /* unusable after all: compile it */
+            stencil_free(ref->stencil);
+            free(ref->deps);
+            ref->deps = NULL;
+            return false;
+        }
+        if (shim < 0) {
+            job->status = -1;
+            ref->extract_failed = true;
+            ctx->extract_rc = exit_worst(ctx->extract_rc, SG_EXIT_CHECK);
+        }
+        ref->result->stencils_cached++;
+        break;
+    }
+    case INC_OBJECT: {
+        bool ok = process_object(ctx, job, obj, size);
+        free(obj);
+        if (!ok && ref->alone[0]) { /* a batch's object that cannot stand for it */
+            free(ref->deps);
+            ref->deps = NULL;
+            return false;
+        }
+        if (!ok)
+            job->status = -1;
+        else
+            store_checked(ctx, ref, NULL, true);
+        break;
+    }
+    }
+    job->skip = true;
+    if (ref->op)
+        ref->result->cached++;
+    return true;
+}
+
+/* An op its batch cannot stand for compiles from its own unit; its cache
+ * entry stays keyed by the batch (whose unit holds its text). */
+static void compile_alone(sg_run *run, job_set *js, size_t i)
+{
+    job_ref *ref = &js->refs[i];
+    sg_job *job = &js->jobs[i];
+    if (run->opt.verbose)
+        diag_note_at(ref->op->source, ref->op->line, ref->op->col,
+                     "op %s is compiled from its own unit: %s", ref->op->name, ref->alone);
+    if (ref->op_label) { /* it led its batch: its job is its own again */
+        free(job->label);
+        job->label = ref->op_label;
+        ref->op_label = NULL;
+    }
+    ref->leader = ref->rides = false;
+    ref->solo = true;
+    free(job->output);
+    job->output = xasprintf("%s/%s/op_%s.o", run->rundir.path, ref->result->target->triple,
+                            ref->op->name);
+    free(ref->tu_path);
+    ref->tu_path = xasprintf("%s/tu/%s/unit.c", run->rundir.path, ref->op->name);
+    ref->unit.tu_path = ref->tu_path; /* the unit is not a dependency to record */
+    argv_free(job->argv);
+    job->argv = job_command(run, ref->result, ref->op, false, job->output, ref->tu_path);
+    job->skip = false;
+    job->status = 0;
+}
+
+/* Per target and batch, the first of its ops that must compile leads: its
+ * job compiles the batch's unit, for it and for the other members that must
+ * compile (riders, whose own jobs do not run). */
+static void assign_batch_compiles(sg_run *run, job_set *js)
+{
+    long *leader = xcalloc(js->nbatches ? js->nbatches : 1, sizeof *leader);
+    const sg_target_result *target = NULL;
+    for (size_t i = 0; i < js->count; i++) {
+        job_ref *ref = &js->refs[i];
+        sg_job *job = &js->jobs[i];
+        if (ref->result != target) {
+            target = ref->result;
+            for (size_t b = 0; b < js->nbatches; b++)
+                leader[b] = -1;
+        }
+        if (ref->batch < 0 || job->skip)
+            continue;
+        if (ref->alone[0]) {
+            compile_alone(run, js, i);
+            continue;
+        }
+        if (leader[ref->batch] >= 0) {
+            ref->rides = job->skip = true;
+            continue;
+        }
+        leader[ref->batch] = (long)i;
+        const op_batch *b = &js->batches[ref->batch];
+        ref->leader = true;
+        ref->op_label = job->label;
+        char *rel = manifest_relpath(&run->manifest, b->members[0]->source);
+        job->label = b->n == 1 ? xasprintf("op %s of %s (%s)", b->members[0]->name, rel,
+                                           target->target->triple)
+                               : xasprintf("ops %s..%s of %s (%s)", b->members[0]->name,
+                                           b->members[b->n - 1]->name, rel,
+                                           target->target->triple);
+        free(rel);
+        free(job->output);
+        job->output = xasprintf("%s/%s/%s.o", run->rundir.path, target->target->triple, b->name);
+    }
+    free(leader);
+}
+
+/* Ops whose batch, once compiled, could not stand for them: compiled from
+ * their own units, in a second round. Returns the number of failures. */
+static size_t compile_the_alone(sg_run *run, job_set *js, done_ctx *ctx,
+                                const sg_compile_opts *co, op_sources *texts, bool *spawn_failed)
+{
+    size_t n = 0, failures = 0;
+    size_t *from = xcalloc(js->count ? js->count : 1, sizeof *from);
+    for (size_t i = 0; i < js->count; i++) {
+        if (js->refs[i].batch >= 0 && js->refs[i].alone[0] && !js->refs[i].solo) {
+            compile_alone(run, js, i);
+            from[n++] = i;
+        }
+    }
+    if (n)
+        failures = write_translation_units(run, js, texts);
+    sg_job *round = xcalloc(n ? n : 1, sizeof *round);
+    for (size_t k = 0; k < n; k++)
+        round[k] = js->jobs[from[k]]; /* user still points at its ref */
+    if (n)
+        failures += compile_run(round, n, co, on_compiled, ctx, spawn_failed);
+    for (size_t k = 0; k < n; k++)
+        js->jobs[from[k]] = round[k];
+    free(round);
+    free(from);
+    return failures;
+}
+
+/* The member of batch b whose lines hold `line` (members are in source
+ * order), or NULL for the text before the first. */
+static const sg_op *op_at_line(const op_batch *b, unsigned line)
+{
+    const sg_op *found = NULL;
+    for (size_t i = 0; i < b->n && b->members[i]->line <= line; i++)
+        found = b->members[i];
+    return found;
+}
+
+/* A batch that does not compile fails all its ops; the compiler's messages
+ * point at the source (#line), and a note says which op each error is in. */
+static void note_batch_errors(const job_set *js)
+{
+    for (size_t i = 0; i < js->count; i++) {
+        const job_ref *ref = &js->refs[i];
+        const sg_job *job = &js->jobs[i];
+        if (!ref->leader || job->status <= 0 || ref->extract_failed)
+            continue;
+        const op_batch *b = &js->batches[ref->batch];
+        uint8_t *log;
+        size_t size;
+        if (!read_file(job->log, &log, &size))
+            continue;
+        const char *src = b->members[0]->source;
+        size_t n = strlen(src);
+        for (char *p = (char *)log, *end = p + size; p < end;) {
+            char *nl = memchr(p, '\n', (size_t)(end - p));
+            char *eol = nl ? nl : end;
+            unsigned line, col;
+            int used = 0;
+            if ((size_t)(eol - p) > n && !memcmp(p, src, n) && p[n] == ':' &&
+                sscanf(p + n, ":%u:%u: error:%n", &line, &col, &used) == 2 && used) {
+                const sg_op *op = op_at_line(b, line);
+                if (op)
+                    diag_note_at(src, line, col, "this error is in op %s (compiled in one unit "
+                                 "with %s..%s)", op->name, b->members[0]->name,
+                                 b->members[b->n - 1]->name);
+            }
+            p = eol + 1;
+        }
+        free(log);
+    }
+}
+
+/* Per target: the run's own object directory, and the one objects are kept in. */
+static bool make_target_dirs(const sg_run *run, const sg_target *t)
+{
+    char *own = path_join(run->rundir.path, t->triple);
+    char *kept = path_join(run->workdir, t->triple);
+    bool ok = mkdir_p(own) && mkdir_p(kept);
+    if (!ok)
+        diag_error("cannot create '%s' or '%s': %s", own, kept, strerror(errno));
+    free(own);
+    free(kept);
+    return ok;
+}
+
+int jobs_run(sg_run *run, job_set *js)
+{
+    plan_batches(run, js);
+    for (size_t t = 0; t < run->nresults; t++) {
+        sg_target_result *r = &run->results[t];
+        if (!make_target_dirs(run, r->target))
+            return SG_EXIT_TOOLCHAIN;
+        r->ops = xcalloc(run->ops.count, sizeof *r->ops);
+        add_job(js, run, r, NULL);
+        for (size_t i = 0; i < run->ops.count; i++)
+            add_job(js, run, r, &run->ops.items[i]);
+    }
+    for (size_t i = 0; i < js->count; i++) /* refs no longer moves */
+        js->jobs[i].user = &js->refs[i];
+    sg_compile_opts co = {
+        .parallel = run->opt.jobs,
+        .timeout = run->opt.compile_timeout,
+        .verbose = run->opt.verbose >= 2,
+        .progress = isatty(2) && !run->opt.verbose,
+    };
+    done_ctx ctx = {run, js, SG_EXIT_OK, 0};
+    size_t failures = 0;
+    op_sources texts = {0};
+    key_translation_units(run, js, &texts);
+    for (size_t i = 0; i < js->count; i++)
+        if (try_cached(&ctx, &js->jobs[i]))
+            failures += js->jobs[i].status != 0;
+    assign_batch_compiles(run, js);
+    failures += write_translation_units(run, js, &texts);
+    bool must_compile = false;
+    for (size_t i = 0; i < js->count; i++)
+        must_compile |= !js->jobs[i].skip;
+    /* Once per compiler: the verdict is cached under its identity. */
+    if (must_compile && !inc_compiler_verified(&run->inc)) {
+        if (compile_check_clang(run->clang, run->rundir.path, &co) != SG_EXIT_OK) {
+            op_sources_free(&texts);
+            return SG_EXIT_TOOLCHAIN;
+        }
+        inc_compiler_verdict(&run->inc);
+    }
+    bool spawn_failed, spawn_failed2 = false;
+    failures += compile_run(js->jobs, js->count, &co, on_compiled, &ctx, &spawn_failed);
+    for (size_t i = 0; i < js->count; i++) /* riders' own failed checks */
+        failures += js->refs[i].rides && js->jobs[i].status != 0;
+    note_batch_errors(js);
+    /* Whatever other ops' checks said, as every op of a per-op build is
+     * compiled and checked; not after a compiler timed out or would not start. */
+    bool timed_out = false;
+    for (size_t i = 0; i < js->count; i++)
+        timed_out |= js->jobs[i].timed_out;
+    if (!spawn_failed && !timed_out)
+        failures += compile_the_alone(run, js, &ctx, &co, &texts, &spawn_failed2);
+    spawn_failed |= spawn_failed2;
+    op_sources_free(&texts);
+    run->compiles = ctx.compiles;
+    if (!failures)
+        return SG_EXIT_OK;
+    /* A compile that failed, timed out or could not start is a toolchain
+     * failure; an object we refused is a check failure. */
+    bool toolchain_failed = spawn_failed;
+    for (size_t i = 0; i < js->count; i++)
+        toolchain_failed |= js->jobs[i].status != 0 && !js->refs[i].extract_failed;
+    return toolchain_failed ? SG_EXIT_TOOLCHAIN : ctx.extract_rc;
+}

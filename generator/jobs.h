@@ -1,0 +1,59 @@
+/* jobs.h - a run's compile jobs, one per target for the shim and each op
+ * (or each batch of a file's ops, README "Batched units"): taken from the
+ * cache, or compiled and each object checked into its stencil (verify.h). */
+#ifndef STENCILGEN_JOBS_H
+#define STENCILGEN_JOBS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "compile.h"
+#include "pipeline.h"
+
+typedef struct job_ref {
+    sg_target_result *result;
+    gen_stencil *stencil;
+    const sg_op *op; /* NULL for the shim */
+    bool extract_failed;
+    inc_unit unit;  /* the compile as the cache knows it */
+    char *deps;     /* the compile's depfile text, for this build's depfile */
+    char *tu_key;   /* an op's unit without #line directives: what the cache key hashes */
+    char *tu_path;  /* where the unit is written when the op must be compiled */
+    uint64_t position; /* the unit's file and lines, for code that compiles them in */
+    long batch;        /* its batch in job_set.batches (batched units), else -1 */
+    bool leader;       /* its job compiles the batch for every member that must compile */
+    bool rides;        /* compiled by its batch's leader: its own job does not run */
+    char *op_label;    /* a leader's own label (its job's names the batch) */
+    char alone[256];   /* why its batch cannot stand for it (split.h): compiled alone */
+    bool solo;         /* ... which it is, in this run */
+} job_ref;
+
+/* Ops of one file compiled as one unit (README, "Batched units"). */
+typedef struct op_batch {
+    const sg_op **members; /* consecutive ops of one file, in source order */
+    size_t n;
+    char *name;     /* "batch_<first op>": its unit's and its objects' name */
+    char *tu_path;  /* RUNDIR/tu/<name>/unit.c */
+    char *tu_key;   /* its unit without #line directives */
+    uint64_t position;
+    bool written;   /* its unit is in tu_path */
+    bool positional; /* its unit mentions __LINE__ or the like (opunit.h) */
+    uint64_t digest; /* hash64 of tu_key */
+} op_batch;
+
+typedef struct job_set {
+    sg_job *jobs;
+    job_ref *refs; /* refs[i] describes jobs[i] */
+    size_t count, cap;
+    op_batch *batches;
+    size_t nbatches;
+    long *batch_of; /* per op: its batch, or -1 (per-op units) */
+} job_set;
+
+/* Fill every target's stencils (run->results): an exit code, after the
+ * diagnostics of every op that failed. */
+int jobs_run(sg_run *run, job_set *js);
+void jobs_free(job_set *js);
+
+#endif
