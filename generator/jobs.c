@@ -27,6 +27,32 @@ static lb_disasm *open_disasm(const sg_target *t)
     return d;
 }
 
+/* The run's own directory and each target's directories, made when the
+ * first compile needs them (a run that compiles nothing writes no file). */
+static bool make_run_dirs(sg_run *run)
+{
+    if (run->rundir.lock_fd >= 0)
+        return true;
+    if (!rundir_open(&run->rundir)) {
+        diag_error("cannot create the run directory '%s': %s", run->rundir.path,
+                   strerror(errno));
+        return false;
+    }
+    for (size_t t = 0; t < run->nresults; t++) {
+        const sg_target *target = run->results[t].target;
+        char *own = path_join(run->rundir.path, target->triple);
+        char *kept = path_join(run->workdir, target->triple);
+        bool ok = mkdir_p(own) && mkdir_p(kept);
+        if (!ok)
+            diag_error("cannot create '%s' or '%s': %s", own, kept, strerror(errno));
+        free(own);
+        free(kept);
+        if (!ok)
+            return false;
+    }
+    return true;
+}
+
 /* A file's ops are cut into batches of about `target` ops (--batch-ops),
  * so that -j compiles have work in a file of hundreds of ops: a batch ends
  * after an op whose name hashes to 0 modulo `target`, or after 2 * target
@@ -555,6 +581,10 @@ static size_t compile_the_alone(sg_run *run, job_set *js, done_ctx *ctx,
             from[n++] = i;
         }
     }
+    if (n && !make_run_dirs(run)) {
+        free(from);
+        return n;
+    }
     if (n)
         failures = write_translation_units(run, js, texts);
     sg_job *round = xcalloc(n ? n : 1, sizeof *round);
@@ -615,25 +645,12 @@ static void note_batch_errors(const job_set *js)
 }
 
 /* Per target: the run's own object directory, and the one objects are kept in. */
-static bool make_target_dirs(const sg_run *run, const sg_target *t)
-{
-    char *own = path_join(run->rundir.path, t->triple);
-    char *kept = path_join(run->workdir, t->triple);
-    bool ok = mkdir_p(own) && mkdir_p(kept);
-    if (!ok)
-        diag_error("cannot create '%s' or '%s': %s", own, kept, strerror(errno));
-    free(own);
-    free(kept);
-    return ok;
-}
 
 int jobs_run(sg_run *run, job_set *js)
 {
     plan_batches(run, js);
     for (size_t t = 0; t < run->nresults; t++) {
         sg_target_result *r = &run->results[t];
-        if (!make_target_dirs(run, r->target))
-            return SG_EXIT_TOOLCHAIN;
         r->ops = xcalloc(run->ops.count, sizeof *r->ops);
         add_job(js, run, r, NULL);
         for (size_t i = 0; i < run->ops.count; i++)
@@ -655,10 +672,14 @@ int jobs_run(sg_run *run, job_set *js)
         if (try_cached(&ctx, &js->jobs[i]))
             failures += js->jobs[i].status != 0;
     assign_batch_compiles(run, js);
-    failures += write_translation_units(run, js, &texts);
     bool must_compile = false;
     for (size_t i = 0; i < js->count; i++)
         must_compile |= !js->jobs[i].skip;
+    if (must_compile && !make_run_dirs(run)) {
+        op_sources_free(&texts);
+        return SG_EXIT_TOOLCHAIN;
+    }
+    failures += write_translation_units(run, js, &texts);
     /* Once per compiler: the verdict is cached under its identity. */
     if (must_compile && !inc_compiler_verified(&run->inc)) {
         if (compile_check_clang(run->clang, run->rundir.path, &co) != SG_EXIT_OK) {

@@ -255,10 +255,7 @@ static int prepare(sg_run *run)
     run->cache = cache_open(run->workdir);
     inc_open(&run->inc, run->cache, run->clang, run->opt.launcher, run->manifest.symbols.items,
              run->manifest.symbols.count, run->opt.verbose);
-    if (!rundir_create(run->workdir, &run->rundir)) {
-        diag_error("cannot create a run directory in '%s': %s", run->workdir, strerror(errno));
-        return SG_EXIT_TOOLCHAIN;
-    }
+    rundir_reserve(run->workdir, &run->rundir);
     run->op_template_dir = flags_op_template_dir(run->workdir);
     return run->op_template_dir ? SG_EXIT_OK : SG_EXIT_TOOLCHAIN;
 }

@@ -8,10 +8,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -57,15 +59,28 @@ static void sweep_dead_runs(const char *workdir)
     closedir(d);
 }
 
-bool rundir_create(const char *workdir, sg_rundir *out)
+/* A name no other run picks: the process and 32 random bits. */
+static char *fresh_name(const char *workdir)
+{
+    uint32_t r = 0;
+    if (getrandom(&r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r)
+        r = (uint32_t)time(NULL) ^ (uint32_t)clock();
+    return xasprintf("%s/" PREFIX "%ld-%08x", workdir, (long)getpid(), r);
+}
+
+void rundir_reserve(const char *workdir, sg_rundir *out)
 {
     sweep_dead_runs(workdir);
-    char *path = xasprintf("%s/" PREFIX "XXXXXX", workdir);
-    if (!mkdtemp(path)) {
-        free(path);
+    *out = (sg_rundir){fresh_name(workdir), -1};
+}
+
+bool rundir_open(sg_rundir *r)
+{
+    if (r->lock_fd >= 0)
+        return true;
+    if (mkdir(r->path, 0700) != 0)
         return false;
-    }
-    char *fresh = path_join(path, "lock.new"), *lock = path_join(path, "lock");
+    char *fresh = path_join(r->path, "lock.new"), *lock = path_join(r->path, "lock");
     int fd = open(fresh, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     bool ok = fd >= 0 && flock(fd, LOCK_EX) == 0 && rename(fresh, lock) == 0;
     int saved = errno;
@@ -74,12 +89,11 @@ bool rundir_create(const char *workdir, sg_rundir *out)
     if (!ok) {
         if (fd >= 0)
             close(fd);
-        remove_tree(path);
-        free(path);
+        remove_tree(r->path);
         errno = saved;
         return false;
     }
-    *out = (sg_rundir){path, fd};
+    r->lock_fd = fd;
     return true;
 }
 
@@ -87,8 +101,10 @@ void rundir_remove(sg_rundir *r)
 {
     if (!r->path)
         return;
-    remove_tree(r->path);
-    close(r->lock_fd);
+    if (r->lock_fd >= 0) {
+        remove_tree(r->path);
+        close(r->lock_fd);
+    }
     free(r->path);
     *r = (sg_rundir){NULL, -1};
 }

@@ -5,19 +5,24 @@
  * alone (op units, objects, depfiles, compiler logs) goes to its own run.XXXXXX
  * directory, so no run ever compiles or reads another run's files; only the
  * cache (see cache.h) is shared. A live run holds a lock on its directory, so
- * the next run removes what killed runs left behind without touching live ones. */
+ * the next run removes what killed runs left behind without touching live ones.
+ * The directory is made only when something is compiled: a no-op run creates
+ * no file (on ext4, new inodes were a large part of a no-op's time). */
 #ifndef STENCILGEN_RUNDIR_H
 #define STENCILGEN_RUNDIR_H
 
 typedef struct sg_rundir {
     char *path;
-    int lock_fd;
+    int lock_fd; /* -1 until the directory exists (rundir_open) */
 } sg_rundir;
 
-/* Create (and lock) a run directory under `workdir`, removing those of dead
- * runs first. False with errno set when it cannot be created. */
-_Bool rundir_create(const char *workdir, sg_rundir *out);
-/* Remove it and release the lock. */
+/* Name a run directory under `workdir`, removing those of dead runs first;
+ * nothing is created yet: a run that compiles nothing never makes one. */
+void rundir_reserve(const char *workdir, sg_rundir *out);
+/* Create (and lock) the reserved directory, once; false with errno set when
+ * it cannot be created. */
+_Bool rundir_open(sg_rundir *r);
+/* Remove it (if it was made) and release the lock. */
 void rundir_remove(sg_rundir *r);
 
 #endif

@@ -78,16 +78,22 @@ def build(ctx, manifest, out, *extra):
 
 def test_noop_build_dates_outputs_it_does_not_change(ctx):
     """A no-op build leaves each header's bytes and inode alone but dates it
-    now (ninja compares times); a build that changes a header replaces it."""
+    now (ninja compares times), and creates no file: neither a temporary beside
+    the headers nor a run directory in the work directory (the directories'
+    times stay). A header that is not what the build makes is replaced."""
     base = ctx.bundled_copy()
     manifest = os.path.join(base, "stencils", "stencils.yaml")
     out = os.path.join(base, "out")
     build(ctx, manifest, out)
     path = os.path.join(out, "jit_stencils-%s.h" % TRIPLE)
+    work = os.path.join(out, ".stencilgen")
     before, st0 = header(out), os.stat(path)
+    dirs0 = [os.stat(d).st_mtime_ns for d in (out, work)]
     time.sleep(0.05)
     build(ctx, manifest, out)
     st1 = os.stat(path)
+    dirs1 = [os.stat(d).st_mtime_ns for d in (out, work)]
+    check(dirs1 == dirs0, "a no-op build created or removed files in %s or %s", out, work)
     check(header(out) == before and st1.st_ino == st0.st_ino,
           "a no-op build wrote the header again (inode %d, was %d)", st1.st_ino, st0.st_ino)
     check(st1.st_mtime_ns > st0.st_mtime_ns, "a no-op build left the header's time: %d",
