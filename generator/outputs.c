@@ -173,19 +173,17 @@ static bool holds(const char *path, const strbuf *content)
     return same;
 }
 
-/* An output that already holds its content is only dated now, as if written
- * (build tools compare times): a no-op build creates no file, which on ext4
- * cost more than everything else it does. */
-static bool date_unchanged(sg_outputs *o, bool *unchanged)
+/* An output that already holds its content is not written again, only dated
+ * now, as if written (build tools compare times): a no-op build creates no
+ * file, which on ext4 cost more than everything else it does. Dated once
+ * every other output is in place, so that a failed run changes no time; a
+ * time that cannot be set leaves a right file, which the build tool may only
+ * have us check again. */
+static void date_unchanged(const sg_outputs *o, const bool *unchanged)
 {
-    for (size_t i = 0; i < o->count; i++) {
-        unchanged[i] = holds(o->items[i].path, &o->items[i].content);
-        if (unchanged[i] && utimensat(AT_FDCWD, o->items[i].path, NULL, 0) != 0) {
-            diag_error("cannot date '%s': %s", o->items[i].path, strerror(errno));
-            return false;
-        }
-    }
-    return true;
+    for (size_t i = 0; i < o->count; i++)
+        if (unchanged[i])
+            utimensat(AT_FDCWD, o->items[i].path, NULL, 0);
 }
 
 bool outputs_publish(sg_outputs *o)
@@ -205,7 +203,8 @@ bool outputs_publish(sg_outputs *o)
         }
         free(dir);
     }
-    ok = ok && date_unchanged(o, unchanged);
+    for (size_t i = 0; i < o->count && ok; i++)
+        unchanged[i] = holds(o->items[i].path, &o->items[i].content);
     for (size_t i = 0; i < o->count && ok; i++) {
         remove_stale_temps(o->items[i].path);
         if (unchanged[i])
@@ -243,6 +242,8 @@ bool outputs_publish(sg_outputs *o)
     }
     if (!ok)
         roll_back(o, previous, unchanged, renamed);
+    else
+        date_unchanged(o, unchanged);
     for (size_t i = 0; i < o->count; i++) {
         if (temps[i])
             unlink(temps[i]);

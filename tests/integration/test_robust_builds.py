@@ -475,6 +475,26 @@ def test_publish_rolls_back_when_a_rename_fails(ctx):
     check(header(out) == clean_header(ctx, proj), "header after the fault differs from clean")
 
 
+def test_failed_publish_leaves_unchanged_outputs_undated(ctx):
+    """Only the dispatcher differs from what the build makes (edited by hand)
+    and its rename fails: the per-target header, which already held its bytes,
+    keeps its time too (outputs that need no writing are dated only once every
+    other output is in place)."""
+    proj = ctx.bundled_copy()
+    out = os.path.join(ctx.tmp, "out")
+    expect(build(ctx, proj, out), EXIT_OK, "first build")
+    with open(os.path.join(out, "jit_stencils.h"), "a") as f:
+        f.write("/* edited by hand */\n")
+    before = outputs_snapshot(out)
+    time.sleep(0.05)
+    p = build(ctx, proj, out, env=faults(ctx, FAILRENAME_MATCH="/jit_stencils.h"))
+    expect(p, EXIT_TOOLCHAIN, "rename fails", "cannot rename")
+    check(outputs_snapshot(out) == before, "a failed run changed an output's bytes, time or "
+          "inode")
+    expect(build(ctx, proj, out), EXIT_OK, "build without the fault")
+    check(header(out) == clean_header(ctx, proj), "header after the fault differs from clean")
+
+
 def test_outputs_that_collide_are_usage_errors(ctx):
     """--depfile or --compile-commands naming a header (directly, through "..",
     or a symlinked directory), or each other; --target twice; an empty path:
