@@ -19,12 +19,12 @@ static int by_address(const void *a, const void *b)
 }
 
 /* The GDB object of a group: symbols name each executor (zero-sized, so the
- * sized stencil symbols win inside it) and each instruction. Members whose page
- * runs touch share one .text section and one FDE (the executor rule holds at
+ * sized stencil symbols win inside it) and each instruction. Members whose
+ * chunks touch share one .text section and one FDE (the executor rule holds at
  * every executor PC, and the data and GOT between two members' code belong to
  * the first, so no other object can claim them): GDB re-sorts every section it
- * knows at each registration, and a batch emitted into fresh pages is then one
- * section, not one per executor. Built again, without the departed, when a
+ * knows at each registration, and a batch emitted into fresh memory is then
+ * one section, not one per executor. Built again, without the departed, when a
  * member is freed. */
 static void register_group(sr_runtime *rt, sr_group *g)
 {
@@ -33,20 +33,20 @@ static void register_group(sr_runtime *rt, sr_group *g)
     if (!rt->cfg.gdb || g->held || g->n == 0)
         return;
     qsort(g->members, g->n, sizeof *g->members, by_address);
-    size_t page = jitmem_page_size(), nsyms = 0;
+    size_t nsyms = 0;
     for (size_t m = 0; m < g->n; m++)
         nsyms += 1 + g->members[m]->n;
     gdbjit_section *text = calloc(g->n, sizeof *text); /* at most one run per member */
     gdbjit_symbol *syms = calloc(nsyms, sizeof *syms);
     size_t k = 0, nrun = 0;
-    const uint8_t *run_end = NULL; /* first byte after the last member's pages */
+    const uint8_t *run_end = NULL; /* first byte after the last member's chunk */
     for (size_t m = 0; text && syms && m < g->n; m++) {
         const sr_executor *e = g->members[m];
         if (e->mem != run_end)
             text[nrun++].addr = (uintptr_t)e->mem;
         gdbjit_section *run = &text[nrun - 1];
         run->size = (uintptr_t)(e->mem + e->text_size) - run->addr;
-        run_end = e->mem + (e->mem_size + page - 1) / page * page;
+        run_end = e->mem + jitmem_chunk_size(&e->arena->region, e->mem_size);
         syms[k++] = (gdbjit_symbol){e->name, (uintptr_t)e->mem, 0, nrun - 1};
         for (size_t i = 0; i < e->n; i++)
             syms[k++] = (gdbjit_symbol){e->symbols[i], (uintptr_t)(e->mem + e->offsets[i]),

@@ -73,6 +73,8 @@ int jitmem_exec_prot(bool landing_pads);
  * one, sealed code getting `prot`; false if the address space cannot be had. */
 bool jitmem_region_init(sr_region *r, size_t size, bool two_views, int prot);
 void jitmem_region_fini(sr_region *r);
+/* The bytes a chunk for `bytes` takes: whole granules. */
+size_t jitmem_chunk_size(const sr_region *r, size_t bytes);
 /* A chunk of at least `bytes`, where it runs; *write is where to write it
  * (writable until jitmem_seal). NULL if the region has no room. */
 uint8_t *jitmem_alloc(sr_region *r, size_t bytes, uint8_t **write);

@@ -170,6 +170,11 @@ void jitmem_region_fini(sr_region *r)
  * Sizes up to JITMEM_CLASSES granules have a list each (O(1) both ways);
  * bigger chunks share one list, first fit, the rest of a chunk kept. */
 
+size_t jitmem_chunk_size(const sr_region *r, size_t bytes)
+{
+    return (bytes + r->granule - 1) / r->granule * r->granule;
+}
+
 static bool push(jitmem_list *l, uint64_t at, uint64_t granules)
 {
     if (l->n == l->cap) {
@@ -217,7 +222,7 @@ uint8_t *jitmem_alloc(sr_region *r, size_t bytes, uint8_t **write)
 {
     if (r->frozen || !bytes)
         return NULL;
-    uint64_t granules = (bytes + r->granule - 1) / r->granule, at;
+    uint64_t granules = jitmem_chunk_size(r, bytes) / r->granule, at;
     if (!take_free(r, granules, &at)) {
         if (granules > r->ngranules - r->top)
             return NULL;
@@ -276,8 +281,8 @@ enum { TRAP_BYTE = 0xcc }; /* int3 */
 void jitmem_release(sr_region *r, uint8_t *p, size_t bytes)
 {
     uint64_t at = (uint64_t)(p - r->base) / r->granule;
-    uint64_t granules = (bytes + r->granule - 1) / r->granule;
-    size_t len = granules * r->granule;
+    size_t len = jitmem_chunk_size(r, bytes);
+    uint64_t granules = len / r->granule;
     if (r->two_views && !r->frozen) {
         memset(r->write + at * r->granule, TRAP_BYTE, len);
         __builtin___clear_cache((char *)p, (char *)p + len);

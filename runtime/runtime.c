@@ -397,7 +397,7 @@ static sr_status emit_one(sr_runtime *rt, const sr_program *prog, sr_executor **
 static void free_executor_locked(sr_runtime *rt, sr_executor *ex, bool settle)
 {
     executor_unlink(ex);
-    lookup_publish(ex, false); /* before its pages can be handed out again */
+    lookup_publish(ex, false); /* before its chunk can be handed out again */
     jitmem_release(&ex->arena->region, ex->mem, ex->mem_size);
     rt->executors--;
     if (ex->group && settle)

@@ -233,8 +233,7 @@ static void memory_per_executor(sr_runtime *libgcc, sr_runtime *gdb, size_t live
             exit(1);
     heap[2] = heap_bytes();
     for (size_t i = 0; i < live; i++) {
-        size_t granule = ex[i]->arena->region.granule;
-        chunk += (ex[i]->mem_size + granule - 1) / granule * granule;
+        chunk += jitmem_chunk_size(&ex[i]->arena->region, ex[i]->mem_size);
         text += ex[i]->code_size;
     }
     size_t fde = 0; /* the unwind table: one FDE per arena, shared by its executors */

@@ -434,6 +434,18 @@ def test_batches(ctx):
     print("     300 executors in one batch: %d .text sections in GDB's JIT objects (shim "
           "included)" % first["jit_text_sections"])
 
+    # Two code views forced (breakpoints in C only): executors of one batch
+    # sit in adjacent chunks, not pages, and must still share one section.
+    two, _ = run_gdb(ctx, BATCHCHECK, dict(cfg, break_on="batchhost_breakpoint"), [host],
+                     env={"STENCILRT_CODE_VIEWS": "2"}, tag="batchhost-two-views")
+    cp = two["checkpoints"][0] if two.get("checkpoints") else {}
+    check(two["exited"] and two["exit_code"] == 0 and cp.get("jit_text_sections", 99) <= 4,
+          "two code views: %s .text sections for 300 executors emitted by one batch, exit %s",
+          cp.get("jit_text_sections"), two["exit_code"])
+    named = [e for e in cp.get("executors", []) if e["live"] and not e["held"]]
+    check(named and all(e["symbols"][0] == "load@%s[0]" % e["name"] for e in named),
+          "two code views: GDB does not name the executors: %s", named[:2])
+
     # The checks must be able to fail: without the GDB interface nothing is named.
     off, _ = run_gdb(ctx, BATCHCHECK, cfg, [host], env={"STENCILRT_GDB": "0"},
                      tag="batchhost-off")
