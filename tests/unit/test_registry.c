@@ -68,10 +68,9 @@ static void field_table(void)
     }
 }
 
-/* The registry's record of rt: the listed runtime whose shim is rt's. */
-static const sr_registry_runtime *listed(const sr_runtime *rt)
+/* The listed runtime whose shim starts at `shim`. */
+static const sr_registry_runtime *listed_shim(uint64_t shim)
 {
-    uint64_t shim = (uintptr_t)sr_shim_entry(rt) - rt_set.shim_entry;
     for (uint64_t at = stencilrt_registry.runtimes; at;) {
         const sr_registry_runtime *r = ptr(at);
         if (r->shim_start == shim)
@@ -79,6 +78,12 @@ static const sr_registry_runtime *listed(const sr_runtime *rt)
         at = r->next;
     }
     return NULL;
+}
+
+/* The registry's record of rt. */
+static const sr_registry_runtime *listed(const sr_runtime *rt)
+{
+    return listed_shim((uintptr_t)sr_shim_entry(rt) - rt_set.shim_entry);
 }
 
 static void runtime_record(const sr_runtime *rt)
@@ -177,8 +182,9 @@ static void executors(void)
               "a reused slot gets a new generation", detail);
 
     uint64_t root_seq = stencilrt_registry.seq;
+    uint64_t shim = (uintptr_t)sr_shim_entry(rt) - rt_set.shim_entry;
     sr_runtime_destroy(rt);
-    rt_result(!listed(rt) && stencilrt_registry.seq == root_seq + 2,
+    rt_result(!listed_shim(shim) && stencilrt_registry.seq == root_seq + 2,
               "a destroyed runtime is unlisted under the root's counter", "");
 }
 
