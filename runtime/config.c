@@ -22,6 +22,7 @@ static env_var env_frames = {"STENCILRT_FRAMES", ATOMIC_FLAG_INIT};
 static env_var env_gdb = {"STENCILRT_GDB", ATOMIC_FLAG_INIT};
 static env_var env_perf_mode = {"STENCILRT_PERF", ATOMIC_FLAG_INIT};
 static env_var env_code_views = {"STENCILRT_CODE_VIEWS", ATOMIC_FLAG_INIT};
+static env_var env_registry = {"STENCILRT_REGISTRY", ATOMIC_FLAG_INIT};
 
 static void env_warn(env_var *v, const char *value, const char *accepted, const char *fallback)
 {
@@ -111,6 +112,9 @@ sr_status config_resolve(const sr_config *in, sr_config *out)
     if (c.code_views < -1 || c.code_views > 2)
         return sr_fail(SR_EINVAL, "sr_config: code_views %d: must be 1 or 2 (-1 or 0: the "
                        "environment)", c.code_views);
+    if (c.registry < -1 || c.registry > 2)
+        return sr_fail(SR_EINVAL, "sr_config: registry %d: must be 1 (published) or 2 (not; "
+                       "-1 or 0: the environment)", c.registry);
     if (c.arena_size > MAX_ARENA_SIZE)
         return sr_fail(SR_EINVAL, "sr_config: arena_size %zu is larger than %zu bytes",
                        c.arena_size, MAX_ARENA_SIZE);
@@ -124,6 +128,8 @@ sr_status config_resolve(const sr_config *in, sr_config *out)
         c.arena_size = DEFAULT_ARENA_SIZE;
     if (c.code_views <= 0)
         c.code_views = env_views();
+    if (c.registry <= 0)
+        c.registry = env_switch(&env_registry, 1) ? 1 : 2;
     *out = c;
     return SR_OK;
 }

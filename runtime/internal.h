@@ -251,6 +251,22 @@ void group_settle(sr_runtime *rt, sr_group *g, bool rebuild);
 /* group_remove, then group_settle. */
 void group_leave(sr_runtime *rt, sr_executor *e, bool rebuild);
 
+/* ---- registry: what tools in other processes read (stencilrt_registry.h).
+ * Every call is made with the registry lock held. */
+typedef struct sr_reg sr_reg;
+#define REGISTRY_NO_SLOT UINT32_MAX
+/* The next executor id (a slot's generation): unique in the process. */
+uint64_t registry_next_id(void);
+/* List rt (its shim placed) for readers; NULL when out of memory. */
+sr_reg *registry_add_runtime(const sr_runtime *rt);
+/* Unlist it and free its slots (g may be NULL). */
+void registry_remove_runtime(sr_reg *g);
+/* Publish e (its code sealed) in a slot; best effort: without memory for a new
+ * block of slots e is not listed. g may be NULL (the registry is off). */
+void registry_add(sr_reg *g, sr_executor *e);
+/* Take e out before its code and record can be reused. */
+void registry_remove(sr_reg *g, sr_executor *e);
+
 /* ---- config */
 
 /* `in` (NULL: SR_CONFIG_DEFAULT) with each -1 read from the environment and a
@@ -290,6 +306,8 @@ struct sr_executor {
     uint32_t *offsets;   /* n + 1 code offsets */
     uint32_t *ops;       /* n op numbers */
     char **symbols;      /* n "<op>@<executor>[<index>]" names, for debuggers and profilers */
+    uint64_t id;         /* sr_executor_id */
+    uint32_t reg_slot;   /* its registry slot, or REGISTRY_NO_SLOT */
 };
 
 struct sr_runtime {
@@ -303,6 +321,7 @@ struct sr_runtime {
     uint8_t *shim;     /* the shim's code in JIT memory */
     size_t executors;
     sr_perf *perf;     /* NULL unless STENCILRT_PERF is map or jitdump */
+    sr_reg *reg;       /* its part of the registry; NULL when off (or out of memory) */
     unsigned gdb_hold; /* sr_gdb_hold depth */
     sr_group *held;    /* groups emitted under the hold, newest (the one filling) first */
     /* lookup.c: the arenas by address, lookups in flight, and what they may

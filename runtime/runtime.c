@@ -189,6 +189,8 @@ sr_status sr_runtime_create(const sr_stencil_set *set, const void *const *symbol
     if (rt->cfg.perf != SR_PERF_OFF)
         rt->perf = perf_open((sr_perf_mode)rt->cfg.perf, set);
     st = place_shim(rt);
+    if (st == SR_OK && rt->cfg.registry == 1 && !(rt->reg = registry_add_runtime(rt)))
+        st = sr_fail(SR_ENOMEM, "out of memory");
     sr_registry_unlock();
     if (st != SR_OK) {
         sr_runtime_destroy(rt);
@@ -220,6 +222,7 @@ void sr_runtime_destroy(sr_runtime *rt)
     if (!rt)
         return;
     sr_registry_lock();
+    registry_remove_runtime(rt->reg); /* first: readers must not follow what goes next */
     for (sr_arena *a = rt->arenas, *next; a; a = next) {
         next = a->next;
         while (a->executors) {
@@ -388,6 +391,8 @@ static sr_status emit_one(sr_runtime *rt, const sr_program *prog, sr_executor **
     e->arena->nexecutors++;
     rt->executors++;
     lookup_publish(e, true);
+    e->id = registry_next_id();
+    registry_add(rt->reg, e);
     executor_announce_to_perf(rt, e);
     *out = e;
     return SR_OK;
@@ -397,6 +402,7 @@ static sr_status emit_one(sr_runtime *rt, const sr_program *prog, sr_executor **
 static void free_executor_locked(sr_runtime *rt, sr_executor *ex, bool settle)
 {
     executor_unlink(ex);
+    registry_remove(rt->reg, ex);
     lookup_publish(ex, false); /* before its chunk can be handed out again */
     jitmem_release(&ex->arena->region, ex->mem, ex->mem_size);
     rt->executors--;
@@ -470,6 +476,11 @@ const char *sr_executor_name(const sr_executor *ex)
 const char *sr_executor_instr_name(const sr_executor *ex, size_t i)
 {
     return ex && i < ex->n ? ex->symbols[i] : NULL;
+}
+
+uint64_t sr_executor_id(const sr_executor *ex)
+{
+    return ex ? ex->id : 0;
 }
 
 void sr_executor_free(sr_executor *ex)

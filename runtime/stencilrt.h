@@ -58,6 +58,13 @@ typedef struct sr_stencil_set {
     const uint8_t *executor_cfi;
     size_t executor_cfi_len;
     bool landing_pads; /* every way into JIT code has one: pages may be BTI-guarded */
+    /* The rule true at every JIT PC, for readers that do not parse CFI (the
+     * registry): CFA = cfa_register + cfa_offset, the caller's frame pointer
+     * and return address saved at CFA + fp_offset and CFA + ra_offset. */
+    uint32_t cfa_register, fp_register;
+    int64_t cfa_offset, fp_offset, ra_offset;
+    bool ra_signed;
+    size_t shim_call_offset, shim_call_size; /* the shim's call into JIT code */
 } sr_stencil_set;
 
 /* Positional (C++17 has no designated initializers), in the struct's order. */
@@ -73,7 +80,11 @@ typedef struct sr_stencil_set {
             sg_shim_fde_insns, sizeof sg_shim_fde_insns,      /* shim_fde_insns, _len */     \
             SG_SHIM_FDE_START, SG_SHIM_FDE_SIZE,              /* shim_fde_start, _size */    \
             sg_executor_cfi, sizeof sg_executor_cfi,          /* executor_cfi, _len */       \
-            SG_TARGET_LANDING_PADS                            /* landing_pads */             \
+            SG_TARGET_LANDING_PADS,                           /* landing_pads */             \
+            SG_UNWIND_CFA_REGISTER, SG_UNWIND_FP_REGISTER,    /* cfa_register, fp_register */ \
+            SG_UNWIND_CFA_OFFSET, SG_UNWIND_FP_OFFSET,        /* cfa_offset, fp_offset */    \
+            SG_UNWIND_RA_OFFSET, SG_UNWIND_RA_SIGNED,         /* ra_offset, ra_signed */     \
+            SG_SHIM_CALL_OFFSET, SG_SHIM_CALL_SIZE            /* shim_call_offset, _size */  \
     }
 
 typedef enum sr_perf_mode { SR_PERF_OFF, SR_PERF_MAP, SR_PERF_JITDUMP } sr_perf_mode;
@@ -83,7 +94,7 @@ typedef enum sr_perf_mode { SR_PERF_OFF, SR_PERF_MAP, SR_PERF_JITDUMP } sr_perf_
  * for STENCILRT_FRAMES and STENCILRT_GDB, off/map/jitdump for STENCILRT_PERF,
  * 1 or 2 for STENCILRT_CODE_VIEWS; anything else prints one warning and keeps
  * the default. Other values in the struct (frames 2, arena_size above 1 TiB,
- * code_views 3) are SR_EINVAL at create. */
+ * code_views 3, registry 3) are SR_EINVAL at create. */
 typedef struct sr_config {
     int frames;        /* STENCILRT_FRAMES: register with libgcc (default 1) */
     int gdb;           /* STENCILRT_GDB: GDB JIT interface (default 1) */
@@ -99,9 +110,14 @@ typedef struct sr_config {
      * not writable); qemu-user and valgrind (without --smc-check=all) do not
      * see code changed through the other view of 2. */
     int code_views;
+    /* STENCILRT_REGISTRY=1|0: publish executors in the registry that tools in
+     * other processes read (stencilrt_registry.h). 1: published (the default),
+     * 2: not; 0 or -1: the environment, then 1 (0 is not "off", so that a
+     * struct written before this field keeps the default). */
+    int registry;
 } sr_config;
 
-#define SR_CONFIG_DEFAULT {-1, -1, -1, 0, -1}
+#define SR_CONFIG_DEFAULT {-1, -1, -1, 0, -1, -1}
 
 /* One VM instruction: which stencil, its operands, its jump target (an index
  * into the same instruction array). */
@@ -189,6 +205,10 @@ SR_API void *sr_executor_instr(const sr_executor *ex, size_t i);
  * give instruction i, "<op>@<executor>[i]" (NULL when i is out of range). */
 SR_API const char *sr_executor_name(const sr_executor *ex);
 SR_API const char *sr_executor_instr_name(const sr_executor *ex, size_t i);
+/* The executor's id: unique in the process and never 0, and the generation
+ * its slot of the registry publishes, so a tool in another process names it
+ * by this number (0 for NULL). */
+SR_API uint64_t sr_executor_id(const sr_executor *ex);
 
 /* Patching after emit: a side exit linked to code compiled later, an inline
  * cache. sr_patch_jump re-points instruction i's jump target at `target`, the

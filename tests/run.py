@@ -20,7 +20,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sgtest  # noqa: E402
 
 UNIT_PROGRAMS = ["tests/unit/test_cfi", "tests/unit/test_stencil_blob", "tests/unit/test_emit",
-                 "tests/unit/test_runtime_api", "tests/unit/test_alloc_failures"]
+                 "tests/unit/test_runtime_api", "tests/unit/test_alloc_failures",
+                 "tests/unit/test_registry"]
 UNIT_TIMEOUT = 300
 
 

@@ -69,7 +69,7 @@ static void promise(outcome *o, bool kept, const char *what)
 
 static void session(outcome *o)
 {
-    sr_config cfg = {1, 1, SR_PERF_OFF, 0, -1}; /* libgcc and GDB registration on */
+    sr_config cfg = {1, 1, SR_PERF_OFF, 0, -1, -1}; /* libgcc and GDB registration on */
     sr_runtime *rt;
     sr_status st = sr_runtime_create(&rt_set, rt_symbols, &cfg, &rt);
     step(o, st, "create");

@@ -60,6 +60,7 @@ static int effective(const char *name, const char *value, const char **warning)
     return !strcmp(name, "STENCILRT_FRAMES")       ? r.cfg.frames
            : !strcmp(name, "STENCILRT_GDB")        ? r.cfg.gdb
            : !strcmp(name, "STENCILRT_CODE_VIEWS") ? r.cfg.code_views
+           : !strcmp(name, "STENCILRT_REGISTRY")   ? r.cfg.registry
                                                    : r.cfg.perf;
 }
 
@@ -95,6 +96,9 @@ static void environment_switches(void)
     check_value("STENCILRT_CODE_VIEWS", "1", 1, false);
     check_value("STENCILRT_CODE_VIEWS", "2", 2, false);
     check_value("STENCILRT_CODE_VIEWS", "3", 2, true);
+    check_value("STENCILRT_REGISTRY", "off", 2, false);
+    check_value("STENCILRT_REGISTRY", "1", 1, false);
+    check_value("STENCILRT_REGISTRY", "2", 1, true);
 }
 
 static void expect_status(sr_status got, sr_status want, const char *name)
@@ -127,6 +131,10 @@ static void configurations(void)
     c.code_views = 3;
     expect_status(sr_runtime_create(&rt_set, rt_symbols, &c, &rt), SR_EINVAL,
                   "code_views 3 refused");
+    c = (sr_config)SR_CONFIG_DEFAULT;
+    c.registry = 3;
+    expect_status(sr_runtime_create(&rt_set, rt_symbols, &c, &rt), SR_EINVAL,
+                  "registry 3 refused");
     c = (sr_config)SR_CONFIG_DEFAULT;
     c.arena_size = 3 * 4096 + 1; /* rounded up to pages, and it works */
     sr_status st = sr_runtime_create(&rt_set, rt_symbols, &c, &rt);
@@ -429,6 +437,7 @@ int main(void)
     unsetenv("STENCILRT_GDB");
     unsetenv("STENCILRT_PERF");
     unsetenv("STENCILRT_CODE_VIEWS");
+    unsetenv("STENCILRT_REGISTRY");
     environment_switches();
     configurations();
     null_arguments();
