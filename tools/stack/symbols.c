@@ -155,9 +155,13 @@ Dwarf_Frame *symbols_frame(symbols *s, uint64_t addr)
     Dwfl_Module *mod = dwfl_addrmodule(s->dwfl, addr);
     if (!mod)
         return NULL;
+    /* Each CFI is fetched before its bias is read: they are set together. */
     Dwarf_Addr bias = 0;
-    Dwarf_Frame *f = frame_from(dwfl_module_eh_cfi(mod, &bias), bias, addr);
-    if (!f)
-        f = frame_from(dwfl_module_dwarf_cfi(mod, &bias), bias, addr);
+    Dwarf_CFI *cfi = dwfl_module_eh_cfi(mod, &bias);
+    Dwarf_Frame *f = frame_from(cfi, bias, addr);
+    if (!f) {
+        cfi = dwfl_module_dwarf_cfi(mod, &bias);
+        f = frame_from(cfi, bias, addr);
+    }
     return f;
 }

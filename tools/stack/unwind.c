@@ -249,16 +249,17 @@ static void copy(char *dst, size_t len, const char *src)
     snprintf(dst, len, "%s", src ? src : "");
 }
 
-/* Looks addr up in the registry; one fresh snapshot per stop for a PC that
- * is in no module (JIT code emitted since the last snapshot). */
-static srr_kind jit_lookup(unwinder *u, uint64_t addr, bool in_module, srr_pc *pc)
+/* Looks addr up in the registry, for a PC in no ELF module; one fresh
+ * snapshot per stop for a PC the snapshot does not hold (JIT code emitted
+ * since it was taken). */
+static srr_kind jit_lookup(unwinder *u, uint64_t addr, srr_pc *pc)
 {
     memset(pc, 0, sizeof *pc);
     if (!u->reader)
         return SRR_NOT_JIT;
     if (srr_lookup(u->reader, addr, pc) != SRR_OK && pc->kind != SRR_UNRESOLVED)
         pc->kind = SRR_NOT_JIT;
-    if (pc->kind == SRR_NOT_JIT && !in_module && u->resnapshot) {
+    if (pc->kind == SRR_NOT_JIT && u->resnapshot) {
         u->resnapshot = false;
         if (srr_snapshot(u->reader) == SRR_OK && srr_lookup(u->reader, addr, pc) != SRR_OK &&
             pc->kind != SRR_UNRESOLVED)
@@ -281,7 +282,7 @@ static bool step(unwinder *u, const regs *cur, uint64_t addr, int depth, frame *
     sym_info si;
     symbols_describe(u->syms, addr, &si);
     srr_pc pc;
-    srr_kind k = si.has_elf ? SRR_NOT_JIT : jit_lookup(u, addr, si.module != NULL, &pc);
+    srr_kind k = si.has_elf ? SRR_NOT_JIT : jit_lookup(u, addr, &pc);
     if (k == SRR_EXECUTOR) {
         f->kind = FRAME_JIT;
         f->id = pc.id;
@@ -295,7 +296,7 @@ static bool step(unwinder *u, const regs *cur, uint64_t addr, int depth, frame *
         f->kind = FRAME_SHIM;
         return shim_step(u, pc.rule, cur, depth, next);
     }
-    if (k == SRR_UNRESOLVED || !si.module) {
+    if (k == SRR_UNRESOLVED || !si.has_elf) {
         f->kind = FRAME_UNRESOLVED;
         u->unresolved++;
         const srr_rule *rule = k == SRR_UNRESOLVED ? pc.rule : sole_rule(u);
