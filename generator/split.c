@@ -64,8 +64,9 @@ static const char *output_name(const objfile *o, int sec)
         return name; /* .rodata.cst16 is a name of its own, in both modes */
     for (const char *const *p = output_sections; *p; p++) {
         size_t n = strlen(*p);
-        bool named_after_symbol = name[n] == '.' && holds_symbol(o, sec, name + n + 1);
-        if (!strncmp(name, *p, n) && (!name[n] || named_after_symbol))
+        if (strncmp(name, *p, n)) /* first: name may be shorter than *p */
+            continue;
+        if (!name[n] || (name[n] == '.' && holds_symbol(o, sec, name + n + 1)))
             return *p;
     }
     return name;
