@@ -305,6 +305,9 @@ static bool step(unwinder *u, const regs *cur, uint64_t addr, int depth, frame *
     f->kind = FRAME_NATIVE;
     copy(f->module, sizeof f->module, si.module);
     copy(f->sym, sizeof f->sym, si.name);
+    /* .dynsym names may carry a symbol version (pthread_mutex_lock@GLIBC_2.2.5):
+     * the function is the same whichever version a caller bound to. */
+    f->sym[strcspn(f->sym, "@")] = 0;
     f->offset = si.name ? si.offset + (cur->pc - addr) : 0;
     *is_main = si.name && !strcmp(si.name, "main");
     Dwarf_Frame *fr = symbols_frame(u->syms, addr);
