@@ -176,7 +176,7 @@ static bool get_regs(thread *th)
         regs_set(&th->regs, n, v[n]);
     th->regs.pc = u.rip;
 #elif defined(__aarch64__)
-    struct user_pt_regs u;
+    struct user_regs_struct u; /* glibc's: regs[31], sp, pc, pstate */
     struct iovec iov = {&u, sizeof u};
     if (ptrace(PTRACE_GETREGSET, th->tid, (void *)NT_PRSTATUS, &iov) != 0)
         return false;
