@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static bool read8(unwinder *u, uint64_t addr, uint64_t *v)
 {
@@ -275,14 +276,41 @@ static const srr_rule *sole_rule(const unwinder *u)
     return u->reader && srr_runtime_count(u->reader) == 1 ? srr_runtime_rule(u->reader, 0) : NULL;
 }
 
+static long long now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000000000ll + ts.tv_nsec;
+}
+
+/* A PC in no module may be in a library loaded since the modules were
+ * listed: list them again, at most once a second (it reloads every ELF). */
+static void describe_fresh(unwinder *u, uint64_t addr, sym_info *si)
+{
+    symbols_describe(u->syms, addr, si);
+    if (si->module)
+        return;
+    long long now = now_ns();
+    if (now - u->last_refresh_ns < 1000000000ll)
+        return;
+    u->last_refresh_ns = now;
+    if (symbols_refresh(u->syms))
+        symbols_describe(u->syms, addr, si);
+}
+
 /* Names frame f at cur (lookup at addr) and steps to the caller. */
 static bool step(unwinder *u, const regs *cur, uint64_t addr, int depth, frame *f, regs *next,
                  bool *is_main)
 {
     sym_info si;
-    symbols_describe(u->syms, addr, &si);
     srr_pc pc;
+    symbols_describe(u->syms, addr, &si);
     srr_kind k = si.has_elf ? SRR_NOT_JIT : jit_lookup(u, addr, &pc);
+    if (k == SRR_NOT_JIT && !si.module) {
+        describe_fresh(u, addr, &si);
+        if (!si.has_elf)
+            k = jit_lookup(u, addr, &pc);
+    }
     if (k == SRR_EXECUTOR) {
         f->kind = FRAME_JIT;
         f->id = pc.id;
