@@ -151,10 +151,13 @@ static bool cfi_step(unwinder *u, Dwarf_Frame *fr, const regs *cur, regs *next)
         !eval(&env, ops, nops, &env.cfa, &is_value))
         return false;
     env.has_cfa = true;
-    int ra = dwarf_frame_info(fr, NULL, NULL, NULL);
+    Dwarf_Addr start, end;
+    bool signal_frame = false;
+    int ra = dwarf_frame_info(fr, &start, &end, &signal_frame);
     if (ra < 0 || ra >= ARCH_NREGS)
         ra = ARCH_RA;
     memset(next, 0, sizeof *next);
+    next->exact = signal_frame; /* a signal trampoline's caller was interrupted, not calling */
     bool ra_known = false;
     for (int n = 0; n < ARCH_NREGS; n++) {
         Dwarf_Op mem[3];
@@ -219,6 +222,7 @@ static bool entry_step(unwinder *u, const regs *cur, regs *next)
     if (!regs_has(cur, ARCH_SP))
         return false;
     *next = *cur;
+    next->exact = false;
 #if defined(__x86_64__)
     uint64_t ra;
     if (!read8(u, cur->r[ARCH_SP], &ra))
@@ -233,12 +237,12 @@ static bool entry_step(unwinder *u, const regs *cur, regs *next)
     return true;
 }
 
-static bool shim_step(unwinder *u, const srr_rule *rule, const regs *cur, int depth, regs *next)
+static bool shim_step(unwinder *u, const srr_rule *rule, const regs *cur, regs *next)
 {
     uint64_t off = cur->pc - rule->shim_start;
     if (off >= rule->shim_rule_start && off < rule->shim_rule_end)
         return rule_step(u, rule, cur, next);
-    if (off == 0 && depth == 0)
+    if (off == 0 && cur->exact)
         return entry_step(u, cur, next);
     return fp_step(u, cur, next);
 }
@@ -299,8 +303,7 @@ static void describe_fresh(unwinder *u, uint64_t addr, sym_info *si)
 }
 
 /* Names frame f at cur (lookup at addr) and steps to the caller. */
-static bool step(unwinder *u, const regs *cur, uint64_t addr, int depth, frame *f, regs *next,
-                 bool *is_main)
+static bool step(unwinder *u, const regs *cur, uint64_t addr, frame *f, regs *next, bool *is_main)
 {
     sym_info si;
     srr_pc pc;
@@ -322,7 +325,7 @@ static bool step(unwinder *u, const regs *cur, uint64_t addr, int depth, frame *
     }
     if (k == SRR_SHIM) {
         f->kind = FRAME_SHIM;
-        return shim_step(u, pc.rule, cur, depth, next);
+        return shim_step(u, pc.rule, cur, next);
     }
     if (k == SRR_UNRESOLVED || !si.has_elf) {
         f->kind = FRAME_UNRESOLVED;
@@ -347,6 +350,7 @@ static bool step(unwinder *u, const regs *cur, uint64_t addr, int depth, frame *
 int unwind_thread(unwinder *u, const regs *start, frame *frames, int max, bool *reached_main)
 {
     regs cur = *start, next;
+    cur.exact = true;
     int n = 0;
     *reached_main = false;
     while (n < max && cur.pc) {
@@ -354,9 +358,9 @@ int unwind_thread(unwinder *u, const regs *start, frame *frames, int max, bool *
         memset(f, 0, sizeof *f);
         f->pc = cur.pc;
         /* A caller's PC is a return address, after its call: name the call. */
-        uint64_t addr = n == 0 ? cur.pc : cur.pc - 1;
+        uint64_t addr = cur.exact ? cur.pc : cur.pc - 1;
         bool is_main = false;
-        bool stepped = step(u, &cur, addr, n, f, &next, &is_main);
+        bool stepped = step(u, &cur, addr, f, &next, &is_main);
         n++;
         *reached_main |= is_main;
         /* What runs below main is the C library's start-up, as GDB shows it. */
