@@ -237,11 +237,60 @@ static bool entry_step(unwinder *u, const regs *cur, regs *next)
     return true;
 }
 
+#if defined(__x86_64__)
+/* True if the bytes before addr end with a call instruction: e8 rel32, or ff /2
+ * (an indirect call, 2 to 7 bytes long). */
+static bool after_call(unwinder *u, uint64_t addr)
+{
+    uint8_t b[8];
+    if (addr < 8 || !procmem_read(u->mem, addr - 8, b, 8))
+        return false;
+    if (b[3] == 0xe8)
+        return true;
+    for (int len = 2; len <= 7; len++)
+        if (b[8 - len] == 0xff && ((b[9 - len] >> 3) & 7) == 2)
+            return true;
+    return false;
+}
+
+/* The shim outside its rule (its prologue and epilogue): the return address
+ * is the first word above sp that points just after a call in a known
+ * function; its prologue is `push rbp; mov rsp, rbp` (the generator keeps
+ * frame pointers), so the caller's rbp was saved just below it, and is still
+ * in rbp before that push and after the matching pop. */
+static bool shim_edge_step(unwinder *u, const regs *cur, regs *next)
+{
+    if (!regs_has(cur, ARCH_SP) || !regs_has(cur, ARCH_FP))
+        return false;
+    for (uint64_t a = cur->r[ARCH_SP], n = 0; n < 32; n++, a += 8) {
+        uint64_t ra, fp = cur->r[ARCH_FP];
+        sym_info si;
+        if (!read8(u, a, &ra))
+            return false;
+        symbols_describe(u->syms, ra - 1, &si);
+        if (!si.has_elf || !si.name || !after_call(u, ra))
+            continue;
+        if (fp == a - 8 && !read8(u, a - 8, &fp))
+            return false;
+        memset(next, 0, sizeof *next);
+        regs_set(next, ARCH_FP, fp);
+        regs_set(next, ARCH_SP, a + 8);
+        next->pc = ra;
+        return true;
+    }
+    return false;
+}
+#endif
+
 static bool shim_step(unwinder *u, const srr_rule *rule, const regs *cur, regs *next)
 {
     uint64_t off = cur->pc - rule->shim_start;
     if (off >= rule->shim_rule_start && off < rule->shim_rule_end)
         return rule_step(u, rule, cur, next);
+#if defined(__x86_64__)
+    if (cur->exact)
+        return shim_edge_step(u, cur, next);
+#endif
     if (off == 0 && cur->exact)
         return entry_step(u, cur, next);
     return fp_step(u, cur, next);
