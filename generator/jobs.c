@@ -167,7 +167,7 @@ void jobs_free(job_set *js)
         free(js->batches[i].members);
         free(js->batches[i].name);
         free(js->batches[i].tu_path);
-        free(js->batches[i].tu_key);
+        free(js->batches[i].compile);
     }
     free(js->batches);
     free(js->batch_of);
@@ -370,42 +370,27 @@ static bool on_compiled(sg_job *job, void *vctx)
     return ok;
 }
 
-/* Every op's cache key: its unit's text, and its position (the file name as
- * __FILE__ gives it, and the lines) for code that compiles positions in. */
+/* Every op's cache key: its own unit's text (the file without the other
+ * ops), and its position (the file name as __FILE__ gives it, and the lines)
+ * for code that compiles positions in. A batched op is keyed the same way,
+ * marked as batched (its entry keeps its batch's object): an edit to one op
+ * of a batch misses that op alone, and only it compiles. */
 static void key_translation_units(sg_run *run, job_set *js, op_sources *texts)
 {
-    for (size_t i = 0; i < js->nbatches; i++) { /* a batch's ops share its key's text */
-        op_batch *b = &js->batches[i];
-        op_unit u = op_batch_unit_for(texts, &run->ops, b->members, b->n, false);
-        char *rel = manifest_relpath(&run->manifest, b->members[0]->source);
-        b->position = hash64(rel, strlen(rel) + 1, u.position);
-        free(rel);
-        b->tu_key = u.key.data;
-        b->positional = text_mentions_position(b->tu_key, u.key.len);
-        b->digest = hash64(b->tu_key, u.key.len, 0);
-        sb_free(&u.unit);
-    }
     for (size_t i = 0; i < js->count; i++) {
         job_ref *ref = &js->refs[i];
         if (!ref->op)
             continue;
-        if (ref->batch >= 0) {
-            /* The batch's unit is every member's input, hashed once here
-             * rather than once per op (a no-op run hashes every key); the
-             * op's name makes each member's entry its own (keys are content
-             * addresses). A unit that mentions a position macro passes that
-             * on, so the key still counts the unit's position. */
-            const op_batch *b = &js->batches[ref->batch];
-            ref->tu_key = xasprintf("batch %016llx%s\nop %s\n", (unsigned long long)b->digest,
-                                    b->positional ? " __LINE__" : "", ref->op->name);
-            ref->position = js->batches[ref->batch].position;
-            continue;
-        }
         op_unit u = op_unit_for(texts, &run->ops, ref->op, false);
         char *rel = manifest_relpath(&run->manifest, ref->op->source);
         ref->position = hash64(rel, strlen(rel) + 1, u.position);
         free(rel);
-        ref->tu_key = u.key.data;
+        if (ref->batch >= 0) {
+            ref->tu_key = xasprintf("batched\n%s", u.key.data);
+            sb_free(&u.key);
+        } else {
+            ref->tu_key = u.key.data;
+        }
         sb_free(&u.unit);
     }
 }
@@ -423,7 +408,7 @@ static size_t write_translation_units(sg_run *run, job_set *js, op_sources *text
         op_batch *b = ref->leader ? &js->batches[ref->batch] : NULL;
         if (b && b->written)
             continue; /* every target's leader compiles the same unit */
-        op_unit u = b ? op_batch_unit_for(texts, &run->ops, b->members, b->n, true)
+        op_unit u = b ? op_batch_unit_for(texts, &run->ops, b->compile, b->ncompile, true)
                       : op_unit_for(texts, &run->ops, ref->op, true);
         if (b)
             b->written = true;
@@ -498,8 +483,8 @@ static bool try_cached(done_ctx *ctx, sg_job *job)
     return true;
 }
 
-/* An op its batch cannot stand for compiles from its own unit; its cache
- * entry stays keyed by the batch (whose unit holds its text). */
+/* An op its batch cannot stand for compiles from its own unit (its cache
+ * entry keeps that unit's object). */
 static void compile_alone(sg_run *run, job_set *js, size_t i)
 {
     job_ref *ref = &js->refs[i];
@@ -526,11 +511,32 @@ static void compile_alone(sg_run *run, job_set *js, size_t i)
     job->status = 0;
 }
 
+/* Which members of each batch compile: those that missed the cache on some
+ * target, and may stand for themselves; in source order. */
+static void list_batch_compiles(sg_run *run, job_set *js)
+{
+    bool *compiles = xcalloc(run->ops.count ? run->ops.count : 1, sizeof *compiles);
+    for (size_t i = 0; i < js->count; i++) {
+        const job_ref *ref = &js->refs[i];
+        if (ref->batch >= 0 && !js->jobs[i].skip && !ref->alone[0])
+            compiles[ref->op - run->ops.items] = true;
+    }
+    for (size_t i = 0; i < js->nbatches; i++) {
+        op_batch *b = &js->batches[i];
+        b->compile = xcalloc(b->n, sizeof *b->compile);
+        for (size_t k = 0; k < b->n; k++)
+            if (compiles[b->members[k] - run->ops.items])
+                b->compile[b->ncompile++] = b->members[k];
+    }
+    free(compiles);
+}
+
 /* Per target and batch, the first of its ops that must compile leads: its
- * job compiles the batch's unit, for it and for the other members that must
- * compile (riders, whose own jobs do not run). */
+ * job compiles a unit of the batch's members that must compile, for it and
+ * for the others (riders, whose own jobs do not run). */
 static void assign_batch_compiles(sg_run *run, job_set *js)
 {
+    list_batch_compiles(run, js);
     long *leader = xcalloc(js->nbatches ? js->nbatches : 1, sizeof *leader);
     const sg_target_result *target = NULL;
     for (size_t i = 0; i < js->count; i++) {
@@ -556,11 +562,11 @@ static void assign_batch_compiles(sg_run *run, job_set *js)
         ref->leader = true;
         ref->op_label = job->label;
         char *rel = manifest_relpath(&run->manifest, b->members[0]->source);
-        job->label = b->n == 1 ? xasprintf("op %s of %s (%s)", b->members[0]->name, rel,
-                                           target->target->triple)
-                               : xasprintf("ops %s..%s of %s (%s)", b->members[0]->name,
-                                           b->members[b->n - 1]->name, rel,
-                                           target->target->triple);
+        const sg_op *first = b->compile[0], *last = b->compile[b->ncompile - 1];
+        job->label = first == last ? xasprintf("op %s of %s (%s)", first->name, rel,
+                                               target->target->triple)
+                                   : xasprintf("ops %s..%s of %s (%s)", first->name, last->name,
+                                               rel, target->target->triple);
         free(rel);
         free(job->output);
         job->output = xasprintf("%s/%s/%s.o", run->rundir.path, target->target->triple, b->name);
@@ -599,13 +605,13 @@ static size_t compile_the_alone(sg_run *run, job_set *js, done_ctx *ctx,
     return failures;
 }
 
-/* The member of batch b whose lines hold `line` (members are in source
+/* The op compiled in batch b whose lines hold `line` (they are in source
  * order), or NULL for the text before the first. */
 static const sg_op *op_at_line(const op_batch *b, unsigned line)
 {
     const sg_op *found = NULL;
-    for (size_t i = 0; i < b->n && b->members[i]->line <= line; i++)
-        found = b->members[i];
+    for (size_t i = 0; i < b->ncompile && b->compile[i]->line <= line; i++)
+        found = b->compile[i];
     return found;
 }
 
@@ -635,8 +641,8 @@ static void note_batch_errors(const job_set *js)
                 const sg_op *op = op_at_line(b, line);
                 if (op)
                     diag_note_at(src, line, col, "this error is in op %s (compiled in one unit "
-                                 "with %s..%s)", op->name, b->members[0]->name,
-                                 b->members[b->n - 1]->name);
+                                 "with %s..%s)", op->name, b->compile[0]->name,
+                                 b->compile[b->ncompile - 1]->name);
             }
             p = eol + 1;
         }

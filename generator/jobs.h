@@ -35,11 +35,9 @@ typedef struct op_batch {
     size_t n;
     char *name;     /* "batch_<first op>": its unit's and its objects' name */
     char *tu_path;  /* RUNDIR/tu/<name>/unit.c */
-    char *tu_key;   /* its unit without #line directives */
-    uint64_t position;
-    bool written;   /* its unit is in tu_path */
-    bool positional; /* its unit mentions __LINE__ or the like (opunit.h) */
-    uint64_t digest; /* hash64 of tu_key */
+    const sg_op **compile; /* the members that must compile, in source order */
+    size_t ncompile;
+    bool written;   /* its unit (of those members) is in tu_path */
 } op_batch;
 
 typedef struct job_set {

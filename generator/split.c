@@ -64,8 +64,9 @@ static const char *output_name(const objfile *o, int sec)
         return name; /* .rodata.cst16 is a name of its own, in both modes */
     for (const char *const *p = output_sections; *p; p++) {
         size_t n = strlen(*p);
-        bool named_after_symbol = name[n] == '.' && holds_symbol(o, sec, name + n + 1);
-        if (!strncmp(name, *p, n) && (!name[n] || named_after_symbol))
+        if (strncmp(name, *p, n)) /* first: name may be shorter than *p */
+            continue;
+        if (!name[n] || (name[n] == '.' && holds_symbol(o, sec, name + n + 1)))
             return *p;
     }
     return name;
@@ -155,17 +156,36 @@ static split_result follow(splitter *s, const obj_reloc *r, int entry_sec)
     return SPLIT_OK;
 }
 
+/* The first of section sec's relocations (they are sorted by section): a
+ * batch of hundreds of ops is split hundreds of times, so each section's
+ * relocations are found without scanning them all. */
+static size_t first_reloc(const objfile *o, int sec)
+{
+    size_t lo = 0, hi = o->nrelocs;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (o->relocs[mid].section < sec)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* Iterate over section sec's relocations as r. */
+#define FOR_RELOCS(o, sec, r)                                                         \
+    for (const obj_reloc *r = (o)->relocs + first_reloc(o, sec);                      \
+         r < (o)->relocs + (o)->nrelocs && r->section == (sec); r++)
+
 /* Marks every section `sec` reaches through relocations, transitively. */
 static void mark_reached(const objfile *o, int sec, bool *mark)
 {
     if (mark[sec])
         return;
     mark[sec] = true;
-    for (size_t j = 0; j < o->nrelocs; j++) {
-        const obj_reloc *r = &o->relocs[j];
-        if (r->section == sec && r->symbol >= 0 && o->syms[r->symbol].section >= 0)
+    FOR_RELOCS(o, sec, r)
+        if (r->symbol >= 0 && o->syms[r->symbol].section >= 0)
             mark_reached(o, o->syms[r->symbol].section, mark);
-    }
 }
 
 static bool loaded(const obj_section *sec)
@@ -196,9 +216,8 @@ static split_result adopt_orphans(splitter *s, int entry)
         if (!loaded(&o->secs[sec]) || mine[sec] || theirs[sec])
             continue;
         bool to_mine = false, to_theirs = false;
-        for (size_t j = 0; j < o->nrelocs; j++) {
-            const obj_reloc *r = &o->relocs[j];
-            int t = r->section == (int)sec && r->symbol >= 0 ? o->syms[r->symbol].section : -1;
+        FOR_RELOCS(o, (int)sec, r) {
+            int t = r->symbol >= 0 ? o->syms[r->symbol].section : -1;
             to_mine |= t >= 0 && mine[t] && !theirs[t];
             to_theirs |= t >= 0 && theirs[t];
         }
@@ -227,10 +246,7 @@ static split_result closure(splitter *s, int entry)
     if (adopted != SPLIT_OK)
         return adopted;
     for (size_t i = 0; i < s->nmembers; i++) {
-        for (size_t j = 0; j < o->nrelocs; j++) {
-            const obj_reloc *r = &o->relocs[j];
-            if (r->section != s->members[i].sec)
-                continue;
+        FOR_RELOCS(o, s->members[i].sec, r) {
             if (!s->members[i].whole)
                 return refuse(s, SPLIT_ALONE, "its merged constants in '%s' have relocations",
                               o->secs[r->section].name);
@@ -357,10 +373,8 @@ static void copy_relocs(const splitter *s, objfile *out, int *map)
     size_t cap = 0;
     for (size_t i = 0; i < s->nmembers; i++) {
         const member *m = &s->members[i];
-        for (size_t j = 0; m->whole && j < o->nrelocs; j++) {
-            obj_reloc r = o->relocs[j];
-            if (r.section != m->sec)
-                continue;
+        FOR_RELOCS(o, m->whole ? m->sec : -1, at) {
+            obj_reloc r = *at;
             int64_t shift = 0;
             if (r.symbol >= 0)
                 r.symbol = map_symbol(s, out, map, r.symbol, &shift);

@@ -180,14 +180,16 @@ void registry_remove_runtime(sr_reg *g)
 }
 
 /* A new block's slots go on the free stack (the highest first, so slots are
- * handed out in order); false when out of memory or slots. */
+ * handed out in order); false when out of memory or slots. The stack has room
+ * for every slot, so a free never needs memory. */
 static bool add_block(sr_reg *g)
 {
     uint64_t n = g->pub.block_count;
+    size_t slots = (size_t)(n + 1) * SR_REGISTRY_BLOCK_SLOTS;
     if (n == BLOCK_MAX)
         return false;
-    if (g->cap - g->nfree < SR_REGISTRY_BLOCK_SLOTS) {
-        size_t cap = g->cap ? 2 * g->cap : SR_REGISTRY_BLOCK_SLOTS;
+    if (g->cap < slots) {
+        size_t cap = 2 * g->cap > slots ? 2 * g->cap : slots;
         uint32_t *s = realloc(g->free_slots, cap * sizeof *s);
         if (!s)
             return false;

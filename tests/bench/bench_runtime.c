@@ -176,11 +176,12 @@ static double emit_free_cost(sr_runtime *rt, const sr_instr *code, size_t n, dou
     return t / (double)reps;
 }
 
-/* Two code views (the default) unregistered, with libgcc, with libgcc and
- * GDB; then one code view (pages flipped) with libgcc and GDB. */
-enum { BARE, LIBGCC, GDB, GDB_ONE_VIEW, RUNTIMES };
-static const char *const runtime_tags[RUNTIMES] = {"unregistered", "gdb_off", "gdb_on",
-                                                   "gdb_on_one_view"};
+/* Two code views (the default) unregistered, with libgcc, with libgcc but
+ * not listed in the registry for other processes, with libgcc and GDB; then
+ * one code view (pages flipped) with libgcc and GDB. */
+enum { BARE, LIBGCC, NO_REGISTRY, GDB, GDB_ONE_VIEW, RUNTIMES };
+static const char *const runtime_tags[RUNTIMES] = {"unregistered", "gdb_off", "no_registry",
+                                                   "gdb_on", "gdb_on_one_view"};
 
 /* sr_emit + sr_executor_free of 8 instructions with `live` others alive in
  * each runtime up to `nrts`, the runtimes taking turns in short rounds, best
@@ -304,6 +305,7 @@ int main(void)
         cfg.frames = r != BARE; /* the bare runtime registers nothing: the floor */
         cfg.gdb = r == GDB || r == GDB_ONE_VIEW;
         cfg.code_views = r == GDB_ONE_VIEW ? 1 : 2;
+        cfg.registry = r == NO_REGISTRY ? 2 : 1;
         if (sr_runtime_create(&set, symbols, &cfg, &rts[r]) != SR_OK)
             return 1;
     }
@@ -323,6 +325,8 @@ int main(void)
     memory_per_executor(rts[LIBGCC], rts[GDB], 10000);
     sr_instr *big = program(1000);
     for (int r = LIBGCC; r < RUNTIMES; r++) {
+        if (r == NO_REGISTRY)
+            continue;
         snprintf(name, sizeof name, "emit_free_1000instr_%s", runtime_tags[r]);
         report(name, emit_free_cost(rts[r], big, 1000, 0.5) * 1e6, "us");
         double bt100, bt10k;

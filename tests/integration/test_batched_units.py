@@ -221,13 +221,24 @@ def test_one_file_of_300_ops_is_cut_into_stable_batches(ctx):
     p = build(ctx, manifest, out, "batched")
     check(compiler_runs(p.stderr) == 0 and summary(p.stdout) == (300, 0, 300),
           "no-op build: %s %s", p.stdout, p.stderr[-1000:])
-    # One op edited: its batch alone recompiles, whatever moved below it.
+    # One op edited: it alone recompiles (one compiler run, its batch's unit
+    # cut down to it), whatever moved below it.
     edit_op(os.path.join(corpus, "ops", "all.c"), "op134", "tos ^= 0x5a;")
     p = build(ctx, manifest, out, "batched")
     check(compiler_runs(p.stderr) == 1, "one-op edit: %s", p.stderr[-1000:])
     n, compiled, cached = summary(p.stdout)
-    check(n == 300 and 1 <= compiled <= 32 and compiled + cached == 300,
-          "one-op edit recompiled %d ops: %s", compiled, p.stdout)
+    check((n, compiled, cached) == (300, 1, 299), "one-op edit recompiled %d ops: %s",
+          compiled, p.stdout)
+    units = glob.glob(os.path.join(out, ".stencilgen", "tu", "*", "unit.c"))
+    entries = re.findall(r"^STENCIL_ENTRY\((\w+)\)", read(max(units, key=os.path.getmtime)),
+                         re.M)
+    check(entries == ["op134"], "the edit's unit compiled %s, want op134 alone", entries)
+    # Two neighbours edited: the two alone (one run if they share a batch).
+    edit_op(os.path.join(corpus, "ops", "all.c"), "op134", "tos += 3;")
+    edit_op(os.path.join(corpus, "ops", "all.c"), "op135", "tos -= 3;")
+    p = build(ctx, manifest, out, "batched")
+    check(1 <= compiler_runs(p.stderr) <= 2 and summary(p.stdout) == (300, 2, 298),
+          "two-op edit: %s %s", p.stdout, p.stderr[-1000:])
     edited = headers(out)
     check(edited != cold, "the edit did not change the header")
     fresh = os.path.join(corpus, "fresh")

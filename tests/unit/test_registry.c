@@ -181,6 +181,18 @@ static void executors(void)
                   sr_executor_id(ex[7]) > sr_executor_id(ex[N - 1]),
               "a reused slot gets a new generation", detail);
 
+    /* Every slot freed, then taken again (the free stack holds them all). */
+    ok = sr_executor_free_batch(ex, N) == SR_OK;
+    for (size_t i = 0; i < N && ok; i++)
+        ok = sr_emit(rt, rt_answer, 3, "refilled", &ex[i]) == SR_OK;
+    matched = 0;
+    for (size_t i = 0; i < N && ok; i++)
+        matched += (s = slot_of(rt, ex[i], &seq)) && slot_matches(s, ex[i], rt_answer, 3);
+    snprintf(detail, sizeof detail, "%zu of %d; %llu blocks", matched, N,
+             (unsigned long long)listed(rt)->block_count);
+    rt_result(matched == N && listed(rt)->block_count == 2,
+              "all freed and emitted again: listed in the same blocks", detail);
+
     uint64_t root_seq = stencilrt_registry.seq;
     uint64_t shim = (uintptr_t)sr_shim_entry(rt) - rt_set.shim_entry;
     sr_runtime_destroy(rt);
