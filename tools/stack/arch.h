@@ -28,6 +28,7 @@ typedef struct regs {
     uint64_t pc;
     uint64_t r[ARCH_NREGS];
     uint64_t known; /* bit n: r[n] is known */
+    bool exact;     /* pc was interrupted (innermost, or below a signal frame), not a return address */
 } regs;
 
 static inline bool regs_has(const regs *g, unsigned n)

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ptrace.h>
+#include <sys/time.h>
 #include <sys/uio.h>
 #include <sys/user.h>
 #include <sys/wait.h>
@@ -94,9 +95,19 @@ static void read_pac_mask(target *t)
 #endif
 }
 
+/* SIGALRM only breaks a blocking waitpid when the wait is over time. */
+static void on_alarm(int sig)
+{
+    (void)sig;
+}
+
 int target_attach(target *t, pid_t pid, char *err, size_t errlen)
 {
     memset(t, 0, sizeof *t);
+    /* No SA_RESTART: the alarm must end a blocking waitpid. */
+    struct sigaction sa = {.sa_handler = on_alarm};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGALRM, &sa, NULL);
     t->pid = pid;
     if (ptrace(PTRACE_SEIZE, pid, 0, 0) != 0) {
         int e = errno;
@@ -176,7 +187,7 @@ static bool get_regs(thread *th)
         regs_set(&th->regs, n, v[n]);
     th->regs.pc = u.rip;
 #elif defined(__aarch64__)
-    struct user_pt_regs u;
+    struct user_regs_struct u; /* glibc's: regs[31], sp, pc, pstate */
     struct iovec iov = {&u, sizeof u};
     if (ptrace(PTRACE_GETREGSET, th->tid, (void *)NT_PRSTATUS, &iov) != 0)
         return false;
@@ -199,36 +210,49 @@ static void note_stop(thread *th, int status)
         th->pending_sig = sig; /* signal-delivery-stop: our interrupt comes after it */
 }
 
-/* Polls every interrupted thread until each has stopped or ended, or the
- * deadline passes (a thread that never stops is left running). */
+/* A periodic timer, not a single one: a tick that fires just before waitpid
+ * blocks is followed by another. */
+static void alarm_ticks(bool on)
+{
+    struct itimerval it = {{0, on ? 2000 : 0}, {0, on ? 2000 : 0}};
+    setitimer(ITIMER_REAL, &it, NULL);
+}
+
+/* Waits until every interrupted thread has stopped or ended, or the deadline
+ * passes (a thread that never stops is left running). Blocking in waitpid
+ * rather than polling leaves the CPU to the threads that must run to stop. */
 static void wait_all(target *t, long long deadline)
 {
     size_t left = 0;
     for (size_t i = 0; i < t->count; i++)
         left += !t->threads[i].stopped;
-    for (unsigned spins = 0; left && now_ns() < deadline; spins++) {
-        for (size_t i = t->count; i-- > 0;) {
-            thread *th = &t->threads[i];
-            if (th->stopped)
-                continue;
-            int st;
-            pid_t r = waitpid(th->tid, &st, __WALL | WNOHANG);
-            if (r == 0)
-                continue;
-            left--;
-            if (r == th->tid && WIFSTOPPED(st)) {
-                note_stop(th, st);
-            } else { /* exited, killed, or no longer ours */
-                if (th->tid == t->pid)
-                    t->exited = true;
-                drop(t, i);
-            }
-        }
-        if (left && spins > 64) {
-            struct timespec pause = {0, 20000};
-            nanosleep(&pause, NULL);
+    if (!left)
+        return;
+    alarm_ticks(true);
+    while (left && now_ns() < deadline) {
+        int st;
+        pid_t r = waitpid(-1, &st, __WALL);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) /* ECHILD: no tracee is left */
+            break;
+        thread *th = find(t, r);
+        if (!th || th->stopped)
+            continue;
+        left--;
+        if (WIFSTOPPED(st)) {
+            note_stop(th, st);
+        } else { /* exited or killed */
+            if (th->tid == t->pid)
+                t->exited = true;
+            drop(t, (size_t)(th - t->threads));
         }
     }
+    alarm_ticks(false);
+    if (left) /* a thread we lost track of (ECHILD) has ended */
+        for (size_t i = t->count; i-- > 0;)
+            if (!t->threads[i].stopped && kill(t->threads[i].tid, 0) != 0 && errno == ESRCH)
+                drop(t, i);
 }
 
 size_t target_stop(target *t, int timeout_ms)

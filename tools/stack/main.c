@@ -130,8 +130,8 @@ static int open_registry(pid_t pid, symbols *syms, procmem *mem, srr_reader **ou
     const char *module;
     char err[512];
     if (!symbols_find(syms, SR_REGISTRY_SYMBOL, &root, &module)) {
-        fprintf(stderr, "stencilrt-stack: process %d has no stencilrt registry (no module defines "
-                "the symbol %s)\n", (int)pid, SR_REGISTRY_SYMBOL);
+        fprintf(stderr, "stencilrt-stack: process %d has no registry: no module defines the "
+                "symbol %s (is it a stencilrt program?)\n", (int)pid, SR_REGISTRY_SYMBOL);
         return EXIT_NOREGISTRY;
     }
     srr_status st = srr_open(procmem_read, mem, root, out, err, sizeof err);

@@ -203,7 +203,7 @@ static void print_frame(FILE *out, int depth, const frame *f)
         fputs("[stencilrt shim]\n", out);
         break;
     case FRAME_UNRESOLVED:
-        fputs("?? (JIT code, unresolved)\n", out);
+        fputs("?? (jit)\n", out); /* JIT code the registry does not name */
         break;
     case FRAME_NATIVE:
         if (f->sym[0])

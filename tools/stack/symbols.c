@@ -8,9 +8,21 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* libdwfl finds an address's symbol by a linear search over the module's
+ * symbols; a sampler asks about the same return addresses again and again,
+ * so answers are kept (names stay valid as long as the Dwfl does). */
+enum { MEMO_SLOTS = 1 << 16 };
+
+typedef struct memo {
+    uint64_t addr; /* 0: empty */
+    sym_info info;
+} memo;
+
 struct symbols {
     pid_t pid;
     Dwfl *dwfl;
+    memo *memo;
+    size_t memo_len;
 };
 
 static char *debuginfo_path = NULL;
@@ -49,7 +61,13 @@ symbols *symbols_open(pid_t pid, char *err, size_t errlen)
     }
     s->pid = pid;
     s->dwfl = report(pid, err, errlen);
-    if (!s->dwfl) {
+    s->memo = calloc(MEMO_SLOTS, sizeof *s->memo);
+    if (!s->dwfl || !s->memo) {
+        if (s->dwfl)
+            dwfl_end(s->dwfl);
+        else if (s->memo)
+            snprintf(err, errlen, "out of memory");
+        free(s->memo);
         free(s);
         return NULL;
     }
@@ -60,6 +78,7 @@ void symbols_close(symbols *s)
 {
     if (s) {
         dwfl_end(s->dwfl);
+        free(s->memo);
         free(s);
     }
 }
@@ -72,6 +91,8 @@ bool symbols_refresh(symbols *s)
         return false;
     dwfl_end(s->dwfl);
     s->dwfl = d;
+    memset(s->memo, 0, MEMO_SLOTS * sizeof *s->memo);
+    s->memo_len = 0;
     return true;
 }
 
@@ -121,7 +142,7 @@ bool symbols_find(symbols *s, const char *name, uint64_t *addr, const char **mod
     return c.found;
 }
 
-void symbols_describe(symbols *s, uint64_t addr, sym_info *out)
+static void describe(symbols *s, uint64_t addr, sym_info *out)
 {
     memset(out, 0, sizeof *out);
     Dwfl_Module *mod = dwfl_addrmodule(s->dwfl, addr);
@@ -140,6 +161,27 @@ void symbols_describe(symbols *s, uint64_t addr, sym_info *out)
         out->name = name;
         out->offset = off;
     }
+}
+
+void symbols_describe(symbols *s, uint64_t addr, sym_info *out)
+{
+    size_t i = (size_t)(addr * 0x9e3779b97f4a7c15ull >> 48) & (MEMO_SLOTS - 1);
+    while (s->memo[i].addr && s->memo[i].addr != addr)
+        i = (i + 1) & (MEMO_SLOTS - 1);
+    if (s->memo[i].addr) {
+        *out = s->memo[i].info;
+        return;
+    }
+    describe(s, addr, out);
+    if (!addr)
+        return;
+    if (s->memo_len * 2 >= MEMO_SLOTS) { /* full enough: start again */
+        memset(s->memo, 0, MEMO_SLOTS * sizeof *s->memo);
+        s->memo_len = 0;
+        i = (size_t)(addr * 0x9e3779b97f4a7c15ull >> 48) & (MEMO_SLOTS - 1);
+    }
+    s->memo[i] = (memo){addr, *out};
+    s->memo_len++;
 }
 
 static Dwarf_Frame *frame_from(Dwarf_CFI *cfi, Dwarf_Addr bias, uint64_t addr)

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static bool read8(unwinder *u, uint64_t addr, uint64_t *v)
 {
@@ -150,10 +151,13 @@ static bool cfi_step(unwinder *u, Dwarf_Frame *fr, const regs *cur, regs *next)
         !eval(&env, ops, nops, &env.cfa, &is_value))
         return false;
     env.has_cfa = true;
-    int ra = dwarf_frame_info(fr, NULL, NULL, NULL);
+    Dwarf_Addr start, end;
+    bool signal_frame = false;
+    int ra = dwarf_frame_info(fr, &start, &end, &signal_frame);
     if (ra < 0 || ra >= ARCH_NREGS)
         ra = ARCH_RA;
     memset(next, 0, sizeof *next);
+    next->exact = signal_frame; /* a signal trampoline's caller was interrupted, not calling */
     bool ra_known = false;
     for (int n = 0; n < ARCH_NREGS; n++) {
         Dwarf_Op mem[3];
@@ -218,6 +222,7 @@ static bool entry_step(unwinder *u, const regs *cur, regs *next)
     if (!regs_has(cur, ARCH_SP))
         return false;
     *next = *cur;
+    next->exact = false;
 #if defined(__x86_64__)
     uint64_t ra;
     if (!read8(u, cur->r[ARCH_SP], &ra))
@@ -232,12 +237,61 @@ static bool entry_step(unwinder *u, const regs *cur, regs *next)
     return true;
 }
 
-static bool shim_step(unwinder *u, const srr_rule *rule, const regs *cur, int depth, regs *next)
+#if defined(__x86_64__)
+/* True if the bytes before addr end with a call instruction: e8 rel32, or ff /2
+ * (an indirect call, 2 to 7 bytes long). */
+static bool after_call(unwinder *u, uint64_t addr)
+{
+    uint8_t b[8];
+    if (addr < 8 || !procmem_read(u->mem, addr - 8, b, 8))
+        return false;
+    if (b[3] == 0xe8)
+        return true;
+    for (int len = 2; len <= 7; len++)
+        if (b[8 - len] == 0xff && ((b[9 - len] >> 3) & 7) == 2)
+            return true;
+    return false;
+}
+
+/* The shim outside its rule (its prologue and epilogue): the return address
+ * is the first word above sp that points just after a call in a known
+ * function; its prologue is `push rbp; mov rsp, rbp` (the generator keeps
+ * frame pointers), so the caller's rbp was saved just below it, and is still
+ * in rbp before that push and after the matching pop. */
+static bool shim_edge_step(unwinder *u, const regs *cur, regs *next)
+{
+    if (!regs_has(cur, ARCH_SP) || !regs_has(cur, ARCH_FP))
+        return false;
+    for (uint64_t a = cur->r[ARCH_SP], n = 0; n < 32; n++, a += 8) {
+        uint64_t ra, fp = cur->r[ARCH_FP];
+        sym_info si;
+        if (!read8(u, a, &ra))
+            return false;
+        symbols_describe(u->syms, ra - 1, &si);
+        if (!si.has_elf || !si.name || !after_call(u, ra))
+            continue;
+        if (fp == a - 8 && !read8(u, a - 8, &fp))
+            return false;
+        memset(next, 0, sizeof *next);
+        regs_set(next, ARCH_FP, fp);
+        regs_set(next, ARCH_SP, a + 8);
+        next->pc = ra;
+        return true;
+    }
+    return false;
+}
+#endif
+
+static bool shim_step(unwinder *u, const srr_rule *rule, const regs *cur, regs *next)
 {
     uint64_t off = cur->pc - rule->shim_start;
     if (off >= rule->shim_rule_start && off < rule->shim_rule_end)
         return rule_step(u, rule, cur, next);
-    if (off == 0 && depth == 0)
+#if defined(__x86_64__)
+    if (cur->exact)
+        return shim_edge_step(u, cur, next);
+#endif
+    if (off == 0 && cur->exact)
         return entry_step(u, cur, next);
     return fp_step(u, cur, next);
 }
@@ -275,14 +329,40 @@ static const srr_rule *sole_rule(const unwinder *u)
     return u->reader && srr_runtime_count(u->reader) == 1 ? srr_runtime_rule(u->reader, 0) : NULL;
 }
 
+static long long now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000000000ll + ts.tv_nsec;
+}
+
+/* A PC in no module may be in a library loaded since the modules were
+ * listed: list them again, at most once a second (it reloads every ELF). */
+static void describe_fresh(unwinder *u, uint64_t addr, sym_info *si)
+{
+    symbols_describe(u->syms, addr, si);
+    if (si->module)
+        return;
+    long long now = now_ns();
+    if (now - u->last_refresh_ns < 1000000000ll)
+        return;
+    u->last_refresh_ns = now;
+    if (symbols_refresh(u->syms))
+        symbols_describe(u->syms, addr, si);
+}
+
 /* Names frame f at cur (lookup at addr) and steps to the caller. */
-static bool step(unwinder *u, const regs *cur, uint64_t addr, int depth, frame *f, regs *next,
-                 bool *is_main)
+static bool step(unwinder *u, const regs *cur, uint64_t addr, frame *f, regs *next, bool *is_main)
 {
     sym_info si;
-    symbols_describe(u->syms, addr, &si);
     srr_pc pc;
+    symbols_describe(u->syms, addr, &si);
     srr_kind k = si.has_elf ? SRR_NOT_JIT : jit_lookup(u, addr, &pc);
+    if (k == SRR_NOT_JIT && !si.module) {
+        describe_fresh(u, addr, &si);
+        if (!si.has_elf)
+            k = jit_lookup(u, addr, &pc);
+    }
     if (k == SRR_EXECUTOR) {
         f->kind = FRAME_JIT;
         f->id = pc.id;
@@ -294,7 +374,7 @@ static bool step(unwinder *u, const regs *cur, uint64_t addr, int depth, frame *
     }
     if (k == SRR_SHIM) {
         f->kind = FRAME_SHIM;
-        return shim_step(u, pc.rule, cur, depth, next);
+        return shim_step(u, pc.rule, cur, next);
     }
     if (k == SRR_UNRESOLVED || !si.has_elf) {
         f->kind = FRAME_UNRESOLVED;
@@ -305,6 +385,9 @@ static bool step(unwinder *u, const regs *cur, uint64_t addr, int depth, frame *
     f->kind = FRAME_NATIVE;
     copy(f->module, sizeof f->module, si.module);
     copy(f->sym, sizeof f->sym, si.name);
+    /* .dynsym names may carry a symbol version (pthread_mutex_lock@GLIBC_2.2.5):
+     * the function is the same whichever version a caller bound to. */
+    f->sym[strcspn(f->sym, "@")] = 0;
     f->offset = si.name ? si.offset + (cur->pc - addr) : 0;
     *is_main = si.name && !strcmp(si.name, "main");
     Dwarf_Frame *fr = symbols_frame(u->syms, addr);
@@ -316,6 +399,7 @@ static bool step(unwinder *u, const regs *cur, uint64_t addr, int depth, frame *
 int unwind_thread(unwinder *u, const regs *start, frame *frames, int max, bool *reached_main)
 {
     regs cur = *start, next;
+    cur.exact = true;
     int n = 0;
     *reached_main = false;
     while (n < max && cur.pc) {
@@ -323,9 +407,9 @@ int unwind_thread(unwinder *u, const regs *start, frame *frames, int max, bool *
         memset(f, 0, sizeof *f);
         f->pc = cur.pc;
         /* A caller's PC is a return address, after its call: name the call. */
-        uint64_t addr = n == 0 ? cur.pc : cur.pc - 1;
+        uint64_t addr = cur.exact ? cur.pc : cur.pc - 1;
         bool is_main = false;
-        bool stepped = step(u, &cur, addr, n, f, &next, &is_main);
+        bool stepped = step(u, &cur, addr, f, &next, &is_main);
         n++;
         *reached_main |= is_main;
         /* What runs below main is the C library's start-up, as GDB shows it. */

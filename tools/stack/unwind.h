@@ -39,6 +39,7 @@ typedef struct unwinder {
     procmem *mem;
     uint64_t pac_mask;
     bool resnapshot;     /* a PC in no module may re-read the registry once per stop */
+    long long last_refresh_ns; /* when the module list was last re-read */
     uint64_t jit_frames, unresolved; /* counted over every call */
 } unwinder;
 
