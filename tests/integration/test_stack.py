@@ -416,9 +416,9 @@ def sample_churn(ctx, program, tag, hz=1000, seconds=4, threads=8):
 
 # Runs of the positive test: (threads, seconds). A sample stops every thread,
 # so it costs about 2.5 ms a thread here (80 samples a second with 8 threads
-# on 2 cores, 380 with 2): the first run has 8, the rest 3, until
+# on 2 cores, 200-380 with 2): the first run has 8, the rest 2, until
 # CHURN_SAMPLES are taken.
-CHURN_RUNS = [(8, 6)] + [(3, 8)] * 9
+CHURN_RUNS = [(8, 6)] + [(2, 8)] * 9
 
 
 def test_churn_names_every_jit_frame(ctx):
@@ -438,8 +438,13 @@ def test_churn_names_every_jit_frame(ctx):
         jit += r["seen"]["jit_frames"]
         nested += r["seen"]["nested_jit"]
         executors += sum(len(v) for v in r["truth"].by_tid.values())
-        check(r["summary"]["unresolved"] == 0, "run %d: %d unresolved JIT frames\n%s", runs,
-              r["summary"]["unresolved"], r["stderr"][-2000:])
+        print("     run %d: %d threads, %d samples, %d JIT frames, %d torn reads retried" % (
+            runs, threads, r["summary"]["samples"], r["seen"]["jit_frames"],
+            r["summary"]["torn"]), flush=True)
+        if r["summary"]["unresolved"]:
+            total.count["tool: unresolved JIT frames (summary line)"] += r["summary"]["unresolved"]
+            total.examples.setdefault("tool: unresolved JIT frames (summary line)",
+                                      "run %d" % runs)
         check(r["seen"]["with_jit"] > r["seen"]["stacks"] // 10,
               "run %d: only %d of %d stacks have a JIT frame", runs, r["seen"]["with_jit"],
               r["seen"]["stacks"])
@@ -533,7 +538,7 @@ def compare_with_gdb(tag, ours, gdbs):
 
 TINYVM_RUNS = [  # program, extra arguments, JIT frames expected at least once
     ("tests/gdb/spin.tvm", [], {"call@main[1]"}),
-    ("stencils/programs/fib.tvm", ["--repeat", "100000"], {"call@fib[10]", "call@main[1]"}),
+    ("stencils/programs/fib.tvm", ["--repeat", "100000"], {"call@fib[8]", "call@main[1]"}),
     ("stencils/programs/loop.tvm", ["--repeat", "100000"], set()),
 ]
 
