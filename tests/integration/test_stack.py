@@ -268,9 +268,16 @@ class Truth:
                 if r["t_free"] is None or r["t_free"] > t_resume]
 
 
-def holds(r, index, pc):
-    return (0 <= index < len(r["ops"]) and
-            r["start"] + r["offs"][index] <= pc < r["start"] + r["offs"][index + 1])
+VENEERS_MAX = 256  # bytes of veneers an executor of churn's may have after its code
+
+
+def holds(r, index, pc, depth):
+    """Instruction `index` of r holds pc; index n is the veneers after the code
+    (jumps, so only ever an innermost frame), which the log does not size."""
+    n = len(r["ops"])
+    if index == n:
+        return depth == 0 and 0 <= pc - r["start"] - r["offs"][n] < VENEERS_MAX
+    return 0 <= index < n and r["offs"][index] <= pc - r["start"] < r["offs"][index + 1]
 
 
 def check_jit_frame(truth, st, tid, depth, frame):
@@ -286,10 +293,10 @@ def check_jit_frame(truth, st, tid, depth, frame):
         return "wrong name (id %d is %s)" % (ident, "/".join(c["name"] for c in cands))
     if r["tid"] != tid:
         return "another thread's executor (of %d)" % r["tid"]
-    if not holds(r, index, pc):
+    if not holds(r, index, pc, depth):
         return "PC not in instruction %d" % index
-    if r["ops"][index] != op:
-        return "wrong op (is %s)" % r["ops"][index]
+    if (r["ops"] + ["veneer"])[index] != op:
+        return "wrong op (is %s)" % (r["ops"] + ["veneer"])[index]
     if r["t_emit"] > st["t_resume"] or (r["t_free"] is not None and r["t_free"] < st["t_stop"]):
         return "not live at the sample"
     return None
@@ -304,7 +311,7 @@ def check_by_name(truth, st, depth, frame):
         return "no executor has this name"
     pc -= depth > 0
     live = r["t_emit"] <= st["t_resume"] and (r["t_free"] is None or r["t_free"] >= st["t_stop"])
-    return None if live and holds(r, index, pc) else "stale"
+    return None if live and holds(r, index, pc, depth) else "stale"
 
 
 def check_roots(truth, main_tid, tid, st):
@@ -380,6 +387,24 @@ def check_folded(path, nstacks, comm):
           nstacks)
 
 
+def check_hottest_ops(stderr, stacks):
+    """The summary's hottest ops: each count is the stacks whose innermost JIT
+    frame is that op, and no op left out counts more than one listed."""
+    listed = re.findall(r"^\s+(\S+)\s+(\d+)\s+[\d.]+%$", stderr, re.M)
+    counts = collections.Counter()
+    for st in stacks.values():
+        jit = [f for _, f in sorted(st["frames"].items()) if f[0] == "J"]
+        if jit:
+            counts[jit[0][4]] += 1
+    check(listed, "no hottest ops in the summary:\n%s", stderr[-2000:])
+    for op, n in listed:
+        check(counts[op] == int(n), "hottest ops: %s %s, the samples file has %d", op, n,
+              counts[op])
+    least = min(int(n) for _, n in listed)
+    others = [op for op, n in counts.items() if op not in dict(listed) and n > least]
+    check(len(listed) == 10 or not others, "hottest ops leave out %s", others)
+
+
 def sample_churn(ctx, program, tag, hz=1000, seconds=4, threads=8):
     """Run churn under `stencilrt-stack --sample`; returns (truth, stacks,
     summary, findings, seen, pid)."""
@@ -409,6 +434,7 @@ def sample_churn(ctx, program, tag, hz=1000, seconds=4, threads=8):
                                  if f[0] == "J"),
           "%s: the summary's JIT frames differ from the samples file's", tag)
     check_folded(folded, len(stacks), program[:15])  # a thread's name: its comm
+    check_hottest_ops(p.stderr, stacks)
     bad, seen = check_churn_samples(truth, stacks, churn.pid)
     return dict(truth=truth, stacks=stacks, summary=s, bad=bad, seen=seen, pid=churn.pid,
                 stderr=p.stderr)

@@ -417,8 +417,9 @@ int main(int argc, char **argv)
         else
             return usage();
     }
-    if (run.threads < 1 || run.threads > MAX_THREADS || !(watch.seconds > 0 && watch.seconds <= 3600) ||
-        run.max_records < 1 || run.iters < 1 || run.iters > 1000000)
+    if (run.threads < 1 || run.threads > MAX_THREADS ||
+        !(watch.seconds > 0 && watch.seconds <= 3600) || run.max_records < 1 || run.iters < 1 ||
+        run.iters > 1000000)
         return usage();
     return churn_main(watch, log);
 }

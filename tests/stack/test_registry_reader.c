@@ -66,8 +66,9 @@ __attribute__((no_sanitize("address", "thread"))) static bool read_self(void *ct
     size_t pause = 0;
     if (len >= sizeof(sr_registry_block) / 2) { /* a block, or its slots */
         split = split * 6364136223846793005u + 1442695040888963407u;
+        size_t slot = (size_t)((split >> 33) % 32);
         pause = len - sizeof(sr_registry_block) + offsetof(sr_registry_block, slot) +
-                sizeof(sr_registry_slot) * ((split >> 33) % 32) + offsetof(sr_registry_slot, code_start);
+                sizeof(sr_registry_slot) * slot + offsetof(sr_registry_slot, code_start);
         pause = pause < len ? pause : len / 2;
     }
     for (size_t i = len; i-- > 0;) {
@@ -355,7 +356,8 @@ static bool rule_is_the_headers(const srr_rule *rule)
 {
     uint64_t entry = (uint64_t)(uintptr_t)sr_shim_entry(T_.rt);
     return rule->elf_machine == SG_TARGET_ELF_MACHINE &&
-           rule->cfa_register == SG_UNWIND_CFA_REGISTER && rule->cfa_offset == SG_UNWIND_CFA_OFFSET &&
+           rule->cfa_register == SG_UNWIND_CFA_REGISTER &&
+           rule->cfa_offset == SG_UNWIND_CFA_OFFSET &&
            rule->fp_register == SG_UNWIND_FP_REGISTER && rule->fp_offset == SG_UNWIND_FP_OFFSET &&
            rule->ra_offset == SG_UNWIND_RA_OFFSET && rule->ra_signed == !!SG_UNWIND_RA_SIGNED &&
            rule->shim_start + SG_SHIM_ENTRY == entry && rule->shim_size == sg_shim.code_size &&
@@ -372,9 +374,10 @@ static void check_answers(void)
         const observation *o = &T_.obs[k];
         const char *why = NULL;
         if (!o->asked && o->addr == (uint64_t)(uintptr_t)sr_shim_entry(T_.rt)) {
+            bool rule_ok = o->pc.rule && rule_is_the_headers(&o->rule);
             why = o->pc.kind != SRR_SHIM ? "the shim is not the shim"
-                  : !o->pc.rule || !rule_is_the_headers(&o->rule) ? "the shim's rule is not the header's"
-                                                     : NULL;
+                  : !rule_ok             ? "the shim's rule is not the header's"
+                                         : NULL;
             shim_ok += !why;
         } else if (!o->asked) {
             why = o->pc.kind != SRR_NOT_JIT ? "C code named as JIT code" : NULL;
