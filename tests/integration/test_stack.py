@@ -238,34 +238,59 @@ def read_samples(path):
 
 class Truth:
     """churn's log: every executor it emitted, with id, thread, name, code,
-    instruction map and the times it was emitted and freed."""
+    instruction map and the times it was emitted and freed. A run logs some
+    100,000 executors a second: each line is indexed when read and made a
+    record (rec) only when a frame asks for it."""
 
     def __init__(self, path):
-        self.by_id = collections.defaultdict(list)
+        self.lines = []
+        self.by_id = collections.defaultdict(list)  # id: line numbers
         self.by_name = {}
         self.by_tid = collections.defaultdict(list)  # emit order
+        self.emits = collections.defaultdict(list)  # t_emit, in the same order
         self.tids = []
+        self.records = {}
         with open(path) as f:
             for line in f:
-                w = line.split()
+                w = line.split(None, 6)
                 if w[0] == "T":
                     self.tids.append(int(w[2]))
                     continue
-                ops = w[8].split(",")
-                offs = [int(x) for x in w[9].split(",")]
-                check(len(ops) == int(w[7]) and len(offs) == len(ops) + 1, "churn log: %r", line)
-                r = dict(id=int(w[1]), tid=int(w[2]), name=w[3], start=int(w[4], 16),
-                         t_emit=int(w[5]), t_free=int(w[6]) or None, ops=ops, offs=offs)
-                self.by_id[r["id"]].append(r)
-                self.by_name[r["name"]] = r
-                self.by_tid[r["tid"]].append(r)
-        self.emits = {tid: [r["t_emit"] for r in rs] for tid, rs in self.by_tid.items()}
+                i = len(self.lines)
+                self.lines.append(line)
+                self.by_id[int(w[1])].append(i)
+                self.by_name[w[3]] = i
+                self.by_tid[int(w[2])].append(i)
+                self.emits[int(w[2])].append(int(w[5]))
+
+    def __len__(self):
+        return len(self.lines)
+
+    def rec(self, i):
+        r = self.records.get(i)
+        if r is None:
+            w = self.lines[i].split()
+            ops = w[8].split(",")
+            offs = [int(x) for x in w[9].split(",")]
+            check(len(ops) == int(w[7]) and len(offs) == len(ops) + 1, "churn log: %r",
+                  self.lines[i])
+            r = self.records[i] = dict(id=int(w[1]), tid=int(w[2]), name=w[3],
+                                       start=int(w[4], 16), t_emit=int(w[5]),
+                                       t_free=int(w[6]) or None, ops=ops, offs=offs)
+        return r
+
+    def with_id(self, ident):
+        return [self.rec(i) for i in self.by_id.get(ident, ())]
+
+    def named(self, name):
+        i = self.by_name.get(name)
+        return None if i is None else self.rec(i)
 
     def live_on(self, tid, t_stop, t_resume):
         """The thread's executors live through the whole sample."""
-        rs, k = self.by_tid.get(tid, []), bisect.bisect_right(self.emits.get(tid, []), t_stop)
-        return [r for r in rs[max(0, k - 4):k]
-                if r["t_free"] is None or r["t_free"] > t_resume]
+        k = bisect.bisect_right(self.emits.get(tid, []), t_stop)
+        rs = [self.rec(i) for i in self.by_tid.get(tid, [])[max(0, k - 4):k]]
+        return [r for r in rs if r["t_free"] is None or r["t_free"] > t_resume]
 
 
 VENEERS_MAX = 256  # bytes of veneers an executor of churn's may have after its code
@@ -285,7 +310,7 @@ def check_jit_frame(truth, st, tid, depth, frame):
     address: the call is at PC-1."""
     _, pc, ident, index, op, name = frame
     pc -= depth > 0
-    cands = truth.by_id.get(ident)
+    cands = truth.with_id(ident)
     if not cands:
         return "unknown id"
     r = next((c for c in cands if c["name"] == name), None)
@@ -306,7 +331,7 @@ def check_by_name(truth, st, depth, frame):
     """The J frame judged by its name alone, ids aside: 'stale' when the named
     executor was not live or does not hold the PC (None if it does)."""
     _, pc, _, index, _, name = frame
-    r = truth.by_name.get(name)
+    r = truth.named(name)
     if not r:
         return "no executor has this name"
     pc -= depth > 0
@@ -367,6 +392,9 @@ def check_churn_samples(truth, stacks, main_tid):
                 if any(r["start"] <= pc < r["start"] + r["offs"][-1] for r in live):
                     bad.add("jit: a live executor's frame left unnamed",
                             "%s depth %d: %#x" % (where, depth, f[1]))
+                seen["unnamed"] += 1
+                seen.setdefault("unnamed_example", "%s depth %d: %#x; stack %s" % (
+                    where, depth, f[1], sorted(st["frames"].items())))
         seen["stacks"] += 1
         seen["with_jit"] += njit > 0
         seen["nested_jit"] += njit > 1
@@ -465,14 +493,15 @@ def test_churn_names_every_jit_frame(ctx):
         torn += r["summary"]["torn"]
         jit += r["seen"]["jit_frames"]
         nested += r["seen"]["nested_jit"]
-        executors += sum(len(v) for v in r["truth"].by_tid.values())
+        executors += len(r["truth"])
         print("     run %d: %d threads, %d samples, %d JIT frames, %d torn reads retried" % (
             runs, threads, r["summary"]["samples"], r["seen"]["jit_frames"],
             r["summary"]["torn"]), flush=True)
         if r["summary"]["unresolved"]:
-            total.count["tool: unresolved JIT frames (summary line)"] += r["summary"]["unresolved"]
-            total.examples.setdefault("tool: unresolved JIT frames (summary line)",
-                                      "run %d" % runs)
+            what = "tool: unresolved JIT frames (summary line)"
+            total.count[what] += r["summary"]["unresolved"]
+            total.examples.setdefault(what, "run %d; of its %d frames named ?, one: %s" % (
+                runs, r["seen"]["unnamed"], r["seen"].get("unnamed_example")))
         check(r["seen"]["with_jit"] > r["seen"]["stacks"] // 10,
               "run %d: only %d of %d stacks have a JIT frame", runs, r["seen"]["with_jit"],
               r["seen"]["stacks"])

@@ -291,6 +291,7 @@ typedef struct watch_opts {
 static void *churn_watch(void *arg)
 {
     const watch_opts *o = arg;
+    atomic_fetch_add(&run.started, 1);
     uint64_t deadline = now_ns() + (uint64_t)(o->seconds * 1e9);
     for (uint64_t t = now_ns(); t < deadline; t = now_ns()) {
         struct pollfd p = {.fd = 0, .events = POLLIN};
@@ -369,8 +370,9 @@ __attribute__((noinline)) static int churn_main(watch_opts watch, const char *lo
             die("pthread_create", "failed");
     if (pthread_create(&watcher, NULL, churn_watch, &watch) != 0)
         die("pthread_create", "failed");
-    /* Ready once every other worker has its tid: the main thread is worker 0. */
-    for (int spins = 0; atomic_load(&run.started) < run.threads - 1; spins++) {
+    /* Ready once every other worker has its tid (the main thread is worker 0)
+     * and the watcher runs: no thread is still being born. */
+    for (int spins = 0; atomic_load(&run.started) < run.threads; spins++) {
         if (spins > 10000)
             die("start", "threads did not start within 10 s");
         usleep(1000);
