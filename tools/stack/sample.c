@@ -219,6 +219,10 @@ bool print_stacks(target *t, unwinder *u, FILE *out)
     stop_buf b = {0};
     long long t0, t1;
     bool ok = take_stop(t, u, &b, &t0, &t1) && b.count > 0;
+    for (size_t i = 0; ok && i < t->count; i++)
+        if (!t->threads[i].have_regs)
+            fprintf(stderr, "stencilrt-stack: thread %d did not stop within %d ms: left out\n",
+                    (int)t->threads[i].tid, STOP_TIMEOUT_MS);
     for (size_t i = 0; i < b.count; i++) {
         const stack *s = &b.stacks[i];
         fprintf(out, "%sthread %d \"%s\":\n", i ? "\n" : "", (int)s->tid, s->name);

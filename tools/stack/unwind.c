@@ -298,9 +298,15 @@ static bool shim_step(unwinder *u, const srr_rule *rule, const regs *cur, regs *
 
 /* ---- naming ---- */
 
+/* Names are copied out of buffers that do not outlive a snapshot; control
+ * characters (an executor may be named anything) become '?' so that every
+ * output stays one line per frame. */
 static void copy(char *dst, size_t len, const char *src)
 {
     snprintf(dst, len, "%s", src ? src : "");
+    for (char *c = dst; *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f)
+            *c = '?';
 }
 
 /* Looks addr up in the registry, for a PC in no ELF module; one fresh
