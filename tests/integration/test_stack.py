@@ -434,8 +434,9 @@ def check_hottest_ops(stderr, stacks):
 
 
 def sample_churn(ctx, program, tag, hz=1000, seconds=4, threads=8):
-    """Run churn under `stencilrt-stack --sample`; returns (truth, stacks,
-    summary, findings, seen, pid)."""
+    """Run churn under `stencilrt-stack --sample`, check what can be checked of
+    the run as a whole, and return its parts (truth, stacks, summary, the
+    findings of check_churn_samples and what it saw)."""
     log = os.path.join(ctx.tmp, "%s.log" % tag)
     samples_out = os.path.join(ctx.tmp, "%s.samples" % tag)
     folded = os.path.join(ctx.tmp, "%s.folded" % tag)
@@ -471,9 +472,9 @@ def sample_churn(ctx, program, tag, hz=1000, seconds=4, threads=8):
 # --- tests -----------------------------------------------------------------------
 
 # Runs of the positive test: (threads, seconds). A sample stops every thread,
-# so it costs about 2.5 ms a thread here (80 samples a second with 8 threads
-# on 2 cores, 200-380 with 2): the first run has 8, the rest 2, until
-# CHURN_SAMPLES are taken.
+# so its cost grows with them (here, on 2 shared cores: 120-500 samples a
+# second with 8 threads, 400-900 with 2): the first run has 8, the rest 2,
+# until CHURN_SAMPLES are taken (3 or 4 runs, 45-75 s).
 CHURN_RUNS = [(8, 6)] + [(2, 8)] * 9
 
 

@@ -109,6 +109,8 @@ typedef struct observation {
     char op[16], name[NAME_MAX_LEN];
 } observation;
 
+/* What the churn case's threads share: the emitters' records, the reader's
+ * answers (written by the reader alone, checked after every thread joined). */
 static struct {
     sr_runtime *rt;
     emitter em[EMITTERS];
@@ -119,17 +121,17 @@ static struct {
     uint64_t torn, snapshots, executors_seen;
     char reader_error[320];
     atomic_ullong turn; /* the emitters take a step each time it changes */
-} T_;
+} shared;
 
 static void let_writers_run(void)
 {
-    atomic_fetch_add(&T_.turn, 1);
+    atomic_fetch_add(&shared.turn, 1);
     sched_yield();
 }
 
 static uint64_t tick(void)
 {
-    return atomic_fetch_add(&T_.clock, 1);
+    return atomic_fetch_add(&shared.clock, 1);
 }
 
 static uint64_t rnd(uint64_t *s) /* splitmix64 */
@@ -156,10 +158,10 @@ static sr_executor *emit_one(emitter *e, uint64_t *seed)
     sr_instr code[MAX_N];
     record *r = &e->recs[e->nrecs++];
     r->n = (uint32_t)program(seed, code);
-    snprintf(r->name, sizeof r->name, "e%d_%zu", (int)(e - T_.em), e->nrecs);
+    snprintf(r->name, sizeof r->name, "e%d_%zu", (int)(e - shared.em), e->nrecs);
     sr_executor *ex;
     r->seq_emit0 = tick();
-    if (sr_emit(T_.rt, code, r->n, r->name, &ex) != SR_OK) {
+    if (sr_emit(shared.rt, code, r->n, r->name, &ex) != SR_OK) {
         fprintf(stderr, "sr_emit: %s\n", sr_last_error());
         exit(1);
     }
@@ -190,11 +192,11 @@ static void *emit_loop(void *arg)
     sr_executor *live[LIVE] = {0};
     record *live_rec[LIVE] = {0};
     uint64_t turn = 0;
-    while (!atomic_load(&T_.stop) && e->nrecs < RECORDS) {
+    while (!atomic_load(&shared.stop) && e->nrecs < RECORDS) {
         if (e->nrecs > LIVE) { /* then one step per turn of the reader's */
-            while (atomic_load(&T_.turn) == turn && !atomic_load(&T_.stop))
+            while (atomic_load(&shared.turn) == turn && !atomic_load(&shared.stop))
                 sched_yield();
-            turn = atomic_load(&T_.turn);
+            turn = atomic_load(&shared.turn);
         }
         size_t k = (size_t)(rnd(&seed) % LIVE);
         if (live[k])
@@ -213,9 +215,9 @@ static void *emit_loop(void *arg)
 
 static void note(srr_reader *r, const record *asked, uint64_t addr, uint64_t seq_snap)
 {
-    if (T_.nobs == OBSERVATIONS)
+    if (shared.nobs == OBSERVATIONS)
         return;
-    observation *o = &T_.obs[T_.nobs++];
+    observation *o = &shared.obs[shared.nobs++];
     o->asked = asked;
     o->addr = addr;
     o->seq_snap = seq_snap;
@@ -224,8 +226,8 @@ static void note(srr_reader *r, const record *asked, uint64_t addr, uint64_t seq
     o->seq_after = tick();
     if (st == SRR_EBUSY) /* a writer was preempted mid-write: "could not be read" */
         o->pc.kind = SRR_UNRESOLVED;
-    else if (st != SRR_OK && !T_.reader_error[0])
-        snprintf(T_.reader_error, sizeof T_.reader_error, "srr_lookup: %s", srr_error(r));
+    else if (st != SRR_OK && !shared.reader_error[0])
+        snprintf(shared.reader_error, sizeof shared.reader_error, "srr_lookup: %s", srr_error(r));
     if (o->pc.rule)
         o->rule = *o->pc.rule;
     if (o->pc.kind == SRR_EXECUTOR) { /* the strings live until the next lookup */
@@ -238,7 +240,7 @@ static void note(srr_reader *r, const record *asked, uint64_t addr, uint64_t seq
 static void shown(const record **out)
 {
     for (size_t i = 0; i < EMITTERS * LIVE; i++)
-        out[i] = atomic_load_explicit(&T_.em[i / LIVE].live[i % LIVE], memory_order_acquire);
+        out[i] = atomic_load_explicit(&shared.em[i / LIVE].live[i % LIVE], memory_order_acquire);
 }
 
 static void *read_loop(void *arg)
@@ -248,11 +250,11 @@ static void *read_loop(void *arg)
     srr_reader *r;
     if (srr_open(read_self, NULL, (uint64_t)(uintptr_t)&stencilrt_registry, &r, err,
                  sizeof err) != SRR_OK) {
-        snprintf(T_.reader_error, sizeof T_.reader_error, "srr_open: %s", err);
+        snprintf(shared.reader_error, sizeof shared.reader_error, "srr_open: %s", err);
         return NULL;
     }
-    uint64_t seed = 99, shim = (uint64_t)(uintptr_t)sr_shim_entry(T_.rt);
-    while (!atomic_load(&T_.stop) && T_.nobs < OBSERVATIONS) {
+    uint64_t seed = 99, shim = (uint64_t)(uintptr_t)sr_shim_entry(shared.rt);
+    while (!atomic_load(&shared.stop) && shared.nobs < OBSERVATIONS) {
         /* What the emitters keep before the snapshot (some are freed during it)
          * and after it (their replacements), asked in the other order so that
          * a replacement's details are cached when its predecessor's addresses
@@ -261,11 +263,11 @@ static void *read_loop(void *arg)
         shown(asked[1]);
         uint64_t seq_snap = tick();
         if (srr_snapshot(r) != SRR_OK) {
-            snprintf(T_.reader_error, sizeof T_.reader_error, "srr_snapshot: %s", srr_error(r));
+            snprintf(shared.reader_error, sizeof shared.reader_error, "srr_snapshot: %s", srr_error(r));
             break;
         }
-        T_.snapshots++;
-        T_.executors_seen += srr_executor_count(r);
+        shared.snapshots++;
+        shared.executors_seen += srr_executor_count(r);
         shown(asked[0]);
         let_writers_run();
         for (size_t k = 0; k < 2 * EMITTERS * LIVE; k++) {
@@ -279,7 +281,7 @@ static void *read_loop(void *arg)
         note(r, NULL, shim, seq_snap);
         note(r, NULL, (uint64_t)(uintptr_t)read_loop, seq_snap);
     }
-    T_.torn = srr_torn_reads(r);
+    shared.torn = srr_torn_reads(r);
     srr_close(r);
     return NULL;
 }
@@ -289,7 +291,7 @@ static void *read_loop(void *arg)
 static const record *by_id(uint64_t id)
 {
     for (int t = 0; t < EMITTERS; t++) { /* ids grow with each emitter's records */
-        const emitter *e = &T_.em[t];
+        const emitter *e = &shared.em[t];
         size_t lo = 0, hi = e->nrecs;
         while (lo < hi) {
             size_t mid = (lo + hi) / 2;
@@ -344,9 +346,9 @@ static bool name_holds(const observation *o)
     int t;
     size_t k;
     if (sscanf(o->name, "e%d_%zu", &t, &k) != 2 || t < 0 || t >= EMITTERS || k < 1 ||
-        k > T_.em[t].nrecs)
+        k > shared.em[t].nrecs)
         return false;
-    const record *r = &T_.em[t].recs[k - 1];
+    const record *r = &shared.em[t].recs[k - 1];
     return r->seq_emit0 < o->seq_after && r->seq_freed > o->seq_before &&
            o->addr >= r->start && o->addr < r->start + ((r->off[r->n] + 15) & ~15u);
 }
@@ -354,7 +356,7 @@ static bool name_holds(const observation *o)
 /* The runtime's unwind rule as the header states it, and where its shim is. */
 static bool rule_is_the_headers(const srr_rule *rule)
 {
-    uint64_t entry = (uint64_t)(uintptr_t)sr_shim_entry(T_.rt);
+    uint64_t entry = (uint64_t)(uintptr_t)sr_shim_entry(shared.rt);
     return rule->elf_machine == SG_TARGET_ELF_MACHINE &&
            rule->cfa_register == SG_UNWIND_CFA_REGISTER &&
            rule->cfa_offset == SG_UNWIND_CFA_OFFSET &&
@@ -370,10 +372,10 @@ static void check_answers(void)
 {
     size_t named = 0, not_jit = 0, wrong = 0, shim_ok = 0, c_ok = 0, unresolved = 0, stale = 0;
     char first[512] = "";
-    for (size_t k = 0; k < T_.nobs; k++) {
-        const observation *o = &T_.obs[k];
+    for (size_t k = 0; k < shared.nobs; k++) {
+        const observation *o = &shared.obs[k];
         const char *why = NULL;
-        if (!o->asked && o->addr == (uint64_t)(uintptr_t)sr_shim_entry(T_.rt)) {
+        if (!o->asked && o->addr == (uint64_t)(uintptr_t)sr_shim_entry(shared.rt)) {
             bool rule_ok = o->pc.rule && rule_is_the_headers(&o->rule);
             why = o->pc.kind != SRR_SHIM ? "the shim is not the shim"
                   : !rule_ok             ? "the shim's rule is not the header's"
@@ -399,50 +401,50 @@ static void check_answers(void)
     }
     size_t emitted = 0;
     for (int t = 0; t < EMITTERS; t++)
-        emitted += T_.em[t].nrecs;
+        emitted += shared.em[t].nrecs;
     char detail[768];
     snprintf(detail, sizeof detail, "%zu executors emitted, %llu snapshots (%.1f live on "
              "average), %zu answers: %zu named right, %zu freed in between, %zu shim, %zu C, "
              "%zu unresolved, %zu wrong (%zu named by a stale name), %llu torn reads retried%s%s",
-             emitted, (unsigned long long)T_.snapshots,
-             T_.snapshots ? (double)T_.executors_seen / (double)T_.snapshots : 0.0, T_.nobs,
-             named, not_jit, shim_ok, c_ok, unresolved, wrong, stale, (unsigned long long)T_.torn,
+             emitted, (unsigned long long)shared.snapshots,
+             shared.snapshots ? (double)shared.executors_seen / (double)shared.snapshots : 0.0, shared.nobs,
+             named, not_jit, shim_ok, c_ok, unresolved, wrong, stale, (unsigned long long)shared.torn,
              wrong ? "; first: " : "", first);
-    rt_result(!T_.reader_error[0] && wrong == 0 && named > 1000 && shim_ok > 0 && c_ok > 0 &&
-                  unresolved <= T_.nobs / 1000,
-              "churn", T_.reader_error[0] ? T_.reader_error : detail);
+    rt_result(!shared.reader_error[0] && wrong == 0 && named > 1000 && shim_ok > 0 && c_ok > 0 &&
+                  unresolved <= shared.nobs / 1000,
+              "churn", shared.reader_error[0] ? shared.reader_error : detail);
 }
 
 static void test_churn(void)
 {
     sr_config cfg = SR_CONFIG_DEFAULT;
     cfg.gdb = 0;
-    if (sr_runtime_create(&rt_set, rt_symbols, &cfg, &T_.rt) != SR_OK) {
+    if (sr_runtime_create(&rt_set, rt_symbols, &cfg, &shared.rt) != SR_OK) {
         rt_result(false, "churn", sr_last_error());
         return;
     }
-    T_.obs = calloc(OBSERVATIONS, sizeof *T_.obs);
+    shared.obs = calloc(OBSERVATIONS, sizeof *shared.obs);
     pthread_t em[EMITTERS], reader;
     for (int t = 0; t < EMITTERS; t++) {
-        T_.em[t].recs = calloc(RECORDS, sizeof *T_.em[t].recs);
-        if (!T_.obs || !T_.em[t].recs) {
+        shared.em[t].recs = calloc(RECORDS, sizeof *shared.em[t].recs);
+        if (!shared.obs || !shared.em[t].recs) {
             rt_result(false, "churn", "out of memory");
             exit(1);
         }
-        pthread_create(&em[t], NULL, emit_loop, &T_.em[t]);
+        pthread_create(&em[t], NULL, emit_loop, &shared.em[t]);
     }
     pthread_create(&reader, NULL, read_loop, NULL);
     struct timespec d = {1, (long)((CHURN_SECONDS - 1) * 1e9)};
     nanosleep(&d, NULL);
-    atomic_store(&T_.stop, true);
+    atomic_store(&shared.stop, true);
     for (int t = 0; t < EMITTERS; t++)
         pthread_join(em[t], NULL);
     pthread_join(reader, NULL);
     check_answers();
-    sr_runtime_destroy(T_.rt);
+    sr_runtime_destroy(shared.rt);
     for (int t = 0; t < EMITTERS; t++)
-        free(T_.em[t].recs);
-    free(T_.obs);
+        free(shared.em[t].recs);
+    free(shared.obs);
 }
 
 /* ---- refusals ---- */
