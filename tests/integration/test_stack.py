@@ -4,18 +4,22 @@ and every JIT frame it names checked against what the process itself logged.
 Programs: tests/stack/ (churn, its broken-writer builds, dlspin), tinyvm.
 
   test_churn_names_every_jit_frame
-        tests/stack/churn (8 threads emitting, running and freeing executors
+        tests/stack/churn (threads emitting, running and freeing executors
         on one runtime, code addresses and registry slots reused all the
-        time) sampled by `stencilrt-stack --sample` until 10,000+ samples;
+        time) sampled by `stencilrt-stack --sample` at 1000 Hz, a run with 8
+        threads then runs with 2, until 10,000+ samples in all;
         every J line of --samples-out checked against churn's log: the id
         exists and carries that name, the executor belongs to the sampled
         thread, its code holds the PC (innermost: the instruction's range;
         outer frames: PC-1) at that index, with that op, and it was live at
         the sample (emitted before the threads resumed, not freed before
-        they stopped). No JIT frame of a live executor is left unnamed; the
-        main thread reaches main and every other thread its start routine
-        in every sample; the summary line, the folded stacks and the
-        samples file agree. Reports torn reads retried.
+        they stopped); the same judged by name alone. No JIT frame of a live
+        executor is left unnamed and the summary counts no unresolved one;
+        the main thread reaches main (reached_main 1) and every other thread
+        its start routine (churn_worker, churn_watch; reached_main 0: main is
+        not on their stacks) in every sample; the summary line, the hottest
+        ops, the folded stacks and the samples file agree. Reports torn
+        reads retried.
   test_negative_controls
         the same check against churn built on writers broken on purpose:
         churn_nogen (a slot keeps its generation when reused) must be caught
@@ -471,26 +475,38 @@ def sample_churn(ctx, program, tag, hz=1000, seconds=4, threads=8):
 
 # --- tests -----------------------------------------------------------------------
 
-# Runs of the positive test: (threads, seconds). A sample stops every thread,
-# so its cost grows with them (here, on 2 shared cores: 120-500 samples a
-# second with 8 threads, 400-900 with 2): the first run has 8, the rest 2,
-# until CHURN_SAMPLES are taken (3 or 4 runs, 45-75 s).
-CHURN_RUNS = [(8, 6)] + [(2, 8)] * 9
+# Runs of the positive test. A sample stops every thread, so its cost grows
+# with them (here, on 2 shared cores: 120-500 samples a second with 8
+# threads, 400-900 with 2): the first run has 8 threads for 6 s, the others
+# 2, each as long as the rate seen so far says CHURN_SAMPLES needs (4 to 20
+# s), for 3 or 4 runs in all (45-75 s).
+CHURN_FIRST = (8, 6)
+CHURN_MAX_RUNS = 8
+
+
+def churn_runs(taken):
+    """(threads, seconds) of each run, given the samples each earlier run took."""
+    yield CHURN_FIRST
+    seconds = 8
+    while len(taken) < CHURN_MAX_RUNS and sum(taken) < CHURN_SAMPLES:
+        yield 2, seconds
+        rate = max(taken[-1] / seconds, 1)
+        seconds = int(min(20, max(4, (CHURN_SAMPLES - sum(taken)) / rate + 1)))
 
 
 def test_churn_names_every_jit_frame(ctx):
     total = Findings()
     samples = torn = jit = nested = runs = executors = 0
     t0 = time.monotonic()
-    for threads, seconds in CHURN_RUNS:
-        if samples >= CHURN_SAMPLES:
-            break
+    taken = []
+    for threads, seconds in churn_runs(taken):
         runs += 1
         r = sample_churn(ctx, "churn", "churn%d" % runs, seconds=seconds, threads=threads)
         for k, n in r["bad"].count.items():
             total.count[k] += n
             total.examples.setdefault(k, r["bad"].examples[k])
         samples += r["summary"]["samples"]
+        taken.append(r["summary"]["samples"])
         torn += r["summary"]["torn"]
         jit += r["seen"]["jit_frames"]
         nested += r["seen"]["nested_jit"]
