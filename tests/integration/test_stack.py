@@ -34,7 +34,8 @@ Programs: tests/stack/ (churn, its broken-writer builds, dlspin), tinyvm.
         tinyvm programs stopped (SIGSTOP) at a few moments: `stencilrt-stack
         PID` and `gdb -p PID` (`thread apply all bt`, GDB's JIT interface)
         give the same frames (names and PCs), JIT frames `op@function[i]`,
-        every thread reaching main. Control: with STENCILRT_REGISTRY=0 the
+        every thread reaching main; four stops each (a stop on a `ret` is
+        not compared, GDB ignoring JIT CFI there: another is taken). Control: with STENCILRT_REGISTRY=0 the
         tool names no JIT frame and the comparison fails.
   test_stripped_tinyvm
         a stripped copy of tinyvm: the registry is found in .dynsym and JIT
@@ -629,16 +630,32 @@ def stopped_stacks(ctx, vm, tag):
     return parse_stacks(p.stdout), gdb_stacks(ctx, vm.pid)
 
 
+def at_ret(pid, stacks):
+    """True when a thread is stopped on a `ret`: there GDB's x86-64 epilogue
+    unwinder takes over and ignores the JIT code's CFI (tests/integration/
+    test_gdb.py says the same), so GDB is no reference at that PC."""
+    with open("/proc/%d/mem" % pid, "rb") as mem:
+        for _, frames in stacks.values():
+            mem.seek(frames[0]["pc"])
+            if mem.read(1) in (b"\xc3", b"\xc2"):
+                return True
+    return False
+
+
 def test_tinyvm_matches_gdb(ctx):
     for prog, extra, expect in TINYVM_RUNS:
         argv = [tinyvm(ctx), "--jit"] + extra + [ctx.path(prog)]
-        seen = set()
+        seen, compared = set(), 0
         with Target(ctx, argv) as vm:
             wait_for(lambda: cpu_ticks(vm.pid) >= 5, "%s running" % prog)
-            for stop in range(4):
+            for stop in range(8):
+                if compared == 4:
+                    break
                 tag = "%s, stop %d" % (prog, stop + 1)
                 ours, gdbs = stopped_stacks(ctx, vm, tag)
-                compare_with_gdb(tag, ours, gdbs)
+                if not at_ret(vm.pid, ours):
+                    compare_with_gdb(tag, ours, gdbs)
+                    compared += 1
                 for _, frames in ours.values():
                     for f in frames:
                         if f["kind"] == "jit":
@@ -647,6 +664,7 @@ def test_tinyvm_matches_gdb(ctx):
                             seen.add(f["name"])
                 os.kill(vm.pid, signal.SIGCONT)
                 time.sleep(0.05 + 0.07 * stop)
+        check(compared == 4, "%s: only %d stops compared (the others at a ret)", prog, compared)
         check(expect <= seen and any(JIT_NAME.match(n) for n in seen),
               "%s: JIT frames seen %s, expected at least %s", prog, seen, expect)
     # Control: without the registry (STENCILRT_REGISTRY=0) GDB still names the
