@@ -74,8 +74,10 @@ typedef struct rt_snap {
 } rt_snap;
 
 /* One live slot of the snapshot. */
+/* One live slot of the snapshot: the copy of its fields, and where it is. */
 typedef struct entry {
     uint64_t start, size, generation;
+    uint64_t name, name_len, count, offsets, ops;
     uint64_t slot_addr, seq_addr;
     size_t rt;
 } entry;
@@ -535,6 +537,19 @@ static bool add_entry(srr_reader *r, entry e)
     return true;
 }
 
+/* The slot's fields, from a consistent copy of it. */
+static void entry_from_slot(const srr_reader *r, const uint8_t *s, entry *e)
+{
+    e->generation = get(r, s, SR_REGISTRY_F_SLOT_GENERATION);
+    e->start = get(r, s, SR_REGISTRY_F_SLOT_CODE_START);
+    e->size = get(r, s, SR_REGISTRY_F_SLOT_CODE_SIZE);
+    e->name = get(r, s, SR_REGISTRY_F_SLOT_NAME);
+    e->name_len = get(r, s, SR_REGISTRY_F_SLOT_NAME_LEN);
+    e->count = get(r, s, SR_REGISTRY_F_SLOT_COUNT);
+    e->offsets = get(r, s, SR_REGISTRY_F_SLOT_OFFSETS);
+    e->ops = get(r, s, SR_REGISTRY_F_SLOT_OPS);
+}
+
 static uint64_t seq_addr_of(const srr_reader *r, uint64_t block, size_t i)
 {
     return block + r->loc[SR_REGISTRY_F_BLOCK_SEQ].offset + 8 * i;
@@ -571,15 +586,10 @@ static srr_status read_block(srr_reader *r, size_t rt, uint64_t block)
             }
             done[i] = true;
             left--;
-            const uint8_t *s = r->blockbuf + r->slot_stride * i;
-            entry e = {
-                .generation = get(r, s, SR_REGISTRY_F_SLOT_GENERATION),
-                .start = get(r, s, SR_REGISTRY_F_SLOT_CODE_START),
-                .size = get(r, s, SR_REGISTRY_F_SLOT_CODE_SIZE),
-                .slot_addr = slot_addr_of(r, block, i),
-                .seq_addr = seq_addr_of(r, block, i),
-                .rt = rt,
-            };
+            entry e = {.slot_addr = slot_addr_of(r, block, i),
+                       .seq_addr = seq_addr_of(r, block, i),
+                       .rt = rt};
+            entry_from_slot(r, r->blockbuf + r->slot_stride * i, &e);
             if (e.generation && e.size && !add_entry(r, e))
                 return fail(r, SRR_ENOMEM, "out of memory for the registry snapshot");
         }
@@ -640,9 +650,7 @@ static bool read_slot(srr_reader *r, const entry *at, entry *out, uint8_t *slot,
         }
         if (s1 == s2 && !(s1 & 1)) {
             *out = *at;
-            out->generation = get(r, slot, SR_REGISTRY_F_SLOT_GENERATION);
-            out->start = get(r, slot, SR_REGISTRY_F_SLOT_CODE_START);
-            out->size = get(r, slot, SR_REGISTRY_F_SLOT_CODE_SIZE);
+            entry_from_slot(r, slot, out);
             return true;
         }
         r->torn++;
@@ -663,13 +671,12 @@ static bool generation_is(srr_reader *r, const entry *e, uint64_t generation, sr
     return g == generation;
 }
 
-/* Name and instruction map of the executor in slot (already read as e),
- * trusted only if the slot still holds e's generation afterwards. */
-static detail *read_detail(srr_reader *r, const entry *e, const uint8_t *slot, srr_status *st)
+/* Name and instruction map of the executor e describes (a consistent copy
+ * of its slot), trusted only if the slot still holds e's generation after
+ * they were copied. NULL with *st unchanged: the generation changed. */
+static detail *read_detail(srr_reader *r, const entry *e, srr_status *st)
 {
-    uint64_t name = get(r, slot, SR_REGISTRY_F_SLOT_NAME);
-    uint64_t name_len = get(r, slot, SR_REGISTRY_F_SLOT_NAME_LEN);
-    uint64_t count = get(r, slot, SR_REGISTRY_F_SLOT_COUNT);
+    uint64_t name = e->name, name_len = e->name_len, count = e->count;
     if (name_len > MAX_NAME)
         name_len = MAX_NAME;
     if (count == 0 || count > MAX_COUNT) {
@@ -691,8 +698,7 @@ static detail *read_detail(srr_reader *r, const entry *e, const uint8_t *slot, s
         return NULL;
     }
     bool ok = rd(r, name, d->name, name_len) &&
-              rd(r, get(r, slot, SR_REGISTRY_F_SLOT_OFFSETS), d->offsets, (count + 1) * 4) &&
-              rd(r, get(r, slot, SR_REGISTRY_F_SLOT_OPS), d->ops, count * 4);
+              rd(r, e->offsets, d->offsets, (count + 1) * 4) && rd(r, e->ops, d->ops, count * 4);
     d->name[name_len] = 0;
     /* Details are freed only after the generation changes: same generation
      * after the copy means the copy is of live, unchanged memory. */
@@ -703,17 +709,40 @@ static detail *read_detail(srr_reader *r, const entry *e, const uint8_t *slot, s
     return d;
 }
 
-/* The live details of the executor in e's slot covering addr, re-reading the
- * slot if its generation changed since the snapshot. */
+/* The details of e's executor, cached or copied now; *stale when its slot
+ * changed generation meanwhile. */
+static srr_status detail_of(srr_reader *r, const entry *e, detail **out, bool *stale)
+{
+    srr_status st = SRR_OK;
+    *stale = false;
+    if ((*out = cache_find(r, e->generation)))
+        return SRR_OK;
+    detail *d = read_detail(r, e, &st);
+    if (!d) {
+        *stale = st == SRR_OK;
+        return st;
+    }
+    if (!cache_put(r, d)) {
+        detail_free(d);
+        return fail(r, SRR_ENOMEM, "out of memory for the executor cache");
+    }
+    *out = d;
+    return SRR_OK;
+}
+
+/* The live details of the executor covering addr in e's slot. The same
+ * generation as in the snapshot: the snapshot's copy of the slot still
+ * describes it (one small read). Another: the slot is read again. */
 static srr_status resolve(srr_reader *r, const entry *e, uint64_t addr, detail **out,
                           entry *now)
 {
     srr_status st = SRR_OK;
+    bool stale = true;
     *out = NULL;
     *now = *e;
     if (generation_is(r, e, e->generation, &st)) {
-        if ((*out = cache_find(r, e->generation)))
-            return SRR_OK;
+        if ((st = detail_of(r, now, out, &stale)) != SRR_OK || !stale)
+            return st;
     } else if (st != SRR_OK) {
         return st;
     }
@@ -725,19 +754,7 @@ static srr_status resolve(srr_reader *r, const entry *e, uint64_t addr, detail *
             return st;
         if (!now->generation || addr < now->start || addr - now->start >= now->size)
             return SRR_OK; /* the slot now holds other code, or none */
-        if ((*out = cache_find(r, now->generation)))
-            return SRR_OK;
-        st = SRR_OK;
-        detail *d = read_detail(r, now, slot, &st);
-        if (d) {
-            if (!cache_put(r, d)) {
-                detail_free(d);
-                return fail(r, SRR_ENOMEM, "out of memory for the executor cache");
-            }
-            *out = d;
-            return SRR_OK;
-        }
-        if (st != SRR_OK)
+        if ((st = detail_of(r, now, out, &stale)) != SRR_OK || !stale)
             return st;
         r->torn++; /* replaced while we copied its details: read the slot again */
     }

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* libdwfl finds an address's symbol by a linear search over the module's
  * symbols; a sampler asks about the same return addresses again and again,
@@ -60,13 +61,21 @@ symbols *symbols_open(pid_t pid, char *err, size_t errlen)
         return NULL;
     }
     s->pid = pid;
-    s->dwfl = report(pid, err, errlen);
+    /* A process in the middle of an exec has a memory map libdwfl cannot
+     * read (ENOEXEC): give it a moment, a few times. */
+    for (int attempt = 0; attempt < 5 && !s->dwfl; attempt++) {
+        if (attempt) {
+            struct timespec pause = {0, 20000000};
+            nanosleep(&pause, NULL);
+        }
+        s->dwfl = report(pid, err, errlen);
+    }
     s->memo = calloc(MEMO_SLOTS, sizeof *s->memo);
     if (!s->dwfl || !s->memo) {
-        if (s->dwfl)
+        if (s->dwfl) { /* report() said why it failed; this failure is ours */
             dwfl_end(s->dwfl);
-        else if (s->memo)
             snprintf(err, errlen, "out of memory");
+        }
         free(s->memo);
         free(s);
         return NULL;
