@@ -748,6 +748,8 @@ def test_refusals(ctx):
         refusal(ctx, ["--sample", "100", "--duration", "1", str(v2.pid)], 1,
                 r"registry version 2, this reader reads 1")
     with Target(ctx, ["sleep", "60"]) as plain:
+        wait_for(lambda: os.readlink("/proc/%d/exe" % plain.pid).endswith("/sleep"),
+                 "sleep exec'd")  # this case is about no registry, not a process mid-exec
         refusal(ctx, [str(plain.pid)], 1, r"^stencilrt-stack: .*no registry")
     gone = subprocess.Popen(["true"])
     gone.wait()
