@@ -32,10 +32,11 @@
  * Each starts with 0..3 `push; pop` pairs, so executors of one shape come in
  * several sizes and every size's memory is reused by other names.
  *
- * The main thread is worker 0, so its stack runs from main; the others run
- * from churn_worker. Built without inlining or sibling calls: the C frames
- * are exactly churn_worker, run_executor (and churn_main below main), and
- * above JIT frames vm_native -> churn_busy or vm_call -> run_executor. */
+ * The main thread is worker 0, so its stack runs from main (through
+ * churn_main); the others run from churn_worker, and a watcher thread from
+ * churn_watch. Built without inlining or sibling calls, so every C frame
+ * shows: below a JIT frame run_executor, churn_round, churn_worker; above
+ * one vm_native -> churn_busy, or vm_call -> run_executor -> the leaf. */
 #include <errno.h>
 #include <inttypes.h>
 #include <poll.h>
