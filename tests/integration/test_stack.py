@@ -35,15 +35,16 @@ Programs: tests/stack/ (churn, its broken-writer builds, dlspin), tinyvm.
         PID` and `gdb -p PID` (`thread apply all bt`, GDB's JIT interface)
         give the same frames (names and PCs), JIT frames `op@function[i]`,
         every thread reaching main; four stops each (a stop on a `ret` is
-        not compared, GDB ignoring JIT CFI there: another is taken). Control: with STENCILRT_REGISTRY=0 the
-        tool names no JIT frame and the comparison fails.
+        not compared, GDB ignoring JIT CFI there: another is taken).
+        Control: with STENCILRT_REGISTRY=0 the tool names no JIT frame and
+        the comparison fails.
   test_stripped_tinyvm
         a stripped copy of tinyvm: the registry is found in .dynsym and JIT
-        frames are named.
+        frames are named, with the exact frames below them.
   test_dlopened_library
         tests/stack/dlspin runs JIT code through a stripped copy of
         libstencilrt.so opened with dlopen(): the registry is found in the
-        library's .dynsym.
+        library's .dynsym. (Both fail with STENCILRT_REGISTRY=0.)
   test_refusals
         exit codes and messages: version 2 (churn_v2) exit 1 naming both
         versions; a process without stencilrt exit 1 "no registry"; no such
