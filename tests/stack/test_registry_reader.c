@@ -263,7 +263,8 @@ static void *read_loop(void *arg)
         shown(asked[1]);
         uint64_t seq_snap = tick();
         if (srr_snapshot(r) != SRR_OK) {
-            snprintf(shared.reader_error, sizeof shared.reader_error, "srr_snapshot: %s", srr_error(r));
+            snprintf(shared.reader_error, sizeof shared.reader_error, "srr_snapshot: %s",
+                     srr_error(r));
             break;
         }
         shared.snapshots++;
@@ -407,8 +408,9 @@ static void check_answers(void)
              "average), %zu answers: %zu named right, %zu freed in between, %zu shim, %zu C, "
              "%zu unresolved, %zu wrong (%zu named by a stale name), %llu torn reads retried%s%s",
              emitted, (unsigned long long)shared.snapshots,
-             shared.snapshots ? (double)shared.executors_seen / (double)shared.snapshots : 0.0, shared.nobs,
-             named, not_jit, shim_ok, c_ok, unresolved, wrong, stale, (unsigned long long)shared.torn,
+             shared.snapshots ? (double)shared.executors_seen / (double)shared.snapshots : 0.0,
+             shared.nobs, named, not_jit, shim_ok, c_ok, unresolved, wrong, stale,
+             (unsigned long long)shared.torn,
              wrong ? "; first: " : "", first);
     rt_result(!shared.reader_error[0] && wrong == 0 && named > 1000 && shim_ok > 0 && c_ok > 0 &&
                   unresolved <= shared.nobs / 1000,
