@@ -53,41 +53,83 @@ static bool make_run_dirs(sg_run *run)
     return true;
 }
 
-/* A file's ops are cut into batches of about `target` ops (--batch-ops),
- * so that -j compiles have work in a file of hundreds of ops: a batch ends
- * after an op whose name hashes to 0 modulo `target`, or after 2 * target
- * ops. The cut depends on names only, never on bodies, counts or -j: editing
- * an op moves no batch, and adding or removing one changes its own batch
- * alone (and, through the cap, at most the run of ops up to the next cut). */
-static bool ends_batch(const sg_op *op, size_t size, unsigned target)
+/* Which ops compile in this run: those that missed the cache on some target
+ * and may stand in a batch (per op: true). */
+static bool *ops_to_compile(const sg_run *run, const job_set *js, size_t *count)
 {
-    /* Any bits of the name's hash would do: hash64 mixes them all. */
-    return size >= 2 * (size_t)target ||
-           (hash64(op->name, strlen(op->name), 0) >> 40) % target == 0;
+    bool *must = xcalloc(run->ops.count ? run->ops.count : 1, sizeof *must);
+    *count = 0;
+    for (size_t i = 0; i < js->count; i++) {
+        const job_ref *ref = &js->refs[i];
+        size_t k = ref->op ? (size_t)(ref->op - run->ops.items) : 0;
+        if (ref->batched && !js->jobs[i].skip && !ref->alone[0] && !must[k]) {
+            must[k] = true;
+            (*count)++;
+        }
+    }
+    return must;
 }
 
+/* Ops per batch: --batch-ops, or else enough batches for every -j job to
+ * have two, but at least BATCH_MIN ops each: a clang process costs about as
+ * much as compiling 15 small ops (README, "Batched units"). */
+#define BATCH_MIN 16
+static size_t batch_size(const sg_run *run, size_t count)
+{
+    if (run->opt.batch_ops)
+        return run->opt.batch_ops;
+    size_t parts = 2 * (size_t)(run->opt.jobs > 0 ? run->opt.jobs : 1);
+    size_t size = (count + parts - 1) / parts;
+    return size < BATCH_MIN ? BATCH_MIN : size;
+}
+
+static op_batch *new_batch(sg_run *run, job_set *js, size_t *cap, const sg_op *const *ops,
+                           size_t n)
+{
+    grow_array((void **)&js->batches, cap, js->nbatches + 1, sizeof *js->batches);
+    op_batch *b = &js->batches[js->nbatches++];
+    *b = (op_batch){.n = n};
+    b->members = xcalloc(n, sizeof *b->members);
+    memcpy(b->members, ops, n * sizeof *ops);
+    b->name = xasprintf("batch_%s", ops[0]->name);
+    b->tu_path = xasprintf("%s/tu/%s/unit.c", run->rundir.path, b->name);
+    return b;
+}
+
+/* The ops that must compile, cut into batches: each file's, in source order,
+ * in as few batches of about equal size as `batch_size` allows. The cache
+ * keys each op by its own unit, so what a batch held never matters to a
+ * later run: a one-op edit compiles one op. */
 static void plan_batches(sg_run *run, job_set *js)
 {
-    js->batch_of = xcalloc(run->ops.count ? run->ops.count : 1, sizeof *js->batch_of);
-    size_t cap = 0;
-    op_batch *b = NULL;
-    for (size_t i = 0; i < run->ops.count; i++) {
-        const sg_op *op = &run->ops.items[i];
-        js->batch_of[i] = -1;
-        if (run->opt.units != SG_UNITS_BATCHED)
-            continue;
-        if (!b || strcmp(b->members[0]->source, op->source) ||
-            ends_batch(b->members[b->n - 1], b->n, run->opt.batch_ops)) {
-            grow_array((void **)&js->batches, &cap, js->nbatches + 1, sizeof *js->batches);
-            b = &js->batches[js->nbatches++];
-            *b = (op_batch){0};
-            b->members = xcalloc(2 * (size_t)run->opt.batch_ops, sizeof *b->members);
-            b->name = xasprintf("batch_%s", op->name);
-            b->tu_path = xasprintf("%s/tu/%s/unit.c", run->rundir.path, b->name);
+    size_t count, cap = 0;
+    bool *must = ops_to_compile(run, js, &count);
+    size_t size = batch_size(run, count);
+    long *batch_of = xcalloc(run->ops.count ? run->ops.count : 1, sizeof *batch_of);
+    const sg_op **file = xcalloc(run->ops.count ? run->ops.count : 1, sizeof *file);
+    for (size_t i = 0; i < run->ops.count;) { /* a file's ops are consecutive */
+        size_t end = i, m = 0;
+        for (; end < run->ops.count && !strcmp(run->ops.items[end].source,
+                                               run->ops.items[i].source); end++) {
+            batch_of[end] = -1;
+            if (must[end])
+                file[m++] = &run->ops.items[end];
         }
-        b->members[b->n++] = op;
-        js->batch_of[i] = (long)js->nbatches - 1;
+        size_t nb = (m + size - 1) / size;
+        for (size_t k = 0; k < nb; k++) {
+            size_t from = k * m / nb, to = (k + 1) * m / nb;
+            new_batch(run, js, &cap, file + from, to - from);
+            for (size_t x = from; x < to; x++)
+                batch_of[file[x] - run->ops.items] = (long)js->nbatches - 1;
+        }
+        i = end;
     }
+    for (size_t i = 0; i < js->count; i++)
+        if (js->refs[i].op)
+            js->refs[i].batch = batch_of[js->refs[i].op - run->ops.items];
+    free(file);
+    free(batch_of);
+    free(must);
 }
 
 /* A job's command: the shim's, an op's own unit's, or its batch's. */
@@ -118,8 +160,7 @@ static char **job_command(sg_run *run, sg_target_result *r, const sg_op *op, boo
 static void add_job(job_set *js, sg_run *run, sg_target_result *r, const sg_op *op)
 {
     const char *name = op ? op->name : "shim";
-    long batch = op ? js->batch_of[op - run->ops.items] : -1;
-    const op_batch *b = batch >= 0 ? &js->batches[batch] : NULL;
+    bool batched = op && run->opt.units == SG_UNITS_BATCHED;
     char *dir = path_join(run->rundir.path, r->target->triple);
     sg_job job = {0};
     /* A batched op's job keeps its own object name: the cache knows each op
@@ -130,12 +171,10 @@ static void add_job(job_set *js, sg_run *run, sg_target_result *r, const sg_op *
                    : xasprintf("shim %s (%s)", run->manifest.shim_function, r->target->triple);
     /* An op compiles from its own translation unit or its batch's (written
      * only if needed), alone in its directory: a quoted include never finds a
-     * sibling unit. */
-    char *tu_path = b ? xstrdup(b->tu_path)
-                  : op ? xasprintf("%s/tu/%s/unit.c", run->rundir.path, op->name) : NULL;
-    char *object = b ? xasprintf("%s/%s.o", dir, b->name) : xstrdup(job.output);
-    job.argv = job_command(run, r, op, b != NULL, object, tu_path);
-    free(object);
+     * sibling unit. A batch is known once the cache has been asked: until
+     * then the paths are the op's own (the cache does not hash them). */
+    char *tu_path = op ? xasprintf("%s/tu/%s/unit.c", run->rundir.path, op->name) : NULL;
+    job.argv = job_command(run, r, op, batched, job.output, tu_path);
     size_t cap = js->cap;
     grow_array((void **)&js->jobs, &js->cap, js->count + 1, sizeof *js->jobs);
     grow_array((void **)&js->refs, &cap, js->count + 1, sizeof *js->refs);
@@ -143,7 +182,8 @@ static void add_job(job_set *js, sg_run *run, sg_target_result *r, const sg_op *
                                     .stencil = op ? &r->ops[op - run->ops.items] : &r->shim,
                                     .op = op,
                                     .tu_path = tu_path,
-                                    .batch = batch};
+                                    .batch = -1,
+                                    .batched = batched};
     js->jobs[js->count++] = job;
     free(dir);
 }
@@ -167,10 +207,8 @@ void jobs_free(job_set *js)
         free(js->batches[i].members);
         free(js->batches[i].name);
         free(js->batches[i].tu_path);
-        free(js->batches[i].compile);
     }
     free(js->batches);
-    free(js->batch_of);
 }
 
 typedef struct done_ctx {
@@ -182,7 +220,8 @@ typedef struct done_ctx {
 
 static sg_verify_in verify_inputs(const sg_run *run, job_ref *ref, const sg_job *job)
 {
-    char *entry = ref->batch >= 0 ? xasprintf(SPLIT_ENTRY_PREFIX "%s", ref->op->name) : NULL;
+    char *entry = ref->batched && !ref->solo ? xasprintf(SPLIT_ENTRY_PREFIX "%s", ref->op->name)
+                                             : NULL;
     return (sg_verify_in){.manifest = &run->manifest,
                           .target = ref->result->target,
                           .mt = ref->result->mt,
@@ -331,9 +370,10 @@ static bool take_batch(done_ctx *ctx, sg_job *job, const uint8_t *bytes, size_t 
     verify_inputs_free(&in);
     bool ok = read ? take_object(ctx, job, job, &obj, bytes, size, dtext, dsize)
                    : verdict(ctx, ref, false);
-    for (size_t i = (size_t)(ref - js->refs) + 1; i < js->count && js->refs[i].batch == ref->batch &&
-                                                  js->refs[i].result == ref->result; i++) {
-        if (!js->refs[i].rides)
+    /* Members need not be neighbours: ops between them may have been cached. */
+    for (size_t i = (size_t)(ref - js->refs) + 1; i < js->count && js->refs[i].result == ref->result;
+         i++) {
+        if (!js->refs[i].rides || js->refs[i].batch != ref->batch)
             continue;
         if (read ? !take_object(ctx, &js->jobs[i], job, &obj, bytes, size, dtext, dsize)
                  : !verdict(ctx, &js->refs[i], false))
@@ -385,7 +425,7 @@ static void key_translation_units(sg_run *run, job_set *js, op_sources *texts)
         char *rel = manifest_relpath(&run->manifest, ref->op->source);
         ref->position = hash64(rel, strlen(rel) + 1, u.position);
         free(rel);
-        if (ref->batch >= 0) {
+        if (ref->batched) {
             ref->tu_key = xasprintf("batched\n%s", u.key.data);
             sb_free(&u.key);
         } else {
@@ -408,7 +448,7 @@ static size_t write_translation_units(sg_run *run, job_set *js, op_sources *text
         op_batch *b = ref->leader ? &js->batches[ref->batch] : NULL;
         if (b && b->written)
             continue; /* every target's leader compiles the same unit */
-        op_unit u = b ? op_batch_unit_for(texts, &run->ops, b->compile, b->ncompile, true)
+        op_unit u = b ? op_batch_unit_for(texts, &run->ops, b->members, b->n, true)
                       : op_unit_for(texts, &run->ops, ref->op, true);
         if (b)
             b->written = true;
@@ -511,32 +551,21 @@ static void compile_alone(sg_run *run, job_set *js, size_t i)
     job->status = 0;
 }
 
-/* Which members of each batch compile: those that missed the cache on some
- * target, and may stand for themselves; in source order. */
-static void list_batch_compiles(sg_run *run, job_set *js)
+/* A batched op compiles from its batch's unit: the cache must not record
+ * that unit as one of its inputs (it is hashed as text). */
+static void compile_in_batch(job_ref *ref, const op_batch *b)
 {
-    bool *compiles = xcalloc(run->ops.count ? run->ops.count : 1, sizeof *compiles);
-    for (size_t i = 0; i < js->count; i++) {
-        const job_ref *ref = &js->refs[i];
-        if (ref->batch >= 0 && !js->jobs[i].skip && !ref->alone[0])
-            compiles[ref->op - run->ops.items] = true;
-    }
-    for (size_t i = 0; i < js->nbatches; i++) {
-        op_batch *b = &js->batches[i];
-        b->compile = xcalloc(b->n, sizeof *b->compile);
-        for (size_t k = 0; k < b->n; k++)
-            if (compiles[b->members[k] - run->ops.items])
-                b->compile[b->ncompile++] = b->members[k];
-    }
-    free(compiles);
+    free(ref->tu_path);
+    ref->tu_path = xstrdup(b->tu_path);
+    ref->unit.tu_path = ref->tu_path;
 }
 
 /* Per target and batch, the first of its ops that must compile leads: its
- * job compiles a unit of the batch's members that must compile, for it and
- * for the others (riders, whose own jobs do not run). */
+ * job compiles the batch's unit, for it and for the other members (riders,
+ * whose own jobs do not run). */
 static void assign_batch_compiles(sg_run *run, job_set *js)
 {
-    list_batch_compiles(run, js);
+    plan_batches(run, js);
     long *leader = xcalloc(js->nbatches ? js->nbatches : 1, sizeof *leader);
     const sg_target_result *target = NULL;
     for (size_t i = 0; i < js->count; i++) {
@@ -547,12 +576,13 @@ static void assign_batch_compiles(sg_run *run, job_set *js)
             for (size_t b = 0; b < js->nbatches; b++)
                 leader[b] = -1;
         }
-        if (ref->batch < 0 || job->skip)
+        if (job->skip || !ref->batched)
             continue;
         if (ref->alone[0]) {
             compile_alone(run, js, i);
             continue;
         }
+        compile_in_batch(ref, &js->batches[ref->batch]);
         if (leader[ref->batch] >= 0) {
             ref->rides = job->skip = true;
             continue;
@@ -562,7 +592,7 @@ static void assign_batch_compiles(sg_run *run, job_set *js)
         ref->leader = true;
         ref->op_label = job->label;
         char *rel = manifest_relpath(&run->manifest, b->members[0]->source);
-        const sg_op *first = b->compile[0], *last = b->compile[b->ncompile - 1];
+        const sg_op *first = b->members[0], *last = b->members[b->n - 1];
         job->label = first == last ? xasprintf("op %s of %s (%s)", first->name, rel,
                                                target->target->triple)
                                    : xasprintf("ops %s..%s of %s (%s)", first->name, last->name,
@@ -570,6 +600,8 @@ static void assign_batch_compiles(sg_run *run, job_set *js)
         free(rel);
         free(job->output);
         job->output = xasprintf("%s/%s/%s.o", run->rundir.path, target->target->triple, b->name);
+        argv_free(job->argv);
+        job->argv = job_command(run, ref->result, ref->op, true, job->output, ref->tu_path);
     }
     free(leader);
 }
@@ -610,8 +642,8 @@ static size_t compile_the_alone(sg_run *run, job_set *js, done_ctx *ctx,
 static const sg_op *op_at_line(const op_batch *b, unsigned line)
 {
     const sg_op *found = NULL;
-    for (size_t i = 0; i < b->ncompile && b->compile[i]->line <= line; i++)
-        found = b->compile[i];
+    for (size_t i = 0; i < b->n && b->members[i]->line <= line; i++)
+        found = b->members[i];
     return found;
 }
 
@@ -641,8 +673,8 @@ static void note_batch_errors(const job_set *js)
                 const sg_op *op = op_at_line(b, line);
                 if (op)
                     diag_note_at(src, line, col, "this error is in op %s (compiled in one unit "
-                                 "with %s..%s)", op->name, b->compile[0]->name,
-                                 b->compile[b->ncompile - 1]->name);
+                                 "with %s..%s)", op->name, b->members[0]->name,
+                                 b->members[b->n - 1]->name);
             }
             p = eol + 1;
         }
@@ -654,7 +686,6 @@ static void note_batch_errors(const job_set *js)
 
 int jobs_run(sg_run *run, job_set *js)
 {
-    plan_batches(run, js);
     for (size_t t = 0; t < run->nresults; t++) {
         sg_target_result *r = &run->results[t];
         r->ops = xcalloc(run->ops.count, sizeof *r->ops);

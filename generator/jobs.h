@@ -21,7 +21,8 @@ typedef struct job_ref {
     char *tu_key;   /* an op's unit without #line directives: what the cache key hashes */
     char *tu_path;  /* where the unit is written when the op must be compiled */
     uint64_t position; /* the unit's file and lines, for code that compiles them in */
-    long batch;        /* its batch in job_set.batches (batched units), else -1 */
+    bool batched;      /* batched units: its entry holds its batch's object */
+    long batch;        /* its batch in job_set.batches when it compiles in one, else -1 */
     bool leader;       /* its job compiles the batch for every member that must compile */
     bool rides;        /* compiled by its batch's leader: its own job does not run */
     char *op_label;    /* a leader's own label (its job's names the batch) */
@@ -31,13 +32,11 @@ typedef struct job_ref {
 
 /* Ops of one file compiled as one unit (README, "Batched units"). */
 typedef struct op_batch {
-    const sg_op **members; /* consecutive ops of one file, in source order */
+    const sg_op **members; /* consecutive ops of one file that must compile, in order */
     size_t n;
     char *name;     /* "batch_<first op>": its unit's and its objects' name */
     char *tu_path;  /* RUNDIR/tu/<name>/unit.c */
-    const sg_op **compile; /* the members that must compile, in source order */
-    size_t ncompile;
-    bool written;   /* its unit (of those members) is in tu_path */
+    bool written;   /* its unit is in tu_path */
 } op_batch;
 
 typedef struct job_set {
@@ -46,7 +45,6 @@ typedef struct job_set {
     size_t count, cap;
     op_batch *batches;
     size_t nbatches;
-    long *batch_of; /* per op: its batch, or -1 (per-op units) */
 } job_set;
 
 /* Fill every target's stencils (run->results): an exit code, after the

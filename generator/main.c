@@ -24,10 +24,6 @@ static const char usage_text[] =
     "\n"
     "Exit codes: 0 ok, 1 a check failed, 2 usage or manifest error, 3 toolchain failure.\n";
 
-/* Ops per batch: a clang process costs about as much as compiling 15 small
- * ops (README, "Batched units"), and a one-op edit recompiles a batch. */
-#define DEFAULT_BATCH_OPS 16
-
 /* Generous: the slowest real op compiles in seconds. */
 #define DEFAULT_COMPILE_TIMEOUT_S 600.0
 
@@ -87,7 +83,8 @@ static bool parse_timeout(const char *s, double *out)
     return true;
 }
 
-/* The ops a batch holds on average (pipeline.c, plan_batches). */
+/* The ops a batch holds (jobs.c, plan_batches); without it, as many as
+ * keep every -j job busy. */
 static bool parse_batch_ops(const char *s, unsigned *out)
 {
     char *end;
@@ -204,7 +201,6 @@ int main(int argc, char **argv)
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     o.jobs = ncpu > 0 ? (int)ncpu : 1;
     o.compile_timeout = DEFAULT_COMPILE_TIMEOUT_S;
-    o.batch_ops = DEFAULT_BATCH_OPS;
     int rc = parse_options(argc - 1, argv + 1, &o);
     if (rc < 0)
         rc = check_required(&o);

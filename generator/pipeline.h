@@ -39,7 +39,7 @@ typedef struct sg_options {
     const char *dump_op;
     double compile_timeout; /* seconds per compile */
     sg_units units;
-    unsigned batch_ops; /* batched units: ops a batch holds on average (at most twice that) */
+    unsigned batch_ops; /* batched units: ops a batch holds (0: spread over the -j jobs) */
     int verbose; /* -v: counts and phase times; -vv: also every compiler command */
 } sg_options;
 

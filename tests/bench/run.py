@@ -259,7 +259,7 @@ def batched_figures(build, g, jobs=2):
             text = f.read()
         at = text.index("CONTINUE();", text.index("OP(op134)"))
         edit = float("inf")
-        for k in range(3):  # three different edits of op134: each one batch's compile
+        for k in range(3):  # three different edits of op134: each compiles op134 alone
             with open(src, "w") as f:
                 f.write(text[:at] + "tos ^= 0x%x;\n    " % (0x5a + k) + text[at:])
             t, p = timed(build_cmd)

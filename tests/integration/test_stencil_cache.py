@@ -133,11 +133,11 @@ def test_noop_build_uses_cached_stencils(ctx):
     check(header(out) == cold, "header after rebuilding the shim's facts differs")
 
 
-def test_damaged_stencil_entries_are_rebuilt(ctx):
+def damaged_entries_are_rebuilt(ctx, units):
     base = ctx.bundled_copy()
     manifest = os.path.join(base, "stencils", "stencils.yaml")
     out = os.path.join(base, "out")
-    build(ctx, manifest, out)
+    build(ctx, manifest, out, "--units", units)
     good = header(out)
     blobs = sorted(glob.glob(os.path.join(out, ".stencilgen", "blobs", "*.stencil")))
     check(len(blobs) >= 8, "expected stencil blobs, found %d", len(blobs))
@@ -158,41 +158,67 @@ def test_damaged_stencil_entries_are_rebuilt(ctx):
     rewrite(blobs[5], body[5][:-1])                                         # a byte short
     rewrite(blobs[6], body[6][:20] + struct.pack("<Q", 1 << 40) + body[6][28:])  # code size
     damaged = 7
-    (n, compiled, cached, stencils), p = build(ctx, manifest, out)
-    # The objects are intact: every op comes from the cache, 7 of the stencils
-    # (the shim's among them, maybe) by way of it.
-    check((compiled, cached, stencils) == (0, n, n + 1 - damaged),
-          "damage not detected or not recovered from the objects: %s\n%s",
-          (n, compiled, cached, stencils), p.stderr)
+    (n, compiled, cached, stencils), p = build(ctx, manifest, out, "--units", units)
+    if units == "per-op":
+        # The objects are intact: every op comes from the cache, 7 of the
+        # stencils (the shim's among them, maybe) by way of it.
+        check((compiled, cached, stencils) == (0, n, n + 1 - damaged),
+              "damage not detected or not recovered from the objects: %s\n%s",
+              (n, compiled, cached, stencils), p.stderr)
+    else:
+        # A batch's object is kept with one of its ops: the others compile again.
+        check(compiled <= damaged and compiled + cached == n and stencils == n + 1 - damaged,
+              "damage not detected or not recovered: %s\n%s", (n, compiled, cached, stencils),
+              p.stderr)
     for reason in ["format version 2", "bytes after the end", "another generator",
                    "truncated", "code size"]:
         check(reason in p.stderr, "no note saying '%s' in:\n%s", reason, p.stderr)
     check(header(out) == good, "header after rebuilding damaged stencils differs")
-    for b in blobs:
+    for b in blobs if units == "per-op" else []:  # a compile's entry records its own run's paths
         check(read(b, "rb") == original[b], "%s was not rewritten as it was", b)
-    counts, _ = build(ctx, manifest, out)
+    counts, _ = build(ctx, manifest, out, "--units", units)
     check(counts == (n, 0, n, n + 1), "repaired cache still misses: %s", counts)
 
 
-def test_symbol_list_change_is_not_served_stale_stencils(ctx):
+def test_damaged_stencil_entries_are_rebuilt(ctx):
+    damaged_entries_are_rebuilt(ctx, "per-op")
+
+
+def test_damaged_stencil_entries_are_rebuilt_batched(ctx):
+    damaged_entries_are_rebuilt(ctx, "batched")
+
+
+def symbol_list_change_is_not_served_stale_stencils(ctx, units):
     # Holes name run-time symbols by number, and the symbol list is not part of
     # the objects' cache key: reordering it must re-extract every op.
     base = ctx.bundled_copy()
     manifest = os.path.join(base, "stencils", "stencils.yaml")
     out = os.path.join(base, "out")
-    build(ctx, manifest, out)
+    build(ctx, manifest, out, "--units", units)
     text = read(manifest)
     old = "symbols: [vm_call, vm_print, vm_native, vm_trap]"
     check(old in text, "the bundled manifest's symbol list changed; update this test")
     write(manifest, text.replace(old, "symbols: [vm_trap, vm_native, vm_print, vm_call]"))
-    (n, compiled, cached, stencils), _ = build(ctx, manifest, out)
-    check((compiled, cached, stencils) == (0, n, 0), "reordered symbols: %s",
-          (n, compiled, cached, stencils))
+    (n, compiled, cached, stencils), _ = build(ctx, manifest, out, "--units", units)
+    # Per-op units re-extract every op from its object; a batch's object is
+    # kept with one of its ops, so the others compile again.
+    check(stencils == 0 and compiled + cached == n and (units != "per-op" or compiled == 0),
+          "reordered symbols: %s", (n, compiled, cached, stencils))
     fresh = os.path.join(base, "fresh")
-    build(ctx, manifest, fresh, "--cache-dir", os.path.join(base, "cache2"))
+    build(ctx, manifest, fresh, "--cache-dir", os.path.join(base, "cache2"), "--units", units)
     check(header(out) == header(fresh), "header after reordering symbols differs from a cold build's")
-    counts, _ = build(ctx, manifest, out)
+    counts, _ = build(ctx, manifest, out, "--units", units)
     check(counts == (n, 0, n, n + 1), "stencils not cached again: %s", counts)
+
+
+def test_symbol_list_change_is_not_served_stale_stencils(ctx):
+    symbol_list_change_is_not_served_stale_stencils(ctx, "per-op")
+
+
+def test_symbol_list_change_is_not_served_stale_stencils_batched(ctx):
+    """Also the batches of ops that lost their stencils: they are not the
+    file's neighbours (ops between them are recovered from objects)."""
+    symbol_list_change_is_not_served_stale_stencils(ctx, "batched")
 
 
 def test_dump_from_cached_stencils(ctx):
