@@ -148,17 +148,24 @@ void target_rescan(target *t)
     }
     for (size_t i = 0; i < t->count; i++)
         t->threads[i].seen = false;
+    /* Names of known threads are read again once a second: a file read per
+     * thread per sample would cost more than the rest of the rescan. */
+    bool renames = now_ns() - t->names_read_ns >= 1000000000ll;
+    if (renames)
+        t->names_read_ns = now_ns();
     struct dirent *de;
     while ((de = readdir(d)) && t->count < MAX_THREADS) {
         pid_t tid = (pid_t)atoi(de->d_name);
         if (tid <= 0)
             continue;
         thread *th = find(t, tid);
+        bool is_new = !th;
         if (!th && !is_zombie(t->pid, tid) && ptrace(PTRACE_SEIZE, tid, 0, 0) == 0)
             th = add(t, tid);
         if (th) {
             th->seen = true;
-            read_name(t->pid, th);
+            if (is_new || renames)
+                read_name(t->pid, th);
         }
     }
     closedir(d);

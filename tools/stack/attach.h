@@ -27,6 +27,7 @@ typedef struct target {
     size_t count, cap;
     unsigned long long pac_mask; /* AArch64: the bits a PAC occupies (0 elsewhere) */
     bool exited;                 /* the process is gone */
+    long long names_read_ns;     /* when every thread's name was last read */
 } target;
 
 /* Seizes every thread of pid. On failure returns -1 with err naming the
