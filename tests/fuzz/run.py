@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Build and run the libFuzzer targets (clang-22, ASan+UBSan) from a seed corpus.
 
-  tests/fuzz/run.py --build build --seconds N [--target cfi|stencil_blob|manifest]
+  tests/fuzz/run.py --build build --seconds N [--target cfi|stencil_blob|manifest|registry]
 
 Prints one line per target: executions, executions/s, corpus size, crashes.
 Exit status 1 if any target crashed (its reproducer is kept in build/fuzz/).
@@ -15,8 +15,7 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-FLAGS = ["-g", "-O1", "-fsanitize=fuzzer,address,undefined", "-fno-sanitize-recover=all",
-         "-I", os.path.join(ROOT, "generator")]
+FLAGS = ["-g", "-O1", "-fsanitize=fuzzer,address,undefined", "-fno-sanitize-recover=all"]
 
 TARGETS = {
     # name: (fuzz target source, other sources, seed generator, its other sources);
@@ -31,23 +30,36 @@ TARGETS = {
     "manifest": ("tests/fuzz/fuzz_manifest.c",
                  ["generator/manifest.c", "generator/util.c", "generator/diag.c", "-lyaml"],
                  ["stencils/*.yaml", "tests/**/*.yaml"], []),
+    # another process's memory, as stencilrt-stack reads it; the seeds are a
+    # real runtime's registry as the reader copied it
+    "registry": ("tests/fuzz/fuzz_registry.c", ["tools/stack/registry_reader.c"],
+                 "tests/fuzz/make_registry_seeds.c",
+                 ["tools/stack/registry_reader.c", "runtime/*.c", "-lpthread"]),
 }
 
 
-def source(s):
-    return s if s.startswith("-") else os.path.join(ROOT, s)
+def include_flags(build):
+    """What every target and seed maker may include: the generator's and the
+    reader's headers, the runtime's, and the bundled stencils' (generated)."""
+    dirs = [os.path.join(ROOT, d) for d in ("generator", "tools/stack", "runtime", "stencils")]
+    return sum((["-I", d] for d in dirs + [os.path.join(build, "stencils")]), [])
 
 
-def build_target(name, outdir):
+def sources(s):
+    return [s] if s.startswith("-") else sorted(glob.glob(os.path.join(ROOT, s)))
+
+
+def build_target(name, outdir, build):
     src, deps, seeds_src, seeds_deps = TARGETS[name]
     fuzzer = os.path.join(outdir, "fuzz_" + name)
     seeder = os.path.join(outdir, "seeds_" + name)
-    subprocess.run(["clang-22"] + FLAGS + [source(s) for s in [src] + deps] +
+    inc = include_flags(build)
+    subprocess.run(["clang-22"] + FLAGS + inc + sum(map(sources, [src] + deps), []) +
                    ["-o", fuzzer], check=True, timeout=600)
     if isinstance(seeds_src, list):
         return fuzzer, seeds_src
-    subprocess.run(["clang-22", "-O1", "-I", os.path.join(ROOT, "generator")] +
-                   [source(s) for s in [seeds_src] + seeds_deps] +
+    subprocess.run(["clang-22", "-O1", "-D_GNU_SOURCE"] + inc +
+                   sum(map(sources, [seeds_src] + seeds_deps), []) +
                    ["-o", seeder], check=True, timeout=600)
     return fuzzer, seeder
 
@@ -61,8 +73,8 @@ def make_seeds(seeder, seeds):
         subprocess.run([seeder, seeds], check=True, timeout=60)
 
 
-def run_target(name, outdir, seconds):
-    fuzzer, seeder = build_target(name, outdir)
+def run_target(name, outdir, seconds, build):
+    fuzzer, seeder = build_target(name, outdir, build)
     seeds = os.path.join(outdir, "seeds-" + name)
     corpus = os.path.join(outdir, "corpus-" + name)
     os.makedirs(seeds, exist_ok=True)
@@ -94,7 +106,8 @@ def main():
     args = ap.parse_args()
     outdir = os.path.join(os.path.abspath(args.build), "fuzz")
     os.makedirs(outdir, exist_ok=True)
-    ok = all([run_target(t, outdir, args.seconds) for t in (args.target or sorted(TARGETS))])
+    ok = all([run_target(t, outdir, args.seconds, os.path.abspath(args.build))
+              for t in (args.target or sorted(TARGETS))])
     return 0 if ok else 1
 
 

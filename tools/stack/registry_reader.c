@@ -512,7 +512,7 @@ static srr_status read_runtimes(srr_reader *r)
             r->nrts = n;
             return SRR_OK;
         }
-        free_rts(rts, n);
+        free_rts(rts, n < MAX_RUNTIMES ? n + 1 : n); /* and the one that failed, if any */
         /* A runtime freed while we walked makes reads fail; only a stable list counts. */
         if (st != SRR_OK && st != SRR_EREAD)
             return st;
@@ -631,7 +631,8 @@ srr_status srr_snapshot(srr_reader *r)
         r->nentries = 0;
         return st;
     }
-    qsort(r->entries, r->nentries, sizeof *r->entries, by_start);
+    if (r->nentries) /* entries may be NULL, which qsort must not be given */
+        qsort(r->entries, r->nentries, sizeof *r->entries, by_start);
     cache_prune(r);
     return SRR_OK;
 }
