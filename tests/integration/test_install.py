@@ -26,6 +26,10 @@ def test_readme_meson_snippet_builds_a_jit(ctx):
     bindir = os.path.join(prefix, "bin")
     pcdirs = [os.path.join(root) for root, _, files in os.walk(prefix) if "stencilrt.pc" in files]
     check(os.path.exists(os.path.join(bindir, "stencilgen")), "stencilgen was not installed")
+    check(os.path.exists(os.path.join(bindir, "stencilrt-stack")),
+          "stencilrt-stack was not installed")
+    check(os.path.exists(os.path.join(prefix, "include", "stencilrt_registry.h")),
+          "the registry's layout header was not installed")
     check(pcdirs, "stencilrt.pc was not installed")
     libdir = os.path.dirname(pcdirs[0])
 
