@@ -345,6 +345,39 @@ def machine():
     return "%s, %d cores, %s %s" % (cpu, os.cpu_count(), platform.system(), platform.release())
 
 
+def stack_figures(build, threads=4, hz=1000, seconds=4):
+    """stencilrt-stack --sample on churn with `threads` threads emitting and
+    freeing executors: samples per second, and how long each sample holds
+    the threads stopped (median, 99th percentile)."""
+    tmp = tempfile.mkdtemp(prefix="sgstack-")
+    churn = subprocess.Popen([os.path.join(build, "tests", "stack", "churn"), "--threads",
+                              str(threads), "--seconds", str(seconds + 20), "--stop-on-stdin",
+                              "--log", os.path.join(tmp, "churn.log")],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        line = churn.stdout.readline()
+        if not line.startswith("churn: ready"):
+            raise RuntimeError("churn did not start: %r" % line)
+        out = os.path.join(tmp, "samples")
+        p = run([os.path.join(build, "tools", "stack", "stencilrt-stack"), "--sample", str(hz),
+                 "--duration", str(seconds), "--output", os.devnull, "--samples-out", out,
+                 str(churn.pid)], timeout=seconds + 120)
+        rate = float(re.search(r"([\d.]+) samples/s", p.stderr).group(1))
+        held = set()
+        with open(out) as f:
+            for line in f:
+                if line.startswith("S "):
+                    w = line.split()
+                    held.add((w[1], int(w[4]) - int(w[3])))  # per sample, not per thread
+        held = sorted(h for _, h in held)
+        return {"rate": rate, "held_median": held[len(held) // 2] / 1e3,
+                "held_p99": held[int(len(held) * 0.99)] / 1e3, "threads": threads, "hz": hz}
+    finally:
+        churn.stdin.close()
+        churn.wait(timeout=120)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", required=True)
@@ -416,6 +449,12 @@ def main():
                      f["memory_per_executor_records"], f["memory_per_executor_gdb_object"]),
                  "records: executor, names, offsets, lookup table; FDE share %.2f B; one GDB "
                  "object per sr_emit" % f["memory_per_executor_fde_share"]))
+    k = stack_figures(build)
+    rows.append(("stencilrt-stack --sample %d on a %d-thread target emitting and freeing "
+                 "executors" % (k["hz"], k["threads"]),
+                 "%.0f samples/s" % k["rate"],
+                 "threads held stopped %.0f us a sample (median), %.0f us (99th percentile)" % (
+                     k["held_median"], k["held_p99"])))
     d = gdb_figures(build)
     rows.append(("GDB attached, 10,000 live: registered/s, batches of 100 / single",
                  "%.0f / %.0f per s" % (d["registered_per_s_batch100_at10000live"],
