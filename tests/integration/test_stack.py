@@ -579,7 +579,8 @@ def test_negative_controls(ctx):
 
 def kinds(bad):
     """Findings counted by kind (their text up to the first parenthesis, numbers
-    as N), with one example each: a broken writer's findings are many and each unique."""
+    as N), with one example each: a broken writer's findings are many, and
+    each is unique."""
     count, example = collections.Counter(), {}
     for k, n in bad.count.items():
         kind = re.sub(r"\d+", "N", k.split(" (")[0])
@@ -622,10 +623,11 @@ def test_slow_reader(ctx):
     wrong or unresolved. churn_noseq (no counters): a slot copied across a
     free and an emit mixes two executors (the new generation and range, the
     old name or instruction map, or the old length with the new name), and
-    frames must come out wrongly named or stale by name. Measured here, 6 s,
-    4 threads: churn_noseq 350 samples, 161 findings (73 by name); churn 110
-    samples, 0 wrong, 1573 torn reads retried. The same tool unpreloaded
-    finds nothing in churn_noseq (test_negative_controls)."""
+    frames must come out wrongly named or stale by name. Seen here in four
+    runs (4 threads, 17-18 s each): churn 8 s, 193-262 samples, 827-1019 JIT
+    frames, 0 wrong, 3302-6107 torn reads retried; churn_noseq 6 s, 684-972
+    samples, 88-135 frames wrong by name (158-210 findings in all). The tool
+    without the library finds nothing in churn_noseq (test_negative_controls)."""
     total = Findings()
     r = slow_churn(ctx, "churn", seconds=8, threads=4)
     judge_run(r, "churn under slowread", total)
