@@ -218,9 +218,10 @@ SR_API uint64_t sr_executor_id(const sr_executor *ex);
  * unwind rule stays true and GDB (which reads code from memory) need not be
  * told; perf in jitdump mode is sent the code again.
  *
- * W^X holds throughout: the pages under instruction i are made read+write (not
- * executable), patched, made read+execute again, and the instruction cache is
- * flushed. So no thread may be executing this executor's code during the call
+ * W^X holds throughout: the bytes are written through the memory's writable
+ * view, which never executes (one code view: the pages under instruction i are
+ * made read+write, patched and made read+execute again), and the instruction
+ * cache is flushed. So no thread may be executing this executor's code during the call
  * (its frames suspended in calls to C are fine: they return to sealed code),
  * and the thread that runs it next must synchronize with this one (a lock, as
  * after an emit). An executor jumped to must outlive the jumps: re-point them

@@ -352,7 +352,7 @@ def stack_figures(build, threads=4, hz=1000, seconds=4):
     tmp = tempfile.mkdtemp(prefix="sgstack-")
     churn = subprocess.Popen([os.path.join(build, "tests", "stack", "churn"), "--threads",
                               str(threads), "--seconds", str(seconds + 20), "--stop-on-stdin",
-                              "--log", os.path.join(tmp, "churn.log")],
+                              "--log", os.devnull, "--max-records", "2000000"],  # never full
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         line = churn.stdout.readline()
