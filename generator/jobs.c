@@ -60,12 +60,12 @@ static bool *ops_to_compile(const sg_run *run, const job_set *js, size_t *count)
     bool *must = xcalloc(run->ops.count ? run->ops.count : 1, sizeof *must);
     *count = 0;
     for (size_t i = 0; i < js->count; i++) {
-        const job_ref *ref = &js->refs[i];
-        size_t k = ref->op ? (size_t)(ref->op - run->ops.items) : 0;
-        if (ref->batched && !js->jobs[i].skip && !ref->alone[0] && !must[k]) {
-            must[k] = true;
-            (*count)++;
-        }
+        const job_ref *ref = &js->refs[i]; /* batched: an op, never the shim */
+        if (!ref->batched || js->jobs[i].skip || ref->alone[0])
+            continue;
+        size_t k = (size_t)(ref->op - run->ops.items);
+        *count += !must[k];
+        must[k] = true;
     }
     return must;
 }
