@@ -109,6 +109,13 @@ demo)
     echo "   op@function[instruction] frames are stencils in JIT memory; vm_run is the VM's C code."
     timeout 120 gdb -batch -nx -ex 'break tinyvm_breakpoint' -ex run -ex bt \
         --args build/stencils/tinyvm stencils/programs/reenter.tvm 2>&1 | grep -E '^#[0-9]'
+    echo
+    echo "== stencilrt-stack: the same kind of stack, read from another process while tinyvm runs"
+    echo "   (tests/gdb/spin.tvm loops in JIT code; the registry names its frames)"
+    build/stencils/tinyvm --jit tests/gdb/spin.tvm & spin=$!
+    sleep 0.5
+    timeout 60 build/tools/stack/stencilrt-stack "$spin" || true
+    kill "$spin"; wait "$spin" 2>/dev/null || true
     ;;
 test)
     ensure_packages
