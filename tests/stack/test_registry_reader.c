@@ -29,6 +29,8 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "registry_reader.h"
 #include "rt_common.h"
@@ -54,12 +56,31 @@ static void let_writers_run(void);
  * the middle of a copy: a block's copy stops in one of its first slots
  * (those in use: freed slots are reused first), after the slot's code range
  * and before its generation, while the emitters take a step. */
+/* Whether all of [addr, addr + len) is mapped. A pointer read from a torn
+ * slot may point anywhere; a tool in another process gets EFAULT there, and
+ * this reader must get the same refusal, not a fault. */
+static bool mapped(uint64_t addr, size_t len)
+{
+    static long page;
+    if (!page)
+        page = sysconf(_SC_PAGESIZE);
+    unsigned char vec[64];
+    uint64_t at = addr & ~(uint64_t)(page - 1), end = addr + len;
+    while (at < end) {
+        uint64_t span = end - at < sizeof vec * (uint64_t)page ? end - at : sizeof vec * page;
+        if (mincore((void *)(uintptr_t)at, span, vec) != 0)
+            return false;
+        at += span;
+    }
+    return true;
+}
+
 __attribute__((no_sanitize("address", "thread"))) static bool read_self(void *ctx, uint64_t addr,
                                                                         void *buf, size_t len)
 {
     static _Thread_local uint64_t split = 1;
     (void)ctx;
-    if (addr < 65536 || addr + len < addr)
+    if (addr < 65536 || addr + len < addr || !mapped(addr, len))
         return false; /* a zero or torn pointer: a reader must survive it */
     const unsigned char *src = (const unsigned char *)(uintptr_t)addr;
     unsigned char *dst = buf;
