@@ -209,7 +209,7 @@ def one_file_corpus(ctx, name):
     return corpus, manifest
 
 
-def test_one_file_of_300_ops_is_cut_into_stable_batches(ctx):
+def test_one_file_of_300_ops_is_cut_into_batches_and_an_edit_compiles_one_op(ctx):
     corpus, manifest = one_file_corpus(ctx, "one")
     out = os.path.join(corpus, "out")
     p = build(ctx, manifest, out, "batched")
