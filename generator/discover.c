@@ -13,40 +13,64 @@
 #define OP_ANNOTATION "stencilgen.op"
 #define OP_PREFIX "op_"
 
-typedef struct visit_ctx {
-    const char *source;
-    CXFile main_file;
-    sg_oplist *out;
-    CXTranslationUnit tu;
-    int rc; /* SG_EXIT_USAGE once an op is refused */
-} visit_ctx;
-
-/* The raw tokens of `file` from offset `from` to its end, comments left out. */
+/* The main file's raw tokens, comments left out, with each token's offset:
+ * tokenized once per parse, since a CPython-style file holds hundreds of ops
+ * and tokenizing the rest of the file for each op is quadratic. */
 typedef struct token_run {
     CXTranslationUnit tu;
     CXToken *all; /* as clang_tokenize returned them */
     unsigned nall;
     CXToken *tokens; /* the same without comments */
+    unsigned *offsets; /* where each of `tokens` starts */
     unsigned n;
 } token_run;
 
-static token_run tokens_from(CXTranslationUnit tu, CXFile file, unsigned from)
+static token_run tokens_of(CXTranslationUnit tu, CXFile file)
 {
     size_t size = 0;
     clang_getFileContents(tu, file, &size);
-    CXSourceRange range = clang_getRange(clang_getLocationForOffset(tu, file, from),
+    CXSourceRange range = clang_getRange(clang_getLocationForOffset(tu, file, 0),
                                          clang_getLocationForOffset(tu, file, (unsigned)size));
-    token_run t = {tu, NULL, 0, NULL, 0};
+    token_run t = {tu, NULL, 0, NULL, NULL, 0};
     clang_tokenize(tu, range, &t.all, &t.nall);
     t.tokens = xcalloc(t.nall ? t.nall : 1, sizeof *t.tokens);
+    t.offsets = xcalloc(t.nall ? t.nall : 1, sizeof *t.offsets);
     for (unsigned i = 0; i < t.nall; i++)
-        if (clang_getTokenKind(t.all[i]) != CXToken_Comment)
+        if (clang_getTokenKind(t.all[i]) != CXToken_Comment) {
+            clang_getExpansionLocation(clang_getTokenLocation(tu, t.all[i]), NULL, NULL, NULL,
+                                       &t.offsets[t.n]);
             t.tokens[t.n++] = t.all[i];
+        }
     return t;
+}
+
+typedef struct visit_ctx {
+    const char *source;
+    CXFile main_file;
+    sg_oplist *out;
+    CXTranslationUnit tu;
+    token_run tokens; /* of main_file, made at its first op */
+    bool tokenized;
+    int rc; /* SG_EXIT_USAGE once an op is refused */
+} visit_ctx;
+
+/* Index of the first token at or after `offset`. */
+static unsigned token_at(const token_run *t, unsigned offset)
+{
+    unsigned lo = 0, hi = t->n;
+    while (lo < hi) {
+        unsigned mid = lo + (hi - lo) / 2;
+        if (t->offsets[mid] < offset)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
 }
 
 static void tokens_free(token_run *t)
 {
+    free(t->offsets);
     free(t->tokens);
     clang_disposeTokens(t->tu, t->all, t->nall);
 }
@@ -92,21 +116,19 @@ static unsigned matching(const token_run *t, unsigned i, const char *open, const
  * a whole definition), that macro's invocation: the body is the braces right
  * after it, or, when none follow, the invocation holds it (with a ';' written
  * after it). */
-static unsigned op_end(CXTranslationUnit tu, CXFile file, unsigned from, bool from_macro)
+static unsigned op_end(const token_run *t, unsigned from, bool from_macro)
 {
-    token_run t = tokens_from(tu, file, from);
-    unsigned end = 0, i = 0;
-    if (from_macro && token_is(&t, 1, "(")) {
-        unsigned close = matching(&t, 1, "(", ")");
-        if (close < t.n && !token_is(&t, close + 1, "{"))
-            end = token_end(&t, token_is(&t, close + 1, ";") ? close + 1 : close);
+    unsigned at = token_at(t, from), end = 0, i = at;
+    if (from_macro && token_is(t, at + 1, "(")) {
+        unsigned close = matching(t, at + 1, "(", ")");
+        if (close < t->n && !token_is(t, close + 1, "{"))
+            end = token_end(t, token_is(t, close + 1, ";") ? close + 1 : close);
         i = close + 1;
     }
     if (!end) {
-        unsigned close = matching(&t, i, "{", "}");
-        end = close < t.n ? token_end(&t, close) : 0;
+        unsigned close = matching(t, i, "{", "}");
+        end = close < t->n ? token_end(t, close) : 0;
     }
-    tokens_free(&t);
     return end;
 }
 
@@ -170,8 +192,12 @@ static enum CXChildVisitResult visit_top(CXCursor c, CXCursor parent, CXClientDa
     } else {
         /* A macro-made name expands at the invocation that made it. */
         bool by_macro = named_by_macro(c);
+        if (!ctx->tokenized) {
+            ctx->tokens = tokens_of(ctx->tu, file);
+            ctx->tokenized = true;
+        }
         sg_op op = {xstrdup(name), path_absolute(fn ? fn : ctx->source), line, col, begin,
-                    op_end(ctx->tu, file, by_macro ? name_at : decl_end, by_macro)};
+                    op_end(&ctx->tokens, by_macro ? name_at : decl_end, by_macro)};
         ARRAY_PUSH(ctx->out->items, ctx->out->count, ctx->out->cap, op);
     }
     clang_disposeString(spelling);
@@ -227,8 +253,10 @@ int discover_ops(const char *source, const char *const *args, size_t nargs, sg_o
         ok = false;
     int rc = ok ? SG_EXIT_OK : SG_EXIT_TOOLCHAIN;
     if (ok) {
-        visit_ctx ctx = {source, clang_getFile(tu, source), out, tu, SG_EXIT_OK};
+        visit_ctx ctx = {source, clang_getFile(tu, source), out, tu, {0}, false, SG_EXIT_OK};
         clang_visitChildren(clang_getTranslationUnitCursor(tu), visit_top, &ctx);
+        if (ctx.tokenized)
+            tokens_free(&ctx.tokens);
         rc = ctx.rc;
         if (deps && rc == SG_EXIT_OK)
             clang_getInclusions(tu, add_inclusion, deps);
