@@ -8,7 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-PACKAGES=(clang-22 clang-14 llvm-22 llvm-22-dev libclang-22-dev libclang-rt-22-dev lld-22
+PACKAGES=(clang-22 clang-14 llvm-22 llvm-22-dev libclang-22-dev libclang-cpp22-dev libclang-rt-22-dev lld-22
           libyaml-dev meson ninja-build pkg-config gcc g++ python3 gdb valgrind linux-perf
           qemu-user gcc-aarch64-linux-gnu g++-aarch64-linux-gnu libc6-dev-arm64-cross gdb-multiarch
           binutils elfutils libdw-dev libunwind-22-dev libc++-22-dev libc++abi-22-dev lldb-22 python3-lldb-22)

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "diag.h"
+#include "llvm_bridge.h"
 #include "util.h"
 
 extern char **environ;
@@ -111,9 +112,29 @@ typedef struct running {
  * look like a quiet build until the deadline. */
 #define SLOW_NOTICE_S 30.0
 
+/* A child with the files and signal mask posix_spawn would give it, running
+ * clang's main from the LLVM module, which the parent has loaded. It calls no
+ * exit handler of the parent's. */
+static pid_t fork_job(sg_job *job, int log, const sigset_t *child_mask)
+{
+    clock_gettime(CLOCK_REALTIME_COARSE, &job->started);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int null = open("/dev/null", O_RDONLY);
+        if (null < 0 || dup2(null, 0) < 0 || dup2(log, 2) < 0)
+            _exit(127);
+        sigprocmask(SIG_SETMASK, child_mask, NULL);
+        _exit(lb_clang_main(job->argv));
+    }
+    if (pid < 0)
+        diag_error("%s: cannot start a compile (fork): %s", job->label, strerror(errno));
+    close(log);
+    return pid;
+}
+
 /* The log is opened here, not by posix_spawn, so a log that cannot be created
  * is reported as such rather than as a failure to run the compiler. */
-static pid_t spawn_job(sg_job *job, sigset_t *child_mask)
+static pid_t spawn_job(sg_job *job, sigset_t *child_mask, bool in_process)
 {
     int log = open(job->log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (log < 0) {
@@ -121,6 +142,8 @@ static pid_t spawn_job(sg_job *job, sigset_t *child_mask)
                    strerror(errno));
         return -1;
     }
+    if (in_process)
+        return fork_job(job, log, child_mask);
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t attr;
     posix_spawn_file_actions_init(&fa);
@@ -318,7 +341,7 @@ size_t compile_run(sg_job *jobs, size_t n, const sg_compile_opts *opts, sg_job_d
             }
             if (opts->verbose)
                 print_command(job);
-            pid_t pid = spawn_job(job, &child_mask);
+            pid_t pid = spawn_job(job, &child_mask, opts->in_process);
             if (pid < 0) {
                 job->status = -1;
                 failures++;
@@ -373,11 +396,13 @@ int compile_check_clang(const char *clang, const char *dir, const sg_compile_opt
     char *log = path_join(dir, "compiler-check.log");
     char *label = xasprintf("the C compiler '%s' (asked for its version)", clang);
     sg_job job = {.argv = argv, .output = out, .log = log, .label = label};
+    sg_compile_opts o = *co;
+    o.in_process = false; /* the executable itself answers for what it is */
     bool spawn_failed;
     int rc = SG_EXIT_TOOLCHAIN;
     uint8_t *text = NULL;
     size_t size = 0;
-    if (compile_run(&job, 1, co, NULL, NULL, &spawn_failed) == 0 && read_file(out, &text, &size)) {
+    if (compile_run(&job, 1, &o, NULL, NULL, &spawn_failed) == 0 && read_file(out, &text, &size)) {
         char *macros = xstrndup((const char *)text, size);
         const char *m = strstr(macros, "#define __clang_major__ ");
         int major = m ? atoi(m + strlen("#define __clang_major__ ")) : 0;

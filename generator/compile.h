@@ -24,6 +24,10 @@ typedef struct sg_compile_opts {
     double timeout; /* seconds per command; after the first timeout no new job starts */
     bool verbose;   /* print every command */
     bool progress;  /* ninja-style "[n/N] label" status line (on a terminal) */
+    /* argv[0] is lb_clang_path()'s clang: run lb_clang_main in a forked child
+     * instead of starting the executable (the same compile, twice as fast for
+     * a small unit). */
+    bool in_process;
 } sg_compile_opts;
 
 /* Called in the parent as soon as a job finishes successfully, so reading its

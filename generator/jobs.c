@@ -682,7 +682,20 @@ static void note_batch_errors(const job_set *js)
     }
 }
 
-/* Per target: the run's own object directory, and the one objects are kept in. */
+/* Whether the run's compiles can run clang's main in a forked child: its clang
+ * is the executable the LLVM module links (the same file, whatever the path
+ * given), and no launcher wraps it. */
+static bool compiles_in_process(const sg_run *run)
+{
+    if (run->opt.exec_clang || run->opt.launcher)
+        return false;
+    const char *own = lb_clang_path();
+    char *a = own ? realpath(run->clang, NULL) : NULL, *b = own ? realpath(own, NULL) : NULL;
+    bool same = a && b && !strcmp(a, b);
+    free(a);
+    free(b);
+    return same;
+}
 
 int jobs_run(sg_run *run, job_set *js)
 {
@@ -717,6 +730,7 @@ int jobs_run(sg_run *run, job_set *js)
         return SG_EXIT_TOOLCHAIN;
     }
     failures += write_translation_units(run, js, &texts);
+    co.in_process = run->compiled_in_process = must_compile && compiles_in_process(run);
     /* Once per compiler: the verdict is cached under its identity. */
     if (must_compile && !inc_compiler_verified(&run->inc)) {
         if (compile_check_clang(run->clang, run->rundir.path, &co) != SG_EXIT_OK) {

@@ -41,6 +41,19 @@ lb_disasm *lb_disasm_create(const char *triple, uint32_t fp_dwarf_reg,
 void lb_disasm_one(lb_disasm *d, const uint8_t *code, size_t size, uint64_t pc, lb_insn *out);
 void lb_disasm_destroy(lb_disasm *d);
 
+/* The clang executable whose driver and cc1 the module links (libclang-cpp);
+ * NULL if the module cannot be loaded. Its compiles can run in a forked child
+ * of the generator (compile.c): the same code, without loading libLLVM and
+ * libclang-cpp again for every compile. */
+const char *lb_clang_path(void);
+
+/* What lb_clang_path()'s main does for `argv` (argv[0] names the user's clang;
+ * the driver runs as lb_clang_path(), which finds the same resource directory):
+ * the driver builds the one cc1 job of a compile, which runs here. A command
+ * that is not one cc1 job runs the executable instead. For a forked child only:
+ * it returns clang's exit code, and a fatal error ends the process. */
+int lb_clang_main(char *const *argv);
+
 /* LLVM version string, e.g. "22.1.0" (for cache keys and --version): the one
  * the generator was built with, known without loading LLVM (llvm_version.c). */
 const char *lb_llvm_version(void);

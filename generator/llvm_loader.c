@@ -116,6 +116,17 @@ void lb_disasm_destroy(lb_disasm *d)
         api->disasm_destroy(d);
 }
 
+const char *lb_clang_path(void)
+{
+    return load() ? api->clang_path() : NULL;
+}
+
+/* Only called once lb_clang_path() has answered: the module is loaded. */
+int lb_clang_main(char *const *argv)
+{
+    return api->clang_main(argv);
+}
+
 int discover_ops(const char *source, const char *const *args, size_t nargs, sg_oplist *out,
                  sg_pathlist *deps)
 {

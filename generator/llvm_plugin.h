@@ -10,7 +10,7 @@
 #include "llvm_bridge.h"
 
 /* Bumped with any change to the table or to the types it passes. */
-#define SG_LLVM_API_VERSION 1
+#define SG_LLVM_API_VERSION 2
 
 typedef struct sg_llvm_api {
     int version;
@@ -23,6 +23,8 @@ typedef struct sg_llvm_api {
     void (*disasm_destroy)(lb_disasm *d);
     int (*discover_ops)(const char *source, const char *const *args, size_t nargs,
                         sg_oplist *out, sg_pathlist *deps);
+    const char *(*clang_path)(void);
+    int (*clang_main)(char *const *argv);
 } sg_llvm_api;
 
 /* The module's one exported symbol. */

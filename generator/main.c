@@ -14,7 +14,8 @@
 static const char usage_text[] =
     "usage: stencilgen build --manifest FILE [--target TRIPLE]... --outdir DIR [-j N]\n"
     "                        [--cache-dir DIR] [--depfile FILE] [--clang PATH]\n"
-    "                        [--launcher PROG] [--compile-commands FILE] [-v|-vv]\n"
+    "                        [--launcher PROG] [--exec-clang] [--compile-commands FILE]\n"
+    "                        [-v|-vv]\n"
     "                        [--extra-cflags STR] [--extra-shim-cflags STR]\n"
     "                        [--compile-timeout SECONDS] [--units per-op|batched]\n"
     "                        [--batch-ops N]\n"
@@ -30,7 +31,7 @@ static const char usage_text[] =
 enum {
     OPT_MANIFEST = 256, OPT_TARGET, OPT_OUTDIR, OPT_CACHE_DIR, OPT_DEPFILE, OPT_CLANG,
     OPT_LAUNCHER, OPT_COMPILE_COMMANDS, OPT_EXTRA_CFLAGS, OPT_EXTRA_SHIM_CFLAGS, OPT_OP,
-    OPT_COMPILE_TIMEOUT, OPT_UNITS, OPT_BATCH_OPS, OPT_HELP,
+    OPT_COMPILE_TIMEOUT, OPT_UNITS, OPT_BATCH_OPS, OPT_EXEC_CLANG, OPT_HELP,
 };
 
 static const struct option long_opts[] = {
@@ -42,6 +43,7 @@ static const struct option long_opts[] = {
     {"depfile", required_argument, NULL, OPT_DEPFILE},
     {"clang", required_argument, NULL, OPT_CLANG},
     {"launcher", required_argument, NULL, OPT_LAUNCHER},
+    {"exec-clang", no_argument, NULL, OPT_EXEC_CLANG},
     {"compile-commands", required_argument, NULL, OPT_COMPILE_COMMANDS},
     {"extra-cflags", required_argument, NULL, OPT_EXTRA_CFLAGS},
     {"extra-shim-cflags", required_argument, NULL, OPT_EXTRA_SHIM_CFLAGS},
@@ -117,6 +119,7 @@ static int parse_options(int argc, char **argv, sg_options *o)
         case OPT_DEPFILE: o->depfile = optarg; break;
         case OPT_CLANG: o->clang = optarg; break;
         case OPT_LAUNCHER: o->launcher = optarg; break;
+        case OPT_EXEC_CLANG: o->exec_clang = true; break;
         case OPT_COMPILE_COMMANDS: o->compile_commands = optarg; break;
         case OPT_EXTRA_CFLAGS: o->extra_cflags = optarg; break;
         case OPT_EXTRA_SHIM_CFLAGS: o->extra_shim_cflags = optarg; break;

@@ -313,8 +313,10 @@ int pipeline_run(const sg_options *opt)
         for (size_t t = 0; t < run.nresults; t++)
             stencils += run.results[t].stencils_cached;
         fprintf(stderr, "stencilgen: discovery %.3f s, compile and read objects %.3f s "
-                        "(%zu cached stencils), %zu compiler runs, write %.3f s\n",
-                t1 - t0, t2 - t1, stencils, run.compiles, now_seconds() - t2);
+                        "(%zu cached stencils), %zu compiler runs%s, write %.3f s\n",
+                t1 - t0, t2 - t1, stencils, run.compiles,
+                run.compiled_in_process ? " (clang's driver and cc1 in forked children)" : "",
+                now_seconds() - t2);
     }
     if (dumping && (rc == SG_EXIT_OK || rc == SG_EXIT_CHECK)) {
         int dumped = dump(&run);

@@ -33,6 +33,7 @@ typedef struct sg_options {
     const char *depfile;
     const char *clang;
     const char *launcher;
+    bool exec_clang; /* start the clang executable even for the clang the generator links */
     const char *compile_commands;
     const char *extra_cflags;
     const char *extra_shim_cflags;
@@ -69,6 +70,7 @@ typedef struct sg_run {
     struct sg_cache *cache;
     sg_incremental inc; /* the cache protocol, over `cache` */
     size_t compiles;    /* compiler runs that produced an object (ops, batches, the shim) */
+    bool compiled_in_process; /* ... by clang's main in forked children (compile.h) */
 } sg_run;
 
 /* The inputs of the run's clang command lines for target r (flags.h). */
