@@ -20,25 +20,47 @@ static void whole_lines(const char *text, size_t size, size_t *b, size_t *e)
     }
 }
 
-/* Lines are counted as the segments advance through the file: one pass per unit. */
+/* A file's text, and where its lines end when known (op_sources keeps them,
+ * so that the units of a file of hundreds of ops do not each count its lines
+ * from the top); without them, lines are counted as the segments advance
+ * through the file, one pass per unit. */
+typedef struct text_view {
+    const char *text;
+    size_t size;
+    const size_t *newlines; /* offsets of every '\n', ascending; or NULL */
+    size_t nnewlines;
+} text_view;
+
 typedef struct line_cursor {
     size_t offset;
     unsigned line;
 } line_cursor;
 
-static unsigned line_at(line_cursor *c, const char *text, size_t offset)
+static unsigned line_at(line_cursor *c, const text_view *t, size_t offset)
 {
+    if (t->newlines) { /* 1 + the newlines before offset */
+        size_t lo = 0, hi = t->nnewlines;
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (t->newlines[mid] < offset)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        return (unsigned)lo + 1;
+    }
     for (; c->offset < offset; c->offset++)
-        c->line += text[c->offset] == '\n';
+        c->line += t->text[c->offset] == '\n';
     return c->line;
 }
 
-static void add_segment(op_unit *u, bool want_unit, const sg_op *op, const char *text,
+static void add_segment(op_unit *u, bool want_unit, const sg_op *op, const text_view *t,
                         line_cursor *lines, size_t from, size_t to)
 {
     if (from >= to)
         return;
-    unsigned line = line_at(lines, text, from);
+    const char *text = t->text;
+    unsigned line = line_at(lines, t, from);
     sb_putn(&u->key, text + from, to - from);
     u->position = hash64(&line, sizeof line, u->position);
     if (!want_unit)
@@ -62,8 +84,10 @@ static bool is_member(const sg_op *o, const sg_op *const *members, size_t n)
 /* The file without the ops that are not members; a batch also names each
  * member's entry (STENCIL_ENTRY, stencil_op.h) after the text. */
 static op_unit unit_of(const sg_oplist *ops, const sg_op *const *members, size_t n,
-                       bool batch, const char *text, size_t size, bool want_unit)
+                       bool batch, const text_view *t, bool want_unit)
 {
+    const char *text = t->text;
+    size_t size = t->size;
     op_unit u = {{0}, {0}, 0};
     line_cursor lines = {0, 1};
     size_t at = 0;
@@ -75,12 +99,12 @@ static op_unit unit_of(const sg_oplist *ops, const sg_op *const *members, size_t
             continue;
         size_t b = o->begin, e = o->end;
         whole_lines(text, size, &b, &e);
-        add_segment(&u, want_unit, first, text, &lines, at, b);
+        add_segment(&u, want_unit, first, t, &lines, at, b);
         if (is_member(o, members, n))
-            add_segment(&u, want_unit, first, text, &lines, b, e);
+            add_segment(&u, want_unit, first, t, &lines, b, e);
         at = e;
     }
-    add_segment(&u, want_unit, first, text, &lines, at, size);
+    add_segment(&u, want_unit, first, t, &lines, at, size);
     /* The entries are the generator's text, not the file's: messages about
      * them name the batched unit. A VM may carry its own, older copy of
      * stencil_op.h, without STENCIL_ENTRY: one clear error, not one per op. */
@@ -106,13 +130,15 @@ static op_unit unit_of(const sg_oplist *ops, const sg_op *const *members, size_t
 op_unit op_translation_unit(const sg_oplist *ops, const sg_op *op, const char *text,
                            size_t size, bool want_unit)
 {
-    return unit_of(ops, &op, 1, false, text, size, want_unit);
+    text_view t = {text, size, NULL, 0};
+    return unit_of(ops, &op, 1, false, &t, want_unit);
 }
 
 op_unit op_batch_unit(const sg_oplist *ops, const sg_op *const *members, size_t n,
                       const char *text, size_t size, bool want_unit)
 {
-    return unit_of(ops, members, n, true, text, size, want_unit);
+    text_view t = {text, size, NULL, 0};
+    return unit_of(ops, members, n, true, &t, want_unit);
 }
 
 /* Identifiers whose value depends on where the code sits. */
@@ -146,9 +172,13 @@ static const op_source *source_of(op_sources *s, const char *path)
     for (size_t i = 0; i < s->count; i++)
         if (!strcmp(s->items[i].path, path))
             return &s->items[i];
-    op_source t = {path, NULL, 0};
+    op_source t = {path, NULL, 0, NULL, 0};
     if (!read_file(path, &t.text, &t.size))
         t.text = NULL;
+    size_t cap = 0;
+    for (size_t i = 0; t.text && i < t.size; i++)
+        if (t.text[i] == '\n')
+            ARRAY_PUSH(t.newlines, t.nnewlines, cap, i);
     ARRAY_PUSH(s->items, s->count, s->cap, t);
     return &s->items[s->count - 1];
 }
@@ -164,8 +194,9 @@ static op_unit unreadable(void)
 op_unit op_unit_for(op_sources *sources, const sg_oplist *ops, const sg_op *op, bool want_unit)
 {
     const op_source *src = source_of(sources, op->source);
+    text_view t = {(const char *)src->text, src->size, src->newlines, src->nnewlines};
     if (src->text)
-        return op_translation_unit(ops, op, (const char *)src->text, src->size, want_unit);
+        return unit_of(ops, &op, 1, false, &t, want_unit);
     return unreadable();
 }
 
@@ -173,14 +204,17 @@ op_unit op_batch_unit_for(op_sources *sources, const sg_oplist *ops,
                           const sg_op *const *members, size_t n, bool want_unit)
 {
     const op_source *src = source_of(sources, members[0]->source);
+    text_view t = {(const char *)src->text, src->size, src->newlines, src->nnewlines};
     if (src->text)
-        return op_batch_unit(ops, members, n, (const char *)src->text, src->size, want_unit);
+        return unit_of(ops, members, n, true, &t, want_unit);
     return unreadable();
 }
 
 void op_sources_free(op_sources *sources)
 {
-    for (size_t i = 0; i < sources->count; i++)
+    for (size_t i = 0; i < sources->count; i++) {
         free(sources->items[i].text);
+        free(sources->items[i].newlines);
+    }
     free(sources->items);
 }

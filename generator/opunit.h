@@ -45,6 +45,8 @@ typedef struct op_source {
     const char *path;
     uint8_t *text; /* NULL when it cannot be read */
     size_t size;
+    size_t *newlines; /* where each line ends, for the line numbers of #line */
+    size_t nnewlines;
 } op_source;
 
 typedef struct op_sources {
