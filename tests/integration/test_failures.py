@@ -461,7 +461,7 @@ def expect_op_named(s, p, what, op, line, col):
     with per-op units by the error itself, built again here."""
     expect_line(p, what + ": the failing op named", file_loc("arith.c", line, col, "note"),
                 "this error is in op %s " % op)
-    p = s.fails(EXIT_TOOLCHAIN, what + " (per-op units)", "--units", "per-op")
+    p = s.fails(EXIT_TOOLCHAIN, what + " (per-op units)", *PER_OP)
     expect_line(p, what + ": the failing op named (per-op units)", op_label(op),
                 "compile failed")
 
