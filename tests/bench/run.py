@@ -169,7 +169,9 @@ def generator_figures(build, jobs=2):
     try:
         corpus, manifest, out = new_corpus(tmp)
         cc = os.path.join(tmp, "compile_commands.json")
-        build_cmd = [stencilgen, "build", "--manifest", manifest, "--outdir", out, "-j", str(jobs)]
+        # Per-op units, named: batched units are the default, and these rows are per-op's.
+        build_cmd = [stencilgen, "build", "--manifest", manifest, "--outdir", out, "-j", str(jobs),
+                     "--units", "per-op"]
         cold, _ = timed(build_cmd + ["--compile-commands", cc])
         with open(cc) as f:
             commands = json.load(f)

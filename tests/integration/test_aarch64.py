@@ -151,6 +151,11 @@ def build(ctx, manifest, outdir, *extra):
     return ctx.build_stencils(manifest, outdir, "--target", A64, *extra, check=False, timeout=T)
 
 
+# For the builds whose ops llvm-readelf and llvm-objdump read: each op's own
+# object (op_<name>.o), which only per-op units keep.
+PER_OP = ("--units", "per-op")
+
+
 def good_build(ctx, manifest, outdir, *extra):
     p = build(ctx, manifest, outdir, *extra)
     check(p.returncode == 0, "build of %s exited %d:\n%s", manifest, p.returncode,
@@ -268,7 +273,7 @@ def check_op(ctx, header, op, obj, symbols):
 
 def run_differential(ctx, manifest, expect_ops=None):
     out = os.path.join(ctx.tmp, "out-" + os.path.basename(manifest))
-    header = good_build(ctx, manifest, out, "-j", "2")
+    header = good_build(ctx, manifest, out, "-j", "2", *PER_OP)
     if expect_ops is not None:
         check(len(header.ops) == expect_ops, "%d ops, want %d", len(header.ops), expect_ops)
     symbols = manifest_symbols(manifest)
@@ -352,7 +357,7 @@ OP(fetch_add)
           .replace("../../../../", os.path.dirname(os.path.dirname(FIXTURES)) + "/../")
           .replace("controls.c", "atomic.c"))
     out = os.path.join(ctx.tmp, "out")
-    h = good_build(ctx, manifest, out)
+    h = good_build(ctx, manifest, out, *PER_OP)
     check(h.code_holes("fetch_add") == [] or all(x["value"] == "CONTINUE"
                                                  for x in h.code_holes("fetch_add")),
           "holes: %s", h.code_holes("fetch_add"))
@@ -374,7 +379,7 @@ def test_aarch64_every_fp_write_form_is_reported(ctx):
     out = os.path.join(ctx.tmp, "out")
     good_build(ctx, os.path.join(FIXTURES, "fpcheck", "controls.yaml"), out)
     before = {f: read(os.path.join(out, f), "rb") for f in os.listdir(out) if f.endswith(".h")}
-    p = build(ctx, os.path.join(FIXTURES, "fpcheck", "writes.yaml"), out)
+    p = build(ctx, os.path.join(FIXTURES, "fpcheck", "writes.yaml"), out, *PER_OP)
     check(p.returncode == 1, "exit %d, want 1:\n%s", p.returncode, p.stderr[-4000:])
     after = {f: read(os.path.join(out, f), "rb") for f in os.listdir(out) if f.endswith(".h")}
     check(after == before, "the failed build changed the previous headers")
@@ -414,7 +419,7 @@ def test_aarch64_fp_stores_reads_and_neighbours_pass(ctx):
     check(sorted(re.findall(r"^USES_FP\((\w+),", src, re.M)) == sorted(CONTROLS),
           "controls.c and CONTROLS disagree")
     out = os.path.join(ctx.tmp, "out")
-    p = build(ctx, os.path.join(FIXTURES, "fpcheck", "controls.yaml"), out)
+    p = build(ctx, os.path.join(FIXTURES, "fpcheck", "controls.yaml"), out, *PER_OP)
     check(p.returncode == 0 and " error: " not in p.stderr,
           "the controls were rejected (exit %d):\n%s", p.returncode, p.stderr[-4000:])
     header = read(os.path.join(out, "jit_stencils-%s.h" % A64))
@@ -448,14 +453,14 @@ def test_aarch64_register_pressure_stays_off_x29(ctx):
     is allocated and the check reports every write llvm-objdump shows."""
     manifest = os.path.join(FIXTURES, "fpcheck", "pressure.yaml")
     out = os.path.join(ctx.tmp, "out")
-    good_build(ctx, manifest, out)
+    good_build(ctx, manifest, out, *PER_OP)
     body = "\n".join(t for _, t in op_insns(ctx, out, "pressure"))
     check(not re.search(r"\b[xw]29\b", body), "x29 used with the reserved flag:\n%s", body)
     regs = set(re.findall(r"\bx(\d+)\b", body))
     check(len(regs) >= 27 and re.search(r"\[sp", body),
           "the fixture no longer presses on the registers (%d used, spills: %s)", len(regs),
           bool(re.search(r"\[sp", body)))
-    p = build(ctx, manifest, out, "--extra-cflags=-Xclang -mframe-pointer=none")
+    p = build(ctx, manifest, out, "--extra-cflags=-Xclang -mframe-pointer=none", *PER_OP)
     writes = [(off, t) for off, t in op_insns(ctx, out, "pressure") if writes_x29_text(t)]
     check(any(not t.startswith("ldp") for _, t in writes),
           "x29 was not allocated as a general register; the test proves nothing: %s", writes)

@@ -1,7 +1,7 @@
-"""Batched units (--units batched): the ops of a file compile in batches, one
-clang per batch, and each op's stencil is cut out of the batch's object. The
-headers must be byte-identical to per-op units' everywhere: the bundled
-stencils, the golden manifest, the 300-op corpus and every fixture manifest
+"""Batched units (--units batched, the default): the ops of a file compile in
+batches, one clang per batch, and each op's stencil is cut out of the batch's
+object. The headers must be byte-identical to per-op units' everywhere: the
+bundled stencils, the golden manifest, the 300-op corpus and every fixture manifest
 (for a failing fixture, the same exit code and the same error lines). Also:
 what a batch cannot reproduce compiles alone and says why, a one-op edit
 recompiles one batch, a file of many ops is cut into enough batches, and a
@@ -331,9 +331,16 @@ def test_batch_ops_sets_the_batch_size(ctx):
     check(per_size["4"][0] >= 300 // 8, "--batch-ops 4: only %d batches of 300 ops",
           per_size["4"][0])
     check(per_size["10000"][1] == per_size["4"][1], "the batch size changed the header")
-    p = ctx.build_stencils(manifest, os.path.join(corpus, "x"), "--batch-ops", "8", check=False)
-    check(p.returncode == 2 and "--batch-ops belongs to --units batched" in p.stderr,
-          "--batch-ops without --units batched: exit %d: %s", p.returncode, p.stderr)
+    # Batched units are the default: --batch-ops needs no --units.
+    out = os.path.join(corpus, "default")
+    p = ctx.build_stencils(manifest, out, "--batch-ops", "8", "-j", "2", "-v", check=False)
+    check(p.returncode == 0, "--batch-ops 8 without --units: %s", p.stderr[-2000:])
+    check(compiler_runs(p.stderr) - 1 == -(-300 // 8), "--batch-ops 8 without --units: %d "
+          "batches of 300 ops", compiler_runs(p.stderr) - 1)
+    check(headers(out) == per_size["4"][1], "--batch-ops 8 without --units changed the header")
+    p = build(ctx, manifest, os.path.join(corpus, "x"), "per-op", "--batch-ops", "8", check=False)
+    check(p.returncode == 2 and "--batch-ops belongs to --units batched, not --units per-op"
+          in p.stderr, "--batch-ops with --units per-op: exit %d: %s", p.returncode, p.stderr)
 
 
 def test_a_template_copy_without_stencil_entry_is_one_clear_error(ctx):

@@ -55,7 +55,8 @@ def compare(ctx, obj):
 def test_bundled_objects_rows_match_dwarfdump(ctx):
     out = os.path.join(ctx.tmp, "out")
     ctx.build_stencils(ctx.path("stencils", "stencils.yaml"), out,
-                       "--extra-cflags=-fasynchronous-unwind-tables")
+                       "--extra-cflags=-fasynchronous-unwind-tables",
+                       "--units", "per-op")  # one object per op, each read whole below
     objs = sorted(glob.glob(os.path.join(out, ".stencilgen", TRIPLE, "*.o")))
     check(len(objs) == BUNDLED_OPS + 1, "expected %d ops + shim, found %d objects", BUNDLED_OPS,
           len(objs))

@@ -34,6 +34,9 @@ OUTPUTS = ["jit_stencils.h", "jit_stencils-%s.h" % TRIPLE,
 BUILD_TIMEOUT = 180
 
 EXIT_OK, EXIT_CHECK, EXIT_USAGE, EXIT_TOOLCHAIN = 0, 1, 2, 3
+# The tests read the run of the default, batched units; llvm-readelf reads the
+# op's own object, which a second run with per-op units keeps.
+PER_OP = ("--units", "per-op")
 
 SANITIZER_REPORT = re.compile(r"runtime error:|ERROR: AddressSanitizer|ERROR: LeakSanitizer|"
                               r"UndefinedBehaviorSanitizer|SUMMARY: \w+Sanitizer")
@@ -286,6 +289,7 @@ class Scenario:
         return p
 
     def obj(self, op):
+        """The op's own object, kept by a build with per-op units (PER_OP)."""
         return os.path.join(self.outdir, WORKDIR, TRIPLE, "op_%s.o" % op)
 
 
@@ -451,6 +455,17 @@ def test_manifest_not_a_mapping_or_empty(ctx):
 
 # --- toolchain failures (exit 3) -------------------------------------------
 
+def expect_op_named(s, p, what, op, line, col):
+    """The op a compile error is in is named: with batched units (the default,
+    run p) by a note at the error, the file's ops being compiled in one unit;
+    with per-op units by the error itself, built again here."""
+    expect_line(p, what + ": the failing op named", file_loc("arith.c", line, col, "note"),
+                "this error is in op %s " % op)
+    p = s.fails(EXIT_TOOLCHAIN, what + " (per-op units)", *PER_OP)
+    expect_line(p, what + ": the failing op named (per-op units)", op_label(op),
+                "compile failed")
+
+
 def test_c_error_in_op(ctx):
     s = Scenario(ctx)
     text = fixture("undeclared_op.c")
@@ -458,7 +473,7 @@ def test_c_error_in_op(ctx):
     p = s.fails(EXIT_TOOLCHAIN, "an undeclared identifier in an op")
     expect_line(p, "an undeclared identifier in an op",
                 file_loc("arith.c", line, col, "error"), "undeclared_thing")
-    expect_line(p, "the failing op named", op_label("broken_undeclared"))
+    expect_op_named(s, p, "an undeclared identifier in an op", "broken_undeclared", line, col)
 
 
 def test_c_error_found_by_discovery(ctx):
@@ -477,7 +492,7 @@ def test_warning_is_error(ctx):
     p = s.fails(EXIT_TOOLCHAIN, "an unused variable under -Werror")
     expect_line(p, "an unused variable under -Werror",
                 file_loc("arith.c", line, col, "error"), "unused_in_op", "-Werror")
-    expect_line(p, "the failing op named", op_label("broken_unused"))
+    expect_op_named(s, p, "an unused variable under -Werror", "broken_unused", line, col)
 
 
 def test_clang_missing(ctx):
@@ -521,6 +536,7 @@ def test_unsupported_relocation(ctx):
     s = Scenario(ctx)
     s.append("ops/stack.c", fixture("tls_op.c"))  # the first op file: early in the job list
     p = s.fails(EXIT_CHECK, "a thread-local read")
+    s.fails(EXIT_CHECK, "a thread-local read (per-op units)", *PER_OP)
     relocs = [r for r in readelf_relocs(ctx, s.obj("tls_read")) if r[3] == "tls_counter"]
     check(len(relocs) == 1, "expected one relocation against tls_counter, readelf has %s", relocs)
     section, offset, rtype, _ = relocs[0]
@@ -534,6 +550,7 @@ def test_unknown_runtime_symbol(ctx):
     s = Scenario(ctx)
     s.append("ops/stack.c", fixture("unknown_symbol_op.c"))
     p = s.fails(EXIT_CHECK, "an unlisted run-time function")
+    s.fails(EXIT_CHECK, "an unlisted run-time function (per-op units)", *PER_OP)
     relocs = [r for r in readelf_relocs(ctx, s.obj("call_unlisted"))
               if r[3] == "helper_not_listed"]
     check(len(relocs) == 1, "expected one relocation against helper_not_listed: %s", relocs)
@@ -558,6 +575,7 @@ def test_check_failure_names_instruction(ctx):
     s = Scenario(ctx)
     s.append("ops/stack.c", fixture("tls_op.c"))
     p = s.fails(EXIT_CHECK, "a thread-local read")
+    s.fails(EXIT_CHECK, "a thread-local read (per-op units)", *PER_OP)
     obj = s.obj("tls_read")
     offset = [r for r in readelf_relocs(ctx, obj) if r[3] == "tls_counter"][0][1]
     mnemonic = instruction_at(ctx, obj, offset)

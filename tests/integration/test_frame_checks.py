@@ -122,6 +122,11 @@ def objdir(outdir):
     return os.path.join(outdir, ".stencilgen", TRIPLE)
 
 
+# For the builds whose ops llvm-objdump reads: each op's own object
+# (op_<name>.o), which only per-op units keep.
+PER_OP = ("--units", "per-op")
+
+
 def disassemble(ctx, obj):
     """{function: {"insns": [(offset, text)], "relocs": [offset]}} from
     llvm-objdump-22 -dr; offsets are relative to the function's symbol."""
@@ -361,7 +366,7 @@ def test_every_fp_write_form_is_reported(ctx):
     out = os.path.join(ctx.tmp, "out")
     before = good_build(ctx, fixture("fpcheck", "controls.yaml"), out)
     p = failing_build(ctx, fixture("fpcheck", "writes.yaml"), out, before,
-                      "build of fpcheck/writes.yaml")
+                      "build of fpcheck/writes.yaml", *PER_OP)
     errors = diagnostics(p.stderr)
     reported = {}
     for op, off, text in ERR_FP.findall(p.stderr):
@@ -396,7 +401,8 @@ def test_fp_reads_stores_and_other_registers_pass(ctx):
     check(sorted(re.findall(r"^OP\((\w+)\)", src, re.M)) == sorted(CONTROLS),
           "controls.c and CONTROLS disagree")
     out = os.path.join(ctx.tmp, "out")
-    p = ctx.build_stencils(fixture("fpcheck", "controls.yaml"), out, check=False, timeout=T)
+    p = ctx.build_stencils(fixture("fpcheck", "controls.yaml"), out, *PER_OP, check=False,
+                           timeout=T)
     check(p.returncode == 0 and not diagnostics(p.stderr),
           "the controls were rejected (exit %d):\n%s", p.returncode, p.stderr[-4000:])
     for op, pattern in sorted(CONTROLS.items()):
@@ -417,7 +423,7 @@ def test_register_pressure_without_reserved_fp_is_caught(ctx):
     manifest = fixture("fpcheck", "pressure.yaml")
     # Control: the generator's own flags keep the allocator off rbp, however
     # high the pressure.
-    before = good_build(ctx, manifest, out)
+    before = good_build(ctx, manifest, out, *PER_OP)
     good = op_insns(ctx, out, "pressure")
     text = "\n".join(t for _, t in good)
     check(not FP_REG.search(text), "with -mframe-pointer=reserved the op uses rbp:\n%s", text)
@@ -430,7 +436,7 @@ def test_register_pressure_without_reserved_fp_is_caught(ctx):
 
     # Without the reserved frame pointer, rbp is allocated and the check fires.
     p = failing_build(ctx, manifest, out, before, "pressure op with -mframe-pointer=none",
-                      "--extra-cflags=-Xclang -mframe-pointer=none")
+                      "--extra-cflags=-Xclang -mframe-pointer=none", *PER_OP)
     bad = op_insns(ctx, out, "pressure")
     writes = [(off, t) for off, t in bad if writes_fp_text(t)]
     check(any(not t.startswith("pop") for _, t in writes),

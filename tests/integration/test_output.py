@@ -143,17 +143,26 @@ def test_verbosity_levels(ctx):
     """-v: counts and the time of each phase, no commands; -vv: every command too."""
     manifest = ctx.path("stencils", "stencils.yaml")
     p = ctx.build_stencils(manifest, os.path.join(ctx.tmp, "v"), "--target", TRIPLE, "-v")
-    check("stencilgen: discovery " in p.stderr and "-DSTENCILGEN_OP=" not in p.stderr,
+    check("stencilgen: discovery " in p.stderr and "-DSTENCILGEN_" not in p.stderr,
           "-v: want phase times and no commands:\n%s", p.stderr[-2000:])
+    # Batched units (the default): a command per batch and per op compiled alone.
     p = ctx.build_stencils(manifest, os.path.join(ctx.tmp, "vv"), "--target", TRIPLE, "-vv")
+    runs = re.search(r"^stencilgen: discovery .*, (\d+) compiler runs", p.stderr, re.M)
+    commands = len(re.findall(r"^\S*clang-22 .* -o \S+\.o$", p.stderr, re.M))
+    check(runs and commands == int(runs.group(1)) and "-DSTENCILGEN_BATCH" in p.stderr,
+          "-vv: want every compiler command (%d printed) and phase times:\n%s", commands,
+          p.stderr[-2000:])
+    p = ctx.build_stencils(manifest, os.path.join(ctx.tmp, "vv-per-op"), "--target", TRIPLE,
+                           "-vv", "--units", "per-op")
     check(p.stderr.count("-DSTENCILGEN_OP=") == BUNDLED_OPS and "stencilgen: discovery " in p.stderr,
-          "-vv: want every op's command and phase times:\n%s", p.stderr[-2000:])
+          "-vv, per-op units: want every op's command and phase times:\n%s", p.stderr[-2000:])
 
 
 def test_diagnostics_come_in_manifest_order(ctx):
     """Three ops in three files fail to compile, the first of them last; with
-    parallel compiles the messages still come op by op in manifest order, the
-    same on every run."""
+    parallel compiles the messages still come in manifest order, the same on
+    every run: op by op with per-op units, batch by batch with batched units
+    (whose notes name each error's op)."""
     base = ctx.bundled_copy()
     ops = os.path.join(base, "stencils", "ops")
     for fname, op in (("stack.c", "push"), ("arith.c", "mul"), ("calls.c", "native")):
@@ -162,24 +171,36 @@ def test_diagnostics_come_in_manifest_order(ctx):
         i = text.index("OP(%s)" % op)
         j = text.index("{", i) + 1
         write(path, text[:j] + "\n    broken_%s_here;" % op + text[j:])
-    # push, the first to fail, is the last to finish.
+    # push, the first to fail, is the last to finish (compiled alone or in a batch).
     slow = os.path.join(ctx.tmp, "slow.sh")
     write(slow, '#!/bin/sh\ncase " $* " in *" -DSTENCILGEN_OP=push "*) sleep 1 ;; esac\n'
+                'for a; do case $a in */unit.c) grep -q "STENCIL_ENTRY(push)" "$a" && sleep 1 ;; '
+                'esac; done\n'
                 'exec clang-22 "$@"\n')
     os.chmod(slow, 0o755)
-    runs = []
-    for k in range(3):
-        p = ctx.build_stencils(os.path.join(base, "stencils", "stencils.yaml"),
-                               os.path.join(ctx.tmp, "out%d" % k), "--target", TRIPLE, "-j", "2",
-                               "--clang", slow, check=False, timeout=240)
-        check(p.returncode == 3, "expected exit 3: %d\n%s", p.returncode, p.stderr[-2000:])
-        runs.append(p.stderr)
-    labels = re.findall(r"error: op (\w+) \(", runs[0])
-    check(labels == ["push", "mul", "native"], "ops in this order: %s\n%s", labels, runs[0])
-    for op in ("push", "mul", "native"):  # each op's clang message right after its label
-        check(re.search(r"error: op %s \(.*\n.*broken_%s_here" % (op, op), runs[0]),
-                        "clang's message for %s is not under its label:\n%s", op, runs[0])
-    check(runs[0] == runs[1] == runs[2], "the messages differ between runs")
+    for units in ("batched", "per-op"):
+        runs = []
+        for k in range(3):
+            p = ctx.build_stencils(os.path.join(base, "stencils", "stencils.yaml"),
+                                   os.path.join(ctx.tmp, "%s-out%d" % (units, k)), "--target",
+                                   TRIPLE, "-j", "2", "--clang", slow, "--units", units,
+                                   check=False, timeout=240)
+            check(p.returncode == 3, "%s: expected exit 3: %d\n%s", units, p.returncode,
+                  p.stderr[-2000:])
+            runs.append(p.stderr)
+        if units == "per-op":
+            labels = re.findall(r"error: op (\w+) \(", runs[0])
+            under = [r"error: op %s \(" % op for op in ("push", "mul", "native")]
+        else:  # a batch per file, and a note naming each error's op
+            labels = re.findall(r"note: this error is in op (\w+) ", runs[0])
+            under = [r"error: ops \w+\.\.\w+ of ops/%s \(" % re.escape(f)
+                     for f in ("stack.c", "arith.c", "calls.c")]
+        check(labels == ["push", "mul", "native"], "%s: ops in this order: %s\n%s", units,
+              labels, runs[0])
+        for label, op in zip(under, ("push", "mul", "native")):  # clang's message right after
+            check(re.search(label + r".*\n.*broken_%s_here" % op, runs[0]),
+                  "%s: clang's message for %s is not under its label:\n%s", units, op, runs[0])
+        check(runs[0] == runs[1] == runs[2], "%s: the messages differ between runs", units)
 
 
 def test_dump_shows_a_shim_that_fails_its_checks(ctx):

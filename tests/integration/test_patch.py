@@ -238,7 +238,8 @@ class StencilSet:
     def __init__(self, ctx, label, manifest):
         self.ctx, self.label = ctx, label
         self.out = os.path.join(ctx.tmp, label)
-        ctx.build_stencils(manifest, self.out, "-j", "2", timeout=120)
+        # lld links each op's own object (op_<name>.o), which only per-op units keep.
+        ctx.build_stencils(manifest, self.out, "-j", "2", "--units", "per-op", timeout=120)
         hpath = os.path.join(self.out, "jit_stencils-%s.h" % TRIPLE)
         self.header = Header(hpath)
         self.symbols = [n for n, _ in sorted(

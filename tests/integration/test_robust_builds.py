@@ -80,15 +80,27 @@ def edit(path, old, new):
 
 
 def fake_compiler(ctx, name, misbehaviour, op="add"):
-    """A compiler that runs `misbehaviour` (shell) when compiling `op`, clang-22 otherwise."""
+    """A compiler that runs `misbehaviour` (shell) when compiling `op`, alone
+    (per-op units) or in a batch (whose unit names it), clang-22 otherwise."""
     path = os.path.join(ctx.tmp, name)
     write(path, "#!/bin/sh\n"
                 "case \" $* \" in\n"
                 "  *\" -DSTENCILGEN_OP=%s \"*) %s ;;\n"
+                "  *\" -DSTENCILGEN_BATCH \"*)\n"
+                "    for a; do case $a in */unit.c) grep -q 'STENCIL_ENTRY(%s)' \"$a\" && "
+                "{ %s; } ;; esac; done ;;\n"
                 "esac\n"
-                "exec clang-22 \"$@\"\n" % (op, misbehaviour))
+                "exec clang-22 \"$@\"\n" % (op, misbehaviour, op, misbehaviour))
     os.chmod(path, 0o755)
     return path
+
+
+def batch_of(op, source, then=""):
+    """How a run with batched units (the default) names the batch holding op,
+    the first op of source (the bundled files compile in one batch each, or
+    an edited op alone), and the message that follows (a regex)."""
+    return re.compile(r"ops? %s(?:\.\.\w+)? of %s \(%s\)%s" % (op, re.escape(source), TRIPLE,
+                                                             then))
 
 
 def faults(ctx, **match):
@@ -186,9 +198,10 @@ def test_unit_that_cannot_be_written_fails_the_build(ctx):
     """A unit write failing (EIO) is exit 3 naming the unit; nothing is compiled
     in its place, nothing is cached, the previous outputs stay."""
     proj, out, before = built_then_edited(ctx)
-    p = build(ctx, proj, out, env=faults(ctx, FAILOPEN_MATCH="/tu/add/"))
-    expect(p, EXIT_TOOLCHAIN, "unit write fails", "op add (%s)" % TRIPLE,
-           "cannot write its translation unit", "Input/output error")
+    p = build(ctx, proj, out, env=faults(ctx, FAILOPEN_MATCH="/tu/batch_add/"))
+    expect(p, EXIT_TOOLCHAIN, "unit write fails",
+           batch_of("add", "ops/arith.c", ": cannot write its translation unit .*"
+                    "Input/output error"))
     check(outputs_snapshot(out) == before, "outputs changed in a failed run")
     p = build(ctx, proj, out)
     expect(p, EXIT_OK, "build after the fault")
@@ -215,10 +228,13 @@ def test_cache_writes_that_fail_only_cost_a_rebuild(ctx):
 
 
 def test_object_write_that_fails_is_a_toolchain_failure(ctx):
-    """The compiler cannot write op add's object: exit 3, clang's own message."""
+    """The compiler cannot write op add's object (its batch's, named after it):
+    exit 3, clang's own message."""
     proj, out, before = built_then_edited(ctx)
-    p = build(ctx, proj, out, env=faults(ctx, FAILOPEN_MATCH="/op_add", FAILOPEN_SPARE=".log"))
-    expect(p, EXIT_TOOLCHAIN, "object write fails", "op add (%s): compile failed" % TRIPLE)
+    p = build(ctx, proj, out, env=faults(ctx, FAILOPEN_MATCH="/batch_add.o",
+                                         FAILOPEN_SPARE=".log"))
+    expect(p, EXIT_TOOLCHAIN, "object write fails",
+           batch_of("add", "ops/arith.c", ": compile failed"))
     check(outputs_snapshot(out) == before, "outputs changed in a failed run")
 
 
@@ -235,8 +251,10 @@ def test_compiler_that_hangs(ctx):
     t0 = time.monotonic()
     p = build(ctx, proj, out, "--clang", cc, "--compile-timeout", "3", "-j", "1", timeout=120)
     elapsed = time.monotonic() - t0
-    expect(p, EXIT_TOOLCHAIN, "hanging compiler", "op push (%s): still compiling after" % TRIPLE,
-           "op push (%s): compile timed out after 3 s" % TRIPLE, "no further compile is started")
+    expect(p, EXIT_TOOLCHAIN, "hanging compiler",
+           batch_of("push", "ops/stack.c", ": still compiling after"),
+           batch_of("push", "ops/stack.c", r": compile timed out after 3 s"),
+           "no further compile is started")
     check(elapsed < 60, "a 3 s deadline took %.0f s", elapsed)
     check(outputs_snapshot(out) == before, "outputs changed in a failed run")
     p = build(ctx, proj, out, "--compile-timeout", "0")
@@ -279,8 +297,11 @@ def test_launcher_runs_every_compile(ctx):
     proj = ctx.bundled_copy()
     p = build(ctx, proj, os.path.join(ctx.tmp, "out"), "--launcher", "env", "-vv")
     expect(p, EXIT_OK, "--launcher env")
-    check(p.stderr.count("env ") >= BUNDLED_OPS and "LeakSanitizer" not in p.stderr,
-          "compiles not launched through env, or a leak:\n%s", p.stderr[-2000:])
+    runs = re.search(r"(\d+) compiler runs", p.stderr)
+    launched = len(re.findall(r"^env \S*clang", p.stderr, re.M))
+    check(runs and launched == int(runs.group(1)) > 0 and "LeakSanitizer" not in p.stderr,
+          "compiles not launched through env (%d of %s), or a leak:\n%s", launched,
+          runs and runs.group(1), p.stderr[-2000:])
 
 
 def test_compiler_killed_by_a_signal(ctx):
@@ -288,7 +309,8 @@ def test_compiler_killed_by_a_signal(ctx):
     cc = fake_compiler(ctx, "crash.sh", "kill -SEGV $$")
     p = build(ctx, proj, os.path.join(ctx.tmp, "out"), "--clang", cc)
     expect(p, EXIT_TOOLCHAIN, "crashing compiler",
-           "op add (%s): the compiler was killed by signal 11 (Segmentation fault)" % TRIPLE)
+           batch_of("add", "ops/arith.c",
+                    r": the compiler was killed by signal 11 \(Segmentation fault\)"))
 
 
 def test_compiler_that_fails_silently(ctx):
@@ -296,8 +318,8 @@ def test_compiler_that_fails_silently(ctx):
     cc = fake_compiler(ctx, "silent.sh", "exit 7")
     p = build(ctx, proj, os.path.join(ctx.tmp, "out"), "--clang", cc)
     expect(p, EXIT_TOOLCHAIN, "silent compiler",
-           "op add (%s): compile failed: the compiler exited with status 7 and printed nothing"
-           % TRIPLE)
+           batch_of("add", "ops/arith.c",
+                    ": compile failed: the compiler exited with status 7 and printed nothing"))
 
 
 def test_compiler_that_writes_no_object(ctx):
@@ -313,8 +335,8 @@ def test_compiler_that_writes_no_object(ctx):
     for outdir in (out, os.path.join(ctx.tmp, "fresh")):
         p = build(ctx, proj, outdir, "--clang", noobj, "--extra-cflags", "-DFRESH")
         expect(p, EXIT_TOOLCHAIN, "no object",
-               re.compile(r"op add \(%s\): the compiler exited with status 0 but wrote no "
-                          r"object \('[^']*/op_add\.o'\)" % TRIPLE))
+               batch_of("add", "ops/arith.c", r": the compiler exited with status 0 but wrote "
+                        r"no object \('[^']*/batch_add\.o'\)"))
         p = build(ctx, proj, outdir, "--clang", nodeps, "--extra-cflags", "-DFRESH2")
         expect(p, EXIT_TOOLCHAIN, "no depfile",
                "the compiler exited with status 0 but wrote no dependency file")
