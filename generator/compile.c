@@ -238,6 +238,8 @@ static bool conclude(sg_job *job, const sg_compile_opts *opts, size_t finished, 
     bool ok = job->status == 0;
     strbuf *outer = diag_capture(messages);
     show_log(job, !ok, opts->timeout);
+    if (!ok && opts->failed)
+        opts->failed(job, ctx);
     if (ok && done && !done(job, ctx)) {
         job->status = -1;
         ok = false;
@@ -398,6 +400,7 @@ int compile_check_clang(const char *clang, const char *dir, const sg_compile_opt
     sg_job job = {.argv = argv, .output = out, .log = log, .label = label};
     sg_compile_opts o = *co;
     o.in_process = false; /* the executable itself answers for what it is */
+    o.failed = NULL;
     bool spawn_failed;
     int rc = SG_EXIT_TOOLCHAIN;
     uint8_t *text = NULL;

@@ -19,6 +19,10 @@ typedef struct sg_job {
     void *user;
 } sg_job;
 
+/* Called after a failed job's compiler output is shown, with the same ctx as
+ * sg_job_done, so that what it says is printed with the job's messages. */
+typedef void sg_job_failed(const sg_job *job, void *ctx);
+
 typedef struct sg_compile_opts {
     int parallel;
     double timeout; /* seconds per command; after the first timeout no new job starts */
@@ -28,6 +32,7 @@ typedef struct sg_compile_opts {
      * instead of starting the executable (the same compile, twice as fast for
      * a small unit). */
     bool in_process;
+    sg_job_failed *failed; /* or NULL */
 } sg_compile_opts;
 
 /* Called in the parent as soon as a job finishes successfully, so reading its

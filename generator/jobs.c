@@ -648,38 +648,37 @@ static const sg_op *op_at_line(const op_batch *b, unsigned line)
 }
 
 /* A batch that does not compile fails all its ops; the compiler's messages
- * point at the source (#line), and a note says which op each error is in. */
-static void note_batch_errors(const job_set *js)
+ * point at the source (#line), and a note under them says which op, on which
+ * target, each error is in. */
+static void note_batch_errors(const sg_job *job, void *data)
 {
-    for (size_t i = 0; i < js->count; i++) {
-        const job_ref *ref = &js->refs[i];
-        const sg_job *job = &js->jobs[i];
-        if (!ref->leader || job->status <= 0 || ref->extract_failed)
-            continue;
-        const op_batch *b = &js->batches[ref->batch];
-        uint8_t *log;
-        size_t size;
-        if (!read_file(job->log, &log, &size))
-            continue;
-        const char *src = b->members[0]->source;
-        size_t n = strlen(src);
-        for (char *p = (char *)log, *end = p + size; p < end;) {
-            char *nl = memchr(p, '\n', (size_t)(end - p));
-            char *eol = nl ? nl : end;
-            unsigned line, col;
-            int used = 0;
-            if ((size_t)(eol - p) > n && !memcmp(p, src, n) && p[n] == ':' &&
-                sscanf(p + n, ":%u:%u: error:%n", &line, &col, &used) == 2 && used) {
-                const sg_op *op = op_at_line(b, line);
-                if (op)
-                    diag_note_at(src, line, col, "this error is in op %s (compiled in one unit "
-                                 "with %s..%s)", op->name, b->members[0]->name,
-                                 b->members[b->n - 1]->name);
-            }
-            p = eol + 1;
+    const done_ctx *ctx = data;
+    const job_ref *ref = job->user;
+    if (!ref->leader || job->status <= 0 || ref->extract_failed)
+        return;
+    const op_batch *b = &ctx->js->batches[ref->batch];
+    uint8_t *log;
+    size_t size;
+    if (!read_file(job->log, &log, &size))
+        return;
+    const char *src = b->members[0]->source;
+    size_t n = strlen(src);
+    for (char *p = (char *)log, *end = p + size; p < end;) {
+        char *nl = memchr(p, '\n', (size_t)(end - p));
+        char *eol = nl ? nl : end;
+        unsigned line, col;
+        int used = 0;
+        if ((size_t)(eol - p) > n && !memcmp(p, src, n) && p[n] == ':' &&
+            sscanf(p + n, ":%u:%u: error:%n", &line, &col, &used) == 2 && used) {
+            const sg_op *op = op_at_line(b, line);
+            if (op)
+                diag_note_at(src, line, col, "this error is in op %s (%s; compiled in one unit "
+                             "with %s..%s)", op->name, ref->result->target->triple,
+                             b->members[0]->name, b->members[b->n - 1]->name);
         }
-        free(log);
+        p = eol + 1;
     }
+    free(log);
 }
 
 /* Whether the run's compiles can run clang's main in a forked child: its clang
@@ -713,6 +712,7 @@ int jobs_run(sg_run *run, job_set *js)
         .timeout = run->opt.compile_timeout,
         .verbose = run->opt.verbose >= 2,
         .progress = isatty(2) && !run->opt.verbose,
+        .failed = note_batch_errors,
     };
     done_ctx ctx = {run, js, SG_EXIT_OK, 0};
     size_t failures = 0;
@@ -743,7 +743,6 @@ int jobs_run(sg_run *run, job_set *js)
     failures += compile_run(js->jobs, js->count, &co, on_compiled, &ctx, &spawn_failed);
     for (size_t i = 0; i < js->count; i++) /* riders' own failed checks */
         failures += js->refs[i].rides && js->jobs[i].status != 0;
-    note_batch_errors(js);
     /* Whatever other ops' checks said, as every op of a per-op build is
      * compiled and checked; not after a compiler timed out or would not start. */
     bool timed_out = false;

@@ -29,8 +29,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURES = os.path.join(os.path.dirname(HERE), "fixtures", "failures")
 WORKDIR = ".stencilgen"  # the generator's work directory inside an outdir
 # The bundled manifest has two targets: x86-64 (TRIPLE, the host) and AArch64.
-OUTPUTS = ["jit_stencils.h", "jit_stencils-%s.h" % TRIPLE,
-           "jit_stencils-aarch64-unknown-linux-gnu.h"]
+OUTPUT_TRIPLES = [TRIPLE, "aarch64-unknown-linux-gnu"]
+OUTPUTS = ["jit_stencils.h"] + ["jit_stencils-%s.h" % t for t in OUTPUT_TRIPLES]
 BUILD_TIMEOUT = 180
 
 EXIT_OK, EXIT_CHECK, EXIT_USAGE, EXIT_TOOLCHAIN = 0, 1, 2, 3
@@ -461,6 +461,16 @@ def expect_op_named(s, p, what, op, line, col):
     with per-op units by the error itself, built again here."""
     expect_line(p, what + ": the failing op named", file_loc("arith.c", line, col, "note"),
                 "this error is in op %s " % op)
+    # Each target's note sits under that target's failed batch, and names it.
+    under, label = [], None
+    for l in p.stderr.splitlines():
+        m = re.match(r"stencilgen: error: ops \S+ of \S+ \(([\w-]+)\)", l)
+        label = m.group(1) if m else label
+        m = re.search(r": note: this error is in op %s \(([\w-]+);" % re.escape(op), l)
+        if m:
+            under.append((label, m.group(1)))
+    check(under == [(t, t) for t in OUTPUT_TRIPLES], "%s: notes not one per target under its "
+          "batch's error: %s\n%s", what, under, describe(p))
     p = s.fails(EXIT_TOOLCHAIN, what + " (per-op units)", *PER_OP)
     expect_line(p, what + ": the failing op named (per-op units)", op_label(op),
                 "compile failed")
