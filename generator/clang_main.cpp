@@ -2,22 +2,32 @@
 // child of the generator (compile.c). Starting clang-22 maps and relocates
 // libLLVM and libclang-cpp for every compile, about half of a small unit's
 // compile; a child forked from the generator, which has them mapped, skips it.
-// The objects are the clang executable's, byte for byte (test_in_process).
+// This runs what clang's main and cc1_main run for a plain compile; anything
+// else they handle (response files, environment overrides, a driver mode or
+// target from the program's name, -###, -v, timing reports, -save-temps,
+// -mllvm options) execs the executable from the child instead. The objects
+// are the executable's, byte for byte (test_in_process).
 #include <clang/Basic/Diagnostic.h>
+#include <clang/Basic/DiagnosticFrontend.h>
 #include <clang/Basic/DiagnosticOptions.h>
 #include <clang/Driver/Compilation.h>
 #include <clang/Driver/Driver.h>
 #include <clang/Driver/Job.h>
 #include <clang/Driver/Tool.h>
+#include <clang/Driver/ToolChain.h>
 #include <clang/Frontend/CompilerInstance.h>
 #include <clang/Frontend/CompilerInvocation.h>
 #include <clang/Frontend/TextDiagnosticPrinter.h>
 #include <clang/FrontendTool/Utils.h>
 #include <llvm/Support/ErrorHandling.h>
+#include <llvm/Support/Signals.h>
 #include <llvm/Support/TargetSelect.h>
+#include <llvm/Support/VirtualFileSystem.h>
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/TargetParser/Host.h>
 
+#include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <unistd.h>
 #include <vector>
@@ -31,54 +41,105 @@ extern "C" const char *lb_clang_path(void)
     return SG_CLANG_PATH;
 }
 
-// As clang's own handler: say why and end with 70 (an internal compiler
-// error); _exit, for the parent's exit handlers are not the child's.
-static void fatal(void *, const char *reason, bool)
-{
-    llvm::errs() << "error: " << reason << "\n";
-    llvm::errs().flush();
-    _exit(70);
-}
-
 static const char *base_name(const char *path)
 {
     const char *slash = strrchr(path, '/');
     return slash ? slash + 1 : path;
 }
 
+static bool starts_with(const char *s, const char *prefix)
+{
+    return !strncmp(s, prefix, strlen(prefix));
+}
+
+// What clang's main does before its driver runs, or cc1_main around its
+// action, beyond a plain compile: left to the executable.
+static bool needs_the_executable(char *const *argv)
+{
+    static const char *const env[] = {"CCC_OVERRIDE_OPTIONS", "CC_PRINT_OPTIONS",
+                                      "CC_PRINT_HEADERS", "CC_LOG_DIAGNOSTICS",
+                                      "CC_PRINT_PROC_STAT", "CC_PRINT_INTERNAL_STAT", nullptr};
+    static const char *const flags[] = {"-###", "-v", "--verbose", "-save-temps", "--save-temps",
+                                        "-ftime-report", "-ftime-trace", "-mllvm", "-print",
+                                        "--print", "-no-canonical-prefixes", "-ccc-",
+                                        "--driver-mode", "-fcrash-diagnostics", "-gen-reproducer",
+                                        nullptr};
+    for (const char *const *e = env; *e; e++)
+        if (getenv(*e))
+            return true;
+    for (char *const *a = argv + 1; *a; a++) {
+        if (**a == '@')
+            return true;
+        for (const char *const *f = flags; *f; f++)
+            if (!strcmp(*a, *f) || (starts_with(*a, *f) && strcmp(*f, "-v") != 0))
+                return true;
+    }
+    driver::ParsedClangName name = driver::ToolChain::getTargetAndModeFromProgramName(argv[0]);
+    return name.DriverMode || name.TargetIsValid;
+}
+
+static int run_the_executable(char *const *argv)
+{
+    execv(argv[0], argv);
+    llvm::errs() << base_name(argv[0]) << ": error: cannot run " << argv[0] << ": "
+                 << strerror(errno) << "\n";
+    return 127;
+}
+
+// As cc1's handler: the error through the compile's diagnostics, partial
+// outputs removed, exit 70 when a crash report was asked for, else 1.
+static void fatal(void *data, const char *reason, bool gen_crash_diag)
+{
+    static_cast<DiagnosticsEngine *>(data)->Report(diag::err_fe_error_backend) << reason;
+    llvm::sys::RunInterruptHandlers();
+    _exit(gen_crash_diag ? 70 : 1);
+}
+
+// LLVM ends a process with exit() in places (an unknown -mllvm option, say);
+// in this child that must not run the generator's exit handlers, nor flush
+// what it had buffered: the exit code alone goes to the parent.
+static void exit_at_once(int status, void *)
+{
+    _exit(status);
+}
+
 extern "C" int lb_clang_main(char *const *argv)
 {
-    llvm::install_fatal_error_handler(fatal, nullptr);
+    on_exit(exit_at_once, nullptr);
+    llvm::InitializeAllTargetInfos();
     llvm::InitializeAllTargets();
     llvm::InitializeAllTargetMCs();
     llvm::InitializeAllAsmPrinters();
     llvm::InitializeAllAsmParsers();
+    if (needs_the_executable(argv))
+        return run_the_executable(argv);
     std::vector<const char *> args{SG_CLANG_PATH};
     for (char *const *p = argv + 1; *p; p++)
         args.push_back(*p);
-    // The driver's own messages, prefixed as the executable prefixes them.
-    DiagnosticOptions opts;
-    auto *printer = new TextDiagnosticPrinter(llvm::errs(), opts);
+    // The driver's own messages: prefixed, and their warning flags applied,
+    // as the executable's driver does.
+    std::unique_ptr<DiagnosticOptions> opts = CreateAndPopulateDiagOpts(args);
+    auto *printer = new TextDiagnosticPrinter(llvm::errs(), *opts);
     printer->setPrefix(base_name(argv[0]));
-    DiagnosticsEngine diags(DiagnosticIDs::create(), opts, printer);
+    DiagnosticsEngine diags(DiagnosticIDs::create(), *opts, printer);
+    ProcessWarningOptions(diags, *opts, *llvm::vfs::getRealFileSystem(), false);
     driver::Driver driver(args[0], llvm::sys::getDefaultTargetTriple(), diags);
     std::unique_ptr<driver::Compilation> c(driver.BuildCompilation(args));
     if (!c || diags.hasErrorOccurred())
         return 1;
     const driver::JobList &jobs = c->getJobs();
-    if (jobs.size() != 1 || strcmp(jobs.begin()->getCreator().getName(), "clang") != 0) {
-        execv(argv[0], argv); // not one cc1 job: the executable knows what to do
-        llvm::errs() << base_name(argv[0]) << ": error: cannot run " << argv[0] << "\n";
-        return 127;
-    }
-    auto ci = std::make_unique<CompilerInstance>();
+    if (jobs.size() != 1 || strcmp(jobs.begin()->getCreator().getName(), "clang") != 0)
+        return run_the_executable(argv); // not one cc1 job (its driver warnings come twice)
+    // Kept to the end, as cc1 keeps it under -disable-free: the child exits.
+    CompilerInstance *ci = new CompilerInstance();
     if (!CompilerInvocation::CreateFromArgs(ci->getInvocation(), jobs.begin()->getArguments(),
                                             diags, args[0]))
         return 1;
     ci->createDiagnostics();
     if (!ci->hasDiagnostics())
         return 1;
-    bool ok = ExecuteCompilerInvocation(ci.get());
+    llvm::install_fatal_error_handler(fatal, &ci->getDiagnostics());
+    bool ok = ExecuteCompilerInvocation(ci);
     llvm::errs().flush();
     return ok ? 0 : 1;
 }

@@ -113,16 +113,20 @@ typedef struct running {
 #define SLOW_NOTICE_S 30.0
 
 /* A child with the files and signal mask posix_spawn would give it, running
- * clang's main from the LLVM module, which the parent has loaded. It calls no
- * exit handler of the parent's. */
+ * clang's main from the clang module, which the parent has loaded. stdio is
+ * flushed first, so that nothing buffered is written twice; the child itself
+ * ends with _exit (lb_clang_main). */
 static pid_t fork_job(sg_job *job, int log, const sigset_t *child_mask)
 {
     clock_gettime(CLOCK_REALTIME_COARSE, &job->started);
+    fflush(NULL);
     pid_t pid = fork();
     if (pid == 0) {
         int null = open("/dev/null", O_RDONLY);
         if (null < 0 || dup2(null, 0) < 0 || dup2(log, 2) < 0)
             _exit(127);
+        if (null != 0)
+            close(null);
         sigprocmask(SIG_SETMASK, child_mask, NULL);
         _exit(lb_clang_main(job->argv));
     }

@@ -34,7 +34,7 @@ static bool exe_dir(char *buf, size_t size)
     return true;
 }
 
-static void *open_module(strbuf *why)
+static void *open_module(const char *name, strbuf *why)
 {
     char dir[PATH_MAX];
     if (!exe_dir(dir, sizeof dir)) {
@@ -45,8 +45,7 @@ static void *open_module(strbuf *why)
     strbuf tried = {0};
     for (size_t i = 0; i < sizeof places / sizeof places[0]; i++) {
         strbuf path = {0};
-        sb_printf(&path, "%s%s%s", places[i][0] == '/' ? "" : dir, places[i],
-                  SG_LLVM_PLUGIN_NAME);
+        sb_printf(&path, "%s%s%s", places[i][0] == '/' ? "" : dir, places[i], name);
         void *h = dlopen(path.data, RTLD_NOW | RTLD_LOCAL);
         bool there = !h && access(path.data, F_OK) == 0;
         if (there) /* it exists but does not load: say why */
@@ -68,7 +67,7 @@ static const sg_llvm_api *load(void)
     if (api || api_error)
         return api;
     strbuf why = {0}, msg = {0};
-    void *h = open_module(&why);
+    void *h = open_module(SG_LLVM_PLUGIN_NAME, &why);
     sg_llvm_api_get_fn *get = h ? (sg_llvm_api_get_fn *)dlsym(h, SG_LLVM_API_SYMBOL) : NULL;
     const sg_llvm_api *a = get ? get() : NULL;
     if (!h)
@@ -116,15 +115,35 @@ void lb_disasm_destroy(lb_disasm *d)
         api->disasm_destroy(d);
 }
 
+/* The clang module, or NULL: compiles then start the clang executable, as
+ * they would for any other compiler (jobs.c), so a missing module costs time,
+ * not the build. */
+static const sg_clang_api *clang_api(void)
+{
+    static const sg_clang_api *capi;
+    static bool tried;
+    if (tried)
+        return capi;
+    tried = true;
+    strbuf why = {0};
+    void *h = open_module(SG_CLANG_PLUGIN_NAME, &why);
+    sg_clang_api_get_fn *get = h ? (sg_clang_api_get_fn *)dlsym(h, SG_CLANG_API_SYMBOL) : NULL;
+    const sg_clang_api *a = get ? get() : NULL;
+    if (a && a->version == SG_CLANG_API_VERSION && !strcmp(a->llvm_version, lb_llvm_version()))
+        capi = a;
+    sb_free(&why);
+    return capi;
+}
+
 const char *lb_clang_path(void)
 {
-    return load() ? api->clang_path() : NULL;
+    return clang_api() ? clang_api()->clang_path() : NULL;
 }
 
 /* Only called once lb_clang_path() has answered: the module is loaded. */
 int lb_clang_main(char *const *argv)
 {
-    return api->clang_main(argv);
+    return clang_api()->clang_main(argv);
 }
 
 int discover_ops(const char *source, const char *const *args, size_t nargs, sg_oplist *out,

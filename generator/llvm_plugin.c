@@ -11,8 +11,7 @@ const sg_llvm_api *sg_llvm_api_get(void)
 {
     static const sg_llvm_api api = {
         SG_LLVM_API_VERSION, LLVM_VERSION_STRING, lb_read_object, lb_disasm_create,
-        lb_disasm_one,       lb_disasm_destroy,   discover_ops,       lb_clang_path,
-        lb_clang_main,
+        lb_disasm_one,       lb_disasm_destroy,   discover_ops,
     };
     return &api;
 }

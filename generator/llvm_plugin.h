@@ -10,7 +10,7 @@
 #include "llvm_bridge.h"
 
 /* Bumped with any change to the table or to the types it passes. */
-#define SG_LLVM_API_VERSION 2
+#define SG_LLVM_API_VERSION 1
 
 typedef struct sg_llvm_api {
     int version;
@@ -23,8 +23,6 @@ typedef struct sg_llvm_api {
     void (*disasm_destroy)(lb_disasm *d);
     int (*discover_ops)(const char *source, const char *const *args, size_t nargs,
                         sg_oplist *out, sg_pathlist *deps);
-    const char *(*clang_path)(void);
-    int (*clang_main)(char *const *argv);
 } sg_llvm_api;
 
 /* The module's one exported symbol. */
@@ -35,5 +33,20 @@ typedef const sg_llvm_api *sg_llvm_api_get_fn(void);
  * SG_LLVM_PLUGIN_DIR (set by meson: the install's libdir/stencilgen, relative
  * to the executable's directory unless absolute). */
 #define SG_LLVM_PLUGIN_NAME "stencilgen-llvm.so"
+
+/* The second module, clang's driver and cc1 (clang_main.cpp), found the same
+ * way and loaded by the first compile that runs in a forked child. */
+#define SG_CLANG_API_VERSION 1
+
+typedef struct sg_clang_api {
+    int version;
+    const char *llvm_version;
+    const char *(*clang_path)(void);
+    int (*clang_main)(char *const *argv);
+} sg_clang_api;
+
+#define SG_CLANG_API_SYMBOL "sg_clang_api_get"
+typedef const sg_clang_api *sg_clang_api_get_fn(void);
+#define SG_CLANG_PLUGIN_NAME "stencilgen-clang.so"
 
 #endif

@@ -20,47 +20,37 @@ static void whole_lines(const char *text, size_t size, size_t *b, size_t *e)
     }
 }
 
-/* A file's text, and where its lines end when known (op_sources keeps them,
- * so that the units of a file of hundreds of ops do not each count its lines
- * from the top); without them, lines are counted as the segments advance
- * through the file, one pass per unit. */
+/* A file's text, and where its lines end (op_sources finds them once, so
+ * that the units of a file of hundreds of ops do not each count its lines
+ * from the top). */
 typedef struct text_view {
     const char *text;
     size_t size;
-    const size_t *newlines; /* offsets of every '\n', ascending; or NULL */
+    const size_t *newlines; /* offsets of every '\n', ascending */
     size_t nnewlines;
 } text_view;
 
-typedef struct line_cursor {
-    size_t offset;
-    unsigned line;
-} line_cursor;
-
-static unsigned line_at(line_cursor *c, const text_view *t, size_t offset)
+/* 1 + the newlines before offset. */
+static unsigned line_at(const text_view *t, size_t offset)
 {
-    if (t->newlines) { /* 1 + the newlines before offset */
-        size_t lo = 0, hi = t->nnewlines;
-        while (lo < hi) {
-            size_t mid = lo + (hi - lo) / 2;
-            if (t->newlines[mid] < offset)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
-        return (unsigned)lo + 1;
+    size_t lo = 0, hi = t->nnewlines;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (t->newlines[mid] < offset)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
-    for (; c->offset < offset; c->offset++)
-        c->line += t->text[c->offset] == '\n';
-    return c->line;
+    return (unsigned)lo + 1;
 }
 
 static void add_segment(op_unit *u, bool want_unit, const sg_op *op, const text_view *t,
-                        line_cursor *lines, size_t from, size_t to)
+                        size_t from, size_t to)
 {
     if (from >= to)
         return;
     const char *text = t->text;
-    unsigned line = line_at(lines, t, from);
+    unsigned line = line_at(t, from);
     sb_putn(&u->key, text + from, to - from);
     u->position = hash64(&line, sizeof line, u->position);
     if (!want_unit)
@@ -89,7 +79,6 @@ static op_unit unit_of(const sg_oplist *ops, const sg_op *const *members, size_t
     const char *text = t->text;
     size_t size = t->size;
     op_unit u = {{0}, {0}, 0};
-    line_cursor lines = {0, 1};
     size_t at = 0;
     const sg_op *first = members[0];
     for (size_t i = 0; i < ops->count; i++) { /* ops of a file are in source order */
@@ -99,12 +88,12 @@ static op_unit unit_of(const sg_oplist *ops, const sg_op *const *members, size_t
             continue;
         size_t b = o->begin, e = o->end;
         whole_lines(text, size, &b, &e);
-        add_segment(&u, want_unit, first, t, &lines, at, b);
+        add_segment(&u, want_unit, first, t, at, b);
         if (is_member(o, members, n))
-            add_segment(&u, want_unit, first, t, &lines, b, e);
+            add_segment(&u, want_unit, first, t, b, e);
         at = e;
     }
-    add_segment(&u, want_unit, first, t, &lines, at, size);
+    add_segment(&u, want_unit, first, t, at, size);
     /* The entries are the generator's text, not the file's: messages about
      * them name the batched unit. A VM may carry its own, older copy of
      * stencil_op.h, without STENCIL_ENTRY: one clear error, not one per op. */
@@ -125,20 +114,6 @@ static op_unit unit_of(const sg_oplist *ops, const sg_op *const *members, size_t
     if (!u.key.data)
         sb_puts(&u.key, "");
     return u;
-}
-
-op_unit op_translation_unit(const sg_oplist *ops, const sg_op *op, const char *text,
-                           size_t size, bool want_unit)
-{
-    text_view t = {text, size, NULL, 0};
-    return unit_of(ops, &op, 1, false, &t, want_unit);
-}
-
-op_unit op_batch_unit(const sg_oplist *ops, const sg_op *const *members, size_t n,
-                      const char *text, size_t size, bool want_unit)
-{
-    text_view t = {text, size, NULL, 0};
-    return unit_of(ops, members, n, true, &t, want_unit);
 }
 
 /* Identifiers whose value depends on where the code sits. */

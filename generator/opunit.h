@@ -26,19 +26,6 @@ typedef struct op_unit {
     uint64_t position; /* the line each segment starts at (not the file name) */
 } op_unit;
 
-/* `text` is the contents of op->source; `ops` holds every discovered op (those
- * of one file in source order). The unit itself is only made when want_unit
- * (a cache hit needs just the key). */
-op_unit op_translation_unit(const sg_oplist *ops, const sg_op *op, const char *text,
-                           size_t size, bool want_unit);
-
-/* A batched unit: the ops `members` (n >= 1, all of one file, in source
- * order) in one unit, the file's other ops cut out as above, each member
- * named as an entry at the end (STENCIL_ENTRY in stencil_op.h; compiled with
- * -DSTENCILGEN_BATCH). The key hashes the same text without #line. */
-op_unit op_batch_unit(const sg_oplist *ops, const sg_op *const *members, size_t n,
-                      const char *text, size_t size, bool want_unit);
-
 /* Each op source read once per run, so an op's cache key and the unit it
  * compiles come from the same bytes. */
 typedef struct op_source {
@@ -54,9 +41,15 @@ typedef struct op_sources {
     size_t count, cap;
 } op_sources;
 
-/* op_translation_unit of op, its source read through `sources` (a source that
- * cannot be read gives a unit that says so when compiled). */
+/* The unit of `op`, its source read through `sources` (a source that cannot
+ * be read gives a unit that says so when compiled); `ops` holds every
+ * discovered op (those of one file in source order). The unit itself is only
+ * made when want_unit (a cache hit needs just the key). */
 op_unit op_unit_for(op_sources *sources, const sg_oplist *ops, const sg_op *op, bool want_unit);
+/* A batched unit: the ops `members` (n >= 1, all of one file, in source
+ * order) in one unit, the file's other ops cut out as above, each member
+ * named as an entry at the end (STENCIL_ENTRY in stencil_op.h; compiled with
+ * -DSTENCILGEN_BATCH). The key hashes the same text without #line. */
 op_unit op_batch_unit_for(op_sources *sources, const sg_oplist *ops,
                           const sg_op *const *members, size_t n, bool want_unit);
 void op_sources_free(op_sources *sources);

@@ -315,7 +315,8 @@ int pipeline_run(const sg_options *opt)
         fprintf(stderr, "stencilgen: discovery %.3f s, compile and read objects %.3f s "
                         "(%zu cached stencils), %zu compiler runs%s, write %.3f s\n",
                 t1 - t0, t2 - t1, stencils, run.compiles,
-                run.compiled_in_process ? " (clang's driver and cc1 in forked children)" : "",
+                run.compiled_in_process && run.compiles ? " (clang's driver and cc1 in forked children)"
+                                                        : "",
                 now_seconds() - t2);
     }
     if (dumping && (rc == SG_EXIT_OK || rc == SG_EXIT_CHECK)) {

@@ -27,7 +27,8 @@ def outcome(p, out):
     for path in sorted(glob.glob(os.path.join(out, "jit_stencils*.h")) +
                        glob.glob(os.path.join(out, ".stencilgen", "*-*-*", "*.o"))):
         files[os.path.relpath(path, out)] = read(path, "rb")
-    errors = [l for l in p.stderr.splitlines() if ": error:" in l or ": warning:" in l]
+    errors = [re.sub(r"run\.\d+-[0-9a-f]+", "run.X", l.replace(out, "OUT"))
+              for l in p.stderr.splitlines() if ": error:" in l or ": warning:" in l]
     return p.returncode, files, errors
 
 
@@ -121,3 +122,40 @@ def test_only_the_linked_clang_runs_in_process(ctx):
         h = read(os.path.join(out, "jit_stencils-%s.h" % TRIPLE), "rb")
         check(header is None or h == header, "%s: another header than the first case's", name)
         header = h
+
+
+def test_what_clangs_main_does_besides_compiling_is_the_executables(ctx):
+    """What clang's main and cc1_main do beyond a plain compile - driver
+    warnings under -Werror, response files, CCC_OVERRIDE_OPTIONS, -###, timing
+    reports, -mllvm, a driver mode in the program's name - ends the same way in
+    a forked child as with the executable: same exit code, headers, messages."""
+    manifest = ctx.path("tests", "golden", "golden.yaml")
+    rsp = os.path.join(ctx.tmp, "flags.rsp")
+    write(rsp, "-DFROM_A_RESPONSE_FILE=1\n")
+    cases = [
+        ("driver warning made an error", ["--extra-cflags", "-L/tmp"], {}, 3),
+        ("response file", ["--extra-shim-cflags", "@" + rsp], {}, 0),
+        ("CCC_OVERRIDE_OPTIONS", [], {"CCC_OVERRIDE_OPTIONS": "+-DOVERRIDDEN=1"}, 0),
+        ("-###", ["--extra-shim-cflags", "-###"], {}, 3),
+        ("-ftime-report", ["--extra-shim-cflags", "-ftime-report"], {}, 0),
+        ("unknown -mllvm option", ["--extra-shim-cflags", "-mllvm -no-such-option"], {}, 3),
+        ("clang-cpp", ["--clang", "/usr/lib/llvm-22/bin/clang-cpp"], {}, 3),
+    ]
+    for i, (name, extra, env, rc) in enumerate(cases):
+        runs = []
+        for how in ("fork", "exec"):
+            out = os.path.join(ctx.tmp, "c%d-%s" % (i, how))
+            p = build(ctx, manifest, out, *extra, *(["--exec-clang"] if how == "exec" else []),
+                      env=env)
+            rc_, files, errors = outcome(p, out)
+            # Headers, not kept files: clang-cpp "objects" are preprocessed
+            # text naming their output directory.
+            runs.append((rc_, {n: b for n, b in files.items() if n.endswith(".h")}, errors))
+        check(runs[0][0] == rc, "%s: exit %d, want %d", name, runs[0][0], rc)
+        diff = differences(*runs)
+        check(not diff, "%s: the forked child differs from clang-22: %s", name, "; ".join(diff))
+    # The driver's own warning, promoted as the executable promotes it.
+    p = build(ctx, manifest, os.path.join(ctx.tmp, "warn"), "--extra-cflags", "-L/tmp")
+    check("clang-22: error: argument unused during compilation: '-L/tmp' "
+          "[-Werror,-Wunused-command-line-argument]" in p.stderr, "the driver's warning is not "
+          "clang-22's error: %s", p.stderr[-1500:])

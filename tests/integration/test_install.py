@@ -58,5 +58,11 @@ symbols: [vm_call, vm_print, vm_native, vm_trap]
            "LD_LIBRARY_PATH": libdir}
     ctx.run(["meson", "setup", "b"], cwd=proj, env=env, check=True)
     ctx.run(["ninja", "-C", "b"], cwd=proj, env=env, check=True)
+    # The installed generator finds its clang module too: compiles run in forked children.
+    p = ctx.run([os.path.join(bindir, "stencilgen"), "build", "--manifest",
+                 os.path.join(proj, "stencils.yaml"), "--outdir", os.path.join(proj, "out"), "-v"],
+                env=env, check=True)
+    check("(clang's driver and cc1 in forked children)" in p.stderr, "the installed stencilgen "
+          "started clang for its compiles (its clang module not found?): %s", p.stderr[-800:])
     p = ctx.run([os.path.join(proj, "b", "myjit")], env=env, check=True)
     check(p.stdout.strip() == "42", "the JIT built from the README snippet printed %r", p.stdout)
