@@ -250,9 +250,17 @@ static bool have_disasm(done_ctx *ctx, job_ref *ref)
     return false;
 }
 
+/* Whether the object just read was a batch's that cannot stand for the op
+ * (split.h): no failure, the op compiles from its own unit next. Once it has
+ * (solo), what its own object fails is its failure. */
+static bool compiles_alone_next(const job_ref *ref)
+{
+    return ref->alone[0] && !ref->solo;
+}
+
 static bool verdict(done_ctx *ctx, job_ref *ref, bool ok)
 {
-    if (ok || ref->alone[0]) /* alone: no failure, it compiles from its own unit */
+    if (ok || compiles_alone_next(ref))
         return ok;
     ref->extract_failed = true;
     ctx->extract_rc = exit_worst(ctx->extract_rc, SG_EXIT_CHECK);
@@ -343,7 +351,7 @@ static bool take_object(done_ctx *ctx, sg_job *job, const sg_job *compile, const
     job_ref *ref = job->user;
     ref->deps = xstrndup((const char *)dtext, dsize);
     bool ok = batch ? process_parsed(ctx, job, batch) : process_object(ctx, job, bytes, size);
-    if (!ok && ref->alone[0]) {
+    if (!ok && compiles_alone_next(ref)) {
         free(ref->deps);
         ref->deps = NULL;
         return true;
@@ -505,7 +513,7 @@ static bool try_cached(done_ctx *ctx, sg_job *job)
     case INC_OBJECT: {
         bool ok = process_object(ctx, job, obj, size);
         free(obj);
-        if (!ok && ref->alone[0]) { /* a batch's object that cannot stand for it */
+        if (!ok && compiles_alone_next(ref)) { /* a batch's object that cannot stand for it */
             free(ref->deps);
             ref->deps = NULL;
             return false;

@@ -187,6 +187,25 @@ def test_what_a_batch_cannot_reproduce_compiles_alone(ctx):
           "no-op run after ops compiled alone: %s %s", p.stdout, p.stderr[-1000:])
 
 
+def test_an_op_compiled_alone_that_fails_its_checks_fails_the_build(ctx):
+    """A file defining an unrelated mutable global: every op compiles from its
+    own unit (which carries the global), and there fails the writable-data
+    check. The build fails as per-op units' does, run after run, with no
+    header; it once passed with exit 0 and a header missing those ops."""
+    manifest = project(ctx, {"helpers.c": HELPER_OPS + "\nint unrelated_counter;\n"})
+    per_op, batched = both_ways(ctx, manifest, "global", "--target", TRIPLE)
+    check(per_op[0].returncode == 1, "per-op: exit %d: %s", per_op[0].returncode,
+          per_op[0].stderr[-1500:])
+    diff = differences(per_op, batched)
+    check(not diff, "batched units differ from per-op units: %s", "; ".join(diff))
+    check(len(errors(batched[0].stderr)) == 4 and not batched[1],
+          "batched: want 4 errors and no header: %s", batched[0].stderr[-2000:])
+    out = os.path.join(ctx.tmp, "global-batched")
+    p = build(ctx, manifest, out, "batched", "--target", TRIPLE)  # again, from the cache
+    check(p.returncode == 1 and len(errors(p.stderr)) == 4, "second run: exit %d: %s",
+          p.returncode, p.stderr[-1500:])
+
+
 def edit_op(path, op, statement):
     text = read(path)
     at = text.index("OP(%s)" % op)
