@@ -88,6 +88,33 @@ def test_batched_equals_per_op_on_bundled_golden_and_fixtures(ctx):
           built, len(manifests))
 
 
+def test_batched_equals_per_op_when_every_op_compiles_alone(ctx):
+    """The same manifests with an external constant added to every source: no
+    batch can stand for any op (every op's own unit carries the constant), so
+    each compiles from its own unit after its batch, and what its own object
+    then says - a failed check included - must be what per-op units say."""
+    root = os.path.join(ctx.tmp, "tree")
+    for part in ("stencils", "templates", os.path.join("tests", "fixtures"),
+                 os.path.join("tests", "golden")):
+        ctx.copy_tree(ctx.path(part), os.path.join(root, part))
+    for i, src in enumerate(sorted(glob.glob(os.path.join(root, "**", "*.c"), recursive=True))):
+        with open(src, "a") as f:
+            f.write("\nconst int sg_keeps_ops_alone_%d = %d;\n" % (i, i))
+    manifests = [os.path.join(root, "stencils", "stencils.yaml"),
+                 os.path.join(root, "tests", "golden", "golden.yaml")]
+    manifests += sorted(glob.glob(os.path.join(root, "tests", "fixtures", "**", "*.yaml"),
+                                  recursive=True))
+    alone = failed = 0
+    for i, m in enumerate(manifests):
+        per_op, batched = both_ways(ctx, m, "a%d" % i, "-v")
+        diff = differences(per_op, batched)
+        check(not diff, "%s: batched units differ from per-op units: %s", m, "; ".join(diff))
+        alone += batched[0].stderr.count("is compiled from its own unit")
+        failed += per_op[0].returncode == 1
+    check(alone >= 100, "only %d ops compiled alone: the variant did not force them", alone)
+    check(failed >= 3, "only %d manifests failed a check: failures went unchecked", failed)
+
+
 def test_batched_equals_per_op_on_the_corpus(ctx):
     corpus = os.path.join(ctx.tmp, "corpus")
     ctx.run([sys.executable, ctx.path("tests", "bench", "make_corpus.py"), corpus], check=True)
