@@ -21,7 +21,7 @@ typedef struct token_run {
     CXToken *all; /* as clang_tokenize returned them */
     unsigned nall;
     CXToken *tokens; /* the same without comments */
-    unsigned *offsets; /* where each of `tokens` starts */
+    size_t *offsets; /* where each of `tokens` starts */
     unsigned n;
 } token_run;
 
@@ -37,8 +37,9 @@ static token_run tokens_of(CXTranslationUnit tu, CXFile file)
     t.offsets = xcalloc(t.nall ? t.nall : 1, sizeof *t.offsets);
     for (unsigned i = 0; i < t.nall; i++)
         if (clang_getTokenKind(t.all[i]) != CXToken_Comment) {
-            clang_getExpansionLocation(clang_getTokenLocation(tu, t.all[i]), NULL, NULL, NULL,
-                                       &t.offsets[t.n]);
+            unsigned at;
+            clang_getExpansionLocation(clang_getTokenLocation(tu, t.all[i]), NULL, NULL, NULL, &at);
+            t.offsets[t.n] = at;
             t.tokens[t.n++] = t.all[i];
         }
     return t;
@@ -54,19 +55,6 @@ typedef struct visit_ctx {
     int rc; /* SG_EXIT_USAGE once an op is refused */
 } visit_ctx;
 
-/* Index of the first token at or after `offset`. */
-static unsigned token_at(const token_run *t, unsigned offset)
-{
-    unsigned lo = 0, hi = t->n;
-    while (lo < hi) {
-        unsigned mid = lo + (hi - lo) / 2;
-        if (t->offsets[mid] < offset)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
 
 static void tokens_free(token_run *t)
 {
@@ -118,7 +106,7 @@ static unsigned matching(const token_run *t, unsigned i, const char *open, const
  * after it). */
 static unsigned op_end(const token_run *t, unsigned from, bool from_macro)
 {
-    unsigned at = token_at(t, from), end = 0, i = at;
+    unsigned at = (unsigned)first_at_least(t->offsets, t->n, from), end = 0, i = at;
     if (from_macro && token_is(t, at + 1, "(")) {
         unsigned close = matching(t, at + 1, "(", ")");
         if (close < t->n && !token_is(t, close + 1, "{"))

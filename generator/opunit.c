@@ -33,15 +33,7 @@ typedef struct text_view {
 /* 1 + the newlines before offset. */
 static unsigned line_at(const text_view *t, size_t offset)
 {
-    size_t lo = 0, hi = t->nnewlines;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (t->newlines[mid] < offset)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return (unsigned)lo + 1;
+    return (unsigned)first_at_least(t->newlines, t->nnewlines, offset) + 1;
 }
 
 static void add_segment(op_unit *u, bool want_unit, const sg_op *op, const text_view *t,

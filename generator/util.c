@@ -135,6 +135,19 @@ void sb_put_le(strbuf *sb, uint64_t v, unsigned bytes)
     sb_putn(sb, b, bytes);
 }
 
+size_t first_at_least(const size_t *sorted, size_t n, size_t value)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (sorted[mid] < value)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 uint64_t load_le(const uint8_t *p, unsigned bytes)
 {
     uint64_t v = 0;

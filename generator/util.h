@@ -73,6 +73,9 @@ char *path_relative_to(const char *path, const char *base);
 /* 64- and 128-bit hashes of bytes, for cache keys and checksums (not for
  * security). hash128 continues from h and leaves the result there. */
 uint64_t hash64(const void *data, size_t size, uint64_t seed);
+
+/* The index of the first of sorted[0, n) that is at least `value` (n if none). */
+size_t first_at_least(const size_t *sorted, size_t n, size_t value);
 void hash128(const void *data, size_t size, uint64_t h[2]);
 
 double now_seconds(void);
