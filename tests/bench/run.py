@@ -9,6 +9,7 @@ import json
 import os
 import platform
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -92,6 +93,15 @@ def timed(cmd, **kw):
     t0 = time.monotonic()
     p = run(cmd, **kw)
     return time.monotonic() - t0, p
+
+
+def cpu_timed(cmd, **kw):
+    """Wall and CPU seconds (user + system, the command and its children) of cmd."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t, p = timed(cmd, **kw)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return t, cpu, p
 
 
 def ninja_seconds(lines, directory, jobs):
@@ -286,11 +296,11 @@ def batched_figures(build, g, jobs=2):
         batches, units = [], []
         for i in range(3):  # alternating, best of three: the machine's speed wanders
             shutil.rmtree(out, ignore_errors=True)
-            t, p = timed(one_cmd + (["--compile-commands", cc] if i == 0 else []))
-            batches.append(t)
+            t, cpu, p = cpu_timed(one_cmd + (["--compile-commands", cc] if i == 0 else []))
+            batches.append((t, cpu))
             one_runs = int(re.search(r"(\d+) compiler runs", p.stderr).group(1))
             shutil.rmtree(out, ignore_errors=True)
-            units.append(timed(one_cmd + ["--batch-ops", "10000"])[0])  # the file, one unit
+            units.append(cpu_timed(one_cmd + ["--batch-ops", "10000"])[:2])  # the file, one unit
         with open(cc) as f:
             entry = next(e for e in json.load(f) if "-DSTENCILGEN_BATCH" in e["arguments"])
         with open(path) as f:
@@ -308,8 +318,9 @@ def batched_figures(build, g, jobs=2):
         whole = min(timed(args, cwd=entry["directory"])[0] for _ in range(3))
         return {"cold": min(colds), "colds": colds, "runs": runs, "noop": noops[0],
                 "noop_median": noops[5], "edit": edit, "edit_runs": edit_runs,
-                "edit_ops": edit_ops, "one_file": min(batches), "one_file_runs": one_runs,
-                "one_unit_clang": whole, "one_unit": min(units), "floor": g["floor"],
+                "edit_ops": edit_ops, "one_file": min(batches)[0], "one_file_cpu": min(batches)[1],
+                "one_file_runs": one_runs, "one_unit_clang": whole, "one_unit": min(units)[0],
+                "one_unit_cpu": min(units)[1], "floor": g["floor"],
                 "pipeline": g["pipeline"]}
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -327,8 +338,10 @@ def batched_rows(b, g, jobs=2):
         ("cold build, one file of 300 ops, -j2, batched / the file as one unit",
          "%.2f / %.2f s" % (b["one_file"], b["one_unit"]),
          "%.2fx faster (target >= %dx; %d compiler runs against 2; that unit's clang alone "
-         "%.2f s)" % (b["one_unit"] / b["one_file"], jobs, b["one_file_runs"],
-                      b["one_unit_clang"])),
+         "%.2f s; CPU %.2f / %.2f s, so at most %.2fx on %d cores)" % (
+             b["one_unit"] / b["one_file"], jobs, b["one_file_runs"], b["one_unit_clang"],
+             b["one_file_cpu"], b["one_unit_cpu"], b["one_unit"] / (b["one_file_cpu"] / jobs),
+             jobs)),
         ("batched units: no-op rebuild best / median of 10; one-op edit (best of 3)",
          "%.0f / %.0f; %.0f ms" % (b["noop"] * 1e3, b["noop_median"] * 1e3, b["edit"] * 1e3),
          "per-op units: %.0f / %.0f; %.0f ms; the edit: %d compiler run, %s ops compiled" % (
