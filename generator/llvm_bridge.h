@@ -47,6 +47,13 @@ void lb_disasm_destroy(lb_disasm *d);
  * libclang-cpp again for every compile. */
 const char *lb_clang_path(void);
 
+/* Start loading the clang module in a thread, where a compile is likely
+ * (a source changed), so that its 6-10 ms overlap discovery and the cache
+ * lookups; lb_clang_path() waits for it, and lb_clang_preload_done() ends it
+ * in a run that compiled nothing (before the run forks or exits). */
+void lb_clang_preload(void);
+void lb_clang_preload_done(void);
+
 /* What lb_clang_path()'s main does for `argv` (argv[0] names the user's clang;
  * the driver runs as lb_clang_path(), which finds the same resource directory):
  * the driver builds the one cc1 job of a compile, which runs here. A command

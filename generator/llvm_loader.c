@@ -6,6 +6,7 @@
 #define _GNU_SOURCE /* readlink, PATH_MAX */
 #include <dlfcn.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,14 +118,16 @@ void lb_disasm_destroy(lb_disasm *d)
 
 /* The clang module, or NULL: compiles then start the clang executable, as
  * they would for any other compiler (jobs.c), so a missing module costs time,
- * not the build. */
-static const sg_clang_api *clang_api(void)
+ * not the build. Loaded once, by the main thread or by the preload thread,
+ * which the main thread joins before it reads this. */
+static const sg_clang_api *capi;
+static bool capi_tried;
+static pthread_t preload_thread;
+static bool preloading;
+
+static void *load_clang(void *unused)
 {
-    static const sg_clang_api *capi;
-    static bool tried;
-    if (tried)
-        return capi;
-    tried = true;
+    (void)unused;
     strbuf why = {0};
     void *h = open_module(SG_CLANG_PLUGIN_NAME, &why);
     sg_clang_api_get_fn *get = h ? (sg_clang_api_get_fn *)dlsym(h, SG_CLANG_API_SYMBOL) : NULL;
@@ -132,6 +135,32 @@ static const sg_clang_api *clang_api(void)
     if (a && a->version == SG_CLANG_API_VERSION && !strcmp(a->llvm_version, lb_llvm_version()))
         capi = a;
     sb_free(&why);
+    return NULL;
+}
+
+void lb_clang_preload(void)
+{
+    if (capi_tried || preloading)
+        return;
+    preloading = pthread_create(&preload_thread, NULL, load_clang, NULL) == 0;
+}
+
+void lb_clang_preload_done(void)
+{
+    if (preloading) {
+        pthread_join(preload_thread, NULL);
+        preloading = false;
+        capi_tried = true;
+    }
+}
+
+static const sg_clang_api *clang_api(void)
+{
+    lb_clang_preload_done();
+    if (!capi_tried) {
+        load_clang(NULL);
+        capi_tried = true;
+    }
     return capi;
 }
 
@@ -150,8 +179,13 @@ int discover_ops(const char *source, const char *const *args, size_t nargs, sg_o
                  sg_pathlist *deps)
 {
     static bool reported; /* once, not once per op source */
-    if (load())
+    if (load()) {
+        /* A source changed: something is likely to compile. Loaded now, not
+         * before the LLVM module (the two would take turns at the loader's
+         * lock), so that it overlaps the parse. */
+        lb_clang_preload();
         return api->discover_ops(source, args, nargs, out, deps);
+    }
     if (!reported)
         diag_error("%s", api_error);
     reported = true;

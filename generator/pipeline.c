@@ -331,5 +331,6 @@ int pipeline_run(const sg_options *opt)
         print_summary(&run);
     jobs_free(&js);
     run_free(&run, temp_workdir);
+    lb_clang_preload_done();
     return rc;
 }
