@@ -690,7 +690,7 @@ static void note_batch_errors(const sg_job *job, void *data)
 }
 
 /* Whether the run's compiles can run clang's main in a forked child: its clang
- * is the executable the LLVM module links (the same file, whatever the path
+ * is the executable the clang module links (the same file, whatever the path
  * given), and no launcher wraps it. */
 static bool compiles_in_process(const sg_run *run)
 {

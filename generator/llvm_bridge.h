@@ -41,15 +41,15 @@ lb_disasm *lb_disasm_create(const char *triple, uint32_t fp_dwarf_reg,
 void lb_disasm_one(lb_disasm *d, const uint8_t *code, size_t size, uint64_t pc, lb_insn *out);
 void lb_disasm_destroy(lb_disasm *d);
 
-/* The clang executable whose driver and cc1 the module links (libclang-cpp);
- * NULL if the module cannot be loaded. Its compiles can run in a forked child
+/* The clang executable whose driver and cc1 the clang module links
+ * (libclang-cpp); NULL if that module cannot be loaded. Its compiles can run in a forked child
  * of the generator (compile.c): the same code, without loading libLLVM and
  * libclang-cpp again for every compile. */
 const char *lb_clang_path(void);
 
-/* Start loading the clang module in a thread, where a compile is likely
- * (a source changed), so that its 6-10 ms overlap discovery and the cache
- * lookups; lb_clang_path() waits for it, and lb_clang_preload_done() ends it
+/* Start loading the clang module in a thread where a compile is likely (a
+ * source changed and is parsed again), so that its 6-10 ms overlap the parse
+ * and the cache lookups; lb_clang_path() waits for it, and lb_clang_preload_done() ends it
  * in a run that compiled nothing (before the run forks or exits). */
 void lb_clang_preload(void);
 void lb_clang_preload_done(void);
@@ -57,7 +57,8 @@ void lb_clang_preload_done(void);
 /* What lb_clang_path()'s main does for `argv` (argv[0] names the user's clang;
  * the driver runs as lb_clang_path(), which finds the same resource directory):
  * the driver builds the one cc1 job of a compile, which runs here. A command
- * that is not one cc1 job runs the executable instead. For a forked child only:
+ * that is not one cc1 job, or asks for more than a compile (clang_main.cpp
+ * lists what), runs the executable instead. For a forked child only:
  * it returns clang's exit code, and a fatal error ends the process. */
 int lb_clang_main(char *const *argv);
 
