@@ -50,6 +50,39 @@ sg_flag_inputs run_flag_inputs(const sg_run *run, const sg_target_result *r)
 }
 
 /* Ops are named by what the template marks; names must be unique across files. */
+static int by_name_then_order(const void *a, const void *b)
+{
+    const sg_op *x = *(const sg_op *const *)a, *y = *(const sg_op *const *)b;
+    int c = strcmp(x->name, y->name);
+    return c ? c : (x > y) - (x < y);
+}
+
+/* Each op name once: the first op (in manifest order) whose name came before
+ * is reported, with where it came first. Sorted, not compared pairwise: a
+ * CPython-style VM has hundreds of ops. */
+static int check_unique_names(const sg_oplist *ops)
+{
+    const sg_op **sorted = xcalloc(ops->count ? ops->count : 1, sizeof *sorted);
+    for (size_t i = 0; i < ops->count; i++)
+        sorted[i] = &ops->items[i];
+    qsort(sorted, ops->count, sizeof *sorted, by_name_then_order);
+    const sg_op *again = NULL, *first = NULL;
+    for (size_t i = 1; i < ops->count; i++) {
+        if (strcmp(sorted[i]->name, sorted[i - 1]->name) || (again && sorted[i] > again))
+            continue;
+        if (i < 2 || strcmp(sorted[i - 2]->name, sorted[i]->name)) { /* its name's second */
+            again = sorted[i];
+            first = sorted[i - 1];
+        }
+    }
+    free(sorted);
+    if (!again)
+        return SG_EXIT_OK;
+    diag_error_at(again->source, again->line, again->col, "op '%s' is defined twice", again->name);
+    diag_note_at(first->source, first->line, first->col, "first defined here");
+    return SG_EXIT_USAGE;
+}
+
 static int discover_all(sg_run *run)
 {
     const sg_manifest *m = &run->manifest;
@@ -68,17 +101,8 @@ static int discover_all(sg_run *run)
             rc = SG_EXIT_USAGE;
         }
     }
-    for (size_t i = 0; i < run->ops.count && rc == SG_EXIT_OK; i++) {
-        for (size_t j = 0; j < i; j++) {
-            const sg_op *x = &run->ops.items[i], *y = &run->ops.items[j];
-            if (strcmp(x->name, y->name))
-                continue;
-            diag_error_at(x->source, x->line, x->col, "op '%s' is defined twice", x->name);
-            diag_note_at(y->source, y->line, y->col, "first defined here");
-            rc = SG_EXIT_USAGE;
-            break;
-        }
-    }
+    if (rc == SG_EXIT_OK)
+        rc = check_unique_names(&run->ops);
     argv_free(argv_finish(&a));
     return rc;
 }
