@@ -50,11 +50,9 @@ typedef struct visit_ctx {
     CXFile main_file;
     sg_oplist *out;
     CXTranslationUnit tu;
-    token_run tokens; /* of main_file, made at its first op */
-    bool tokenized;
+    token_run tokens; /* of main_file, made at its first op (then tokens.tokens is set) */
     int rc; /* SG_EXIT_USAGE once an op is refused */
 } visit_ctx;
-
 
 static void tokens_free(token_run *t)
 {
@@ -180,10 +178,8 @@ static enum CXChildVisitResult visit_top(CXCursor c, CXCursor parent, CXClientDa
     } else {
         /* A macro-made name expands at the invocation that made it. */
         bool by_macro = named_by_macro(c);
-        if (!ctx->tokenized) {
+        if (!ctx->tokens.tokens)
             ctx->tokens = tokens_of(ctx->tu, file);
-            ctx->tokenized = true;
-        }
         sg_op op = {xstrdup(name), path_absolute(fn ? fn : ctx->source), line, col, begin,
                     op_end(&ctx->tokens, by_macro ? name_at : decl_end, by_macro)};
         ARRAY_PUSH(ctx->out->items, ctx->out->count, ctx->out->cap, op);
@@ -241,9 +237,9 @@ int discover_ops(const char *source, const char *const *args, size_t nargs, sg_o
         ok = false;
     int rc = ok ? SG_EXIT_OK : SG_EXIT_TOOLCHAIN;
     if (ok) {
-        visit_ctx ctx = {source, clang_getFile(tu, source), out, tu, {0}, false, SG_EXIT_OK};
+        visit_ctx ctx = {source, clang_getFile(tu, source), out, tu, {0}, SG_EXIT_OK};
         clang_visitChildren(clang_getTranslationUnitCursor(tu), visit_top, &ctx);
-        if (ctx.tokenized)
+        if (ctx.tokens.tokens)
             tokens_free(&ctx.tokens);
         rc = ctx.rc;
         if (deps && rc == SG_EXIT_OK)

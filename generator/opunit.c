@@ -20,28 +20,18 @@ static void whole_lines(const char *text, size_t size, size_t *b, size_t *e)
     }
 }
 
-/* A file's text, and where its lines end (op_sources finds them once, so
- * that the units of a file of hundreds of ops do not each count its lines
- * from the top). */
-typedef struct text_view {
-    const char *text;
-    size_t size;
-    const size_t *newlines; /* offsets of every '\n', ascending */
-    size_t nnewlines;
-} text_view;
-
 /* 1 + the newlines before offset. */
-static unsigned line_at(const text_view *t, size_t offset)
+static unsigned line_at(const op_source *t, size_t offset)
 {
     return (unsigned)first_at_least(t->newlines, t->nnewlines, offset) + 1;
 }
 
-static void add_segment(op_unit *u, bool want_unit, const sg_op *op, const text_view *t,
+static void add_segment(op_unit *u, bool want_unit, const sg_op *op, const op_source *t,
                         size_t from, size_t to)
 {
     if (from >= to)
         return;
-    const char *text = t->text;
+    const char *text = (const char *)t->text;
     unsigned line = line_at(t, from);
     sb_putn(&u->key, text + from, to - from);
     u->position = hash64(&line, sizeof line, u->position);
@@ -66,9 +56,9 @@ static bool is_member(const sg_op *o, const sg_op *const *members, size_t n)
 /* The file without the ops that are not members; a batch also names each
  * member's entry (STENCIL_ENTRY, stencil_op.h) after the text. */
 static op_unit unit_of(const sg_oplist *ops, const sg_op *const *members, size_t n,
-                       bool batch, const text_view *t, bool want_unit)
+                       bool batch, const op_source *t, bool want_unit)
 {
-    const char *text = t->text;
+    const char *text = (const char *)t->text;
     size_t size = t->size;
     op_unit u = {{0}, {0}, 0};
     size_t at = 0;
@@ -161,9 +151,8 @@ static op_unit unreadable(void)
 op_unit op_unit_for(op_sources *sources, const sg_oplist *ops, const sg_op *op, bool want_unit)
 {
     const op_source *src = source_of(sources, op->source);
-    text_view t = {(const char *)src->text, src->size, src->newlines, src->nnewlines};
     if (src->text)
-        return unit_of(ops, &op, 1, false, &t, want_unit);
+        return unit_of(ops, &op, 1, false, src, want_unit);
     return unreadable();
 }
 
@@ -171,9 +160,8 @@ op_unit op_batch_unit_for(op_sources *sources, const sg_oplist *ops,
                           const sg_op *const *members, size_t n, bool want_unit)
 {
     const op_source *src = source_of(sources, members[0]->source);
-    text_view t = {(const char *)src->text, src->size, src->newlines, src->nnewlines};
     if (src->text)
-        return unit_of(ops, members, n, true, &t, want_unit);
+        return unit_of(ops, members, n, true, src, want_unit);
     return unreadable();
 }
 

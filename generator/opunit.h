@@ -32,7 +32,9 @@ typedef struct op_source {
     const char *path;
     uint8_t *text; /* NULL when it cannot be read */
     size_t size;
-    size_t *newlines; /* where each line ends, for the line numbers of #line */
+    /* Offsets of every '\n', ascending: the line numbers of the units' #lines,
+     * found once per file, not counted from the top for each of its ops. */
+    size_t *newlines;
     size_t nnewlines;
 } op_source;
 

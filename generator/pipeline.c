@@ -49,7 +49,6 @@ sg_flag_inputs run_flag_inputs(const sg_run *run, const sg_target_result *r)
                             run->opt.extra_shim_cflags, run->op_template_dir};
 }
 
-/* Ops are named by what the template marks; names must be unique across files. */
 static int by_name_then_order(const void *a, const void *b)
 {
     const sg_op *x = *(const sg_op *const *)a, *y = *(const sg_op *const *)b;
@@ -68,9 +67,9 @@ static int check_unique_names(const sg_oplist *ops)
     qsort(sorted, ops->count, sizeof *sorted, by_name_then_order);
     const sg_op *again = NULL, *first = NULL;
     for (size_t i = 1; i < ops->count; i++) {
-        if (strcmp(sorted[i]->name, sorted[i - 1]->name) || (again && sorted[i] > again))
-            continue;
-        if (i < 2 || strcmp(sorted[i - 2]->name, sorted[i]->name)) { /* its name's second */
+        bool second = !strcmp(sorted[i]->name, sorted[i - 1]->name) &&
+                      (i < 2 || strcmp(sorted[i - 2]->name, sorted[i]->name));
+        if (second && (!again || sorted[i] < again)) {
             again = sorted[i];
             first = sorted[i - 1];
         }
@@ -83,6 +82,7 @@ static int check_unique_names(const sg_oplist *ops)
     return SG_EXIT_USAGE;
 }
 
+/* Ops are named by what the template marks; names must be unique across files. */
 static int discover_all(sg_run *run)
 {
     const sg_manifest *m = &run->manifest;
