@@ -204,14 +204,13 @@ def generator_figures(build, jobs=2):
         execs = []  # the same build starting clang-22 for every compile (its cache, the
                     # same entries, is what the no-op and edit runs below start from)
         for k in range(3):
+            if k:
+                shutil.rmtree(out)
+                colds.append(timed(build_cmd)[0])
+                floors.append(floor_seconds(commands, jobs, tmp))
+                pipelines.append(pipeline_seconds(commands, jobs, tmp))
             shutil.rmtree(out)
             execs.append(timed(build_cmd + ["--exec-clang"])[0])
-            if k == 2:
-                break
-            shutil.rmtree(out)
-            colds.append(timed(build_cmd)[0])
-            floors.append(floor_seconds(commands, jobs, tmp))
-            pipelines.append(pipeline_seconds(commands, jobs, tmp))
         cold, floor, pipeline = min(colds), min(floors), min(pipelines)
         noops = sorted(timed(build_cmd)[0] for _ in range(10))
         src = os.path.join(corpus, "ops", "group13.c")
