@@ -15,13 +15,18 @@ const char *const vm_native_names[NATIVE__COUNT] = {"backtrace", "breakpoint", "
 /* Runs function `fn` in a fresh frame, interpreted or through the shim. */
 vm_value vm_run(struct vm *vm, size_t fn, vm_value argc, const vm_value *args)
 {
-    /* Field by field: `= {...}` (or a loop of zero stores) compiles to
-     * `rep stos`, whose start-up cost was more than the rest of a call put
-     * together. Locals past the arguments start at 0. */
+    /* Locals past the arguments start at 0. Copied from a constant, which
+     * compiles to eight 16-byte stores: `= {...}` or a loop of zero stores
+     * compiles to `rep stos`, and a loop choosing argument or 0 per local to
+     * a loop of 16 that was half of a tinyvm call (fib ran 2x faster
+     * without it). The builtin, not _FORTIFY_SOURCE's inline memcpy, which
+     * debuggers would show as a frame of its own. */
     vm_frame frame;
     vm_value stack[OPERAND_STACK];
-    for (vm_value i = 0; i < VM_MAX_LOCALS; i++)
-        frame.locals[i] = i < argc ? args[i] : 0;
+    static const vm_value zero[VM_MAX_LOCALS];
+    __builtin_memcpy(frame.locals, zero, sizeof zero);
+    for (vm_value i = 0; i < argc && i < VM_MAX_LOCALS; i++)
+        frame.locals[i] = args[i];
     frame.vm = vm;
     frame.function = (int32_t)fn;
     frame.exit_to = frame.exit_from = frame.exit_branch = 0;
