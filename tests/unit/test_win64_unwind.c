@@ -173,8 +173,9 @@ static void bytes_of(const uint8_t **p, size_t *n, const uint8_t *bp, size_t bn)
 
 /* clang-22 --target=x86_64-w64-windows-gnu -O2: push rbp, r15, r14, r13, r12,
  * rsi, rdi, rbx; sub rsp,168; lea rbp,[rsp+128]; movaps of xmm15..xmm6 at
- * [rsp+144]..[rsp+0]. Function 0x9b bytes, prolog 0x4b, frame register rbp
- * (5) at offset 8 (rsp + 128), 31 slots and one of padding. */
+ * [rbp+16]..[rbp-128], which is [rsp+144]..[rsp+0]. Function 0x9b bytes,
+ * prolog 0x4b, frame register rbp (5) at offset 8 (rsp + 128), 31 slots and
+ * one of padding. */
 static const uint8_t shim_info[68] = {
     0x01, 0x4b, 0x1f, 0x85, 0x4b, 0x68, 0x00, 0x00, 0x47, 0x78, 0x01, 0x00, 0x43, 0x88, 0x02, 0x00,
     0x3e, 0x98, 0x03, 0x00, 0x39, 0xa8, 0x04, 0x00, 0x34, 0xb8, 0x05, 0x00, 0x2f, 0xc8, 0x06, 0x00,
