@@ -559,10 +559,38 @@ TEST(bad_code_offsets)
 TEST(bad_prolog_longer_than_function)
 {
     CHECK(w64_parse_info(shim_info, sizeof shim_info, 0, &I, &E) == 0);
-    EXPECT_ERR(replay(0x100, 0x100 + 0x4a), "longer than the function");
-    EXPECT_ERR(replay(0x100, 0x100), "longer than the function");
-    EXPECT_ERR(replay(0x100, 0x10), "longer than the function");
+    EXPECT_ERR(replay(0x100, 0x100 + 0x4a), "not shorter than the function");
+    /* all prolog: no body, and its last row would be empty */
+    EXPECT_ERR(replay(0x100, 0x100 + 0x4b), "not shorter than the function");
+    EXPECT_ERR(replay(0x100, 0x100), "not shorter than the function");
+    EXPECT_ERR(replay(0x100, 0x10), "not shorter than the function");
     CHECK(replay(0x100, 0x100 + 0x4c) == 0 && T.count == N_SHIM_ROWS);
+    return 1;
+}
+
+/* Windows reads a save at an offset from the bottom of the fixed allocation;
+ * the replay, from rsp where the save is. Nothing may move rsp after a save
+ * or after the frame register is set, where the two would differ. */
+TEST(bad_rsp_moved_after_fixed_allocation)
+{
+    /* sub rsp,16 @4; mov [rsp+8],rsi @9; sub rsp,32 @13 */
+    EXPECT_ROWS_ERR(BYTES(0x01, 0x0d, 0x04, 0x00, 0x0d, 0x32, 0x09, 0x64, 0x01, 0x00, 0x04, 0x12),
+                    0x20, "moves rsp after the save");
+    /* push rbp @1; mov rbp,rsp @4; push rbx @5 */
+    EXPECT_ROWS_ERR(BYTES(0x01, 0x05, 0x03, 0x05, 0x05, 0x30, 0x04, 0x03, 0x01, 0x50, 0x00, 0x00),
+                    0x20, "moves rsp after the frame register is set");
+    /* the same codes with the allocation first replay */
+    CHECK(parse_and_replay(BYTES(0x01, 0x0d, 0x04, 0x00, 0x0d, 0x64, 0x01, 0x00, 0x09, 0x32, 0x04,
+                                 0x12),
+                           0, 0x20) == 0);
+    return 1;
+}
+
+TEST(bad_rsp_as_a_saved_or_frame_register)
+{
+    EXPECT_ERR(w64_parse_info(BYTES(0x01, 0x04, 0x01, 0x04, 0x04, 0x03, 0x00, 0x00), 0, &I, &E),
+               "frame register is rsp");
+    EXPECT_ROWS_ERR(BYTES(0x01, 0x01, 0x01, 0x00, 0x01, 0x40, 0x00, 0x00), 8, "pushes rsp");
     return 1;
 }
 
@@ -588,6 +616,8 @@ int main(void)
     RUN(bad_set_fpreg_without_frame_register);
     RUN(bad_code_offsets);
     RUN(bad_prolog_longer_than_function);
+    RUN(bad_rsp_moved_after_fixed_allocation);
+    RUN(bad_rsp_as_a_saved_or_frame_register);
     printf("%d passed, %d failed\n", n_pass, n_fail);
     return n_fail == 0 ? 0 : 1;
 }
