@@ -114,7 +114,8 @@ static uint32_t argument(const w64_info *info, const code *c)
     unsigned s = c->first_slot + 1;
     switch (c->op) {
     case UWOP_ALLOC_SMALL: return 8u * c->info + 8;
-    case UWOP_ALLOC_LARGE: return c->info == 0 ? 8 * slot(info, s) : slot(info, s) | slot(info, s + 1) << 16;
+    case UWOP_ALLOC_LARGE:
+        return c->info == 0 ? 8 * slot(info, s) : slot(info, s) | slot(info, s + 1) << 16;
     case UWOP_SAVE_NONVOL: return 8 * slot(info, s);
     case UWOP_SAVE_XMM128: return 16 * slot(info, s);
     case UWOP_SAVE_NONVOL_FAR:
