@@ -16,7 +16,7 @@ import signal
 import subprocess
 import time
 
-from sgtest import BUNDLED_OPS, TRIPLE, TestFailure, check, read, write
+from sgtest import BUNDLED_OPS, GENERATOR_ENV, TRIPLE, TestFailure, check, read, write
 
 ASAN = True
 
@@ -143,7 +143,7 @@ def test_shared_cache_two_checkouts_at_once(ctx):
                    os.path.join(proj, "out"), "--cache-dir", cache, *X86, "-j", "2",
                    "--extra-cflags", "-DROUND=%d" % rnd]
             procs[proj] = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                           text=True)
+                                           text=True, env=dict(os.environ, **GENERATOR_ENV))
         for proj, p in procs.items():
             try:
                 out, err = p.communicate(timeout=TIMEOUT)
@@ -584,7 +584,7 @@ def test_killed_run_leaves_nothing_for_long(ctx):
     cmd = [ctx.stencilgen, "build", "--manifest", manifest_of(proj), "--outdir", out, *X86,
            "--clang", cc]
     first = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                             start_new_session=True)
+                             start_new_session=True, env=dict(os.environ, **GENERATOR_ENV))
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not (
