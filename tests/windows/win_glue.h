@@ -1,0 +1,57 @@
+/* win_glue.h - tinyvm for the Windows test programs (tests/windows, run under
+ * Wine by tests/integration/test_windows.py): the VM's loader, interpreter and
+ * JIT (stencils/loader.c, interp.c, jit.c) with the entry points
+ * stencils/natives.c would provide, and what the unwind checks need to know
+ * about the code. Each program defines vm_print, vm_native and vm_trap itself.
+ * Usable from C and C++ (the generated header is C only, so this one does not
+ * include it). */
+#ifndef WIN_GLUE_H
+#define WIN_GLUE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+#define _Noreturn [[noreturn]]
+extern "C" {
+#endif
+
+#include "tinyvm.h"
+
+/* Load PROGRAM, JIT-compiled or interpreted; exits with a message on failure.
+ * In JIT mode the environment variable WIN_TEST_MUTATE breaks the unwind
+ * information handed to the runtime (never the runtime itself), so the suite
+ * can show that its checks notice a wrong rule:
+ *   frame-offset  the executors' UNWIND_INFO with FrameOffset one more (the
+ *                 frame register then points 16 bytes off the frame it names) */
+struct vm *win_load(const char *path, int jit);
+/* Run the program's function `name` (exits if there is none). */
+vm_value win_run(struct vm *vm, const char *name, vm_value argc, const vm_value *args);
+void win_unload(struct vm *vm);
+
+/* The natives' numbers (stencils/vm.h), for vm_native. */
+enum { WIN_NATIVE_BACKTRACE, WIN_NATIVE_BREAKPOINT, WIN_NATIVE_TRAP, WIN_NATIVE_ABORT };
+
+/* What a PC is: code of an executor, of the shim, or neither. */
+typedef struct win_code {
+    int kind;           /* WIN_CODE_* */
+    const char *name;   /* the executor's, or "shim" */
+    const char *instr;  /* "op@executor[i]" for executor code, else NULL */
+    size_t offset;      /* from the executor's (shim's) start */
+} win_code;
+enum { WIN_CODE_NONE, WIN_CODE_EXECUTOR, WIN_CODE_SHIM };
+win_code win_locate(const struct vm *vm, uintptr_t pc);
+
+/* vm_run's nesting on this thread: how many tinyvm calls are active, so how
+ * many JIT frames a walk of the stack must find (JIT mode: one per level). */
+extern volatile int win_depth;
+
+/* vm_run itself (the shim's caller), for the checks' frame sequence. */
+vm_value vm_run(struct vm *vm, size_t fn, vm_value argc, const vm_value *args);
+
+#ifdef __cplusplus
+}
+#undef _Noreturn
+#endif
+
+#endif

@@ -1,0 +1,266 @@
+/* win_unwind.c - the Windows x64 unwinder through JIT frames, under Wine.
+ *
+ *   win_unwind step PROGRAM [ARG]     single-step the program's main with the trap
+ *                                 flag; at every PC in JIT code (executors and
+ *                                 the shim) walk the stack with
+ *                                 RtlLookupFunctionEntry + RtlVirtualUnwind
+ *                                 frame by frame until main
+ *   win_unwind backtrace PROGRAM [ARG] RtlCaptureStackBackTrace from a helper
+ *                                 (`native backtrace`) called by JIT code
+ *   win_unwind seh PROGRAM [ARG]      RaiseException in a helper (`native trap`),
+ *                                 handled by __except in main
+ *
+ * ARG (default 0) is main's local 0. A walk must go JIT frame, vm_run, (vm_call, JIT frame, vm_run)..., main:
+ * every JIT frame's caller is vm_run (the shim's caller), the stack pointer
+ * grows at every step, and it finds as many JIT frames as tinyvm calls are
+ * active. Prints one summary line, and a line per failing PC naming the PC,
+ * the op and executor, and the instruction's bytes; exits 1 on any failure. */
+#include <windows.h>
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "win_glue.h"
+
+#define MAX_FRAMES 64
+#define MAX_REPORTS 20
+#define MAX_PCS 65536
+
+static struct vm *vm;
+static vm_value main_arg;
+static uintptr_t main_start, main_end, run_start, run_end;
+
+/* ---- the helpers JIT code calls */
+
+static int backtrace_jit_frames = -1, backtrace_depth, backtrace_main;
+static USHORT backtrace_frames;
+
+static void capture_backtrace(void)
+{
+    void *pcs[MAX_FRAMES];
+    backtrace_frames = RtlCaptureStackBackTrace(0, MAX_FRAMES, pcs, NULL);
+    backtrace_depth = win_depth;
+    backtrace_jit_frames = 0;
+    for (USHORT i = 0; i < backtrace_frames; i++) {
+        uintptr_t pc = (uintptr_t)pcs[i];
+        win_code c = win_locate(vm, pc - 1); /* a return address: its call is before it */
+        backtrace_jit_frames += c.kind != WIN_CODE_NONE;
+        backtrace_main |= pc > main_start && pc <= main_end;
+        printf("  #%u %p %s\n", i, pcs[i], c.instr ? c.instr : c.name ? c.name : "");
+    }
+}
+
+enum { SEH_CODE = 0xE0005E40 }; /* a customer code (bit 29) of our own */
+
+vm_value vm_native(vm_frame *frame, vm_value which, vm_value arg)
+{
+    (void)frame;
+    if (which == WIN_NATIVE_BACKTRACE)
+        capture_backtrace();
+    else if (which == WIN_NATIVE_TRAP) {
+        ULONG_PTR info[1] = {(ULONG_PTR)arg};
+        RaiseException(SEH_CODE, 0, 1, info);
+    }
+    return arg;
+}
+
+vm_value vm_print(vm_frame *frame, vm_value value)
+{
+    (void)frame; /* no output: a step test must not single-step into the system */
+    return value;
+}
+
+_Noreturn void vm_trap(vm_frame *frame, const char *why)
+{
+    (void)frame;
+    fprintf(stderr, "win_unwind: trap: %s\n", why);
+    exit(3);
+}
+
+/* ---- ranges of C functions, from their own RUNTIME_FUNCTION */
+
+static void function_range(const void *fn, uintptr_t *start, uintptr_t *end)
+{
+    DWORD64 base;
+    PRUNTIME_FUNCTION f = RtlLookupFunctionEntry((DWORD64)(uintptr_t)fn, &base, NULL);
+    if (!f) {
+        fprintf(stderr, "win_unwind: no RUNTIME_FUNCTION for %p\n", fn);
+        exit(2);
+    }
+    *start = (uintptr_t)(base + f->BeginAddress);
+    *end = (uintptr_t)(base + f->EndAddress);
+}
+
+static bool in(uintptr_t pc, uintptr_t start, uintptr_t end)
+{
+    return pc >= start && pc < end;
+}
+
+/* ---- one walk from a context in JIT code to main */
+
+/* Walk from ctx; false with why[] saying where the chain broke. */
+static bool walk_to_main(const CONTEXT *ctx, char *why, size_t whylen)
+{
+    CONTEXT c = *ctx;
+    int jit = 0;
+    bool caller_must_be_run = false;
+    for (int k = 0; k < MAX_FRAMES; k++) {
+        uintptr_t pc = (uintptr_t)c.Rip;
+        if (caller_must_be_run && !in(pc, run_start, run_end)) {
+            snprintf(why, whylen, "frame %d: the JIT frame's caller %#llx is not in vm_run", k,
+                     (unsigned long long)pc);
+            return false;
+        }
+        if (in(pc, main_start, main_end)) {
+            if (jit == win_depth)
+                return true;
+            snprintf(why, whylen, "reached main after %d JIT frames, %d tinyvm calls active", jit,
+                     win_depth);
+            return false;
+        }
+        win_code code = win_locate(vm, pc);
+        caller_must_be_run = code.kind != WIN_CODE_NONE;
+        jit += caller_must_be_run;
+        DWORD64 base;
+        PRUNTIME_FUNCTION f = RtlLookupFunctionEntry((DWORD64)pc, &base, NULL);
+        if (!f) {
+            snprintf(why, whylen, "frame %d: no RUNTIME_FUNCTION for pc %#llx%s%s", k,
+                     (unsigned long long)pc, code.name ? " in " : "", code.name ? code.name : "");
+            return false;
+        }
+        DWORD64 sp = c.Rsp, establisher;
+        PVOID data;
+        RtlVirtualUnwind(UNW_FLAG_NHANDLER, base, (DWORD64)pc, f, &c, &data, &establisher, NULL);
+        if (c.Rsp <= sp) {
+            snprintf(why, whylen, "frame %d: unwinding pc %#llx left the stack pointer at %#llx "
+                     "(was %#llx)", k, (unsigned long long)pc, (unsigned long long)c.Rsp,
+                     (unsigned long long)sp);
+            return false;
+        }
+    }
+    snprintf(why, whylen, "no main within %d frames", MAX_FRAMES);
+    return false;
+}
+
+/* ---- single-stepping */
+
+static volatile bool stepping;
+static size_t checked, checked_shim, failures, distinct;
+static uintptr_t *seen; /* open addressing, MAX_PCS slots */
+
+static void remember(uintptr_t pc)
+{
+    for (size_t i = (pc * 0x9E3779B97F4A7C15ull) >> 48, n = 0; n < MAX_PCS;
+         i = (i + 1) % MAX_PCS, n++) {
+        if (seen[i] == pc)
+            return;
+        if (!seen[i]) {
+            seen[i] = pc;
+            distinct++;
+            return;
+        }
+    }
+}
+
+static void check_step(const CONTEXT *ctx)
+{
+    uintptr_t pc = (uintptr_t)ctx->Rip;
+    win_code code = win_locate(vm, pc);
+    if (code.kind == WIN_CODE_NONE)
+        return;
+    checked++;
+    checked_shim += code.kind == WIN_CODE_SHIM;
+    remember(pc);
+    char why[256];
+    if (walk_to_main(ctx, why, sizeof why))
+        return;
+    if (failures++ < MAX_REPORTS) {
+        const uint8_t *b = (const uint8_t *)pc;
+        printf("FAIL pc %#llx %s+%#zx (%s) bytes %02x %02x %02x %02x %02x %02x %02x %02x: %s\n",
+               (unsigned long long)pc, code.name, code.offset,
+               code.instr ? code.instr : "shim", b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7],
+               why);
+    }
+}
+
+static LONG CALLBACK on_exception(EXCEPTION_POINTERS *ep)
+{
+    if (ep->ExceptionRecord->ExceptionCode != EXCEPTION_SINGLE_STEP)
+        return EXCEPTION_CONTINUE_SEARCH;
+    check_step(ep->ContextRecord);
+    if (stepping)
+        ep->ContextRecord->EFlags |= 0x100; /* TF: trap after the next instruction too */
+    return EXCEPTION_CONTINUE_EXECUTION;
+}
+
+__attribute__((noinline)) static vm_value run_stepped(void)
+{
+    stepping = true;
+    __asm__ volatile("pushfq; orq $0x100, (%%rsp); popfq" ::: "memory", "cc");
+    vm_value r = win_run(vm, "main", 1, &main_arg);
+    stepping = false;
+    return r;
+}
+
+static int step(void)
+{
+    seen = calloc(MAX_PCS, sizeof *seen);
+    if (!seen || !AddVectoredExceptionHandler(1, on_exception))
+        return 2;
+    vm_value r = run_stepped();
+    printf("step: result %lld, %zu JIT PCs checked (%zu in the shim), %zu distinct, "
+           "%zu failures\n", (long long)r, checked, checked_shim, distinct, failures);
+    return failures || !checked ? 1 : 0;
+}
+
+/* ---- the other modes */
+
+static int backtrace_mode(void)
+{
+    vm_value r = win_run(vm, "main", 1, &main_arg);
+    printf("backtrace: result %lld, %u frames, %d JIT frames with %d tinyvm calls active, "
+           "main %s\n", (long long)r, backtrace_frames, backtrace_jit_frames, backtrace_depth,
+           backtrace_main ? "reached" : "not reached");
+    return backtrace_jit_frames > 0 && backtrace_jit_frames == backtrace_depth &&
+                   backtrace_main ? 0 : 1;
+}
+
+static int seh_filter(DWORD code, int *caught)
+{
+    *caught = code == SEH_CODE;
+    return *caught ? EXCEPTION_EXECUTE_HANDLER : EXCEPTION_CONTINUE_SEARCH;
+}
+
+static int seh_mode(void)
+{
+    int caught = 0, depth = 0;
+    vm_value r = 0;
+    __try {
+        r = win_run(vm, "main", 1, &main_arg);
+    } __except (seh_filter(GetExceptionCode(), &caught)) {
+        depth = win_depth; /* what the unwind left: vm_run's decrements were skipped */
+    }
+    printf("seh: %s (result %lld, %d tinyvm calls were active)\n",
+           caught ? "caught in main" : "not raised", (long long)r, depth);
+    return caught ? 0 : 1;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 3 || argc > 4 || (strcmp(argv[1], "step") && strcmp(argv[1], "backtrace") &&
+                      strcmp(argv[1], "seh"))) {
+        fprintf(stderr, "usage: win_unwind step|backtrace|seh PROGRAM [ARG]\n");
+        return 2;
+    }
+    setvbuf(stdout, NULL, _IONBF, 0);
+    function_range((const void *)main, &main_start, &main_end);
+    function_range((const void *)vm_run, &run_start, &run_end);
+    main_arg = argc == 4 ? atoll(argv[3]) : 0;
+    vm = win_load(argv[2], 1);
+    int rc = !strcmp(argv[1], "step") ? step() : !strcmp(argv[1], "backtrace") ? backtrace_mode()
+                                                                              : seh_mode();
+    win_unload(vm);
+    return rc;
+}
