@@ -69,13 +69,13 @@ static int env_perf(void)
 }
 
 #ifdef _WIN32
-/* Windows: what Linux has and Windows has not. A switch turned on there
- * (in the environment) gets one warning saying so; set in the struct it is
+/* Windows: what Linux has and Windows has not. A setting turned on by its
+ * variable gets one warning saying so; turned on in the struct it is
  * accepted and off, as sr_runtime_config reports. */
 static void not_on_windows(env_var *var, bool on, const char *what)
 {
     const char *v = getenv(var->name);
-    if (on && v && !atomic_flag_test_and_set(&var->warned))
+    if (on && v && *v && !atomic_flag_test_and_set(&var->warned))
         fprintf(stderr, "stencilrt: warning: %s=%s: %s is not on this platform (Windows); "
                 "off\n", var->name, v, what);
 }
@@ -85,15 +85,10 @@ static void not_on_windows(env_var *var, bool on, const char *what)
  * memory has one view (VirtualProtect flips each chunk). */
 static void windows_config(sr_config *c)
 {
-    if (c->gdb && getenv(env_gdb.name))
-        not_on_windows(&env_gdb, true, "the GDB JIT interface");
-    if (c->perf != SR_PERF_OFF && getenv(env_perf_mode.name))
-        not_on_windows(&env_perf_mode, true, "perf");
-    if (c->registry == 1 && getenv(env_registry.name))
-        not_on_windows(&env_registry, true, "the registry");
-    const char *views = getenv(env_code_views.name);
-    if (c->code_views == 2 && views && !strcmp(views, "2"))
-        not_on_windows(&env_code_views, true, "two code views");
+    not_on_windows(&env_gdb, c->gdb == 1, "the GDB JIT interface");
+    not_on_windows(&env_perf_mode, c->perf != SR_PERF_OFF, "perf");
+    not_on_windows(&env_registry, c->registry == 1, "the registry");
+    not_on_windows(&env_code_views, c->code_views == 2, "two code views");
     c->gdb = 0;
     c->perf = SR_PERF_OFF;
     c->registry = 2;

@@ -134,3 +134,10 @@ win_code win_locate(const struct vm *vm, uintptr_t pc)
         c = (win_code){WIN_CODE_SHIM, "shim", NULL, pc - shim};
     return c;
 }
+
+const void *win_jit_code(const struct vm *vm, size_t i)
+{
+    if (vm->mode != VM_JIT || i > vm->nfunctions)
+        return NULL;
+    return i < vm->nfunctions ? vm->functions[i].entry : (const uint8_t *)vm->shim - SG_SHIM_ENTRY;
+}

@@ -42,6 +42,10 @@ typedef struct win_code {
 enum { WIN_CODE_NONE, WIN_CODE_EXECUTOR, WIN_CODE_SHIM };
 win_code win_locate(const struct vm *vm, uintptr_t pc);
 
+/* Where JIT code starts: function i's executor (i < the number of
+ * functions), then the shim's code (i == that number); NULL after that. */
+const void *win_jit_code(const struct vm *vm, size_t i);
+
 /* vm_run's nesting on this thread: how many tinyvm calls are active, so how
  * many JIT frames a walk of the stack must find (JIT mode: one per level). */
 extern volatile int win_depth;

@@ -9,9 +9,9 @@
 // For each DEPTH the program's main runs with local 0 = DEPTH (its `native
 // trap` throws once the recursion is that deep); prints one line per run:
 //   depth D caught "MESSAGE" cleanups C
-// C counts the RAII objects destroyed during unwinding (one per vm_call frame
-// the exception passed, and the helper's own). A run that does not throw
-// prints "depth D result R".
+// C counts the RAII objects destroyed during unwinding (the helper's own: its
+// destructor runs in the unwind's second phase, which walks the same frames).
+// A run that does not throw prints "depth D result R".
 #include <cstdio>
 #include <cstdlib>
 #include <stdexcept>

@@ -9,6 +9,8 @@
  *                                 (`native backtrace`) called by JIT code
  *   win_unwind seh PROGRAM [ARG]      RaiseException in a helper (`native trap`),
  *                                 handled by __except in main
+ *   win_unwind memory PROGRAM         W^X: every page of JIT code (executors and
+ *                                 shim) is execute+read, never writable
  *
  * ARG (default 0) is main's local 0. A walk must go JIT frame, vm_run, (vm_call, JIT frame, vm_run)..., main:
  * every JIT frame's caller is vm_run (the shim's caller), the stack pointer
@@ -247,11 +249,31 @@ static int seh_mode(void)
     return caught ? 0 : 1;
 }
 
+/* VirtualQuery of every page under the JIT code: execute+read, committed. */
+static int memory_mode(void)
+{
+    size_t pages = 0, bad = 0;
+    for (size_t i = 0; win_jit_code(vm, i); i++) {
+        const uint8_t *p = win_jit_code(vm, i);
+        MEMORY_BASIC_INFORMATION mi;
+        if (!VirtualQuery(p, &mi, sizeof mi))
+            return 2;
+        pages++;
+        if (mi.State != MEM_COMMIT || mi.Protect != PAGE_EXECUTE_READ) {
+            bad++;
+            printf("FAIL code %zu at %p: state %#lx protection %#lx (want execute+read)\n", i,
+                   (const void *)p, (unsigned long)mi.State, (unsigned long)mi.Protect);
+        }
+    }
+    printf("memory: %zu code ranges, %zu not execute+read\n", pages, bad);
+    return bad || !pages ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3 || argc > 4 || (strcmp(argv[1], "step") && strcmp(argv[1], "backtrace") &&
-                      strcmp(argv[1], "seh"))) {
-        fprintf(stderr, "usage: win_unwind step|backtrace|seh PROGRAM [ARG]\n");
+                      strcmp(argv[1], "seh") && strcmp(argv[1], "memory"))) {
+        fprintf(stderr, "usage: win_unwind step|backtrace|seh|memory PROGRAM [ARG]\n");
         return 2;
     }
     setvbuf(stdout, NULL, _IONBF, 0);
@@ -259,8 +281,10 @@ int main(int argc, char **argv)
     function_range((const void *)vm_run, &run_start, &run_end);
     main_arg = argc == 4 ? atoll(argv[3]) : 0;
     vm = win_load(argv[2], 1);
-    int rc = !strcmp(argv[1], "step") ? step() : !strcmp(argv[1], "backtrace") ? backtrace_mode()
-                                                                              : seh_mode();
+    int rc = !strcmp(argv[1], "step")        ? step()
+             : !strcmp(argv[1], "backtrace") ? backtrace_mode()
+             : !strcmp(argv[1], "memory")    ? memory_mode()
+                                             : seh_mode();
     win_unload(vm);
     return rc;
 }
