@@ -125,7 +125,13 @@ typedef enum sr_perf_mode { SR_PERF_OFF, SR_PERF_MAP, SR_PERF_JITDUMP } sr_perf_
  * for STENCILRT_FRAMES and STENCILRT_GDB, off/map/jitdump for STENCILRT_PERF,
  * 1 or 2 for STENCILRT_CODE_VIEWS; anything else prints one warning and keeps
  * the default. Other values in the struct (frames 2, arena_size above 1 TiB,
- * code_views 3, registry 3) are SR_EINVAL at create. */
+ * code_views 3, registry 3) are SR_EINVAL at create.
+ *
+ * Windows x64: frames registers JIT code with the system's unwinder
+ * (RtlAddFunctionTable: exceptions, SEH, CaptureStackBackTrace); gdb, perf,
+ * registry and two code views are Linux's and always off there: set in the
+ * struct they are accepted and off (sr_runtime_config says so), turned on by
+ * their variable they print one warning saying so. */
 typedef struct sr_config {
     int frames;        /* STENCILRT_FRAMES: register with libgcc (default 1) */
     int gdb;           /* STENCILRT_GDB: GDB JIT interface (default 1) */
@@ -304,7 +310,7 @@ SR_API const char *sr_strerror(sr_status s);
 typedef struct sr_stats {
     size_t arenas;
     size_t executors;
-    size_t frames_registered; /* libgcc registrations live */
+    size_t frames_registered; /* libgcc registrations live (Windows: function tables) */
     size_t gdb_entries;       /* GDB JIT entries live */
     size_t gdb_held;          /* executors emitted under sr_gdb_hold, not yet told to GDB */
 } sr_stats;
