@@ -88,7 +88,7 @@ static void windows_config(sr_config *c)
     not_on_windows(&env_gdb, c->gdb == 1, "the GDB JIT interface");
     not_on_windows(&env_perf_mode, c->perf != SR_PERF_OFF, "perf");
     not_on_windows(&env_registry, c->registry == 1, "the registry");
-    not_on_windows(&env_code_views, c->code_views == 2, "two code views");
+    not_on_windows(&env_code_views, c->code_views == 2, "a second code view");
     c->gdb = 0;
     c->perf = SR_PERF_OFF;
     c->registry = 2;

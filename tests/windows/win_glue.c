@@ -141,3 +141,8 @@ const void *win_jit_code(const struct vm *vm, size_t i)
         return NULL;
     return i < vm->nfunctions ? vm->functions[i].entry : (const uint8_t *)vm->shim - SG_SHIM_ENTRY;
 }
+
+uintptr_t win_shim_return(const struct vm *vm)
+{
+    return (uintptr_t)vm->shim - SG_SHIM_ENTRY + SG_SHIM_CALL_OFFSET + SG_SHIM_CALL_SIZE;
+}

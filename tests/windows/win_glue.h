@@ -46,6 +46,9 @@ win_code win_locate(const struct vm *vm, uintptr_t pc);
  * functions), then the shim's code (i == that number); NULL after that. */
 const void *win_jit_code(const struct vm *vm, size_t i);
 
+/* The shim's return address: the instruction after its call into JIT code. */
+uintptr_t win_shim_return(const struct vm *vm);
+
 /* vm_run's nesting on this thread: how many tinyvm calls are active, so how
  * many JIT frames a walk of the stack must find (JIT mode: one per level). */
 extern volatile int win_depth;

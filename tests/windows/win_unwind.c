@@ -14,8 +14,10 @@
  *
  * ARG (default 0) is main's local 0. A walk must go JIT frame, vm_run, (vm_call, JIT frame, vm_run)..., main:
  * every JIT frame's caller is vm_run (the shim's caller), the stack pointer
- * grows at every step, and it finds as many JIT frames as tinyvm calls are
- * active. Prints one summary line, and a line per failing PC naming the PC,
+ * grows at every step, and it finds one JIT frame per tinyvm call active.
+ * One exception, which is Windows' rule: at an executor's `ret` the unwinder
+ * sees an epilog and returns to where it leads, the shim's return address,
+ * whose frame (the same tinyvm call) then leads to vm_run. Prints one summary line, and a line per failing PC naming the PC,
  * the op and executor, and the instruction's bytes; exits 1 on any failure. */
 #include <windows.h>
 
@@ -107,10 +109,12 @@ static bool walk_to_main(const CONTEXT *ctx, char *why, size_t whylen)
 {
     CONTEXT c = *ctx;
     int jit = 0;
-    bool caller_must_be_run = false;
+    bool caller_must_be_run = false, caller_may_be_shim = false; /* for the next frame */
     for (int k = 0; k < MAX_FRAMES; k++) {
         uintptr_t pc = (uintptr_t)c.Rip;
-        if (caller_must_be_run && !in(pc, run_start, run_end)) {
+        win_code code = win_locate(vm, pc);
+        bool epilog_return = caller_may_be_shim && pc == win_shim_return(vm);
+        if (caller_must_be_run && !epilog_return && !in(pc, run_start, run_end)) {
             snprintf(why, whylen, "frame %d: the JIT frame's caller %#llx is not in vm_run", k,
                      (unsigned long long)pc);
             return false;
@@ -122,9 +126,9 @@ static bool walk_to_main(const CONTEXT *ctx, char *why, size_t whylen)
                      win_depth);
             return false;
         }
-        win_code code = win_locate(vm, pc);
         caller_must_be_run = code.kind != WIN_CODE_NONE;
-        jit += caller_must_be_run;
+        caller_may_be_shim = code.kind == WIN_CODE_EXECUTOR && *(const uint8_t *)pc == 0xc3;
+        jit += caller_must_be_run && !epilog_return; /* the same call's frame again */
         DWORD64 base;
         PRUNTIME_FUNCTION f = RtlLookupFunctionEntry((DWORD64)pc, &base, NULL);
         if (!f) {
@@ -149,7 +153,7 @@ static bool walk_to_main(const CONTEXT *ctx, char *why, size_t whylen)
 /* ---- single-stepping */
 
 static volatile bool stepping;
-static size_t checked, checked_shim, failures, distinct;
+static size_t checked, checked_shim, checked_ret, failures, distinct;
 static uintptr_t *seen; /* open addressing, MAX_PCS slots */
 
 static void remember(uintptr_t pc)
@@ -174,6 +178,8 @@ static void check_step(const CONTEXT *ctx)
         return;
     checked++;
     checked_shim += code.kind == WIN_CODE_SHIM;
+    /* An executor's ret: Windows unwinds it as an epilog, without its UNWIND_INFO. */
+    checked_ret += code.kind == WIN_CODE_EXECUTOR && *(const uint8_t *)pc == 0xc3;
     remember(pc);
     char why[256];
     if (walk_to_main(ctx, why, sizeof why))
@@ -212,8 +218,9 @@ static int step(void)
     if (!seen || !AddVectoredExceptionHandler(1, on_exception))
         return 2;
     vm_value r = run_stepped();
-    printf("step: result %lld, %zu JIT PCs checked (%zu in the shim), %zu distinct, "
-           "%zu failures\n", (long long)r, checked, checked_shim, distinct, failures);
+    printf("step: result %lld, %zu JIT PCs checked (%zu in the shim, %zu at an executor's ret), "
+           "%zu distinct, %zu failures\n", (long long)r, checked, checked_shim, checked_ret,
+           distinct, failures);
     return failures || !checked ? 1 : 0;
 }
 
@@ -229,9 +236,18 @@ static int backtrace_mode(void)
                    backtrace_main ? 0 : 1;
 }
 
-static int seh_filter(DWORD code, int *caught)
+/* The filter runs before anything is unwound: the raise's own context walks
+ * to main by the same rules as a single step, so the handler was reached
+ * through the JIT frames' unwind information, not by the dispatcher taking
+ * a frame it cannot unwind for a leaf (Wine then pops stack slots until one
+ * holds a return address, and can land in main with its registers wrong). */
+static char seh_walk[256];
+
+static int seh_filter(EXCEPTION_POINTERS *ep, int *caught)
 {
-    *caught = code == SEH_CODE;
+    *caught = ep->ExceptionRecord->ExceptionCode == SEH_CODE;
+    if (*caught && walk_to_main(ep->ContextRecord, seh_walk, sizeof seh_walk))
+        snprintf(seh_walk, sizeof seh_walk, "ok");
     return *caught ? EXCEPTION_EXECUTE_HANDLER : EXCEPTION_CONTINUE_SEARCH;
 }
 
@@ -241,12 +257,12 @@ static int seh_mode(void)
     vm_value r = 0;
     __try {
         r = win_run(vm, "main", 1, &main_arg);
-    } __except (seh_filter(GetExceptionCode(), &caught)) {
+    } __except (seh_filter(GetExceptionInformation(), &caught)) {
         depth = win_depth; /* what the unwind left: vm_run's decrements were skipped */
     }
-    printf("seh: %s (result %lld, %d tinyvm calls were active)\n",
-           caught ? "caught in main" : "not raised", (long long)r, depth);
-    return caught ? 0 : 1;
+    printf("seh: %s (result %lld, %d tinyvm calls were active), walk from the raise: %s\n",
+           caught ? "caught in main" : "not raised", (long long)r, depth, seh_walk);
+    return caught && !strcmp(seh_walk, "ok") ? 0 : 1;
 }
 
 /* VirtualQuery of every page under the JIT code: execute+read, committed. */
