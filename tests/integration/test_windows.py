@@ -219,6 +219,9 @@ def test_windows_unwind_at_every_jit_instruction(ctx):
         check(r["rc"] == 0 and r["failures"] == 0,
               "the unwinder failed at %d of %d JIT PCs:\n%s", r["failures"], r["checked"],
               r["out"][-4000:])
+        m = re.search(r"^step: (\d+) of (\d+) VM instructions reached$", r["out"], re.M)
+        check(m and m.group(1) == m.group(2) and int(m.group(2)) >= 40,
+              "not every instruction of step.tvm ran:\n%s", r["out"][-3000:])
         check(str(r["result"]) == interp.stdout.strip(), "step.tvm: %d under the single-step, "
               "%r interpreted", r["result"], interp.stdout)
         # Every function's every instruction runs (step.tvm), so hundreds of

@@ -146,3 +146,10 @@ uintptr_t win_shim_return(const struct vm *vm)
 {
     return (uintptr_t)vm->shim - SG_SHIM_ENTRY + SG_SHIM_CALL_OFFSET + SG_SHIM_CALL_SIZE;
 }
+
+const void *win_instr(const struct vm *vm, size_t fn, size_t i)
+{
+    if (vm->mode != VM_JIT || fn >= vm->nfunctions)
+        return NULL;
+    return sr_executor_instr(vm->functions[fn].executor, i);
+}

@@ -46,6 +46,10 @@ win_code win_locate(const struct vm *vm, uintptr_t pc);
  * functions), then the shim's code (i == that number); NULL after that. */
 const void *win_jit_code(const struct vm *vm, size_t i);
 
+/* Where instruction i of function fn starts in its executor (i == its
+ * instruction count: the end of its code); NULL when out of range. */
+const void *win_instr(const struct vm *vm, size_t fn, size_t i);
+
 /* The shim's return address: the instruction after its call into JIT code. */
 uintptr_t win_shim_return(const struct vm *vm);
 

@@ -170,6 +170,15 @@ static void remember(uintptr_t pc)
     }
 }
 
+static bool was_seen(uintptr_t pc)
+{
+    for (size_t i = (pc * 0x9E3779B97F4A7C15ull) >> 48, n = 0; n < MAX_PCS && seen[i];
+         i = (i + 1) % MAX_PCS, n++)
+        if (seen[i] == pc)
+            return true;
+    return false;
+}
+
 static void check_step(const CONTEXT *ctx)
 {
     uintptr_t pc = (uintptr_t)ctx->Rip;
@@ -218,6 +227,18 @@ static int step(void)
     if (!seen || !AddVectoredExceptionHandler(1, on_exception))
         return 2;
     vm_value r = run_stepped();
+    /* Every instruction of every executor was reached: its first PC stepped. */
+    size_t instrs = 0, reached = 0;
+    for (size_t fn = 0; win_instr(vm, fn, 0); fn++)
+        for (size_t i = 0; win_instr(vm, fn, i + 1); i++) {
+            instrs++;
+            bool hit = was_seen((uintptr_t)win_instr(vm, fn, i));
+            reached += hit;
+            if (!hit)
+                printf("FAIL instruction %zu of function %zu never ran\n", i, fn);
+        }
+    printf("step: %zu of %zu VM instructions reached\n", reached, instrs);
+    failures += instrs - reached;
     printf("step: result %lld, %zu JIT PCs checked (%zu in the shim, %zu at an executor's ret), "
            "%zu distinct, %zu failures\n", (long long)r, checked, checked_shim, checked_ret,
            distinct, failures);
