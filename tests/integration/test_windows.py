@@ -196,7 +196,8 @@ def test_windows_jit_memory_is_execute_read(ctx):
 # --- 2. the unwinder at every JIT instruction -------------------------------------------
 
 STEP_RE = re.compile(r"^step: result (-?\d+), (\d+) JIT PCs checked \((\d+) in the shim, (\d+) at "
-                     r"an executor's ret\), (\d+) distinct, (\d+) failures$", re.M)
+                     r"an executor's ret, (\d+) in veneers\), (\d+) distinct, (\d+) failures$",
+                     re.M)
 
 
 def run_step(ctx, xb, env=None):
@@ -206,8 +207,8 @@ def run_step(ctx, xb, env=None):
     check(m, "win_unwind step (env %s): exit %d, no summary\nstdout:\n%s\nstderr:\n%s", env,
           p.returncode, p.stdout[-3000:], p.stderr[-3000:])
     r = {"result": int(m.group(1)), "checked": int(m.group(2)), "shim": int(m.group(3)),
-         "ret": int(m.group(4)), "distinct": int(m.group(5)), "failures": int(m.group(6)),
-         "rc": p.returncode, "out": p.stdout}
+         "ret": int(m.group(4)), "veneer": int(m.group(5)), "distinct": int(m.group(6)),
+         "failures": int(m.group(7)), "rc": p.returncode, "out": p.stdout}
     return r
 
 
@@ -228,8 +229,8 @@ def test_windows_unwind_at_every_jit_instruction(ctx):
         # distinct PCs, the shim's among them.
         check(r["distinct"] >= 200 and r["shim"] > 0, "too few PCs: %s", r)
         sys.stderr.write("test_windows: RtlVirtualUnwind to main at %d JIT PCs single-stepped "
-                         "(%d distinct, %d in the shim)\n" % (r["checked"], r["distinct"],
-                                                              r["shim"]))
+                         "(%d distinct, %d in the shim, %d in veneers)\n" % (
+                             r["checked"], r["distinct"], r["shim"], r["veneer"]))
 
 
 def test_windows_unwind_negative_controls(ctx):

@@ -4,10 +4,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <windows.h>
 
 #include "vm.h"
 
 #define OPERAND_STACK 1024
+#define VENEER_WINDOW 1024 /* bytes after an executor's code its veneers may take */
 
 _Static_assert((int)WIN_NATIVE_TRAP == (int)NATIVE_TRAP &&
                    (int)WIN_NATIVE_BACKTRACE == (int)NATIVE_BACKTRACE &&
@@ -131,7 +133,21 @@ win_code win_locate(const struct vm *vm, uintptr_t pc)
     }
     uintptr_t shim = (uintptr_t)vm->shim - SG_SHIM_ENTRY;
     if (pc >= shim && pc < shim + sg_shim.code_size)
-        c = (win_code){WIN_CODE_SHIM, "shim", NULL, pc - shim};
+        return (win_code){WIN_CODE_SHIM, "shim", NULL, pc - shim};
+    /* Veneers follow an executor's instructions in its chunk (data after
+     * them never runs, so a PC there is a veneer's); no module holds them. */
+    HMODULE module;
+    if (GetModuleHandleExW(GET_MODULE_HANDLE_EX_FLAG_FROM_ADDRESS |
+                               GET_MODULE_HANDLE_EX_FLAG_UNCHANGED_REFCOUNT,
+                           (LPCWSTR)pc, &module))
+        return c;
+    for (size_t k = 0; k < vm->nfunctions; k++) {
+        const sr_executor *e = vm->functions[k].executor;
+        uintptr_t end = (uintptr_t)sr_executor_entry(e) + sr_executor_code_size(e);
+        if (pc >= end && pc < end + VENEER_WINDOW)
+            return (win_code){WIN_CODE_VENEER, sr_executor_name(e), NULL,
+                              pc - (uintptr_t)sr_executor_entry(e)};
+    }
     return c;
 }
 

@@ -32,14 +32,15 @@ void win_unload(struct vm *vm);
 /* The natives' numbers (stencils/vm.h), for vm_native. */
 enum { WIN_NATIVE_BACKTRACE, WIN_NATIVE_BREAKPOINT, WIN_NATIVE_TRAP, WIN_NATIVE_ABORT };
 
-/* What a PC is: code of an executor, of the shim, or neither. */
+/* What a PC is: code of an executor, of the shim, a veneer after an
+ * executor's code (a jump to a helper out of rel32's reach), or neither. */
 typedef struct win_code {
     int kind;           /* WIN_CODE_* */
     const char *name;   /* the executor's, or "shim" */
     const char *instr;  /* "op@executor[i]" for executor code, else NULL */
     size_t offset;      /* from the executor's (shim's) start */
 } win_code;
-enum { WIN_CODE_NONE, WIN_CODE_EXECUTOR, WIN_CODE_SHIM };
+enum { WIN_CODE_NONE, WIN_CODE_EXECUTOR, WIN_CODE_SHIM, WIN_CODE_VENEER };
 win_code win_locate(const struct vm *vm, uintptr_t pc);
 
 /* Where JIT code starts: function i's executor (i < the number of

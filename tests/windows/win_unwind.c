@@ -153,7 +153,7 @@ static bool walk_to_main(const CONTEXT *ctx, char *why, size_t whylen)
 /* ---- single-stepping */
 
 static volatile bool stepping;
-static size_t checked, checked_shim, checked_ret, failures, distinct;
+static size_t checked, checked_shim, checked_ret, checked_veneer, failures, distinct;
 static uintptr_t *seen; /* open addressing, MAX_PCS slots */
 
 static void remember(uintptr_t pc)
@@ -187,6 +187,7 @@ static void check_step(const CONTEXT *ctx)
         return;
     checked++;
     checked_shim += code.kind == WIN_CODE_SHIM;
+    checked_veneer += code.kind == WIN_CODE_VENEER;
     /* An executor's ret: Windows unwinds it as an epilog, without its UNWIND_INFO. */
     checked_ret += code.kind == WIN_CODE_EXECUTOR && *(const uint8_t *)pc == 0xc3;
     remember(pc);
@@ -195,9 +196,10 @@ static void check_step(const CONTEXT *ctx)
         return;
     if (failures++ < MAX_REPORTS) {
         const uint8_t *b = (const uint8_t *)pc;
+        const char *what = code.instr ? code.instr : code.kind == WIN_CODE_SHIM ? "shim" : "veneer";
         printf("FAIL pc %#llx %s+%#zx (%s) bytes %02x %02x %02x %02x %02x %02x %02x %02x: %s\n",
                (unsigned long long)pc, code.name, code.offset,
-               code.instr ? code.instr : "shim", b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7],
+               what, b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7],
                why);
     }
 }
@@ -239,9 +241,9 @@ static int step(void)
         }
     printf("step: %zu of %zu VM instructions reached\n", reached, instrs);
     failures += instrs - reached;
-    printf("step: result %lld, %zu JIT PCs checked (%zu in the shim, %zu at an executor's ret), "
-           "%zu distinct, %zu failures\n", (long long)r, checked, checked_shim, checked_ret,
-           distinct, failures);
+    printf("step: result %lld, %zu JIT PCs checked (%zu in the shim, %zu at an executor's ret, "
+           "%zu in veneers), %zu distinct, %zu failures\n", (long long)r, checked, checked_shim,
+           checked_ret, checked_veneer, distinct, failures);
     return failures || !checked ? 1 : 0;
 }
 
