@@ -45,11 +45,10 @@ char *flags_op_template_dir(const char *workdir)
 static const char *const op_flags[] = {
     "-x", "c", "-std=c11",
     /* Stencils are the JIT's code: as fast as clang makes them. */
-    "-O3",
-    /* A stencil runs wherever the runtime copies it. */
-    "-fPIC",
-    /* Calls to run-time symbols go through GOT slots the runtime fills: there is no PLT. */
-    "-fno-plt",
+    "-O3", NULL,
+};
+/* Then the target's position-independence flags (sg_target.pic_cflags), then: */
+static const char *const op_flags_rest[] = {
     /* A jump table would be data with a relocation per entry for every switch. */
     "-fno-jump-tables",
     /* The canary is read from TLS, and the check calls __stack_chk_fail. */
@@ -67,11 +66,11 @@ static const char *const op_flags[] = {
 
 /* The shim: an ordinary C function whose unwind tables are the source of truth. */
 static const char *const shim_flags[] = {
-    "-x", "c", "-std=c11", "-O2",
-    /* Copied into JIT memory like a stencil. */
-    "-fPIC",
-    /* A call to a run-time symbol is a GOT load the runtime fills: there is no PLT. */
-    "-fno-plt",
+    "-x", "c", "-std=c11", "-O2", NULL,
+};
+/* Then the target's position-independence flags (the shim is copied into JIT
+ * memory like a stencil), then: */
+static const char *const shim_flags_rest[] = {
     /* A jump table would be data with a relocation per entry. */
     "-fno-jump-tables",
     /* The canary is read from TLS, and the check calls __stack_chk_fail. */
@@ -140,6 +139,8 @@ static void add_op_common(sg_argv *a, const sg_flag_inputs *in, const char *sour
     argv_add(a, srcdir);
     free(srcdir);
     add_list(a, op_flags);
+    add_list(a, in->target->pic_cflags);
+    add_list(a, op_flags_rest);
     add_list(a, in->target->op_cflags);
     add_common(a, in);
     add_strlist(a, &in->manifest->cflags, "");
@@ -175,6 +176,8 @@ void flags_batch(sg_argv *a, const sg_flag_inputs *in, const char *source)
 void flags_shim(sg_argv *a, const sg_flag_inputs *in)
 {
     add_list(a, shim_flags);
+    add_list(a, in->target->pic_cflags);
+    add_list(a, shim_flags_rest);
     add_list(a, in->target->shim_cflags);
     add_common(a, in);
     if (in->mt)

@@ -10,6 +10,7 @@
 
 #include "diag.h"
 #include "util.h"
+#include "win64_unwind.h"
 
 /* Symbols in code sections other than the shim's land here: far away, so an
  * FDE describing them never covers the shim. */
@@ -29,7 +30,7 @@ static bool apply_relocs(const objfile *obj, int eh, int entry_sec, uint64_t eh_
         if (sym && sym->section == entry_sec)
             s = sym->is_section ? 0 : sym->value;
         uint64_t v = s + (uint64_t)r->addend;
-        bool ok = t->classify_reloc(r->type, &patch) &&
+        bool ok = t->classify_reloc(r->type, sec->bytes, sec->size, r->offset, &patch) &&
                   (patch == SG_PATCH_PCREL32 || patch == SG_PATCH_ABS64);
         size_t width = ok && patch == SG_PATCH_ABS64 ? 8 : 4;
         if (!ok || r->offset > sec->size || sec->size - r->offset < width) {
@@ -353,6 +354,130 @@ static bool derive(const cfi_cie *cie, const cfi_fde *fde, const sg_target *t,
     return true;
 }
 
+/* ---- Windows x64 (COFF): .pdata and .xdata ------------------------------ */
+
+/* DWARF's return-address column on x86-64, the only Windows target. */
+enum { W64_RA_COLUMN = 16 };
+
+/* What the .pdata field at `off` names (an ADDR32NB relocation resolved):
+ * its section and offset there. */
+static bool pdata_field(const objfile *obj, int pdata, uint64_t off, int *sec, uint64_t *value)
+{
+    for (size_t i = 0; i < obj->nrelocs; i++) {
+        const obj_reloc *r = &obj->relocs[i];
+        if (r->section != pdata || r->offset != off)
+            continue;
+        size_t n = strlen(r->type_name);
+        if (n < 9 || strcmp(r->type_name + n - 9, "_ADDR32NB") || r->symbol < 0)
+            return false;
+        const obj_symbol *s = &obj->syms[r->symbol];
+        if (s->undefined || s->section < 0)
+            return false;
+        *sec = s->section;
+        *value = (s->is_section ? 0 : s->value) + (uint64_t)r->addend;
+        return true;
+    }
+    return false;
+}
+
+/* The shim's RUNTIME_FUNCTION: the one whose start is the shim's entry. */
+static bool win64_function(const objfile *obj, int entry_sec, uint64_t entry,
+                           const sg_where *where, sg_unwind *u, int *xdata, uint64_t *xoff)
+{
+    for (size_t p = 0; p < obj->nsecs; p++) {
+        if (obj->secs[p].kind != OBJ_SEC_PDATA)
+            continue;
+        for (uint64_t at = 0; at + 12 <= obj->secs[p].size; at += 12) {
+            int bsec, esec;
+            uint64_t begin, end;
+            if (!pdata_field(obj, (int)p, at, &bsec, &begin) || bsec != entry_sec ||
+                begin != entry)
+                continue;
+            if (!pdata_field(obj, (int)p, at + 4, &esec, &end) || esec != entry_sec ||
+                end <= begin || !pdata_field(obj, (int)p, at + 8, xdata, xoff) ||
+                obj->secs[*xdata].kind != OBJ_SEC_XDATA) {
+                diag_error_in(where, "malformed RUNTIME_FUNCTION for the shim at %s+0x%" PRIx64
+                                     ": its end or unwind-data field is not a relocation to "
+                                     "the shim's code and to .xdata",
+                              obj->secs[p].name, at);
+                return false;
+            }
+            u->fde_start = begin;
+            u->fde_size = end - begin;
+            return true;
+        }
+    }
+    diag_error_in(where, "no .pdata entry (RUNTIME_FUNCTION) covers the shim; Windows x64 "
+                         "objects have one for every function that is not a leaf");
+    return false;
+}
+
+/* The rows of the shim's UNWIND_INFO (u->win64_info). */
+static bool win64_rows(const sg_unwind *u, const sg_where *where, w64_info *info,
+                       cfi_table *rows)
+{
+    cfi_error err = {0};
+    if (w64_parse_info(u->win64_info, u->win64_info_len, 0, info, &err) != 0 ||
+        w64_rows(info, u->fde_start, u->fde_start + u->fde_size, rows, &err) != 0) {
+        diag_error_in(where, "malformed UNWIND_INFO of the shim (at its byte 0x%zx): %s",
+                      err.offset, err.msg);
+        return false;
+    }
+    return true;
+}
+
+/* The COFF counterpart of derive(): the row at the call, its checks, and the
+ * executors' UNWIND_INFO. */
+static bool derive_win64(const sg_target *t, const sg_where *where, const w64_info *info,
+                         sg_unwind *u)
+{
+    if (u->call_offset < u->fde_start + info->prolog_size) {
+        diag_error_in(where, "the call into JIT code at shim+0x%zx (%s) is inside the shim's "
+                             "prolog (0x%" PRIx64 "-0x%" PRIx64 ")",
+                      u->call_offset, u->call_text, u->fde_start,
+                      u->fde_start + info->prolog_size);
+        return false;
+    }
+    u->call_row = cfi_row_at(&u->rows, u->call_offset);
+    if (!u->call_row) {
+        diag_error_in(where, "no unwind row covers the call at shim+0x%zx", u->call_offset);
+        return false;
+    }
+    if (!check_shape(u->call_row, t, W64_RA_COLUMN, where, u, &u->shape))
+        return false;
+    strbuf enc = {0};
+    w64_after_prolog(info, &enc);
+    u->executor_win64_info = (uint8_t *)enc.data;
+    u->executor_win64_info_len = enc.len;
+    u->ra_column = W64_RA_COLUMN;
+    u->code_align = 1;
+    u->data_align = -8;
+    u->derived = true;
+    return true;
+}
+
+static bool analyze_win64(const objfile *obj, const gen_stencil *shim, int entry,
+                          const sg_target *t, const sg_where *where, sg_unwind *u)
+{
+    int xdata;
+    uint64_t xoff;
+    w64_info info;
+    cfi_error err = {0};
+    if (!win64_function(obj, obj->syms[entry].section, obj->syms[entry].value, where, u, &xdata,
+                        &xoff))
+        return false;
+    const obj_section *xs = &obj->secs[xdata];
+    if (w64_parse_info(xs->bytes, xs->size, xoff, &info, &err) != 0) {
+        diag_error_in(where, "malformed UNWIND_INFO in %s at 0x%zx: %s", xs->name, err.offset,
+                      err.msg);
+        return false;
+    }
+    u->win64_info = copy_insns(xs->bytes + xoff, info.size, &u->win64_info_len);
+    cfi_fde fde = {.pc_begin = u->fde_start, .pc_range = u->fde_size};
+    return win64_rows(u, where, &info, &u->rows) && find_jit_call(shim, &fde, where, u) &&
+           derive_win64(t, where, &info, u);
+}
+
 bool frame_shape_analyze(const objfile *obj, const gen_stencil *shim, const sg_target *t,
                          const sg_where *where, sg_unwind *u)
 {
@@ -362,6 +487,8 @@ bool frame_shape_analyze(const objfile *obj, const gen_stencil *shim, const sg_t
         diag_error_in(where, "the object defines no function '%s'", shim->name);
         return false;
     }
+    if (t->object_format == OBJ_FORMAT_COFF)
+        return analyze_win64(obj, shim, entry, t, where, u);
     cfi_section sec;
     cfi_cie cie;
     cfi_fde fde;
@@ -380,41 +507,61 @@ bool frame_shape_analyze(const objfile *obj, const gen_stencil *shim, const sg_t
     return ok;
 }
 
-/* The cache entry: the relocated .eh_frame and where the call into JIT code
- * is (finding it takes the disassembler's call and register facts, which a
- * cached stencil does not keep). Little-endian fields, then the section. */
-enum { UNWIND_CACHE_VERSION = 1 };
+/* The cache entry: the unwind tables the facts come from (the relocated
+ * .eh_frame, or the shim's UNWIND_INFO and RUNTIME_FUNCTION range) and where
+ * the call into JIT code is (finding it takes the disassembler's call and
+ * register facts, which a cached stencil does not keep). Little-endian
+ * fields, then the bytes. */
+enum { UNWIND_CACHE_VERSION = 2, NFIELDS = 8 };
 
 void unwind_cache_encode(strbuf *out, const sg_unwind *u)
 {
-    uint64_t fields[] = {UNWIND_CACHE_VERSION, u->eh_frame_addr, u->eh_addr_size,
-                         u->call_offset, u->call_size, u->eh_frame_size};
-    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
+    bool win64 = u->win64_info != NULL;
+    uint64_t fields[NFIELDS] = {UNWIND_CACHE_VERSION, u->eh_frame_addr, u->eh_addr_size,
+                                u->call_offset, u->call_size,
+                                win64 ? u->win64_info_len : u->eh_frame_size,
+                                win64 ? u->fde_start : 0, win64 ? u->fde_size : 0};
+    for (size_t i = 0; i < NFIELDS; i++)
         sb_put_le(out, fields[i], 8);
     sb_putn(out, u->call_text, sizeof u->call_text);
-    sb_putn(out, (const char *)u->eh_frame, u->eh_frame_size);
+    sb_putn(out, win64 ? (const char *)u->win64_info : (const char *)u->eh_frame,
+            (size_t)fields[5]);
+}
+
+static bool win64_from_cache(const uint8_t *bytes, size_t size, uint64_t begin, uint64_t len,
+                             const sg_target *t, const sg_where *where, sg_unwind *u)
+{
+    w64_info info;
+    u->win64_info = copy_insns(bytes, size, &u->win64_info_len);
+    u->fde_start = begin;
+    u->fde_size = len;
+    return win64_rows(u, where, &info, &u->rows) && derive_win64(t, where, &info, u);
 }
 
 bool frame_shape_from_cache(const uint8_t *buf, size_t size, const gen_stencil *shim,
                             const sg_target *t, const sg_where *where, sg_unwind *u)
 {
     *u = (sg_unwind){0};
-    enum { NFIELDS = 6, HEAD = 8 * NFIELDS + sizeof u->call_text };
+    enum { HEAD = 8 * NFIELDS + sizeof u->call_text };
+    bool win64 = t->object_format == OBJ_FORMAT_COFF;
     uint64_t f[NFIELDS] = {0};
     for (size_t i = 0; size >= HEAD && i < NFIELDS; i++)
         f[i] = load_le(buf + 8 * i, 8);
     if (size < HEAD || f[0] != UNWIND_CACHE_VERSION || f[5] != size - HEAD ||
-        (f[2] != 4 && f[2] != 8) || f[3] >= shim->code_size ||
+        (!win64 && f[2] != 4 && f[2] != 8) || f[3] >= shim->code_size ||
+        (win64 && (f[7] == 0 || f[6] > shim->code_size || f[7] > shim->code_size - f[6])) ||
         buf[8 * NFIELDS + sizeof u->call_text - 1] != '\0')
         return false; /* not an entry this generator wrote: a miss */
+    u->call_offset = (size_t)f[3];
+    u->call_size = (size_t)f[4];
+    memcpy(u->call_text, buf + 8 * NFIELDS, sizeof u->call_text);
+    if (win64)
+        return win64_from_cache(buf + HEAD, (size_t)f[5], f[6], f[7], t, where, u);
     u->eh_frame_size = (size_t)f[5];
     u->eh_frame = xmalloc(u->eh_frame_size ? u->eh_frame_size : 1);
     memcpy(u->eh_frame, buf + HEAD, u->eh_frame_size);
     u->eh_frame_addr = f[1];
     u->eh_addr_size = (uint8_t)f[2];
-    u->call_offset = (size_t)f[3];
-    u->call_size = (size_t)f[4];
-    memcpy(u->call_text, buf + 8 * NFIELDS, sizeof u->call_text);
     cfi_section sec = {u->eh_frame, u->eh_frame_size, u->eh_frame_addr, u->eh_addr_size};
     cfi_cie cie;
     cfi_fde fde;
@@ -427,6 +574,8 @@ void unwind_free(sg_unwind *u)
     free(u->cie_insns);
     free(u->fde_insns);
     free(u->executor_cfi);
+    free(u->win64_info);
+    free(u->executor_win64_info);
     cfi_table_free(&u->rows);
     *u = (sg_unwind){0};
 }

@@ -1,4 +1,6 @@
-/* frame_shape.h - derive the shim's frame shape from its compiled .eh_frame.
+/* frame_shape.h - derive the shim's frame shape from its compiled unwind
+ * tables: .eh_frame (ELF), or .pdata/.xdata (COFF, Windows x64), whose
+ * UNWIND_INFO is replayed into the same rows (win64_unwind.h).
  *
  * The shim calls JIT code exactly once, through a register or memory operand.
  * The CFI row in force at that call is what every executor PC inherits (the
@@ -45,9 +47,17 @@ typedef struct sg_unwind {
      * the runtime's executor FDE. */
     uint8_t *executor_cfi;
     size_t executor_cfi_len;
+    /* COFF: the shim's UNWIND_INFO as compiled, and the executors' (the same
+     * codes with the prolog done: win64_unwind.h). fde_start and fde_size
+     * above are then the shim's RUNTIME_FUNCTION; the DWARF fields unused. */
+    uint8_t *win64_info;
+    size_t win64_info_len;
+    uint8_t *executor_win64_info;
+    size_t executor_win64_info_len;
     bool ra_signed; /* AArch64: at the call the saved return address is signed */
     bool derived; /* every field above is set: the shape passed its checks */
-    /* The relocated .eh_frame it was derived from, kept for the cache. */
+    /* The relocated .eh_frame it was derived from, kept for the cache (COFF:
+     * win64_info is). */
     uint8_t *eh_frame;
     size_t eh_frame_size;
     uint64_t eh_frame_addr;

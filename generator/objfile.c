@@ -56,13 +56,20 @@ static const char *machine_name(unsigned machine)
     }
 }
 
-bool objfile_is_for(const objfile *o, unsigned machine, char *err, size_t errsz)
+static const char *format_name(obj_format kind)
 {
-    if (o->machine != machine || !o->is64 || !o->little_endian) {
-        snprintf(err, errsz, "the object is ELF%s %s (%u) %s-endian, expected ELF64 %s (%u) "
+    return kind == OBJ_FORMAT_COFF ? "COFF" : "ELF";
+}
+
+bool objfile_is_for(const objfile *o, obj_format kind, unsigned machine, char *err,
+                    size_t errsz)
+{
+    if (o->kind != kind || o->machine != machine || !o->is64 || !o->little_endian) {
+        snprintf(err, errsz, "the object is %s%s %s (%u) %s-endian, expected %s64 %s (%u) "
                  "little-endian (is the compiler targeting another machine?)",
-                 o->is64 ? "64" : "32", machine_name(o->machine), o->machine,
-                 o->little_endian ? "little" : "big", machine_name(machine), machine);
+                 format_name(o->kind), o->is64 ? "64" : "32", machine_name(o->machine),
+                 o->machine, o->little_endian ? "little" : "big", format_name(kind),
+                 machine_name(machine), machine);
         return false;
     }
     if (o->rel_section[0]) {

@@ -16,7 +16,11 @@ typedef enum obj_sec_kind {
     OBJ_SEC_DATA,     /* allocated, writable */
     OBJ_SEC_BSS,      /* allocated, no file contents */
     OBJ_SEC_EH_FRAME, /* unwind tables */
+    OBJ_SEC_PDATA,    /* COFF .pdata: RUNTIME_FUNCTION entries */
+    OBJ_SEC_XDATA,    /* COFF .xdata: the UNWIND_INFO they point at */
 } obj_sec_kind;
+
+typedef enum obj_format { OBJ_FORMAT_ELF, OBJ_FORMAT_COFF } obj_format;
 
 typedef struct obj_section {
     char *name;
@@ -42,6 +46,10 @@ typedef struct obj_symbol {
     bool is_function;
 } obj_symbol;
 
+/* As ELF's RELA: the value is S + addend, PC-relative ones minus the field's
+ * own address. A COFF relocation's addend is the one it keeps in the bytes it
+ * patches (and what it measures from: REL32_N from N bytes past the field's
+ * end); the reader moves it here and zeroes the field. */
 typedef struct obj_reloc {
     int section; /* index of the section the relocation applies to */
     uint64_t offset;
@@ -52,8 +60,9 @@ typedef struct obj_reloc {
 } obj_reloc;
 
 typedef struct objfile {
-    char format[32]; /* e.g. "elf64-x86-64" */
-    unsigned machine;   /* ELF e_machine */
+    char format[32]; /* e.g. "elf64-x86-64", "COFF-x86-64" */
+    obj_format kind;
+    unsigned machine;   /* ELF e_machine (COFF machines are mapped to it) */
     bool is64;          /* ELFCLASS64 */
     bool little_endian;
     char rel_section[64]; /* first relocation section without explicit addends (REL), or "" */
@@ -70,10 +79,12 @@ bool objfile_parse(const uint8_t *buf, size_t size, objfile *o, char *err, size_
 /* Read and parse `path`. On failure writes a message into err. */
 bool objfile_load(const char *path, objfile *o, char *err, size_t errsz);
 void objfile_free(objfile *o);
-/* Whether the object was made for a 64-bit little-endian ELF machine
- * `machine` and has only RELA relocations (explicit addends, which is all
- * stencilgen reads); otherwise writes what it is into err. */
-bool objfile_is_for(const objfile *o, unsigned machine, char *err, size_t errsz);
+/* Whether the object is of format `kind`, made for a 64-bit little-endian
+ * machine `machine` (ELF e_machine), and, if ELF, has only RELA relocations
+ * (explicit addends, which is all stencilgen reads); otherwise writes what it
+ * is into err. */
+bool objfile_is_for(const objfile *o, obj_format kind, unsigned machine, char *err,
+                    size_t errsz);
 /* Index of the symbol named `name` that is defined, or -1. */
 int objfile_find_defined(const objfile *o, const char *name);
 

@@ -332,21 +332,34 @@ static int add_symbol(objfile *out, obj_symbol sym)
 /* The op-object symbol for batch symbol `i`, and how much a relocation's
  * addend moves when it refers to it (a section symbol names the output
  * section, whose member may not start at 0). */
+/* A COFF string literal gets a section of its own under -fdata-sections,
+ * named by a local ".str<n>" symbol; in the op's own unit it sits in .rdata
+ * and is reached through the section's symbol, as the batch's is here. */
+static bool coff_string_label(const objfile *o, const obj_symbol *y)
+{
+    return o->kind == OBJ_FORMAT_COFF && !y->global && !y->is_section &&
+           !strncmp(y->name, ".str", 4);
+}
+
 static int map_symbol(const splitter *s, objfile *out, int *map, int i, int64_t *shift)
 {
     const obj_symbol *y = &s->in->syms[i];
     int m = y->section >= 0 ? member_of(s, y->section) : -1;
     const member *mb = m >= 0 ? &s->members[m] : NULL;
-    *shift = mb && y->is_section ? (int64_t)mb->at - (int64_t)mb->from : 0;
+    bool as_section = y->is_section || coff_string_label(s->in, y);
+    *shift = mb && as_section ? (int64_t)mb->at - (int64_t)mb->from +
+                                    (int64_t)(y->is_section ? 0 : y->value)
+                              : 0;
     if (map[i] >= 0)
         return map[i];
     obj_symbol c = *y;
     long n;
     const char *k;
     c.section = mb ? mb->group : -1;
-    if (mb && y->is_section) {
+    if (mb && as_section) {
         c.name = xstrdup(out->secs[mb->group].name);
         c.value = 0;
+        c.is_section = true;
     } else {
         if (mb)
             c.value = y->value - mb->from + mb->at;
@@ -405,6 +418,7 @@ split_result split_op_object(const objfile *batch, const char *entry, objfile *o
         return r;
     }
     memcpy(out->format, batch->format, sizeof out->format);
+    out->kind = batch->kind;
     out->machine = batch->machine;
     out->is64 = batch->is64;
     out->little_endian = batch->little_endian;

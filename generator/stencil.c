@@ -124,7 +124,7 @@ static bool classify_reloc(const objfile *obj, const sg_extract_ctx *ctx, const 
     snprintf(h->symbol, sizeof h->symbol, "%s", symname);
     h->addend = r->addend;
     char insn[200]; /* filled only for a diagnostic: decoding costs time on every hole */
-    if (!ctx->target->classify_reloc(r->type, &h->patch)) {
+    if (!ctx->target->classify_reloc(r->type, sec->bytes, sec->size, r->offset, &h->patch)) {
         insn_at(obj, ctx, r, insn, sizeof insn);
         diag_error_in(ctx->where,
                       "unsupported relocation %s (type %u) in %s at offset 0x%" PRIx64

@@ -11,20 +11,31 @@
 
 #include "../runtime/stencilrt_abi.h" /* the ABI, owned by the runtime */
 #include "cfi.h"
+#include "objfile.h"
 
 typedef struct sg_target {
     const char *triple;         /* canonical LLVM triple, as written in manifests */
     const char *host_condition; /* preprocessor test that is true on this host */
     const char *const *op_cflags;   /* NULL-terminated; flags every op needs here */
     const char *const *shim_cflags; /* NULL-terminated; flags the shim needs here */
+    /* Position independence as the object format has it (-fPIC -fno-plt
+     * for ELF; nothing for COFF, where clang calls -fno-plt unused). */
+    const char *const *pic_cflags;   /* NULL-terminated */
     uint32_t fp_reg; /* DWARF register number (the return address column comes from the CIE) */
     unsigned elf_machine;            /* e_machine, for the runtime's in-memory ELF objects */
+    /* ELF: the shim's unwind facts come from its .eh_frame (DWARF CFI).
+     * COFF: from its .pdata/.xdata (Windows x64 UNWIND_INFO, win64_unwind.h). */
+    obj_format object_format;
     /* LLVM opcode-name prefixes that write the frame pointer although LLVM's
      * instruction description does not say so (NULL-terminated). */
     const char *const *fp_writers;
     cfi_reg_namer *reg_name;
-    /* Map an object-file relocation type to a patch; false if unsupported. */
-    bool (*classify_reloc)(uint32_t type, sg_patch *patch);
+    /* Map an object-file relocation type to a patch; false if unsupported.
+     * `field` is the patched bytes' offset in `bytes` (the section, `size`
+     * bytes): COFF's one PC-relative type serves both branches and data
+     * references, told apart by the instruction. */
+    bool (*classify_reloc)(uint32_t type, const uint8_t *bytes, uint64_t size, uint64_t field,
+                           sg_patch *patch);
     /* Bytes taken by a final jump to the continuation whose hole starts at
      * `hole_offset` (0 when the code does not end with one). */
     size_t (*trailing_jump)(const uint8_t *code, size_t size, uint32_t hole_offset,
@@ -40,8 +51,12 @@ const sg_target *target_lookup(const char *triple);
 /* The supported triples, comma-separated, for error messages (caller frees). */
 char *target_supported_list(void);
 
+/* -fPIC -fno-plt, for every ELF target (target.c). */
+extern const char *const sg_elf_pic_cflags[];
+
 /* Per-architecture tables (target_<arch>.c). */
 extern const sg_target sg_target_x86_64_linux;
+extern const sg_target sg_target_x86_64_windows;
 extern const sg_target sg_target_aarch64_linux;
 
 #endif

@@ -37,8 +37,10 @@ enum {
     R_AARCH64_LD64_GOT_LO12_NC = 312,
 };
 
-static bool classify(uint32_t type, sg_patch *patch)
+static bool classify(uint32_t type, const uint8_t *bytes, uint64_t size, uint64_t field,
+                     sg_patch *patch)
 {
+    (void)bytes, (void)size, (void)field; /* ELF types say all */
     switch (type) {
     case R_AARCH64_ABS64: *patch = SG_PATCH_ABS64; return true;
     case R_AARCH64_PREL32: *patch = SG_PATCH_PCREL32; return true;
@@ -130,10 +132,12 @@ const sg_target sg_target_aarch64_linux = {
     .host_condition = "defined(__aarch64__) && defined(__linux__)",
     .op_cflags = op_cflags,
     .shim_cflags = shim_cflags,
+    .pic_cflags = sg_elf_pic_cflags,
     .fp_reg = 29,
     .elf_machine = 183, /* EM_AARCH64 */
     .fp_writers = fp_writers,
     .reg_name = reg_name,
+    .object_format = OBJ_FORMAT_ELF,
     .classify_reloc = classify,
     .trailing_jump = trailing_jump,
     .landing_pad = landing_pad,

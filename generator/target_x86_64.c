@@ -1,4 +1,4 @@
-/* target_x86_64.c - x86-64 Linux, ELF. */
+/* target_x86_64.c - x86-64: Linux (ELF) and Windows (COFF, the MinGW-w64 ABI). */
 #include "target.h"
 
 /* ELF relocation numbers, from the x86-64 psABI. */
@@ -13,8 +13,10 @@ enum {
     R_X86_64_REX_GOTPCRELX = 42,
 };
 
-static bool classify(uint32_t type, sg_patch *patch)
+static bool classify(uint32_t type, const uint8_t *bytes, uint64_t size, uint64_t field,
+                     sg_patch *patch)
 {
+    (void)bytes, (void)size, (void)field; /* ELF types say all */
     switch (type) {
     case R_X86_64_64: *patch = SG_PATCH_ABS64; return true;
     case R_X86_64_32: *patch = SG_PATCH_ABS32; return true;
@@ -41,9 +43,12 @@ static size_t trailing_jump(const uint8_t *code, size_t size, uint32_t hole_offs
 
 static const char *reg_name(uint32_t r)
 {
-    static const char *const names[] = {"rax", "rdx", "rcx", "rbx", "rsi", "rdi",
-                                        "rbp", "rsp", "r8",  "r9",  "r10", "r11",
-                                        "r12", "r13", "r14", "r15", "rip"};
+    /* Windows' shims save xmm6-xmm15 too (DWARF 17-32 are xmm0-xmm15). */
+    static const char *const names[] = {
+        "rax",  "rdx",  "rcx",  "rbx",   "rsi",   "rdi",   "rbp",   "rsp",   "r8",
+        "r9",   "r10",  "r11",  "r12",   "r13",   "r14",   "r15",   "rip",   "xmm0",
+        "xmm1", "xmm2", "xmm3", "xmm4",  "xmm5",  "xmm6",  "xmm7",  "xmm8",  "xmm9",
+        "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15"};
     return r < sizeof names / sizeof *names ? names[r] : NULL;
 }
 
@@ -59,17 +64,76 @@ static bool landing_pad(const uint8_t *code, size_t size)
 
 static const char *const op_cflags[] = {NULL};
 static const char *const shim_cflags[] = {NULL};
+static const char *const no_cflags[] = {NULL};
 
 const sg_target sg_target_x86_64_linux = {
     .triple = "x86_64-unknown-linux-gnu",
     .host_condition = "defined(__x86_64__) && defined(__linux__)",
     .op_cflags = op_cflags,
     .shim_cflags = shim_cflags,
+    .pic_cflags = sg_elf_pic_cflags,
     .fp_reg = 6,
     .elf_machine = 62, /* EM_X86_64 */
     .fp_writers = fp_writers,
     .reg_name = reg_name,
+    .object_format = OBJ_FORMAT_ELF,
     .classify_reloc = classify,
+    .trailing_jump = trailing_jump,
+    .landing_pad = landing_pad,
+    .landing_pad_flag = "-fcf-protection=branch (or full)",
+};
+
+/* COFF relocation numbers, from the PE/COFF specification. */
+enum {
+    IMAGE_REL_AMD64_ADDR64 = 1,
+    IMAGE_REL_AMD64_ADDR32 = 2,
+    IMAGE_REL_AMD64_REL32 = 4,
+    IMAGE_REL_AMD64_REL32_5 = 9,
+};
+
+/* COFF has one PC-relative type for calls, jumps and data references alike
+ * (ELF says PLT32 or PC32). A branch's field follows its opcode (E8 call, E9
+ * jmp, 0F 8x jcc) and may go through a veneer; a data reference's follows a
+ * ModRM byte that selects RIP-relative addressing (mod 00, r/m 101). */
+static bool classify_coff(uint32_t type, const uint8_t *bytes, uint64_t size, uint64_t field,
+                          sg_patch *patch)
+{
+    if (type == IMAGE_REL_AMD64_ADDR64) {
+        *patch = SG_PATCH_ABS64;
+        return true;
+    }
+    if (type == IMAGE_REL_AMD64_ADDR32) {
+        *patch = SG_PATCH_ABS32;
+        return true;
+    }
+    if (type < IMAGE_REL_AMD64_REL32 || type > IMAGE_REL_AMD64_REL32_5 || !bytes || field < 1 ||
+        field > size)
+        return false;
+    uint8_t before = bytes[field - 1];
+    bool jcc = field >= 2 && bytes[field - 2] == 0x0f && (before & 0xf0) == 0x80;
+    if (type == IMAGE_REL_AMD64_REL32 && (before == 0xe8 || before == 0xe9 || jcc)) {
+        *patch = SG_PATCH_X86_BRANCH32;
+        return true;
+    }
+    if ((before & 0xc7) == 0x05) {
+        *patch = SG_PATCH_PCREL32;
+        return true;
+    }
+    return false;
+}
+
+const sg_target sg_target_x86_64_windows = {
+    .triple = "x86_64-w64-windows-gnu",
+    .host_condition = "defined(__x86_64__) && defined(_WIN32)",
+    .op_cflags = op_cflags,
+    .shim_cflags = shim_cflags,
+    .pic_cflags = no_cflags, /* COFF code is position-independent as compiled */
+    .fp_reg = 6,
+    .elf_machine = 62, /* EM_X86_64: the architecture's number, whatever the format */
+    .object_format = OBJ_FORMAT_COFF,
+    .fp_writers = fp_writers,
+    .reg_name = reg_name,
+    .classify_reloc = classify_coff,
     .trailing_jump = trailing_jump,
     .landing_pad = landing_pad,
     .landing_pad_flag = "-fcf-protection=branch (or full)",

@@ -110,7 +110,8 @@ bool verify_read(const uint8_t *bytes, size_t size, const sg_verify_in *in, objf
 {
     char err[512];
     bool parsed = objfile_parse(bytes, size, obj, err, sizeof err);
-    if (parsed && objfile_is_for(obj, in->target->elf_machine, err, sizeof err))
+    if (parsed && objfile_is_for(obj, in->target->object_format, in->target->elf_machine, err,
+                                 sizeof err))
         return true;
     diag_error("%s: %s", in->label, err);
     if (parsed)

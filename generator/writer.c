@@ -208,7 +208,10 @@ char *writer_target_filename(const sg_target *t)
 void writer_unwind_rows(strbuf *sb, const sg_target *t, const sg_unwind *u, const char *prefix)
 {
     char row[512];
-    if (u->derived)
+    if (u->derived && u->win64_info)
+        sb_printf(sb, "%sunwind rows of the shim, from its UNWIND_INFO (return address in %s):\n",
+                  prefix, reg_or_number(t, u->ra_column));
+    else if (u->derived)
         sb_printf(sb, "%sCFI rows of the shim (code_align %" PRIu64 ", data_align %" PRId64
                       ", return address in %s):\n",
                   prefix, u->code_align, u->data_align, reg_or_number(t, u->ra_column));
@@ -232,18 +235,10 @@ void writer_unwind_rows(strbuf *sb, const sg_target *t, const sg_unwind *u, cons
               u->shape.ra_offset);
 }
 
-static void put_unwind(strbuf *sb, const sg_target *t, const sg_unwind *u)
+/* The frame shape as constants, and where the shim calls JIT code: both
+ * unwind formats. */
+static void put_shape(strbuf *sb, const sg_target *t, const sg_unwind *u)
 {
-    char row[512];
-    cfi_format_row(u->call_row, t->reg_name, row, sizeof row);
-    sb_puts(sb, "/* Unwind facts, all derived from the shim's compiled .eh_frame. No stencil\n"
-                " * writes the frame pointer (checked), so the row in force at the shim's\n"
-                " * call into JIT code holds at every executor PC:\n");
-    sb_printf(sb, " *   %s   at shim+0x%zx %s\n */\n", row, u->call_offset, u->call_text);
-    sb_printf(sb, "#define SG_UNWIND_CODE_ALIGN %" PRIu64 "\n", u->code_align);
-    sb_printf(sb, "#define SG_UNWIND_DATA_ALIGN (%" PRId64 ")\n", u->data_align);
-    sb_printf(sb, "#define SG_UNWIND_RA_COLUMN %" PRIu32 " /* %s */\n", u->ra_column,
-              reg_or_number(t, u->ra_column));
     sb_printf(sb, "#define SG_UNWIND_FP_REGISTER %" PRIu32 " /* %s */\n", t->fp_reg,
               reg_or_number(t, t->fp_reg));
     sb_printf(sb, "#define SG_UNWIND_CFA_REGISTER %" PRIu32 " /* CFA=%s%+" PRId64 " */\n",
@@ -258,6 +253,56 @@ static void put_unwind(strbuf *sb, const sg_target *t, const sg_unwind *u)
                              "authentication, A key)" : "the saved return address is plain");
     sb_printf(sb, "#define SG_SHIM_CALL_OFFSET 0x%zx /* %s */\n", u->call_offset, u->call_text);
     sb_printf(sb, "#define SG_SHIM_CALL_SIZE %zu\n", u->call_size);
+}
+
+/* The facts every executor's UNWIND_INFO and the shim's RUNTIME_FUNCTION
+ * need (COFF targets). */
+static void put_unwind_win64(strbuf *sb, const sg_target *t, const sg_unwind *u)
+{
+    char row[512];
+    cfi_format_row(u->call_row, t->reg_name, row, sizeof row);
+    sb_puts(sb, "/* Unwind facts, all derived from the shim's compiled .pdata/.xdata (Windows\n"
+                " * x64 UNWIND_INFO). No stencil writes the frame pointer (checked), so the\n"
+                " * state after the shim's prolog, at its call into JIT code, holds at every\n"
+                " * executor PC:\n");
+    sb_printf(sb, " *   %s   at shim+0x%zx %s\n */\n", row, u->call_offset, u->call_text);
+    sb_puts(sb, "#define SG_UNWIND_WIN64 1 /* unwind facts are UNWIND_INFO, not DWARF CFI */\n");
+    put_shape(sb, t, u);
+    sb_printf(sb, "#define SG_SHIM_FUNCTION_START 0x%" PRIx64 " /* the shim's RUNTIME_FUNCTION "
+                  "covers sg_shim.code[START, START + SIZE) */\n",
+              u->fde_start);
+    sb_printf(sb, "#define SG_SHIM_FUNCTION_SIZE 0x%" PRIx64 "\n\n", u->fde_size);
+    sb_puts(sb, "/* The shim's UNWIND_INFO as compiled; its rows:\n");
+    for (size_t i = 0; i < u->rows.count; i++) {
+        cfi_format_row(&u->rows.rows[i], t->reg_name, row, sizeof row);
+        sb_printf(sb, " *   shim+0x%04" PRIx64 ": %s\n", u->rows.rows[i].loc, row);
+    }
+    sb_puts(sb, " */\n");
+    put_bytes(sb, "uint8_t", "sg_shim_unwind_info", u->win64_info, u->win64_info_len);
+    sb_puts(sb, "/* The executors' UNWIND_INFO: the shim's frame register, offset and codes\n"
+                " * with no prolog, so that every code applies at every executor PC. */\n");
+    put_bytes(sb, "uint8_t", "sg_executor_unwind_info", u->executor_win64_info,
+              u->executor_win64_info_len);
+    sb_putc(sb, '\n');
+}
+
+static void put_unwind(strbuf *sb, const sg_target *t, const sg_unwind *u)
+{
+    char row[512];
+    if (t->object_format == OBJ_FORMAT_COFF) {
+        put_unwind_win64(sb, t, u);
+        return;
+    }
+    cfi_format_row(u->call_row, t->reg_name, row, sizeof row);
+    sb_puts(sb, "/* Unwind facts, all derived from the shim's compiled .eh_frame. No stencil\n"
+                " * writes the frame pointer (checked), so the row in force at the shim's\n"
+                " * call into JIT code holds at every executor PC:\n");
+    sb_printf(sb, " *   %s   at shim+0x%zx %s\n */\n", row, u->call_offset, u->call_text);
+    sb_printf(sb, "#define SG_UNWIND_CODE_ALIGN %" PRIu64 "\n", u->code_align);
+    sb_printf(sb, "#define SG_UNWIND_DATA_ALIGN (%" PRId64 ")\n", u->data_align);
+    sb_printf(sb, "#define SG_UNWIND_RA_COLUMN %" PRIu32 " /* %s */\n", u->ra_column,
+              reg_or_number(t, u->ra_column));
+    put_shape(sb, t, u);
     sb_printf(sb, "#define SG_SHIM_FDE_START 0x%" PRIx64 " /* the shim's FDE covers "
                   "sg_shim.code[START, START + SIZE) */\n",
               u->fde_start);

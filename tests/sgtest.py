@@ -13,8 +13,9 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRIPLE = "x86_64-unknown-linux-gnu"
 
-# Ops in the bundled stencils (stencils/stencils.yaml).
+# Ops in the bundled stencils (stencils/stencils.yaml), and its targets in order.
 BUNDLED_OPS = 22
+BUNDLED_TRIPLES = [TRIPLE, "aarch64-unknown-linux-gnu", "x86_64-w64-windows-gnu"]
 
 # The x86-64 stencil sets the patching differentials run on: the bundled
 # stencils, the relocation-kind fixtures of test_holes.py, and the shapes of

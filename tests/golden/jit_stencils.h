@@ -4,6 +4,8 @@
 #include "jit_stencils-x86_64-unknown-linux-gnu.h"
 #elif defined(__aarch64__) && defined(__linux__)
 #include "jit_stencils-aarch64-unknown-linux-gnu.h"
+#elif defined(__x86_64__) && defined(_WIN32)
+#include "jit_stencils-x86_64-w64-windows-gnu.h"
 #else
-#error "jit_stencils.h: no stencils were generated for this host (generated for: x86_64-unknown-linux-gnu, aarch64-unknown-linux-gnu)"
+#error "jit_stencils.h: no stencils were generated for this host (generated for: x86_64-unknown-linux-gnu, aarch64-unknown-linux-gnu, x86_64-w64-windows-gnu)"
 #endif

@@ -12,14 +12,15 @@ Fixtures: tests/fixtures/fpcheck/ (ops) and tests/fixtures/shim/ (shims)."""
 import os
 import re
 
-from sgtest import TRIPLE, TestFailure, check, read, sleb, uleb, write
+from sgtest import BUNDLED_TRIPLES, TRIPLE, TestFailure, check, read, sleb, uleb, write
 
 ASAN = True
 
 T = 180  # seconds; one generator run takes well under 5 s, even under ASan
 OBJDUMP = ["llvm-objdump-22", "-d", "--no-show-raw-insn", "--no-print-imm-hex"]
 HEADERS = ["jit_stencils.h", "jit_stencils-%s.h" % TRIPLE]
-EXTRA_HEADERS = ["jit_stencils-aarch64-unknown-linux-gnu.h"]  # the bundled manifest's 2nd target
+# The bundled manifest's other targets.
+EXTRA_HEADERS = ["jit_stencils-%s.h" % t for t in BUNDLED_TRIPLES if t != TRIPLE]
 FP_NAMES = ("%rbp", "%ebp", "%bp", "%bpl")
 FP_REG = re.compile(r"%(?:rbp|ebp|bp|bpl)\b")
 
@@ -200,8 +201,8 @@ def check_untouched(outdir, before, what):
     """A failed build left the previous outputs exactly as they were, and no
     temporary file anywhere in the outdir."""
     entries = sorted(os.listdir(outdir))
-    # The bundled manifest also writes the AArch64 header; it is a previous
-    # output too, and must be left alone like the others.
+    # The bundled manifest also writes its other targets' headers; they are
+    # previous outputs too, and must be left alone like the others.
     extra = [h for h in EXTRA_HEADERS if h in before]
     check(entries == sorted(HEADERS + extra + [".stencilgen"]),
           "%s: the outdir holds %s, want only the previous outputs", what, entries)
