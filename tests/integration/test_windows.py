@@ -16,7 +16,8 @@ x86_64-w64-windows-gnu (clang-22, lld, MinGW-w64) and run under Wine (wine64).
   run; the PCs checked are reported per program (tests/windows/step.tvm,
   which runs every op, and two bundled programs);
 * RtlCaptureStackBackTrace from a helper called by JIT code, three tinyvm
-  calls deep, sees the three JIT frames and reaches main;
+  calls deep, sees the three JIT frames and reaches main; the same in four
+  threads at once while they emit and free executors;
 * an SEH exception (RaiseException in a helper) crosses JIT frames to
   __except in main, whose filter walks from the raise to main by the rules
   of the single-step test; a C++ exception (MinGW-w64's libstdc++, statically
@@ -285,6 +286,22 @@ def test_windows_backtrace_through_jit_frames(ctx):
             m = BT_RE.search(c.stdout)
             check(c.returncode != 0 and not (m and m.group(5) == "reached" and
                                              m.group(3) == "3"),
+                  "control %s passed: exit %d\n%s", env, c.returncode, c.stdout[-2000:])
+
+
+def test_windows_backtraces_in_threads_while_emitting(ctx):
+    """Four threads each take 1000 backtraces three tinyvm calls deep while
+    emitting and freeing executors (function tables added and deleted under
+    the other threads' walks, the SRWLOCK taken from every thread)."""
+    with wine_session(ctx) as xb:
+        prog = [exe(xb, "tests", "windows", "win_unwind.exe"), "threads",
+                ctx.path("tests", "windows", "backtrace.tvm")]
+        p = wine(ctx, xb, prog, timeout=200)
+        check(p.returncode == 0 and "threads: 4 threads, 4000 backtraces, 0 failures" in p.stdout,
+              "exit %d\n%s\n%s", p.returncode, p.stdout[-3000:], p.stderr[-2000:])
+        for env in ({"STENCILRT_FRAMES": "0"}, {"WIN_TEST_MUTATE": "frame-offset"}):
+            c = wine(ctx, xb, prog, env=env, timeout=200)
+            check(c.returncode != 0 and "4000 backtraces, 0 failures" not in c.stdout,
                   "control %s passed: exit %d\n%s", env, c.returncode, c.stdout[-2000:])
 
 

@@ -18,7 +18,7 @@ _Static_assert((int)WIN_NATIVE_TRAP == (int)NATIVE_TRAP &&
 
 const char *const vm_native_names[NATIVE__COUNT] = {"backtrace", "breakpoint", "trap", "abort"};
 
-volatile int win_depth;
+WIN_TLS volatile int win_depth;
 
 /* noinline: the checks look for vm_run's own frame as the shim's caller. */
 __attribute__((noinline)) vm_value vm_run(struct vm *vm, size_t fn, vm_value argc,
@@ -168,4 +168,17 @@ const void *win_instr(const struct vm *vm, size_t fn, size_t i)
     if (vm->mode != VM_JIT || fn >= vm->nfunctions)
         return NULL;
     return sr_executor_instr(vm->functions[fn].executor, i);
+}
+
+void win_emit_and_free_copies(struct vm *vm)
+{
+    for (size_t i = 0; i < vm->nfunctions; i++) {
+        sr_executor *e;
+        if (sr_emit(vm->rt, vm->functions[i].code, vm->functions[i].n, "copy", &e) != SR_OK) {
+            fprintf(stderr, "win_glue: cannot compile a copy of %s: %s\n",
+                    vm->functions[i].name, sr_last_error());
+            exit(1);
+        }
+        sr_executor_free(e);
+    }
 }

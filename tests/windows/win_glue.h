@@ -56,7 +56,17 @@ uintptr_t win_shim_return(const struct vm *vm);
 
 /* vm_run's nesting on this thread: how many tinyvm calls are active, so how
  * many JIT frames a walk of the stack must find (JIT mode: one per level). */
-extern volatile int win_depth;
+#ifdef __cplusplus
+#define WIN_TLS thread_local
+#else
+#define WIN_TLS _Thread_local
+#endif
+extern WIN_TLS volatile int win_depth;
+
+/* The program's functions compiled once more, as executors of their own
+ * (named "copy"), and freed: for tests that emit and free while other
+ * threads run and unwind. Exits on failure. */
+void win_emit_and_free_copies(struct vm *vm);
 
 /* vm_run itself (the shim's caller), for the checks' frame sequence. */
 vm_value vm_run(struct vm *vm, size_t fn, vm_value argc, const vm_value *args);

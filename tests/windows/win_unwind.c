@@ -9,6 +9,8 @@
  *                                 (`native backtrace`) called by JIT code
  *   win_unwind seh PROGRAM [ARG]      RaiseException in a helper (`native trap`),
  *                                 handled by __except in main
+ *   win_unwind threads PROGRAM [ARG]  backtrace mode in four threads at once, each
+ *                                 emitting and freeing executors meanwhile
  *   win_unwind memory PROGRAM         W^X: every page of JIT code (executors and
  *                                 shim) is execute+read, never writable
  *
@@ -38,8 +40,12 @@ static uintptr_t main_start, main_end, run_start, run_end;
 
 /* ---- the helpers JIT code calls */
 
-static int backtrace_jit_frames = -1, backtrace_depth, backtrace_main;
-static USHORT backtrace_frames;
+/* What the last backtrace found, on this thread; `top` is the function a
+ * backtrace must reach (main, or a thread's own function). */
+static _Thread_local int backtrace_jit_frames = -1, backtrace_depth, backtrace_main;
+static _Thread_local USHORT backtrace_frames;
+static _Thread_local uintptr_t top_start, top_end;
+static _Thread_local bool backtrace_quiet;
 
 static void capture_backtrace(void)
 {
@@ -47,12 +53,14 @@ static void capture_backtrace(void)
     backtrace_frames = RtlCaptureStackBackTrace(0, MAX_FRAMES, pcs, NULL);
     backtrace_depth = win_depth;
     backtrace_jit_frames = 0;
+    backtrace_main = 0;
     for (USHORT i = 0; i < backtrace_frames; i++) {
         uintptr_t pc = (uintptr_t)pcs[i];
         win_code c = win_locate(vm, pc - 1); /* a return address: its call is before it */
         backtrace_jit_frames += c.kind != WIN_CODE_NONE;
-        backtrace_main |= pc > main_start && pc <= main_end;
-        printf("  #%u %p %s\n", i, pcs[i], c.instr ? c.instr : c.name ? c.name : "");
+        backtrace_main |= pc > top_start && pc <= top_end;
+        if (!backtrace_quiet)
+            printf("  #%u %p %s\n", i, pcs[i], c.instr ? c.instr : c.name ? c.name : "");
     }
 }
 
@@ -308,21 +316,70 @@ static int memory_mode(void)
     return bad || !pages ? 1 : 0;
 }
 
+/* Threads: each runs the program's main over and over (its `native
+ * backtrace` must see one JIT frame per tinyvm call and reach the thread's
+ * own function) while emitting and freeing copies of the program, so
+ * function tables come and go under the other threads' unwinding. */
+enum { THREADS = 4, THREAD_RUNS = 1000 };
+
+static volatile LONG thread_failures, thread_backtraces;
+
+static DWORD WINAPI thread_main(void *arg)
+{
+    (void)arg;
+    function_range((const void *)thread_main, &top_start, &top_end);
+    backtrace_quiet = true;
+    for (int i = 0; i < THREAD_RUNS; i++) {
+        backtrace_jit_frames = -1;
+        win_run(vm, "main", 1, &main_arg);
+        win_emit_and_free_copies(vm);
+        bool ok = backtrace_jit_frames > 0 && backtrace_jit_frames == backtrace_depth &&
+                  backtrace_main;
+        InterlockedIncrement(&thread_backtraces);
+        if (!ok && InterlockedIncrement(&thread_failures) <= MAX_REPORTS)
+            printf("FAIL thread %lu run %d: %d JIT frames, %d tinyvm calls, %s\n",
+                   GetCurrentThreadId(), i, backtrace_jit_frames, backtrace_depth,
+                   backtrace_main ? "reached its function" : "did not reach its function");
+    }
+    return 0;
+}
+
+static int threads_mode(void)
+{
+    HANDLE t[THREADS];
+    for (int i = 0; i < THREADS; i++)
+        if (!(t[i] = CreateThread(NULL, 0, thread_main, NULL, 0, NULL)))
+            return 2;
+    DWORD waited = WaitForMultipleObjects(THREADS, t, TRUE, 120000); /* bounded: 2 minutes */
+    for (int i = 0; i < THREADS; i++)
+        CloseHandle(t[i]);
+    if (waited == WAIT_TIMEOUT) {
+        printf("threads: timed out\n");
+        return 1;
+    }
+    printf("threads: %d threads, %ld backtraces, %ld failures\n", THREADS,
+           (long)thread_backtraces, (long)thread_failures);
+    return thread_failures || thread_backtraces != THREADS * THREAD_RUNS ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3 || argc > 4 || (strcmp(argv[1], "step") && strcmp(argv[1], "backtrace") &&
-                      strcmp(argv[1], "seh") && strcmp(argv[1], "memory"))) {
-        fprintf(stderr, "usage: win_unwind step|backtrace|seh|memory PROGRAM [ARG]\n");
+                      strcmp(argv[1], "seh") && strcmp(argv[1], "memory") &&
+                      strcmp(argv[1], "threads"))) {
+        fprintf(stderr, "usage: win_unwind step|backtrace|seh|memory|threads PROGRAM [ARG]\n");
         return 2;
     }
     setvbuf(stdout, NULL, _IONBF, 0);
     function_range((const void *)main, &main_start, &main_end);
+    top_start = main_start, top_end = main_end;
     function_range((const void *)vm_run, &run_start, &run_end);
     main_arg = argc == 4 ? atoll(argv[3]) : 0;
     vm = win_load(argv[2], 1);
     int rc = !strcmp(argv[1], "step")        ? step()
              : !strcmp(argv[1], "backtrace") ? backtrace_mode()
              : !strcmp(argv[1], "memory")    ? memory_mode()
+             : !strcmp(argv[1], "threads")   ? threads_mode()
                                              : seh_mode();
     win_unload(vm);
     return rc;
