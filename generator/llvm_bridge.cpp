@@ -209,7 +209,7 @@ bool read_symbols(const ObjectFile &obj, objfile *out, const std::vector<uint64_
     return true;
 }
 
-// A COFF relocation keeps its addend in the field it patches, and a
+// An x86-64 COFF relocation keeps its addend in the field it patches, and a
 // PC-relative one measures from the field's end (REL32_N: N bytes further,
 // past an immediate). Moved into the explicit RELA form objfile.h promises,
 // the field zeroed as an ELF object has it.
@@ -292,7 +292,9 @@ bool read_relocations(const ObjectFile &obj, objfile *out, const std::vector<uin
                     o.symbol = (int)i;
             }
             if (isa<COFFObjectFile>(obj)) {
-                if (!coff_addend(out, &o, err, errsz))
+                // Other machines number their relocations otherwise; they are
+                // refused as another machine's objects (objfile_is_for).
+                if (out->machine == ELF::EM_X86_64 && !coff_addend(out, &o, err, errsz))
                     return false;
             } else {
                 Expected<int64_t> addend = ELFRelocationRef(r).getAddend(); // fails for REL

@@ -63,7 +63,7 @@ typedef struct objfile {
     char format[32]; /* e.g. "elf64-x86-64", "COFF-x86-64" */
     obj_format kind;
     unsigned machine;   /* ELF e_machine (COFF machines are mapped to it) */
-    bool is64;          /* ELFCLASS64 */
+    bool is64;          /* 64-bit addresses (ELFCLASS64, PE32+) */
     bool little_endian;
     char rel_section[64]; /* first relocation section without explicit addends (REL), or "" */
     obj_section *secs;

@@ -25,7 +25,7 @@ enum {
     UWOP_PUSH_MACHFRAME = 10,
 };
 
-enum { DWARF_RSP = 7, DWARF_RIP = 16, DWARF_XMM0 = 17 };
+enum { DWARF_RSP = 7, DWARF_RIP = 16, DWARF_XMM0 = 17, W64_RSP = 4 };
 
 /* Windows numbers the integer registers rax rcx rdx rbx rsp rbp rsi rdi
  * r8-r15; DWARF rax rdx rcx rbx rsi rdi rbp rsp r8-r15. */
@@ -69,6 +69,8 @@ int w64_parse_info(const uint8_t *data, size_t size, size_t offset, w64_info *ou
                                  "shim's must be one piece", offset, out->flags);
     if (out->flags)
         return fail(err, offset, "UNWIND_INFO at 0x%zx: unknown flags 0x%x", offset, out->flags);
+    if (out->frame_reg == W64_RSP)
+        return fail(err, offset, "UNWIND_INFO at 0x%zx: the frame register is rsp", offset);
     size_t slot_bytes = 2 * (size_t)((out->nslots + 1u) & ~1u);
     if (size - offset - 4 < slot_bytes)
         return fail(err, offset, "UNWIND_INFO at 0x%zx: %u unwind-code slots run past the end "
@@ -112,13 +114,40 @@ static uint32_t argument(const w64_info *info, const code *c)
     unsigned s = c->first_slot + 1;
     switch (c->op) {
     case UWOP_ALLOC_SMALL: return 8u * c->info + 8;
-    case UWOP_ALLOC_LARGE: return c->info == 0 ? 8 * slot(info, s) : slot(info, s) | slot(info, s + 1) << 16;
+    case UWOP_ALLOC_LARGE:
+        return c->info == 0 ? 8 * slot(info, s) : slot(info, s) | slot(info, s + 1) << 16;
     case UWOP_SAVE_NONVOL: return 8 * slot(info, s);
     case UWOP_SAVE_XMM128: return 16 * slot(info, s);
     case UWOP_SAVE_NONVOL_FAR:
     case UWOP_SAVE_XMM128_FAR: return slot(info, s) | slot(info, s + 1) << 16;
     default: return 0;
     }
+}
+
+static bool moves_rsp(uint8_t op)
+{
+    return op == UWOP_PUSH_NONVOL || op == UWOP_ALLOC_SMALL || op == UWOP_ALLOC_LARGE;
+}
+
+/* Windows reads every save at an offset from one base, the bottom of the
+ * fixed allocation (rsp once the prolog's pushes and allocations are done,
+ * or the frame register minus 16 * FrameOffset), and the replay measures a
+ * save from rsp where it happens: the two agree when nothing moves rsp after
+ * the first save or after the frame register is set, as Windows requires. */
+static int fixed_allocation_first(const code *codes, size_t n, cfi_error *err)
+{
+    const code *fixed = NULL;
+    for (size_t i = 0; i < n; i++) {
+        if (moves_rsp(codes[i].op) && fixed)
+            return fail(err, 4 + 2 * codes[i].first_slot,
+                        "unwind code at slot %u moves rsp after the %s at slot %u (pushes and "
+                        "allocations come first)", codes[i].first_slot,
+                        fixed->op == UWOP_SET_FPREG ? "frame register is set" : "save",
+                        fixed->first_slot);
+        if (!moves_rsp(codes[i].op) && !fixed)
+            fixed = &codes[i];
+    }
+    return 0;
 }
 
 /* The codes in prolog order (the table lists them last first); -1 after a
@@ -144,6 +173,8 @@ static int decode(const w64_info *info, code *codes, size_t *n, cfi_error *err)
         if (c.op == UWOP_SET_FPREG && !info->frame_reg)
             return fail(err, 4 + 2 * i, "UWOP_SET_FPREG but the UNWIND_INFO names no frame "
                                         "register");
+        if (c.op == UWOP_PUSH_NONVOL && c.info == W64_RSP)
+            return fail(err, 4 + 2 * i, "unwind code at slot %u pushes rsp", i);
         c.arg = argument(info, &c);
         prev_at = c.at;
         codes[(*n)++] = c;
@@ -154,7 +185,7 @@ static int decode(const w64_info *info, code *codes, size_t *n, cfi_error *err)
         codes[a] = codes[b - 1];
         codes[b - 1] = t;
     }
-    return 0;
+    return fixed_allocation_first(codes, *n, err);
 }
 
 /* The state before any prolog instruction: the return address just pushed. */
@@ -217,8 +248,8 @@ int w64_rows(const w64_info *info, uint64_t begin, uint64_t end, cfi_table *out,
              cfi_error *err)
 {
     *out = (cfi_table){0};
-    if (end <= begin || end - begin < info->prolog_size)
-        return fail(err, 1, "the prolog (%u bytes) is longer than the function (%llu bytes)",
+    if (end <= begin || end - begin <= info->prolog_size)
+        return fail(err, 1, "the prolog (%u bytes) is not shorter than the function (%llu bytes)",
                     info->prolog_size, (unsigned long long)(end - begin));
     code *codes = calloc(info->nslots ? info->nslots : 1, sizeof *codes);
     cfi_row *row = malloc(sizeof *row);

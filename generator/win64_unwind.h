@@ -35,7 +35,9 @@ int w64_parse_info(const uint8_t *data, size_t size, size_t offset, w64_info *ou
 
 /* Replay the unwind codes of a function covering [begin, end): one row per
  * prolog offset at which the state changes, the last one to `end`; DWARF
- * register numbers (x86-64 psABI). 0, or -1 (*out then freed and zeroed). */
+ * register numbers (x86-64 psABI). 0, or -1 (*out then freed and zeroed; the
+ * error's offset counts from the UNWIND_INFO's first byte). Refuses pushes
+ * and allocations after a save or after the frame register is set. */
 int w64_rows(const w64_info *info, uint64_t begin, uint64_t end, cfi_table *out,
              cfi_error *err);
 

@@ -255,6 +255,17 @@ static void put_shape(strbuf *sb, const sg_target *t, const sg_unwind *u)
     sb_printf(sb, "#define SG_SHIM_CALL_SIZE %zu\n", u->call_size);
 }
 
+/* The shim's rows, as the rest of a comment. */
+static void put_rows(strbuf *sb, const sg_target *t, const sg_unwind *u)
+{
+    char row[512];
+    for (size_t i = 0; i < u->rows.count; i++) {
+        cfi_format_row(&u->rows.rows[i], t->reg_name, row, sizeof row);
+        sb_printf(sb, " *   shim+0x%04" PRIx64 ": %s\n", u->rows.rows[i].loc, row);
+    }
+    sb_puts(sb, " */\n");
+}
+
 /* The facts every executor's UNWIND_INFO and the shim's RUNTIME_FUNCTION
  * need (COFF targets). */
 static void put_unwind_win64(strbuf *sb, const sg_target *t, const sg_unwind *u)
@@ -273,11 +284,7 @@ static void put_unwind_win64(strbuf *sb, const sg_target *t, const sg_unwind *u)
               u->fde_start);
     sb_printf(sb, "#define SG_SHIM_FUNCTION_SIZE 0x%" PRIx64 "\n\n", u->fde_size);
     sb_puts(sb, "/* The shim's UNWIND_INFO as compiled; its rows:\n");
-    for (size_t i = 0; i < u->rows.count; i++) {
-        cfi_format_row(&u->rows.rows[i], t->reg_name, row, sizeof row);
-        sb_printf(sb, " *   shim+0x%04" PRIx64 ": %s\n", u->rows.rows[i].loc, row);
-    }
-    sb_puts(sb, " */\n");
+    put_rows(sb, t, u);
     put_bytes(sb, "uint8_t", "sg_shim_unwind_info", u->win64_info, u->win64_info_len);
     sb_puts(sb, "/* The executors' UNWIND_INFO: the shim's frame register, offset and codes\n"
                 " * with no prolog, so that every code applies at every executor PC. */\n");
@@ -311,11 +318,7 @@ static void put_unwind(strbuf *sb, const sg_target *t, const sg_unwind *u)
     sb_puts(sb, "/* The shim's CIE initial instructions (padding removed). */\n");
     put_bytes(sb, "uint8_t", "sg_shim_cie_insns", u->cie_insns, u->cie_insns_len);
     sb_puts(sb, "/* The shim's FDE instructions (padding removed); its rows:\n");
-    for (size_t i = 0; i < u->rows.count; i++) {
-        cfi_format_row(&u->rows.rows[i], t->reg_name, row, sizeof row);
-        sb_printf(sb, " *   shim+0x%04" PRIx64 ": %s\n", u->rows.rows[i].loc, row);
-    }
-    sb_puts(sb, " */\n");
+    put_rows(sb, t, u);
     put_bytes(sb, "uint8_t", "sg_shim_fde_insns", u->fde_insns, u->fde_insns_len);
     cfi_format_row(u->call_row, t->reg_name, row, sizeof row);
     sb_printf(sb, "/* The row at the call as CFA instructions, for executor FDEs:\n *   %s\n */\n",

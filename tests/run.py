@@ -21,7 +21,8 @@ import sgtest  # noqa: E402
 
 UNIT_PROGRAMS = ["tests/unit/test_cfi", "tests/unit/test_stencil_blob", "tests/unit/test_emit",
                  "tests/unit/test_runtime_api", "tests/unit/test_alloc_failures",
-                 "tests/unit/test_registry", "tests/stack/test_registry_reader"]
+                 "tests/unit/test_registry", "tests/stack/test_registry_reader",
+                 "tests/unit/test_win64_unwind"]
 UNIT_TIMEOUT = 300
 
 

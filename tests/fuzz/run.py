@@ -35,6 +35,10 @@ TARGETS = {
     "registry": ("tests/fuzz/fuzz_registry.c", ["tools/stack/registry_reader.c"],
                  "tests/fuzz/make_registry_seeds.c",
                  ["tools/stack/registry_reader.c", "runtime/*.c", "-lpthread"]),
+    # a shim's UNWIND_INFO (.xdata); the seeds are real and hand-made ones
+    "win64_unwind": ("tests/fuzz/fuzz_win64_unwind.c",
+                     ["generator/win64_unwind.c", "generator/cfi.c", "generator/util.c"],
+                     "tests/fuzz/make_win64_unwind_seeds.c", []),
 }
 
 
