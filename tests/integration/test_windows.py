@@ -39,7 +39,7 @@ import re
 import shutil
 import sys
 
-from sgtest import TestFailure, check
+from sgtest import check
 
 WINE = "/usr/lib/wine/wine64"
 WINESERVER = "/usr/lib/wine/wineserver"
