@@ -1,26 +1,28 @@
 /* win_unwind.c - the Windows x64 unwinder through JIT frames, under Wine.
  *
- *   win_unwind step PROGRAM [ARG]     single-step the program's main with the trap
- *                                 flag; at every PC in JIT code (executors and
- *                                 the shim) walk the stack with
- *                                 RtlLookupFunctionEntry + RtlVirtualUnwind
- *                                 frame by frame until main
- *   win_unwind backtrace PROGRAM [ARG] RtlCaptureStackBackTrace from a helper
- *                                 (`native backtrace`) called by JIT code
- *   win_unwind seh PROGRAM [ARG]      RaiseException in a helper (`native trap`),
- *                                 handled by __except in main
- *   win_unwind threads PROGRAM [ARG]  backtrace mode in four threads at once, each
- *                                 emitting and freeing executors meanwhile
- *   win_unwind memory PROGRAM         W^X: every page of JIT code (executors and
- *                                 shim) is execute+read, never writable
+ *   win_unwind step PROGRAM [ARG]       single-step the program's main with the
+ *                                       trap flag; at every PC in JIT code
+ *                                       (executors, veneers, the shim) walk the
+ *                                       stack with RtlLookupFunctionEntry +
+ *                                       RtlVirtualUnwind frame by frame to main
+ *   win_unwind backtrace PROGRAM [ARG]  RtlCaptureStackBackTrace from a helper
+ *                                       (`native backtrace`) called by JIT code
+ *   win_unwind seh PROGRAM [ARG]        RaiseException in a helper (`native
+ *                                       trap`), handled by __except in main
+ *   win_unwind threads PROGRAM [ARG]    backtrace mode in four threads at once,
+ *                                       each emitting and freeing executors
+ *   win_unwind memory PROGRAM           W^X: every executor's and the shim's
+ *                                       code is execute+read, never writable
  *
- * ARG (default 0) is main's local 0. A walk must go JIT frame, vm_run, (vm_call, JIT frame, vm_run)..., main:
- * every JIT frame's caller is vm_run (the shim's caller), the stack pointer
- * grows at every step, and it finds one JIT frame per tinyvm call active.
- * One exception, which is Windows' rule: at an executor's `ret` the unwinder
- * sees an epilog and returns to where it leads, the shim's return address,
- * whose frame (the same tinyvm call) then leads to vm_run. Prints one summary line, and a line per failing PC naming the PC,
- * the op and executor, and the instruction's bytes; exits 1 on any failure. */
+ * ARG (default 0) is main's local 0. A walk must go JIT frame, vm_run,
+ * (vm_call, JIT frame, vm_run)..., main: every JIT frame's caller is vm_run
+ * (the shim's caller), the stack pointer grows at every step, and it finds one
+ * JIT frame per tinyvm call active. One exception, which is Windows' rule: at
+ * an executor's `ret` the unwinder sees an epilog and returns to where it
+ * leads, the shim's return address, whose frame (the same tinyvm call) then
+ * leads to vm_run. Prints one summary line, and a line per failing PC naming
+ * the PC, the op and executor, and the instruction's bytes; exits 1 on any
+ * failure. */
 #include <windows.h>
 
 #include <stdbool.h>
