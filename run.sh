@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # run.sh - install what is missing, build, and run one of:
 #   demo   generate the bundled stencils and show what they contain
-#   test   every test suite (also under ASan+UBSan, and AArch64 under qemu);
+#   test   every test suite (also under ASan+UBSan, AArch64 under qemu, Windows
+#          x64 under Wine);
 #          last line "N passed, N failed"
 #   bench  benchmarks (ratios measured side by side in one run)
 #   fuzz   longer fuzzing of the parsers of untrusted bytes (FUZZ_SECONDS, default 600)
@@ -11,7 +12,8 @@ cd "$(dirname "$0")"
 PACKAGES=(clang-22 clang-14 llvm-22 llvm-22-dev libclang-22-dev libclang-cpp22-dev libclang-rt-22-dev lld-22
           libyaml-dev meson ninja-build pkg-config gcc g++ python3 gdb valgrind linux-perf
           qemu-user gcc-aarch64-linux-gnu g++-aarch64-linux-gnu libc6-dev-arm64-cross gdb-multiarch
-          binutils elfutils libdw-dev libunwind-22-dev libc++-22-dev libc++abi-22-dev lldb-22 python3-lldb-22)
+          binutils elfutils libdw-dev libunwind-22-dev libc++-22-dev libc++abi-22-dev lldb-22 python3-lldb-22
+          wine64 mingw-w64-x86-64-dev g++-mingw-w64-x86-64-win32)
 
 ensure_packages() {
     local missing=() p
@@ -123,6 +125,7 @@ test)
     build build
     build build-asan -Db_sanitize=address,undefined -Db_lundef=false
     build build-aarch64 --cross-file cross/aarch64-linux-gnu.ini   # run under qemu-aarch64
+    build build-windows --cross-file cross/x86_64-w64-mingw32.ini  # run under wine64
     exec python3 tests/run.py --build build --asan-build build-asan
     ;;
 bench)

@@ -1,12 +1,32 @@
 /* base.c - the library's shared state: its one registry lock and the errors. */
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
+#ifdef _WIN32
+#include <windows.h>
+#else
+#include <pthread.h>
+#endif
 
 #include "internal.h"
 
-/* ---- the registry lock, reset around fork() */
+/* ---- the registry lock */
 
+#ifdef _WIN32
+/* No fork() on Windows, so nothing to reset; an SRWLOCK needs no
+ * initialization at run time. */
+static SRWLOCK registry_lock = SRWLOCK_INIT;
+
+void sr_registry_lock(void)
+{
+    AcquireSRWLockExclusive(&registry_lock);
+}
+
+void sr_registry_unlock(void)
+{
+    ReleaseSRWLockExclusive(&registry_lock);
+}
+#else
+/* Reset around fork(). */
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t registry_once = PTHREAD_ONCE_INIT;
 
@@ -44,6 +64,7 @@ void sr_registry_unlock(void)
 {
     pthread_mutex_unlock(&registry_lock);
 }
+#endif
 
 /* ---- errors */
 

@@ -68,6 +68,38 @@ static int env_perf(void)
     return SR_PERF_OFF;
 }
 
+#ifdef _WIN32
+/* Windows: what Linux has and Windows has not. A setting turned on by its
+ * variable gets one warning saying so; turned on in the struct it is
+ * accepted and off, as sr_runtime_config reports. */
+static void not_on_windows(env_var *var, bool on, const char *what)
+{
+    const char *v = getenv(var->name);
+    if (on && v && *v && !atomic_flag_test_and_set(&var->warned))
+        fprintf(stderr, "stencilrt: warning: %s=%s: %s is not on this platform (Windows); "
+                "off\n", var->name, v, what);
+}
+
+/* frames registers with the system's unwinder (RtlAddFunctionTable); the
+ * GDB JIT interface, perf's files and the registry are Linux's, and JIT
+ * memory has one view (VirtualProtect flips each chunk). */
+static void windows_config(sr_config *c)
+{
+    not_on_windows(&env_gdb, c->gdb == 1, "the GDB JIT interface");
+    not_on_windows(&env_perf_mode, c->perf != SR_PERF_OFF, "perf");
+    not_on_windows(&env_registry, c->registry == 1, "the registry");
+    not_on_windows(&env_code_views, c->code_views == 2, "a second code view");
+    c->gdb = 0;
+    c->perf = SR_PERF_OFF;
+    c->registry = 2;
+    c->code_views = 1;
+}
+
+static int default_views(void)
+{
+    return 1;
+}
+#else
 /* Whether a debugger (any ptrace tracer) is attached to this process. */
 static bool traced(void)
 {
@@ -89,6 +121,7 @@ static int default_views(void)
 {
     return traced() ? 1 : 2;
 }
+#endif
 
 static int env_views(void)
 {
@@ -130,6 +163,9 @@ sr_status config_resolve(const sr_config *in, sr_config *out)
         c.code_views = env_views();
     if (c.registry <= 0)
         c.registry = env_switch(&env_registry, 1) ? 1 : 2;
+#ifdef _WIN32
+    windows_config(&c);
+#endif
     *out = c;
     return SR_OK;
 }

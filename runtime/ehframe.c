@@ -3,10 +3,12 @@
  * table uses absolute pointers (DW_EH_PE_absptr), so the same bytes serve
  * libgcc and GDB's in-memory ELF; perf's images, loaded at addresses only perf
  * knows, are written with pc-relative ones by the same two functions. */
-#include <dlfcn.h>
 #include <stdlib.h>
 
 #include "internal.h"
+
+#ifndef _WIN32 /* Windows unwinds JIT code from its own tables (winunwind.c) */
+#include <dlfcn.h>
 
 /* The unwinders' registration entry points, in no public header. libgcc's
  * __register_frame takes a whole zero-terminated .eh_frame. LLVM's libunwind
@@ -68,6 +70,7 @@ static unwinders find_unwinders(void)
     }
     return u;
 }
+#endif
 
 _Static_assert(DW_CFA_nop == 0, "padding is written with buf_zeros");
 
@@ -136,6 +139,7 @@ uint8_t *ehframe_build(const sr_stencil_set *set, const sr_fde *fdes, size_t n, 
     return b.p;
 }
 
+#ifndef _WIN32
 unsigned ehframe_register(uint8_t *eh)
 {
     unwinders u = find_unwinders();
@@ -159,3 +163,4 @@ void ehframe_deregister(uint8_t *eh, unsigned registered)
     if ((registered & SR_UNWINDER_LLVM) && u.llvm_remove)
         u.llvm_remove((uintptr_t)eh);
 }
+#endif

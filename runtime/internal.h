@@ -2,7 +2,9 @@
 #ifndef STENCILRT_INTERNAL_H
 #define STENCILRT_INTERNAL_H
 
+#ifndef _WIN32
 #include <pthread.h>
+#endif
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -127,9 +129,31 @@ uint8_t *ehframe_build(const sr_stencil_set *set, const sr_fde *fdes, size_t n, 
 enum { SR_UNWINDER_LIBGCC = 1, SR_UNWINDER_LLVM = 2 };
 /* Registers a table built by ehframe_build with every unwinder in the process
  * (libgcc's, LLVM's libunwind, or both) and says which: 0 when neither is
- * there. Deregister with that answer. */
+ * there. Deregister with that answer. Not on Windows, whose unwinder reads
+ * the tables of winunwind below. */
 unsigned ehframe_register(uint8_t *eh);
 void ehframe_deregister(uint8_t *eh, unsigned registered);
+
+/* ---- winunwind (Windows x64): a chunk of code's RUNTIME_FUNCTION and
+ * UNWIND_INFO, kept in the chunk itself right after its `used` bytes and
+ * registered with RtlAddFunctionTable, relative to the chunk's start (so the
+ * 32-bit RVAs always fit). */
+#ifdef _WIN32
+/* SR_EINVAL unless info[0..len) is an UNWIND_INFO the runtime can place:
+ * version 1, no handler, no chained info, its codes within len. `what`
+ * names it in the message. */
+sr_status winunwind_check(const uint8_t *info, size_t len, const char *what);
+/* Bytes the table takes after `used` bytes of a chunk (alignment included). */
+size_t winunwind_size(size_t used, size_t info_len);
+/* Write the table through `write`, the chunk's writable view: one
+ * RUNTIME_FUNCTION for the chunk's bytes [begin, end), then the UNWIND_INFO. */
+void winunwind_write(uint8_t *write, size_t used, size_t begin, size_t end, const uint8_t *info,
+                     size_t info_len);
+/* Register the table written in the chunk that runs at `mem`; its handle for
+ * winunwind_deregister, or NULL if Windows refused it. */
+void *winunwind_register(uint8_t *mem, size_t used);
+void winunwind_deregister(void *table);
+#endif
 
 /* ---- gdbjit: the GDB JIT interface, one in-memory ELF object per registration. */
 typedef struct gdbjit_section {
@@ -164,6 +188,7 @@ typedef struct sr_perf_code {
     bool one_row;
 } sr_perf_code;
 
+#ifndef _WIN32
 /* NULL (after one warning on stderr) if the files cannot be created. The
  * set's CIE heads the unwind data of every jitdump image. */
 sr_perf *perf_open(sr_perf_mode mode, const sr_stencil_set *set);
@@ -176,6 +201,34 @@ bool perf_keeps_code(const sr_perf *p);
  * NULL): perf's image of the code carries its unwind data right after it. */
 size_t perf_unwind_slack(const sr_perf *p);
 void perf_close(sr_perf *p);
+#else
+/* perf is Linux's profiler and perf.c is not built on Windows: config_resolve
+ * keeps perf off there, so a runtime's perf is always NULL, and these are what
+ * perf.c's functions do given NULL. */
+static inline sr_perf *perf_open(sr_perf_mode mode, const sr_stencil_set *set)
+{
+    (void)mode, (void)set;
+    return NULL;
+}
+static inline void perf_code_load(sr_perf *p, const sr_perf_code *code, size_t n)
+{
+    (void)p, (void)code, (void)n;
+}
+static inline bool perf_keeps_code(const sr_perf *p)
+{
+    (void)p;
+    return false;
+}
+static inline size_t perf_unwind_slack(const sr_perf *p)
+{
+    (void)p;
+    return 0;
+}
+static inline void perf_close(sr_perf *p)
+{
+    (void)p;
+}
+#endif
 
 /* ---- emit */
 
@@ -308,6 +361,9 @@ struct sr_executor {
     char **symbols;      /* n "<op>@<executor>[<index>]" names, for debuggers and profilers */
     uint64_t id;         /* sr_executor_id */
     uint32_t reg_slot;   /* its registry slot, or REGISTRY_NO_SLOT */
+#ifdef _WIN32
+    void *unwind_table;  /* its RtlAddFunctionTable registration, or NULL */
+#endif
 };
 
 struct sr_runtime {
@@ -322,6 +378,10 @@ struct sr_runtime {
     size_t executors;
     sr_perf *perf;     /* NULL unless STENCILRT_PERF is map or jitdump */
     sr_reg *reg;       /* its part of the registry; NULL when off (or out of memory) */
+#ifdef _WIN32
+    void *shim_unwind_table; /* the shim's RtlAddFunctionTable registration, or NULL */
+    size_t unwind_tables;    /* registrations live, the shim's included (sr_stats) */
+#endif
     unsigned gdb_hold; /* sr_gdb_hold depth */
     sr_group *held;    /* groups emitted under the hold, newest (the one filling) first */
     /* lookup.c: the arenas by address, lookups in flight, and what they may

@@ -19,15 +19,24 @@
  * The views of a region are a shared anonymous mapping and its alias made by
  * mremap (perf names such memory //anon-like, "/dev/zero", and reads its
  * perf-<pid>.map for it); where mremap cannot alias (valgrind), a memfd
- * mapped twice (which perf 6.1 does not look up in the map). */
+ * mapped twice (which perf 6.1 does not look up in the map).
+ *
+ * Windows has one view only (config.c): address space reserved with
+ * VirtualAlloc, a chunk committed read+write while it is written, made
+ * execute+read by VirtualProtect and its instructions flushed with
+ * FlushInstructionCache, decommitted when freed (a stale jump faults). */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef _WIN32
+#include <windows.h>
+#else
+#include <fcntl.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
 #include <unistd.h>
+#endif
 
 #include "internal.h"
 
@@ -35,8 +44,14 @@ enum { GRANULE = 64 }; /* two views: a chunk's alignment and unit (a cache line)
 
 size_t jitmem_page_size(void)
 {
+#ifdef _WIN32
+    SYSTEM_INFO si;
+    GetSystemInfo(&si);
+    return si.dwPageSize ? si.dwPageSize : 4096;
+#else
     long p = sysconf(_SC_PAGESIZE);
     return p > 0 ? (size_t)p : 4096;
+#endif
 }
 
 int jitmem_exec_prot(bool landing_pads)
@@ -50,8 +65,49 @@ int jitmem_exec_prot(bool landing_pads)
 #else
     (void)landing_pads;
 #endif
+#ifdef _WIN32
+    return PAGE_EXECUTE_READ;
+#else
     return PROT_READ | PROT_EXEC;
+#endif
 }
+
+static void free_lists_fini(sr_region *r)
+{
+    for (size_t c = 0; c < JITMEM_CLASSES; c++)
+        free(r->free[c].item);
+    free(r->large.item);
+}
+
+#ifdef _WIN32
+/* Windows keeps one view (config.c): the region's address space reserved,
+ * its chunks committed as they are handed out. */
+static bool reserve(sr_region *r)
+{
+    r->base = r->write = VirtualAlloc(NULL, r->size, MEM_RESERVE, PAGE_NOACCESS);
+    return r->base != NULL;
+}
+
+static bool set_prot(uint8_t *p, size_t len, DWORD prot)
+{
+    DWORD old;
+    if (VirtualProtect(p, len, prot, &old))
+        return true;
+    errno = EACCES; /* for the caller's message (GetLastError() has the detail) */
+    return false;
+}
+
+static void flush_code(uint8_t *p, size_t bytes)
+{
+    FlushInstructionCache(GetCurrentProcess(), p, bytes);
+}
+
+void jitmem_region_fini(sr_region *r)
+{
+    VirtualFree(r->base, 0, MEM_RELEASE);
+    free_lists_fini(r);
+}
+#else
 
 /* ---- the registry of two-view regions, for fork (registry lock held) */
 
@@ -127,6 +183,8 @@ static bool map_views(size_t size, int prot, uint8_t **write, uint8_t **run)
     return true;
 }
 
+#endif
+
 bool jitmem_region_init(sr_region *r, size_t size, bool two_views, int prot)
 {
     size_t page = jitmem_page_size();
@@ -136,6 +194,9 @@ bool jitmem_region_init(sr_region *r, size_t size, bool two_views, int prot)
     *r = (sr_region){.size = size, .two_views = two_views, .prot = prot,
                      .granule = two_views ? GRANULE : page};
     r->ngranules = size / r->granule;
+#ifdef _WIN32
+    return !two_views && reserve(r);
+#else
     if (two_views) {
         if (!map_views(size, prot, &r->write, &r->base))
             return false;
@@ -147,15 +208,10 @@ bool jitmem_region_init(sr_region *r, size_t size, bool two_views, int prot)
         return false;
     r->base = r->write = base;
     return true;
+#endif
 }
 
-static void free_lists_fini(sr_region *r)
-{
-    for (size_t c = 0; c < JITMEM_CLASSES; c++)
-        free(r->free[c].item);
-    free(r->large.item);
-}
-
+#ifndef _WIN32
 void jitmem_region_fini(sr_region *r)
 {
     if (r->two_views) {
@@ -165,6 +221,7 @@ void jitmem_region_fini(sr_region *r)
     munmap(r->base, r->size);
     free_lists_fini(r);
 }
+#endif
 
 /* ---- chunks: exact-size free lists first, then the untouched top.
  * Sizes up to JITMEM_CLASSES granules have a list each (O(1) both ways);
@@ -230,7 +287,11 @@ uint8_t *jitmem_alloc(sr_region *r, size_t bytes, uint8_t **write)
         r->top += granules;
     }
     uint8_t *p = r->base + at * r->granule;
+#ifdef _WIN32
+    if (!VirtualAlloc(p, granules * r->granule, MEM_COMMIT, PAGE_READWRITE)) {
+#else
     if (!r->two_views && mprotect(p, granules * r->granule, PROT_READ | PROT_WRITE) != 0) {
+#endif
         keep_free(r, at, granules);
         return NULL;
     }
@@ -253,11 +314,18 @@ bool jitmem_seal(sr_region *r, uint8_t *p, size_t bytes)
         uint8_t *first;
         size_t len;
         page_span(p, bytes, &first, &len);
+#ifdef _WIN32
+        if (!set_prot(first, len, (DWORD)r->prot))
+            return false;
+    }
+    flush_code(p, bytes);
+#else
         if (mprotect(first, len, r->prot) != 0)
             return false;
     }
     /* Written through the other view or not, the bytes that run are these. */
     __builtin___clear_cache((char *)p, (char *)p + bytes);
+#endif
     return true;
 }
 
@@ -268,7 +336,11 @@ uint8_t *jitmem_unseal(sr_region *r, uint8_t *p, size_t bytes)
     uint8_t *first;
     size_t len;
     page_span(p, bytes, &first, &len);
+#ifdef _WIN32
+    return set_prot(first, len, PAGE_READWRITE) ? p : NULL;
+#else
     return mprotect(first, len, PROT_READ | PROT_WRITE) == 0 ? p : NULL;
+#endif
 }
 
 /* What freed code is filled with: a jump into it traps at once. */
@@ -288,12 +360,17 @@ void jitmem_release(sr_region *r, uint8_t *p, size_t bytes)
         __builtin___clear_cache((char *)p, (char *)p + len);
     } else if (!r->two_views) {
         /* Inaccessible again: a stale pointer into freed code faults at once. */
+#ifdef _WIN32
+        VirtualFree(p, len, MEM_DECOMMIT);
+#else
         mmap(p, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+#endif
     }
     if (!r->no_reuse && !r->frozen)
         keep_free(r, at, granules);
 }
 
+#ifndef _WIN32 /* no fork() on Windows */
 /* ---- fork: the child's private copy of every two-view region.
  * The parent waits (on a pipe the child closes) until the child has its
  * copies: until then, a parent thread freeing or patching code would write
@@ -348,3 +425,4 @@ void jitmem_fork_child(void)
         fork_pipe[0] = fork_pipe[1] = -1;
     }
 }
+#endif

@@ -7,7 +7,11 @@
  * even number before and after its copy has a slot no writer touched. */
 #include <stdlib.h>
 #include <string.h>
+#ifdef _WIN32
+#include <windows.h>
+#else
 #include <sys/mman.h>
+#endif
 
 #include "internal.h"
 #include "stencilrt_registry.h"
@@ -116,6 +120,29 @@ uint64_t registry_next_id(void)
     return ++last_generation;
 }
 
+/* The directory's address space, its pages touched only as blocks are added
+ * (NULL when it cannot be had). */
+static sr_registry_block **directory_map(void)
+{
+    size_t size = BLOCK_MAX * sizeof(sr_registry_block *);
+#ifdef _WIN32
+    return VirtualAlloc(NULL, size, MEM_RESERVE | MEM_COMMIT, PAGE_READWRITE);
+#else
+    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                   -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+#endif
+}
+
+static void directory_unmap(sr_registry_block **blocks)
+{
+#ifdef _WIN32
+    VirtualFree(blocks, 0, MEM_RELEASE);
+#else
+    munmap(blocks, BLOCK_MAX * sizeof *blocks);
+#endif
+}
+
 sr_reg *registry_add_runtime(const sr_runtime *rt)
 {
     const sr_stencil_set *set = rt->set;
@@ -123,11 +150,10 @@ sr_reg *registry_add_runtime(const sr_runtime *rt)
     if (!g)
         return NULL;
     g->op_names = calloc(set->count ? set->count : 1, sizeof *g->op_names);
-    g->blocks = mmap(NULL, BLOCK_MAX * sizeof *g->blocks, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (!g->op_names || g->blocks == MAP_FAILED) {
-        if (g->blocks != MAP_FAILED)
-            munmap(g->blocks, BLOCK_MAX * sizeof *g->blocks);
+    g->blocks = directory_map();
+    if (!g->op_names || !g->blocks) {
+        if (g->blocks)
+            directory_unmap(g->blocks);
         free(g->op_names);
         free(g);
         return NULL;
@@ -173,7 +199,7 @@ void registry_remove_runtime(sr_reg *g)
     seq_end(&root->seq);
     for (uint64_t i = 0; i < g->pub.block_count; i++)
         free(g->blocks[i]);
-    munmap(g->blocks, BLOCK_MAX * sizeof *g->blocks);
+    directory_unmap(g->blocks);
     free(g->op_names);
     free(g->free_slots);
     free(g);

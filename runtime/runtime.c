@@ -5,7 +5,11 @@
  * its call into JIT code) covers every executor PC. Each arena therefore gets
  * one FDE covering all of it, registered with libgcc once when the arena is
  * created: per-executor unwind work is zero. GDB learns of executors a group
- * at a time (gdbgroup.c). */
+ * at a time (gdbgroup.c).
+ *
+ * Windows x64 registers with the system's unwinder instead (winunwind.c):
+ * one function table per executor and one for the shim, each in its own
+ * chunk; GDB's JIT interface, perf and the registry are off there (config.c). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +19,7 @@
 
 /* ---- arenas and their registrations (registry lock held) */
 
+#ifndef _WIN32
 /* False when the unwind table cannot be built: code in the arena would then
  * stop every backtrace and terminate every exception, so it must not run. */
 static bool register_frames(sr_runtime *rt, sr_arena *a, const sr_fde *fde)
@@ -28,6 +33,39 @@ static bool register_frames(sr_runtime *rt, sr_arena *a, const sr_fde *fde)
         a->frames_registered = ehframe_register(a->eh_frame);
     return true;
 }
+#else
+/* Bytes a chunk of `used` bytes needs after them for its function table (0
+ * with registration off). */
+static size_t unwind_slack(const sr_runtime *rt, size_t used, size_t info_len)
+{
+    return rt->cfg.frames ? winunwind_size(used, info_len) : 0;
+}
+
+/* Register the table written after the chunk's `used` bytes; false (with
+ * the error set) when Windows refuses it: the code must not run then. */
+static bool register_table(sr_runtime *rt, uint8_t *mem, size_t used, void **table)
+{
+    *table = NULL;
+    if (!rt->cfg.frames)
+        return true;
+    *table = winunwind_register(mem, used);
+    if (!*table) {
+        sr_fail(SR_ENOMEM, "RtlAddFunctionTable refused the table of the code at %p",
+                (void *)mem);
+        return false;
+    }
+    rt->unwind_tables++;
+    return true;
+}
+
+static void deregister_table(sr_runtime *rt, void *table)
+{
+    if (!table)
+        return;
+    winunwind_deregister(table);
+    rt->unwind_tables--;
+}
+#endif
 
 /* An arena around a fresh region of `size` bytes, nothing registered yet. */
 static sr_arena *map_arena(const sr_runtime *rt, size_t size)
@@ -42,8 +80,10 @@ static sr_arena *map_arena(const sr_runtime *rt, size_t size)
 
 static void free_arena(sr_arena *a)
 {
+#ifndef _WIN32
     if (a->frames_registered)
         ehframe_deregister(a->eh_frame, a->frames_registered);
+#endif
     gdbjit_unregister(a->gdb);
     free(a->eh_frame);
     free(a->owner);
@@ -57,9 +97,13 @@ static sr_arena *new_arena(sr_runtime *rt, size_t size)
     if (!a)
         return NULL;
     a->region.no_reuse = rt->perf != NULL;
+#ifdef _WIN32
+    if (!lookup_add_arena(rt, a)) { /* its executors register their own tables */
+#else
     sr_fde fde = {(uintptr_t)a->region.base, a->region.size, rt->set->executor_cfi,
                   rt->set->executor_cfi_len};
     if (!register_frames(rt, a, &fde) || !lookup_add_arena(rt, a)) {
+#endif
         free_arena(a);
         return NULL;
     }
@@ -109,15 +153,27 @@ static sr_status write_shim(sr_runtime *rt, sr_layout *l)
     em.shim = true;
     if (st == SR_OK)
         st = emit_plan(&em, &only, 1, offsets, l);
+    size_t size = l->total;
+#ifdef _WIN32
+    if (st == SR_OK)
+        size += unwind_slack(rt, l->total, rt->set->shim_unwind_info_len);
+#endif
     if (st == SR_OK) {
-        rt->shim_arena = map_arena(rt, l->total);
-        mem = rt->shim_arena ? jitmem_alloc(&rt->shim_arena->region, l->total, &write) : NULL;
+        rt->shim_arena = map_arena(rt, size);
+        mem = rt->shim_arena ? jitmem_alloc(&rt->shim_arena->region, size, &write) : NULL;
         if (!mem)
             st = sr_fail(SR_ENOMEM, "cannot map memory for the shim: %s", strerror(errno));
     }
     if (st == SR_OK)
         st = emit_write(&em, &only, 1, offsets, l, write, (uintptr_t)mem - (uintptr_t)write);
-    if (st == SR_OK && !jitmem_seal(&rt->shim_arena->region, mem, l->total))
+#ifdef _WIN32
+    const sr_stencil_set *set = rt->set;
+    if (st == SR_OK && rt->cfg.frames)
+        winunwind_write(write, l->total, set->shim_function_start,
+                        set->shim_function_start + set->shim_function_size,
+                        set->shim_unwind_info, set->shim_unwind_info_len);
+#endif
+    if (st == SR_OK && !jitmem_seal(&rt->shim_arena->region, mem, size))
         st = sr_fail(SR_ESYSTEM, "mprotect: %s", strerror(errno));
     emit_fini(&em);
     if (st == SR_OK)
@@ -133,6 +189,12 @@ static sr_status place_shim(sr_runtime *rt)
     if (st != SR_OK)
         return st;
     uint8_t *mem = rt->shim;
+#ifdef _WIN32
+    (void)shim;
+    if (!register_table(rt, mem, l.total, &rt->shim_unwind_table))
+        return SR_ENOMEM;
+    return SR_OK;
+#else
     sr_fde fde = {(uintptr_t)mem + rt->set->shim_fde_start, rt->set->shim_fde_size,
                   rt->set->shim_fde_insns, rt->set->shim_fde_insns_len};
     if (!register_frames(rt, rt->shim_arena, &fde))
@@ -151,6 +213,7 @@ static sr_status place_shim(sr_runtime *rt)
                                               rt->shim_arena->eh_frame_size, &sym, 1);
     }
     return SR_OK;
+#endif
 }
 
 /* ---- public API */
@@ -165,6 +228,13 @@ sr_status sr_runtime_create(const sr_stencil_set *set, const void *const *symbol
         return sr_fail(SR_EINVAL, "no stencil set");
     sr_config resolved;
     sr_status st = config_resolve(cfg, &resolved);
+#ifdef _WIN32
+    if (st == SR_OK && resolved.frames)
+        st = winunwind_check(set->shim_unwind_info, set->shim_unwind_info_len, "shim's");
+    if (st == SR_OK && resolved.frames)
+        st = winunwind_check(set->executor_unwind_info, set->executor_unwind_info_len,
+                             "executors'");
+#endif
     if (st != SR_OK)
         return st;
     sr_runtime *rt = calloc(1, sizeof *rt);
@@ -228,11 +298,17 @@ void sr_runtime_destroy(sr_runtime *rt)
         while (a->executors) {
             sr_executor *e = a->executors;
             executor_unlink(e);
+#ifdef _WIN32
+            deregister_table(rt, e->unwind_table);
+#endif
             group_leave(rt, e, false); /* each object goes once, with its last member */
             executor_destroy(e);
         }
         free_arena(a);
     }
+#ifdef _WIN32
+    deregister_table(rt, rt->shim_unwind_table);
+#endif
     if (rt->shim_arena)
         free_arena(rt->shim_arena);
     perf_close(rt->perf);
@@ -367,6 +443,9 @@ static sr_status emit_one(sr_runtime *rt, const sr_program *prog, sr_executor **
      * the code; keep that much of our own chunk so no other executor's
      * image can cover them. */
     e->mem_size = l.total + perf_unwind_slack(rt->perf);
+#ifdef _WIN32
+    e->mem_size += unwind_slack(rt, l.total, rt->set->executor_unwind_info_len);
+#endif
     errno = 0;
     uint8_t *write;
     e->mem = allocate(rt, e->mem_size, &e->arena, &write);
@@ -377,8 +456,17 @@ static sr_status emit_one(sr_runtime *rt, const sr_program *prog, sr_executor **
     }
     st = emit_write(&rt->emitter, prog->code, prog->n, e->offsets, &l, write,
                     (uintptr_t)e->mem - (uintptr_t)write);
+#ifdef _WIN32
+    if (st == SR_OK && rt->cfg.frames) /* its whole text: instructions and veneers */
+        winunwind_write(write, l.total, 0, e->text_size, rt->set->executor_unwind_info,
+                        rt->set->executor_unwind_info_len);
+#endif
     if (st == SR_OK && !jitmem_seal(&e->arena->region, e->mem, e->mem_size))
         st = sr_fail(SR_ESYSTEM, "mprotect: %s", strerror(errno));
+#ifdef _WIN32
+    if (st == SR_OK && !register_table(rt, e->mem, l.total, &e->unwind_table))
+        st = SR_ENOMEM;
+#endif
     if (st != SR_OK) {
         jitmem_release(&e->arena->region, e->mem, e->mem_size);
         executor_destroy(e);
@@ -403,6 +491,9 @@ static void free_executor_locked(sr_runtime *rt, sr_executor *ex, bool settle)
 {
     executor_unlink(ex);
     registry_remove(rt->reg, ex);
+#ifdef _WIN32
+    deregister_table(rt, ex->unwind_table); /* before its chunk can be handed out again */
+#endif
     lookup_publish(ex, false); /* before its chunk can be handed out again */
     jitmem_release(&ex->arena->region, ex->mem, ex->mem_size);
     rt->executors--;
@@ -588,6 +679,9 @@ sr_stats sr_runtime_stats(const sr_runtime *rt)
         s.frames_registered += rt->shim_arena->frames_registered != 0;
         s.gdb_entries += rt->shim_arena->gdb != NULL;
     }
+#ifdef _WIN32
+    s.frames_registered = rt->unwind_tables; /* one per executor, and the shim's */
+#endif
     s.executors = rt->executors;
     sr_registry_unlock();
     return s;

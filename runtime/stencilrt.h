@@ -65,9 +65,38 @@ typedef struct sr_stencil_set {
     int64_t cfa_offset, fp_offset, ra_offset;
     bool ra_signed;
     size_t shim_call_offset, shim_call_size; /* the shim's call into JIT code */
+    /* Windows x64 (SG_UNWIND_WIN64 headers; NULL and 0 elsewhere): the shim's
+     * UNWIND_INFO as compiled, for its RUNTIME_FUNCTION covering
+     * shim->code[shim_function_start, + shim_function_size), and the executors'
+     * (the shim's state after its prolog, true at every executor PC). */
+    const uint8_t *shim_unwind_info;
+    size_t shim_unwind_info_len;
+    const uint8_t *executor_unwind_info;
+    size_t executor_unwind_info_len;
+    size_t shim_function_start, shim_function_size;
 } sr_stencil_set;
 
-/* Positional (C++17 has no designated initializers), in the struct's order. */
+/* Positional (C++17 has no designated initializers), in the struct's order.
+ * A Windows x64 header (SG_UNWIND_WIN64) has UNWIND_INFO instead of DWARF CFI. */
+#ifdef SG_UNWIND_WIN64
+#define SR_STENCIL_SET_FROM_HEADER                                                           \
+    {                                                                                        \
+        sg_stencils, SG_OP__COUNT,                            /* stencils, count */          \
+            &sg_shim, SG_SHIM_ENTRY,                          /* shim, shim_entry */         \
+            sg_symbol_names, SG_SYM__COUNT,                   /* symbol_names, _count */     \
+            SG_TARGET_ELF_MACHINE,                            /* elf_machine */              \
+            0, 0, 0,                                          /* no DWARF CFI: */            \
+            NULL, 0, NULL, 0, 0, 0, NULL, 0,                  /*   Windows unwinds */        \
+            SG_TARGET_LANDING_PADS,                           /* landing_pads */             \
+            SG_UNWIND_CFA_REGISTER, SG_UNWIND_FP_REGISTER,    /* cfa_register, fp_register */ \
+            SG_UNWIND_CFA_OFFSET, SG_UNWIND_FP_OFFSET,        /* cfa_offset, fp_offset */    \
+            SG_UNWIND_RA_OFFSET, SG_UNWIND_RA_SIGNED,         /* ra_offset, ra_signed */     \
+            SG_SHIM_CALL_OFFSET, SG_SHIM_CALL_SIZE,           /* shim_call_offset, _size */  \
+            sg_shim_unwind_info, sizeof sg_shim_unwind_info,  /* shim_unwind_info, _len */   \
+            sg_executor_unwind_info, sizeof sg_executor_unwind_info, /* executor_... */      \
+            SG_SHIM_FUNCTION_START, SG_SHIM_FUNCTION_SIZE     /* shim_function_... */        \
+    }
+#else
 #define SR_STENCIL_SET_FROM_HEADER                                                           \
     {                                                                                        \
         sg_stencils, SG_OP__COUNT,                            /* stencils, count */          \
@@ -84,8 +113,10 @@ typedef struct sr_stencil_set {
             SG_UNWIND_CFA_REGISTER, SG_UNWIND_FP_REGISTER,    /* cfa_register, fp_register */ \
             SG_UNWIND_CFA_OFFSET, SG_UNWIND_FP_OFFSET,        /* cfa_offset, fp_offset */    \
             SG_UNWIND_RA_OFFSET, SG_UNWIND_RA_SIGNED,         /* ra_offset, ra_signed */     \
-            SG_SHIM_CALL_OFFSET, SG_SHIM_CALL_SIZE            /* shim_call_offset, _size */  \
+            SG_SHIM_CALL_OFFSET, SG_SHIM_CALL_SIZE,           /* shim_call_offset, _size */  \
+            NULL, 0, NULL, 0, 0, 0                            /* no Windows unwind info */   \
     }
+#endif
 
 typedef enum sr_perf_mode { SR_PERF_OFF, SR_PERF_MAP, SR_PERF_JITDUMP } sr_perf_mode;
 
@@ -94,7 +125,13 @@ typedef enum sr_perf_mode { SR_PERF_OFF, SR_PERF_MAP, SR_PERF_JITDUMP } sr_perf_
  * for STENCILRT_FRAMES and STENCILRT_GDB, off/map/jitdump for STENCILRT_PERF,
  * 1 or 2 for STENCILRT_CODE_VIEWS; anything else prints one warning and keeps
  * the default. Other values in the struct (frames 2, arena_size above 1 TiB,
- * code_views 3, registry 3) are SR_EINVAL at create. */
+ * code_views 3, registry 3) are SR_EINVAL at create.
+ *
+ * Windows x64: frames registers JIT code with the system's unwinder
+ * (RtlAddFunctionTable: exceptions, SEH, CaptureStackBackTrace); gdb, perf,
+ * registry and two code views are Linux's and always off there: set in the
+ * struct they are accepted and off (sr_runtime_config says so), turned on by
+ * their variable they print one warning saying so. */
 typedef struct sr_config {
     int frames;        /* STENCILRT_FRAMES: register with libgcc (default 1) */
     int gdb;           /* STENCILRT_GDB: GDB JIT interface (default 1) */
@@ -273,7 +310,7 @@ SR_API const char *sr_strerror(sr_status s);
 typedef struct sr_stats {
     size_t arenas;
     size_t executors;
-    size_t frames_registered; /* libgcc registrations live */
+    size_t frames_registered; /* libgcc registrations live (Windows: function tables) */
     size_t gdb_entries;       /* GDB JIT entries live */
     size_t gdb_held;          /* executors emitted under sr_gdb_hold, not yet told to GDB */
 } sr_stats;

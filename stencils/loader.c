@@ -95,7 +95,7 @@ static bool parse_instr(loader *ld, char **tok, int ntok)
     if (op == SG_OP_jump || op == SG_OP_jump_if_zero || op == SG_OP_jump_if_nonzero) {
         ok = ntok == 2 && add_fixup(ld, f, tok[1], false);
     } else if (op == SG_OP_call) {
-        vm_value argc;
+        vm_value argc = 0;
         ok = ntok == 3 && parse_int(tok[2], &argc) && argc >= 0 && argc <= VM_MAX_LOCALS &&
              add_fixup(ld, f, tok[1], true);
         in.operand[1] = (uint64_t)argc;
@@ -107,7 +107,7 @@ static bool parse_instr(loader *ld, char **tok, int ntok)
                 ok = true;
             }
     } else if (op == SG_OP_push || op == SG_OP_addi || op == SG_OP_load || op == SG_OP_store) {
-        vm_value v;
+        vm_value v = 0;
         ok = ntok == 2 && parse_int(tok[1], &v);
         if (ok && (op == SG_OP_load || op == SG_OP_store))
             ok = v >= 0 && v < VM_MAX_LOCALS;

@@ -5,14 +5,24 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#ifdef _WIN32
+#include <windows.h>
+#endif
 
 #include "vm.h"
 
 static double now(void)
 {
+#ifdef _WIN32
+    LARGE_INTEGER t, hz; /* Windows' monotonic clock */
+    QueryPerformanceCounter(&t);
+    QueryPerformanceFrequency(&hz);
+    return (double)t.QuadPart / (double)hz.QuadPart;
+#else
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+#endif
 }
 
 static const char *const mode_names[] = {"interp", "jit", "chain"};

@@ -1,10 +1,14 @@
 /* natives.c - the C functions tinyvm's ops call (the manifest's run-time
  * symbols) and the VM's entry into a function. */
-#include <execinfo.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#ifdef _WIN32
+#include <windows.h>
+#else
+#include <execinfo.h>
+#endif
 
 #include "vm.h"
 
@@ -63,13 +67,24 @@ vm_value vm_native(vm_frame *frame, vm_value which, vm_value arg)
     switch (which) {
     case NATIVE_BACKTRACE: {
         void *pcs[128];
+#ifdef _WIN32
+        int n = CaptureStackBackTrace(0, 128, pcs, NULL); /* addresses only: no symbols */
+        fprintf(stderr, "backtrace: %d frames\n", n);
+        for (int i = 0; i < n; i++)
+            fprintf(stderr, "[%p]\n", pcs[i]);
+#else
         int n = backtrace(pcs, 128);
         fprintf(stderr, "backtrace: %d frames\n", n);
         backtrace_symbols_fd(pcs, n, 2);
+#endif
         return n;
     }
     case NATIVE_BREAKPOINT: return tinyvm_breakpoint(arg);
+#ifdef _WIN32
+    case NATIVE_TRAP: DebugBreak(); return arg; /* ends the process without a debugger */
+#else
     case NATIVE_TRAP: raise(SIGTRAP); return arg;
+#endif
     case NATIVE_ABORT: abort();
     default: vm_trap(frame, "unknown native");
     }

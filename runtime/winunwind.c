@@ -1,0 +1,72 @@
+/* winunwind.c - JIT code made visible to the Windows x64 unwinder
+ * (RtlLookupFunctionEntry, RtlVirtualUnwind: exceptions, SEH, C++ EH and
+ * CaptureStackBackTrace all walk through them).
+ *
+ * Windows finds a frame's unwind rule through a RUNTIME_FUNCTION (a code
+ * range, as 32-bit offsets from a base address) and its UNWIND_INFO. The
+ * header carries both UNWIND_INFOs the runtime needs: the shim's as compiled,
+ * and the executors' (the shim's frame after its prolog, true at every
+ * executor PC because no stencil writes rbp). Each chunk of code gets one
+ * RUNTIME_FUNCTION and a copy of its UNWIND_INFO right after its own bytes,
+ * registered with RtlAddFunctionTable taking the chunk's start as the base:
+ * every offset is inside the chunk, so it fits 32 bits whatever the arena. The
+ * table lives and dies with its chunk, so a free deregisters exactly it.
+ * Built on Windows only (meson.build). */
+#include <string.h>
+#include <windows.h>
+
+#include "internal.h"
+
+enum {
+    UNWIND_VERSION = 1,
+    RUNTIME_FUNCTION_SIZE = 12, /* BeginAddress, EndAddress, UnwindData */
+};
+
+/* The table starts at the first 4-byte boundary after the chunk's bytes:
+ * both structures must be DWORD-aligned. */
+static size_t table_at(size_t used)
+{
+    return (used + 3) & ~(size_t)3;
+}
+
+sr_status winunwind_check(const uint8_t *info, size_t len, const char *what)
+{
+    if (!info || len < 4)
+        return sr_fail(SR_EINVAL, "the stencil set has no %s UNWIND_INFO (a header for another "
+                       "target?)", what);
+    unsigned version = info[0] & 7, flags = info[0] >> 3, codes = info[2];
+    if (version != UNWIND_VERSION || flags != 0)
+        return sr_fail(SR_EINVAL, "the %s UNWIND_INFO has version %u and flags %#x: the runtime "
+                       "places version 1 without handler or chained info", what, version, flags);
+    if (len < 4 + 2 * (size_t)codes)
+        return sr_fail(SR_EINVAL, "the %s UNWIND_INFO is %zu bytes: its %u unwind codes need %zu",
+                       what, len, codes, 4 + 2 * (size_t)codes);
+    return SR_OK;
+}
+
+size_t winunwind_size(size_t used, size_t info_len)
+{
+    return table_at(used) - used + RUNTIME_FUNCTION_SIZE + ((info_len + 3) & ~(size_t)3);
+}
+
+void winunwind_write(uint8_t *write, size_t used, size_t begin, size_t end, const uint8_t *info,
+                     size_t info_len)
+{
+    size_t at = table_at(used), info_at = at + RUNTIME_FUNCTION_SIZE;
+    RUNTIME_FUNCTION f = {(DWORD)begin, (DWORD)end, (DWORD)info_at};
+    memcpy(write + at, &f, sizeof f);
+    memcpy(write + info_at, info, info_len);
+    memset(write + info_at + info_len, 0, ((info_len + 3) & ~(size_t)3) - info_len);
+}
+
+void *winunwind_register(uint8_t *mem, size_t used)
+{
+    RUNTIME_FUNCTION *table = (RUNTIME_FUNCTION *)(mem + table_at(used));
+    return RtlAddFunctionTable(table, 1, (DWORD64)(uintptr_t)mem) ? table : NULL;
+}
+
+void winunwind_deregister(void *table)
+{
+    if (table)
+        RtlDeleteFunctionTable(table);
+}

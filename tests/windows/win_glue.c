@@ -1,0 +1,184 @@
+/* win_glue.c - see win_glue.h. */
+#include "win_glue.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <windows.h>
+
+#include "vm.h"
+
+#define OPERAND_STACK 1024
+#define VENEER_WINDOW 1024 /* bytes after an executor's code its veneers may take */
+
+_Static_assert((int)WIN_NATIVE_TRAP == (int)NATIVE_TRAP &&
+                   (int)WIN_NATIVE_BACKTRACE == (int)NATIVE_BACKTRACE &&
+                   (int)WIN_NATIVE_BREAKPOINT == (int)NATIVE_BREAKPOINT,
+               "native numbers");
+
+const char *const vm_native_names[NATIVE__COUNT] = {"backtrace", "breakpoint", "trap", "abort"};
+
+WIN_TLS volatile int win_depth;
+
+/* noinline: the checks look for vm_run's own frame as the shim's caller. */
+__attribute__((noinline)) vm_value vm_run(struct vm *vm, size_t fn, vm_value argc,
+                                          const vm_value *args)
+{
+    vm_frame frame = {.vm = vm, .function = (int32_t)fn};
+    vm_value stack[OPERAND_STACK];
+    for (vm_value i = 0; i < argc && i < VM_MAX_LOCALS; i++)
+        frame.locals[i] = args[i];
+    win_depth++;
+    vm_value v = vm->mode == VM_JIT ? vm_jit_run(&frame, stack) : vm_interpret(&frame, stack);
+    win_depth--;
+    __asm__ volatile("" ::: "memory"); /* keep vm_run's frame under the call */
+    return v;
+}
+
+__attribute__((noinline)) vm_value vm_call(vm_frame *caller, vm_value function, vm_value argc,
+                                           vm_value *args)
+{
+    vm_value v = vm_run(caller->vm, (size_t)function, argc, args);
+    __asm__ volatile("" ::: "memory");
+    return v;
+}
+
+/* ---- the JIT, with the unwind information as the test asks */
+
+static uint8_t mutated[256];
+
+static void mutate(sr_stencil_set *set, const char *how)
+{
+    if (strcmp(how, "frame-offset") || set->executor_unwind_info_len > sizeof mutated ||
+        set->executor_unwind_info_len < 4) {
+        fprintf(stderr, "win_glue: WIN_TEST_MUTATE=%s: unknown, or no UNWIND_INFO to change\n",
+                how);
+        exit(2);
+    }
+    memcpy(mutated, set->executor_unwind_info, set->executor_unwind_info_len);
+    /* Byte 3: FrameRegister in the low nibble, FrameOffset (x16) in the high. */
+    mutated[3] = (uint8_t)(mutated[3] + 0x10);
+    set->executor_unwind_info = mutated;
+}
+
+static sr_stencil_set stencil_set = SR_STENCIL_SET_FROM_HEADER;
+
+static void jit_init(struct vm *vm)
+{
+    const char *how = getenv("WIN_TEST_MUTATE");
+    if (how && *how)
+        mutate(&stencil_set, how);
+    const void *symbols[SG_SYM__COUNT] = {
+        [SG_SYM_vm_call] = (const void *)vm_call,
+        [SG_SYM_vm_print] = (const void *)vm_print,
+        [SG_SYM_vm_native] = (const void *)vm_native,
+        [SG_SYM_vm_trap] = (const void *)vm_trap,
+    };
+    if (sr_runtime_create(&stencil_set, symbols, NULL, &vm->rt) != SR_OK) {
+        fprintf(stderr, "win_glue: %s\n", sr_last_error());
+        exit(1);
+    }
+    vm->shim = sr_shim_entry(vm->rt);
+    for (size_t i = 0; i < vm->nfunctions; i++) {
+        vm_function *f = &vm->functions[i];
+        if (sr_emit(vm->rt, f->code, f->n, f->name, &f->executor) != SR_OK) {
+            fprintf(stderr, "win_glue: cannot compile %s: %s\n", f->name, sr_last_error());
+            exit(1);
+        }
+        f->entry = sr_executor_entry(f->executor);
+    }
+}
+
+struct vm *win_load(const char *path, int jit)
+{
+    struct vm *vm = calloc(1, sizeof *vm);
+    if (!vm)
+        exit(1);
+    vm->mode = jit ? VM_JIT : VM_INTERP;
+    if (!vm_load(vm, path))
+        exit(1);
+    if (jit)
+        jit_init(vm);
+    return vm;
+}
+
+vm_value win_run(struct vm *vm, const char *name, vm_value argc, const vm_value *args)
+{
+    for (size_t i = 0; i < vm->nfunctions; i++)
+        if (!strcmp(vm->functions[i].name, name))
+            return vm_run(vm, i, argc, args);
+    fprintf(stderr, "no function '%s'\n", name);
+    exit(1);
+}
+
+void win_unload(struct vm *vm)
+{
+    if (vm->mode == VM_JIT)
+        vm_jit_fini(vm);
+    vm_unload(vm);
+    free(vm);
+}
+
+win_code win_locate(const struct vm *vm, uintptr_t pc)
+{
+    win_code c = {WIN_CODE_NONE, NULL, NULL, 0};
+    if (vm->mode != VM_JIT)
+        return c;
+    sr_executor *e;
+    size_t i;
+    if (sr_lookup_pc(vm->rt, (const void *)pc, &e, &i)) {
+        c = (win_code){WIN_CODE_EXECUTOR, sr_executor_name(e), sr_executor_instr_name(e, i),
+                       pc - (uintptr_t)sr_executor_entry(e)};
+        return c;
+    }
+    uintptr_t shim = (uintptr_t)vm->shim - SG_SHIM_ENTRY;
+    if (pc >= shim && pc < shim + sg_shim.code_size)
+        return (win_code){WIN_CODE_SHIM, "shim", NULL, pc - shim};
+    /* Veneers follow an executor's instructions in its chunk (data after
+     * them never runs, so a PC there is a veneer's); no module holds them. */
+    HMODULE module;
+    if (GetModuleHandleExW(GET_MODULE_HANDLE_EX_FLAG_FROM_ADDRESS |
+                               GET_MODULE_HANDLE_EX_FLAG_UNCHANGED_REFCOUNT,
+                           (LPCWSTR)pc, &module))
+        return c;
+    for (size_t k = 0; k < vm->nfunctions; k++) {
+        const sr_executor *e = vm->functions[k].executor;
+        uintptr_t end = (uintptr_t)sr_executor_entry(e) + sr_executor_code_size(e);
+        if (pc >= end && pc < end + VENEER_WINDOW)
+            return (win_code){WIN_CODE_VENEER, sr_executor_name(e), NULL,
+                              pc - (uintptr_t)sr_executor_entry(e)};
+    }
+    return c;
+}
+
+const void *win_jit_code(const struct vm *vm, size_t i)
+{
+    if (vm->mode != VM_JIT || i > vm->nfunctions)
+        return NULL;
+    return i < vm->nfunctions ? vm->functions[i].entry : (const uint8_t *)vm->shim - SG_SHIM_ENTRY;
+}
+
+uintptr_t win_shim_return(const struct vm *vm)
+{
+    return (uintptr_t)vm->shim - SG_SHIM_ENTRY + SG_SHIM_CALL_OFFSET + SG_SHIM_CALL_SIZE;
+}
+
+const void *win_instr(const struct vm *vm, size_t fn, size_t i)
+{
+    if (vm->mode != VM_JIT || fn >= vm->nfunctions)
+        return NULL;
+    return sr_executor_instr(vm->functions[fn].executor, i);
+}
+
+void win_emit_and_free_copies(struct vm *vm)
+{
+    for (size_t i = 0; i < vm->nfunctions; i++) {
+        sr_executor *e;
+        if (sr_emit(vm->rt, vm->functions[i].code, vm->functions[i].n, "copy", &e) != SR_OK) {
+            fprintf(stderr, "win_glue: cannot compile a copy of %s: %s\n",
+                    vm->functions[i].name, sr_last_error());
+            exit(1);
+        }
+        sr_executor_free(e);
+    }
+}
