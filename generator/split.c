@@ -41,12 +41,13 @@ static int member_of(const splitter *s, int sec)
 /* The object an op's own unit makes names each kind of section once: the
  * per-function and per-object sections of -ffunction-sections
  * -fdata-sections (.text.op_add, .rodata.op_add.table: the kind, a dot and
- * the name of what the section holds) fold back into the section they come
- * from. A section named in the source (section("...")) keeps its name, even
- * when it starts like one of these. Longer prefixes first. */
+ * the name of what the section holds; COFF: .text$op_add, .rdata$table, a
+ * dollar sign) fold back into the section they come from. A section named in
+ * the source (section("...")) keeps its name, even when it starts like one of
+ * these. Longer prefixes first. */
 static const char *const output_sections[] = {
-    ".data.rel.ro.local", ".data.rel.ro", ".rodata", ".data", ".bss", ".text", ".tdata",
-    ".tbss", ".lrodata", ".ldata", ".lbss", ".ltext", NULL,
+    ".data.rel.ro.local", ".data.rel.ro", ".rodata", ".rdata", ".data", ".bss", ".text",
+    ".tdata", ".tbss", ".lrodata", ".ldata", ".lbss", ".ltext", NULL,
 };
 
 static bool holds_symbol(const objfile *o, int sec, const char *name)
@@ -66,7 +67,8 @@ static const char *output_name(const objfile *o, int sec)
         size_t n = strlen(*p);
         if (strncmp(name, *p, n)) /* first: name may be shorter than *p */
             continue;
-        if (!name[n] || (name[n] == '.' && holds_symbol(o, sec, name + n + 1)))
+        char sep = o->kind == OBJ_FORMAT_COFF ? '$' : '.';
+        if (!name[n] || (name[n] == sep && holds_symbol(o, sec, name + n + 1)))
             return *p;
     }
     return name;
@@ -273,6 +275,29 @@ static split_result no_shared_externals(splitter *s)
     return SPLIT_OK;
 }
 
+/* -fdata-sections gives each COFF object a section of its own, all named
+ * .rdata; the op's own unit puts them in one .rdata in the order clang emits
+ * them there, which need not be their order in the batch (an op's pointer
+ * table before the table it points into, say). With two, the op compiles
+ * alone. (ELF names them apart: .rodata, .data.rel.ro, .rodata.str.) */
+static split_result one_coff_data_section(splitter *s)
+{
+    const objfile *o = s->in;
+    if (o->kind != OBJ_FORMAT_COFF)
+        return SPLIT_OK;
+    const member *first = NULL;
+    for (size_t i = 0; i < s->nmembers; i++) {
+        const obj_section *sec = &o->secs[s->members[i].sec];
+        if (sec->kind != OBJ_SEC_RODATA)
+            continue;
+        if (first && !strcmp(output_name(o, first->sec), output_name(o, s->members[i].sec)))
+            return refuse(s, SPLIT_ALONE, "its read-only data is in several '%s' sections, "
+                          "whose order in its own unit the batch cannot tell", sec->name);
+        first = first ? first : &s->members[i];
+    }
+    return SPLIT_OK;
+}
+
 static int cmp_member(const void *a, const void *b)
 {
     const member *x = a, *y = b;
@@ -413,6 +438,8 @@ split_result split_op_object(const objfile *batch, const char *entry, objfile *o
     split_result r = no_shared_externals(&s);
     if (r == SPLIT_OK)
         r = closure(&s, e);
+    if (r == SPLIT_OK)
+        r = one_coff_data_section(&s);
     if (r != SPLIT_OK) {
         free(s.members);
         return r;
