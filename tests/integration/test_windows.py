@@ -195,6 +195,42 @@ def test_windows_jit_memory_is_execute_read(ctx):
               "exit %d\n%s\n%s", p.returncode, p.stdout, p.stderr[-2000:])
 
 
+def test_windows_header_for_another_target_is_refused(ctx):
+    """Each runtime refuses the other target's stencil set (SR_EINVAL, "the
+    stencil set is for another target: ..."), with registration on and off:
+    tests/windows/wrong_target.c, built natively against the Windows header
+    and for Windows against the Linux one."""
+    linux = os.path.join(ctx.tmp, "wrong_target")
+    ctx.run(["cc", "-std=c11", "-Wall", "-Wextra", "-Werror",
+             '-DWRONG_HEADER="jit_stencils-x86_64-w64-windows-gnu.h"',
+             "-I", os.path.join(ctx.build, "stencils"), "-I", ctx.path("runtime"),
+             ctx.path("tests", "windows", "wrong_target.c"),
+             os.path.join(ctx.build, "runtime", "libstencilrt.a"), "-lpthread", "-ldl", "-o",
+             linux], check=True, timeout=120)
+    p = ctx.run([linux], timeout=60)
+    check(p.returncode == 0 and p.stdout.count("for another target: it has Windows "
+                                               "UNWIND_INFO") == 2,
+          "Linux runtime, Windows set: exit %d\n%s%s", p.returncode, p.stdout, p.stderr)
+    with wine_session(ctx) as xb:
+        w = wine(ctx, xb, [exe(xb, "tests", "windows", "wrong_target.exe")], timeout=120)
+        check(w.returncode == 0 and w.stdout.count("for another target: it has no shim's "
+                                                   "UNWIND_INFO") == 2,
+              "Windows runtime, Linux set: exit %d\n%s%s", w.returncode, w.stdout,
+              w.stderr[-2000:])
+
+
+def test_windows_jit_memory_errors_name_the_call(ctx):
+    """A failed VirtualAlloc or VirtualProtect is reported as itself, with its
+    arguments and GetLastError's code and text (tests/windows/win_jitmem.c)."""
+    with wine_session(ctx) as xb:
+        p = wine(ctx, xb, [exe(xb, "tests", "windows", "win_jitmem.exe")], timeout=120)
+        check(p.returncode == 0 and "win_jitmem: 0 wrong" in p.stdout and
+              p.stdout.count(": ok: ") == 3, "exit %d\n%s%s", p.returncode, p.stdout,
+              p.stderr[-2000:])
+        sys.stderr.write("test_windows: %s" % "".join(
+            l + "\n" for l in p.stdout.splitlines() if ": ok: " in l))
+
+
 # --- 2. the unwinder at every JIT instruction -------------------------------------------
 
 STEP_RE = re.compile(r"^step: result (-?\d+), (\d+) JIT PCs checked \((\d+) in the shim, (\d+) at "
