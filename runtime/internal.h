@@ -153,8 +153,8 @@ size_t winunwind_size(size_t used, size_t info_len);
 /* Write the table through `write`, the chunk's writable view: one
  * RUNTIME_FUNCTION for the chunk's bytes [begin, end), then the UNWIND_INFO.
  * SR_ERANGE (nothing written) when an offset does not fit its 32 bits. */
-sr_status winunwind_write(uint8_t *write, size_t used, size_t begin, size_t end, const uint8_t *info,
-                     size_t info_len);
+sr_status winunwind_write(uint8_t *write, size_t used, size_t begin, size_t end,
+                          const uint8_t *info, size_t info_len);
 /* Register the table written in the chunk that runs at `mem`; its handle for
  * winunwind_deregister, or NULL if Windows refused it. */
 void *winunwind_register(uint8_t *mem, size_t used);

@@ -191,7 +191,27 @@ def test_windows_jit_memory_is_execute_read(ctx):
     with wine_session(ctx) as xb:
         p = wine(ctx, xb, [exe(xb, "tests", "windows", "win_unwind.exe"), "memory",
                            ctx.path("tests", "windows", "step.tvm")])
-        check(p.returncode == 0 and "memory: 5 code ranges, 0 not execute+read" in p.stdout,
+        check(p.returncode == 0 and re.search(r"^memory: 5 code ranges, [5-9]\d* pages, 0 not "
+                                              r"execute\+read$", p.stdout, re.M),
+              "exit %d\n%s\n%s", p.returncode, p.stdout, p.stderr[-2000:])
+        # Again after every jump was patched (its pages flipped and sealed again).
+        c = wine(ctx, xb, [exe(xb, "tests", "windows", "win_unwind.exe"), "memory",
+                           ctx.path("tests", "windows", "step.tvm"), "--chain"])
+        check(c.returncode == 0 and re.search(r"^memory after repatching: 5 code ranges, \d+ "
+                                              r"pages, 0 not execute\+read$", c.stdout, re.M) and
+              re.search(r"^memory: [1-9]\d* jumps patched$", c.stdout, re.M),
+              "--chain: exit %d\n%s\n%s", c.returncode, c.stdout, c.stderr[-2000:])
+
+
+def test_windows_no_function_table_outlives_its_code(ctx):
+    """After a failed batch emit, each sr_executor_free and sr_runtime_destroy,
+    frames_registered drops as it should (executors + shim, then the shim's
+    alone) and the old PCs have no RUNTIME_FUNCTION (win_unwind dereg)."""
+    with wine_session(ctx) as xb:
+        p = wine(ctx, xb, [exe(xb, "tests", "windows", "win_unwind.exe"), "dereg",
+                           ctx.path("tests", "windows", "step.tvm")])
+        check(p.returncode == 0 and "dereg: 0 failures" in p.stdout and
+              p.stdout.count("dereg: ok: ") >= 10 and "FAIL" not in p.stdout,
               "exit %d\n%s\n%s", p.returncode, p.stdout, p.stderr[-2000:])
 
 
@@ -362,24 +382,34 @@ def test_windows_seh_exception_through_jit_frames(ctx):
 
 
 def test_windows_cpp_exception_through_jit_frames(ctx):
+    """throw.tvm: JIT frames and C frames between the throw and main's catch.
+    nested.tvm: also a C++ frame with a destructor between two JIT frames
+    (`native backtrace` calls back into tinyvm). Each run checks that main's
+    values kept in nonvolatile registers came back after the catch."""
     with wine_session(ctx) as xb:
-        prog = [exe(xb, "tests", "windows", "win_throw.exe"),
-                ctx.path("tests", "windows", "throw.tvm")]
-        p = wine(ctx, xb, prog + ["0", "1", "4"])
-        lines = p.stdout.splitlines()
-        # Depth d: d + 1 recurse levels and main's, each re-entered through
-        # vm_call; the helper's own cleanup object is destroyed too.
-        want = ['depth %d caught "thrown at depth %d" cleanups 1' % (d, d) for d in (0, 1, 4)]
-        check(p.returncode == 0 and lines == want, "exit %d\n%s\nwant:\n%s\nstderr:\n%s",
-              p.returncode, p.stdout, "\n".join(want), p.stderr[-2000:])
-        # The same check fails on the controls: without registration Wine's
-        # dispatcher may still reach the catch by popping stack slots, with
-        # main's registers wrong (seen: exit 1 after "depth 0 caught ...").
-        want = 'depth 2 caught "thrown at depth 2" cleanups 1'
-        for env in ({"STENCILRT_FRAMES": "0"}, {"WIN_TEST_MUTATE": "frame-offset"}):
-            c = wine(ctx, xb, prog + ["2"], env=env, timeout=120)
-            check(c.returncode != 0 or c.stdout.splitlines() != [want],
-                  "control %s passed: exit %d\n%s", env, c.returncode, c.stdout[-2000:])
+        for prog, outer in (("throw.tvm", 0), ("nested.tvm", 1)):
+            argv = [exe(xb, "tests", "windows", "win_throw.exe"),
+                    ctx.path("tests", "windows", prog)]
+            p = wine(ctx, xb, argv + ["0", "1", "4"])
+            lines = p.stdout.splitlines()
+            # Depth d: d + 1 recurse levels and main's, each re-entered through
+            # vm_call; the helper's own cleanup object is destroyed too.
+            want = ['depth %d caught "thrown at depth %d" cleanups 1 outer %d registers kept'
+                    % (d, d, outer) for d in (0, 1, 4)]
+            check(p.returncode == 0 and lines == want, "%s: exit %d\n%s\nwant:\n%s\nstderr:\n%s",
+                  prog, p.returncode, p.stdout, "\n".join(want), p.stderr[-2000:])
+            # The controls fail these checks: without registration Wine's
+            # dispatcher may still reach the catch by popping stack slots, with
+            # main's registers wrong (seen: "depth 0 caught ... outer 0
+            # registers WRONG" for depth 2, exit 1).
+            want = 'depth 2 caught "thrown at depth 2" cleanups 1 outer %d registers kept' % outer
+            for env in ({"STENCILRT_FRAMES": "0"}, {"WIN_TEST_MUTATE": "frame-offset"}):
+                c = wine(ctx, xb, argv + ["2"], env=env, timeout=120)
+                check(c.returncode != 0 and want not in c.stdout,
+                      "%s: control %s passed: exit %d\n%s", prog, env, c.returncode,
+                      c.stdout[-2000:])
+                sys.stderr.write("test_windows: %s control %s: exit %d, %s\n" % (
+                    prog, env, c.returncode, (c.stdout.strip().splitlines() or ["no line"])[-1]))
 
 
 def _collectable():
