@@ -191,6 +191,22 @@ static bool was_seen(uintptr_t pc)
     return false;
 }
 
+/* At a veneer (`jmp [rip+2]`) Windows sees an epilog and unwinds by popping
+ * [rsp]: right only if the veneer was entered by a call from an executor, so
+ * [rsp] is that call's return address. NULL when it is, else why not. */
+static const char *veneer_entered_by_call(const CONTEXT *ctx)
+{
+    uintptr_t ret = *(const uintptr_t *)ctx->Rsp, pc = (uintptr_t)ctx->Rip;
+    if (win_locate(vm, ret - 1).kind != WIN_CODE_EXECUTOR)
+        return "[rsp] is not a return address into an executor";
+    const uint8_t *call = (const uint8_t *)ret - 5;
+    int32_t rel;
+    memcpy(&rel, call + 1, 4);
+    if (call[0] != 0xe8 || ret + (intptr_t)rel != pc)
+        return "[rsp] follows no call of this veneer (entered by a jump?)";
+    return NULL;
+}
+
 static void check_step(const CONTEXT *ctx)
 {
     uintptr_t pc = (uintptr_t)ctx->Rip;
@@ -204,7 +220,10 @@ static void check_step(const CONTEXT *ctx)
     checked_ret += code.kind == WIN_CODE_EXECUTOR && *(const uint8_t *)pc == 0xc3;
     remember(pc);
     char why[256];
-    if (walk_to_main(ctx, why, sizeof why))
+    const char *veneer = code.kind == WIN_CODE_VENEER ? veneer_entered_by_call(ctx) : NULL;
+    if (veneer)
+        snprintf(why, sizeof why, "veneer: %s", veneer);
+    else if (walk_to_main(ctx, why, sizeof why))
         return;
     if (failures++ < MAX_REPORTS) {
         const uint8_t *b = (const uint8_t *)pc;
