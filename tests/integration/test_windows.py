@@ -186,6 +186,28 @@ def test_windows_switches_not_on_this_platform(ctx):
             check(p.stderr.count(line) == 1, "want once: %r\nstderr:\n%s", line, p.stderr)
 
 
+def test_windows_config_refuses_linux_only_requests(ctx):
+    """Asked for in sr_config, gdb, perf, the registry and a second code view
+    are SR_EUNSUPPORTED on Windows; a variable that leaves them off warns of
+    nothing (tests/windows/win_config.c), and one that turns them on warns
+    once each, from the runs that left them to the environment."""
+    with wine_session(ctx) as xb:
+        prog = [exe(xb, "tests", "windows", "win_config.exe")]
+        off = {"STENCILRT_GDB": "0", "STENCILRT_PERF": "off", "STENCILRT_REGISTRY": "0",
+               "STENCILRT_CODE_VIEWS": "1"}
+        p = wine(ctx, xb, prog, env=off, timeout=120)
+        check(p.returncode == 0 and "win_config: 0 wrong" in p.stdout and
+              "warning" not in p.stderr, "variables off: exit %d\n%s%s", p.returncode, p.stdout,
+              p.stderr[-2000:])
+        on = {"STENCILRT_GDB": "1", "STENCILRT_PERF": "map", "STENCILRT_REGISTRY": "1",
+              "STENCILRT_CODE_VIEWS": "2"}
+        p = wine(ctx, xb, prog, env=on, timeout=120)
+        warnings = [l for l in p.stderr.splitlines() if l.startswith("stencilrt: warning:")]
+        check(p.returncode == 0 and "win_config: 0 wrong" in p.stdout and len(warnings) == 4 and
+              all("=1:" in l or "=map:" in l or "=2:" in l for l in warnings),
+              "variables on: exit %d\n%s%s", p.returncode, p.stdout, p.stderr[-2000:])
+
+
 def test_windows_jit_memory_is_execute_read(ctx):
     """W^X: sealed JIT code (every executor, the shim) is execute+read."""
     with wine_session(ctx) as xb:
