@@ -267,7 +267,7 @@ def test_windows_jit_memory_errors_name_the_call(ctx):
     with wine_session(ctx) as xb:
         p = wine(ctx, xb, [exe(xb, "tests", "windows", "win_jitmem.exe")], timeout=120)
         check(p.returncode == 0 and "win_jitmem: 0 wrong" in p.stdout and
-              p.stdout.count(": ok: ") == 3, "exit %d\n%s%s", p.returncode, p.stdout,
+              p.stdout.count(": ok: ") == 4, "exit %d\n%s%s", p.returncode, p.stdout,
               p.stderr[-2000:])
         sys.stderr.write("test_windows: %s" % "".join(
             l + "\n" for l in p.stdout.splitlines() if ": ok: " in l))

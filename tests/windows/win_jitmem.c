@@ -2,6 +2,7 @@
  * arguments and GetLastError's code (runtime/jitmem.c, jitmem_error), not a
  * made-up errno. Two failures every Windows has: reserving more address space
  * than a process has, and VirtualProtect on a chunk already decommitted.
+ * Also: winunwind_write refuses a table whose 32-bit offsets would wrap.
  * Prints each message; exit 0 when all are as expected, 1 otherwise. */
 #include <stdio.h>
 #include <string.h>
@@ -47,6 +48,19 @@ int main(void)
     bool unsealed = jitmem_unseal(&r, p, 4096) != NULL;
     expect("unseal a decommitted chunk", !unsealed, jitmem_error(NULL, NULL), "VirtualProtect(");
     jitmem_region_fini(&r);
+
+    /* A function table whose offsets would not fit 32 bits is refused before
+     * anything is written (the buffer is far smaller than `used`). */
+    uint8_t table[64] = {0};
+    static const uint8_t info[4] = {1, 0, 0, 0};
+    sr_status st = winunwind_write(table, (size_t)1 << 32, 0, 16, info, sizeof info);
+    bool untouched = true;
+    for (size_t i = 0; i < sizeof table; i++)
+        untouched &= table[i] == 0;
+    bool ok = st == SR_ERANGE && untouched && strstr(sr_last_error(), "32 bits");
+    printf("win_jitmem: a 4 GiB chunk's table: %s: %s\n", ok ? "ok" : "WRONG",
+           st == SR_OK ? "written" : sr_last_error());
+    failures += !ok;
     printf("win_jitmem: %d wrong\n", failures);
     return failures ? 1 : 0;
 }
