@@ -148,6 +148,9 @@ void ehframe_deregister(uint8_t *eh, unsigned registered);
  * version 1, no handler, no chained info, its codes within len. `what`
  * names it in the message. */
 sr_status winunwind_check(const uint8_t *info, size_t len, const char *what);
+/* SR_EUNSUPPORTED if a stencil's (or the shim's) branch that may go through
+ * a veneer is not a call: Windows unwinds a veneer as an epilog. */
+sr_status winunwind_check_veneers(const sr_stencil_set *set);
 /* Bytes the table takes after `used` bytes of a chunk (alignment included). */
 size_t winunwind_size(size_t used, size_t info_len);
 /* Write the table through `write`, the chunk's writable view: one

@@ -228,6 +228,8 @@ static sr_status target_check(const sr_stencil_set *set)
     if (st == SR_OK)
         st = winunwind_check(set->executor_unwind_info, set->executor_unwind_info_len,
                              "executors'");
+    if (st == SR_OK)
+        st = winunwind_check_veneers(set);
     return st;
 #else
     if (set->shim_unwind_info)

@@ -48,6 +48,32 @@ sr_status winunwind_check(const uint8_t *info, size_t len, const char *what)
     return SR_OK;
 }
 
+/* SR_EUNSUPPORTED if a branch of s that may go through a veneer is not a
+ * call (E8): Windows takes a veneer's `jmp [rip+x]` for an epilog and
+ * unwinds it by popping [rsp], which is the veneer's caller only when a call
+ * entered it. A jmp or jcc there would leave the stack mid-frame. */
+static sr_status veneers_entered_by_calls(const sg_stencil *s)
+{
+    for (size_t i = 0; i < s->code_hole_count; i++) {
+        const sg_hole *h = &s->code_holes[i];
+        if (h->patch != SG_PATCH_X86_BRANCH32 || !sg_hole_may_use_veneer(h->patch, h->value))
+            continue;
+        if (h->offset == 0 || s->code[h->offset - 1] != 0xe8)
+            return sr_fail(SR_EUNSUPPORTED, "%s: the branch at +0x%x may go through a veneer "
+                           "and is not a call: Windows unwinds a veneer as an epilog, which is "
+                           "right only when a call entered it", s->name, (unsigned)h->offset);
+    }
+    return SR_OK;
+}
+
+sr_status winunwind_check_veneers(const sr_stencil_set *set)
+{
+    sr_status st = veneers_entered_by_calls(set->shim);
+    for (size_t op = 0; st == SR_OK && op < set->count; op++)
+        st = veneers_entered_by_calls(&set->stencils[op]);
+    return st;
+}
+
 size_t winunwind_size(size_t used, size_t info_len)
 {
     return table_at(used) - used + RUNTIME_FUNCTION_SIZE + ((info_len + 3) & ~(size_t)3);

@@ -202,13 +202,15 @@ def test_windows_config_refuses_linux_only_requests(ctx):
     """Asked for in sr_config, gdb, perf, the registry and a second code view
     are SR_EUNSUPPORTED on Windows; a variable that leaves them off warns of
     nothing (tests/windows/win_config.c), and one that turns them on warns
-    once each, from the runs that left them to the environment."""
+    once each, from the runs that left them to the environment. The same
+    program checks that a set whose op reaches a veneer by jmp is refused."""
     with wine_session(ctx) as xb:
         prog = [exe(xb, "tests", "windows", "win_config.exe")]
         off = {"STENCILRT_GDB": "0", "STENCILRT_PERF": "off", "STENCILRT_REGISTRY": "0",
                "STENCILRT_CODE_VIEWS": "1"}
         p = wine(ctx, xb, prog, env=off, timeout=120)
         check(p.returncode == 0 and "win_config: 0 wrong" in p.stdout and
+              "call made a jmp: ok" in p.stdout and
               "warning" not in p.stderr, "variables off: exit %d\n%s%s", p.returncode, p.stdout,
               p.stderr[-2000:])
         on = {"STENCILRT_GDB": "1", "STENCILRT_PERF": "map", "STENCILRT_REGISTRY": "1",
