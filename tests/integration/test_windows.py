@@ -3,43 +3,51 @@ x86_64-w64-windows-gnu (clang-22, lld, MinGW-w64) and run under Wine (wine64).
 
 * tinyvm: every bundled program gives the same output and exit status
   interpreted and JIT-compiled (trap.tvm: the same end, the breakpoint
-  exception's code, printed by tinyvm's top-level filter and its exit status); a hot loop, and its blocks
-  linked by patching after emit (--chain); the switches Windows does not have
-  (GDB, perf, the registry, a second code view) say so once and change nothing;
-  sealed JIT code is execute+read (W^X);
+  exception's code, printed by tinyvm's top-level filter and its exit status);
+  a hot loop, and its blocks linked by patching after emit (--chain); the
+  switches Windows does not have (GDB, perf, the registry, a second code view)
+  say so once and change nothing; sealed JIT code is execute+read (W^X);
 * the system's unwinder at every JIT instruction (tests/windows/win_unwind.c
   step): the trap flag single-steps tinyvm's main from a vectored exception
-  handler, and at every PC in an executor or the shim the stack is walked
-  with RtlLookupFunctionEntry + RtlVirtualUnwind to main, through the right
-  frames (each JIT frame's caller is vm_run, one JIT frame per tinyvm call
-  active, the stack pointer growing at every step); every VM instruction must
-  run; the PCs checked are reported per program (tests/windows/step.tvm,
-  which runs every op, and two bundled programs);
+  handler, and at every PC in an executor or the shim the stack is walked with
+  RtlLookupFunctionEntry + RtlVirtualUnwind to main, through the right frames
+  (each JIT frame's caller is vm_run, one JIT frame per tinyvm call active,
+  the stack pointer growing at every step); every VM instruction must run; the
+  PCs checked are reported per program (tests/windows/step.tvm, which runs
+  every op, and two bundled programs);
 * RtlCaptureStackBackTrace from a helper called by JIT code, three tinyvm
   calls deep, sees the three JIT frames and reaches main; the same in four
   threads at once while they emit and free executors;
-* an SEH exception (RaiseException in a helper) crosses JIT frames to
-  __except in main, whose filter walks from the raise to main by the rules
-  of the single-step test; a C++ exception (MinGW-w64's libstdc++, statically
-  linked) thrown in a helper crosses them to catch in main, destructors run;
+* an SEH exception (RaiseException in a helper) crosses JIT frames to __except
+  in main, whose filter walks from the raise to main by the rules of the
+  single-step test; a C++ exception (MinGW-w64's libstdc++, statically linked)
+  thrown in a helper crosses them to catch in main, destructors run;
 * negative controls, judged by the same checks, which must fail: unwind
-  registration off (STENCILRT_FRAMES=0), and the executors' UNWIND_INFO with
-  a wrong FrameOffset (WIN_TEST_MUTATE=frame-offset, applied by the test
-  program to the set it hands the runtime).
+  registration off (STENCILRT_FRAMES=0), and the executors' UNWIND_INFO with a
+  wrong FrameOffset (WIN_TEST_MUTATE=frame-offset, applied by the test program
+  to the set it hands the runtime);
+* the runtime's own checks: each platform refuses the other's stencil set
+  (wrong_target.c), Linux-only sr_config requests and a set whose veneer could
+  be entered by a jump are refused (win_config.c), memory failures name the
+  Windows call and its error (win_jitmem.c), no function table outlives its
+  code (win_unwind dereg), at every veneer PC [rsp] is its call's return
+  address, and a C++ frame between JIT frames runs its destructor with main's
+  nonvolatile registers intact (win_throw.cpp, nested.tvm).
 
 The cross build is <build>-windows next to the native build (or
-$STENCILGEN_WINDOWS_BUILD), configured with
-`meson setup build-windows --cross-file cross/x86_64-w64-mingw32.ini`. Without
-that build these tests are not collected (a note on stderr says why); with it,
-a missing wine64 (on PATH or in /usr/lib/wine) or cross toolchain fails them. Wine gets a prefix inside the cross
-build (never the user's ~/.wine), every run is bounded by a timeout, and the
-wineserver of that prefix is stopped after each test."""
+$STENCILGEN_WINDOWS_BUILD), configured with `meson setup build-windows
+--cross-file cross/x86_64-w64-mingw32.ini`. Without that build these tests are
+not collected (a note on stderr says why); with it, a missing wine64 (on PATH
+or in /usr/lib/wine) or cross toolchain fails them. Wine gets a prefix inside
+the cross build (never the user's ~/.wine), every run is bounded by a timeout,
+and the wineserver of that prefix is stopped after each test."""
 import os
 import re
 import shutil
 import sys
 
 from sgtest import check
+
 
 def _find(name):
     """A Wine program on PATH, else where Debian's wine64 package puts it."""
