@@ -69,13 +69,28 @@ static int env_perf(void)
 }
 
 #ifdef _WIN32
-/* Windows: what Linux has and Windows has not. A setting turned on by its
- * variable gets one warning saying so; turned on in the struct it is
- * accepted and off, as sr_runtime_config reports. */
-static void not_on_windows(env_var *var, bool on, const char *what)
+/* Windows: what Linux has and Windows has not. Asked for in the struct, each
+ * is refused (a VM that asks for a feature by name should learn it has none);
+ * turned on by its variable (the struct said "the environment"), it gets one
+ * warning and is off, since the environment is the user's, not the VM's. */
+static sr_status windows_refuse(const sr_config *in)
+{
+    const char *what = in->gdb == 1                  ? "gdb 1: the GDB JIT interface"
+                       : in->perf > SR_PERF_OFF      ? "perf: perf's map and jitdump"
+                       : in->registry == 1           ? "registry 1: the registry"
+                       : in->code_views == 2         ? "code_views 2: a second code view"
+                                                     : NULL;
+    if (what)
+        return sr_fail(SR_EUNSUPPORTED, "sr_config: %s is not on this platform (Windows)", what);
+    return SR_OK;
+}
+
+/* `from_env`: the struct left the setting to the environment; `on`: the
+ * environment turned it on. */
+static void not_on_windows(env_var *var, bool from_env, bool on, const char *what)
 {
     const char *v = getenv(var->name);
-    if (on && v && *v && !atomic_flag_test_and_set(&var->warned))
+    if (from_env && on && v && *v && !atomic_flag_test_and_set(&var->warned))
         fprintf(stderr, "stencilrt: warning: %s=%s: %s is not on this platform (Windows); "
                 "off\n", var->name, v, what);
 }
@@ -83,12 +98,13 @@ static void not_on_windows(env_var *var, bool on, const char *what)
 /* frames registers with the system's unwinder (RtlAddFunctionTable); the
  * GDB JIT interface, perf's files and the registry are Linux's, and JIT
  * memory has one view (VirtualProtect flips each chunk). */
-static void windows_config(sr_config *c)
+static void windows_config(const sr_config *in, sr_config *c)
 {
-    not_on_windows(&env_gdb, c->gdb == 1, "the GDB JIT interface");
-    not_on_windows(&env_perf_mode, c->perf != SR_PERF_OFF, "perf");
-    not_on_windows(&env_registry, c->registry == 1, "the registry");
-    not_on_windows(&env_code_views, c->code_views == 2, "a second code view");
+    not_on_windows(&env_gdb, in->gdb < 0, c->gdb == 1, "the GDB JIT interface");
+    not_on_windows(&env_perf_mode, in->perf < 0, c->perf != SR_PERF_OFF, "perf");
+    not_on_windows(&env_registry, in->registry <= 0, c->registry == 1, "the registry");
+    not_on_windows(&env_code_views, in->code_views <= 0, c->code_views == 2,
+                   "a second code view");
     c->gdb = 0;
     c->perf = SR_PERF_OFF;
     c->registry = 2;
@@ -151,6 +167,12 @@ sr_status config_resolve(const sr_config *in, sr_config *out)
     if (c.arena_size > MAX_ARENA_SIZE)
         return sr_fail(SR_EINVAL, "sr_config: arena_size %zu is larger than %zu bytes",
                        c.arena_size, MAX_ARENA_SIZE);
+#ifdef _WIN32
+    sr_status st = windows_refuse(&c);
+    if (st != SR_OK)
+        return st;
+    const sr_config asked = c;
+#endif
     if (c.frames < 0)
         c.frames = env_switch(&env_frames, 1);
     if (c.gdb < 0)
@@ -164,7 +186,7 @@ sr_status config_resolve(const sr_config *in, sr_config *out)
     if (c.registry <= 0)
         c.registry = env_switch(&env_registry, 1) ? 1 : 2;
 #ifdef _WIN32
-    windows_config(&c);
+    windows_config(&asked, &c);
 #endif
     *out = c;
     return SR_OK;

@@ -89,6 +89,11 @@ uint8_t *jitmem_unseal(sr_region *r, uint8_t *p, size_t bytes);
 /* Return a chunk: its code traps (two views) or faults (one view) if run,
  * and, unless r->no_reuse (perf's maps are append-only), it is reused. */
 void jitmem_release(sr_region *r, uint8_t *p, size_t bytes);
+/* What the calling thread's last failed jitmem call failed on, for a
+ * message: on Linux strerror(errno), after "posix_call: " when given; on
+ * Windows the API with its arguments and GetLastError's code and text. When
+ * nothing failed (errno 0, or no Windows call failed), fallback if given. */
+const char *jitmem_error(const char *posix_call, const char *fallback);
 /* fork() handlers, run with the registry lock held: the child copies every
  * two-view region (the parent waits for it), so neither writes the other's. */
 void jitmem_fork_prepare(void);
@@ -143,16 +148,21 @@ void ehframe_deregister(uint8_t *eh, unsigned registered);
  * version 1, no handler, no chained info, its codes within len. `what`
  * names it in the message. */
 sr_status winunwind_check(const uint8_t *info, size_t len, const char *what);
+/* SR_EUNSUPPORTED if a stencil's (or the shim's) branch that may go through
+ * a veneer is not a call: Windows unwinds a veneer as an epilog. */
+sr_status winunwind_check_veneers(const sr_stencil_set *set);
 /* Bytes the table takes after `used` bytes of a chunk (alignment included). */
 size_t winunwind_size(size_t used, size_t info_len);
 /* Write the table through `write`, the chunk's writable view: one
- * RUNTIME_FUNCTION for the chunk's bytes [begin, end), then the UNWIND_INFO. */
-void winunwind_write(uint8_t *write, size_t used, size_t begin, size_t end, const uint8_t *info,
-                     size_t info_len);
+ * RUNTIME_FUNCTION for the chunk's bytes [begin, end), then the UNWIND_INFO.
+ * SR_ERANGE (nothing written) when an offset does not fit its 32 bits. */
+sr_status winunwind_write(uint8_t *write, size_t used, size_t begin, size_t end,
+                          const uint8_t *info, size_t info_len);
 /* Register the table written in the chunk that runs at `mem`; its handle for
  * winunwind_deregister, or NULL if Windows refused it. */
 void *winunwind_register(uint8_t *mem, size_t used);
-void winunwind_deregister(void *table);
+/* False (GetLastError set) if Windows did not find the table. */
+bool winunwind_deregister(void *table);
 #endif
 
 /* ---- gdbjit: the GDB JIT interface, one in-memory ELF object per registration. */

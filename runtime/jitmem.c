@@ -26,7 +26,9 @@
  * execute+read by VirtualProtect and its instructions flushed with
  * FlushInstructionCache, decommitted when freed (a stale jump faults). */
 #include <errno.h>
+#include <stdarg.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #ifdef _WIN32
@@ -80,20 +82,67 @@ static void free_lists_fini(sr_region *r)
 }
 
 #ifdef _WIN32
+/* The calling thread's last failed Windows call, for jitmem_error: errno
+ * cannot carry GetLastError's code, and the API's name says more. */
+static _Thread_local char win_error[256];
+
+static void win_error_clear(void)
+{
+    win_error[0] = 0;
+}
+
+/* Record the call that failed (printf-style) with GetLastError's code and,
+ * when Windows has one, its text. */
+static void win_error_set(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void win_error_set(const char *fmt, ...)
+{
+    DWORD code = GetLastError();
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(win_error, sizeof win_error, fmt, ap);
+    va_end(ap);
+    size_t at = n < 0 ? 0 : (size_t)n < sizeof win_error ? (size_t)n : sizeof win_error - 1;
+    char text[160];
+    DWORD len = FormatMessageA(FORMAT_MESSAGE_FROM_SYSTEM | FORMAT_MESSAGE_IGNORE_INSERTS, NULL,
+                               code, 0, text, sizeof text, NULL);
+    while (len && (text[len - 1] == '\n' || text[len - 1] == '\r' || text[len - 1] == ' '))
+        len--; /* system messages end with a line break */
+    text[len] = 0;
+    snprintf(win_error + at, sizeof win_error - at, len ? ": error %lu (%s)" : ": error %lu",
+             (unsigned long)code, text);
+}
+
+const char *jitmem_error(const char *posix_call, const char *fallback)
+{
+    (void)posix_call; /* the recorded text names the Windows call */
+    return win_error[0] ? win_error : fallback ? fallback : "out of memory";
+}
+
+/* A failure freeing memory has no caller to tell: it is printed, since the
+ * address space (or commit charge) it holds is lost. */
+static void win_warn_free(void)
+{
+    fprintf(stderr, "stencilrt: warning: %s\n", win_error);
+}
+
 /* Windows keeps one view (config.c): the region's address space reserved,
  * its chunks committed as they are handed out. */
 static bool reserve(sr_region *r)
 {
     r->base = r->write = VirtualAlloc(NULL, r->size, MEM_RESERVE, PAGE_NOACCESS);
+    if (!r->base)
+        win_error_set("VirtualAlloc(NULL, %zu, MEM_RESERVE)", r->size);
     return r->base != NULL;
 }
 
 static bool set_prot(uint8_t *p, size_t len, DWORD prot)
 {
     DWORD old;
+    win_error_clear();
     if (VirtualProtect(p, len, prot, &old))
         return true;
-    errno = EACCES; /* for the caller's message (GetLastError() has the detail) */
+    win_error_set("VirtualProtect(%p, %zu, %s)", (void *)p, len,
+                  prot == PAGE_READWRITE ? "PAGE_READWRITE" : "PAGE_EXECUTE_READ");
     return false;
 }
 
@@ -104,10 +153,24 @@ static void flush_code(uint8_t *p, size_t bytes)
 
 void jitmem_region_fini(sr_region *r)
 {
-    VirtualFree(r->base, 0, MEM_RELEASE);
+    if (!VirtualFree(r->base, 0, MEM_RELEASE)) {
+        win_error_set("VirtualFree(%p, 0, MEM_RELEASE)", (void *)r->base);
+        win_warn_free();
+    }
     free_lists_fini(r);
 }
 #else
+/* Linux: errno says what failed; the caller names the call. */
+const char *jitmem_error(const char *posix_call, const char *fallback)
+{
+    static _Thread_local char buf[160];
+    if (!errno && fallback)
+        return fallback;
+    if (!posix_call)
+        return strerror(errno);
+    snprintf(buf, sizeof buf, "%s: %s", posix_call, strerror(errno));
+    return buf;
+}
 
 /* ---- the registry of two-view regions, for fork (registry lock held) */
 
@@ -195,6 +258,7 @@ bool jitmem_region_init(sr_region *r, size_t size, bool two_views, int prot)
                      .granule = two_views ? GRANULE : page};
     r->ngranules = size / r->granule;
 #ifdef _WIN32
+    win_error_clear();
     return !two_views && reserve(r);
 #else
     if (two_views) {
@@ -277,6 +341,9 @@ static bool take_free(sr_region *r, uint64_t granules, uint64_t *at)
 
 uint8_t *jitmem_alloc(sr_region *r, size_t bytes, uint8_t **write)
 {
+#ifdef _WIN32
+    win_error_clear(); /* no room is no system error */
+#endif
     if (r->frozen || !bytes)
         return NULL;
     uint64_t granules = jitmem_chunk_size(r, bytes) / r->granule, at;
@@ -289,6 +356,8 @@ uint8_t *jitmem_alloc(sr_region *r, size_t bytes, uint8_t **write)
     uint8_t *p = r->base + at * r->granule;
 #ifdef _WIN32
     if (!VirtualAlloc(p, granules * r->granule, MEM_COMMIT, PAGE_READWRITE)) {
+        win_error_set("VirtualAlloc(%p, %zu, MEM_COMMIT)", (void *)p,
+                      (size_t)(granules * r->granule));
 #else
     if (!r->two_views && mprotect(p, granules * r->granule, PROT_READ | PROT_WRITE) != 0) {
 #endif
@@ -361,7 +430,10 @@ void jitmem_release(sr_region *r, uint8_t *p, size_t bytes)
     } else if (!r->two_views) {
         /* Inaccessible again: a stale pointer into freed code faults at once. */
 #ifdef _WIN32
-        VirtualFree(p, len, MEM_DECOMMIT);
+        if (!VirtualFree(p, len, MEM_DECOMMIT)) {
+            win_error_set("VirtualFree(%p, %zu, MEM_DECOMMIT)", (void *)p, len);
+            win_warn_free();
+        }
 #else
         mmap(p, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
 #endif

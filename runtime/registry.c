@@ -7,9 +7,7 @@
  * even number before and after its copy has a slot no writer touched. */
 #include <stdlib.h>
 #include <string.h>
-#ifdef _WIN32
-#include <windows.h>
-#else
+#ifndef _WIN32
 #include <sys/mman.h>
 #endif
 
@@ -120,28 +118,34 @@ uint64_t registry_next_id(void)
     return ++last_generation;
 }
 
+#ifdef _WIN32
+/* Windows never publishes (config.c turns the registry off there, and
+ * nothing reads it), so no directory is made: registry_add_runtime is NULL. */
+static sr_registry_block **directory_map(void)
+{
+    return NULL;
+}
+
+static void directory_unmap(sr_registry_block **blocks)
+{
+    (void)blocks;
+}
+#else
 /* The directory's address space, its pages touched only as blocks are added
  * (NULL when it cannot be had). */
 static sr_registry_block **directory_map(void)
 {
     size_t size = BLOCK_MAX * sizeof(sr_registry_block *);
-#ifdef _WIN32
-    return VirtualAlloc(NULL, size, MEM_RESERVE | MEM_COMMIT, PAGE_READWRITE);
-#else
     void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
                    -1, 0);
     return p == MAP_FAILED ? NULL : p;
-#endif
 }
 
 static void directory_unmap(sr_registry_block **blocks)
 {
-#ifdef _WIN32
-    VirtualFree(blocks, 0, MEM_RELEASE);
-#else
     munmap(blocks, BLOCK_MAX * sizeof *blocks);
-#endif
 }
+#endif
 
 sr_reg *registry_add_runtime(const sr_runtime *rt)
 {

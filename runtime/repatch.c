@@ -93,10 +93,10 @@ static sr_status repatch(sr_executor *ex, size_t i, const wanted *w, uint64_t v)
     uint8_t *write = jitmem_unseal(r, code, size);
     if (!write)
         return sr_fail(SR_ESYSTEM, "cannot make the code writable: %s",
-                       errno ? strerror(errno) : "its memory is shared with the parent process");
+                       jitmem_error(NULL, "its memory is shared with the parent process"));
     st = patch_holes(ex, i, write, (uintptr_t)code, size, s, w, v);
     if (!jitmem_seal(r, code, size)) /* executable, as before, in every case */
-        return sr_fail(SR_ESYSTEM, "mprotect: %s", strerror(errno));
+        return sr_fail(SR_ESYSTEM, "%s", jitmem_error("mprotect", NULL));
     if (st == SR_OK && perf_keeps_code(rt->perf))
         executor_announce_to_perf(rt, ex);
     return st;

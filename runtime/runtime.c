@@ -58,12 +58,13 @@ static bool register_table(sr_runtime *rt, uint8_t *mem, size_t used, void **tab
     return true;
 }
 
+/* A table Windows does not find stays counted in frames_registered, and
+ * winunwind_deregister reports it: its code is freed anyway (the caller
+ * cannot keep it). */
 static void deregister_table(sr_runtime *rt, void *table)
 {
-    if (!table)
-        return;
-    winunwind_deregister(table);
-    rt->unwind_tables--;
+    if (table && winunwind_deregister(table))
+        rt->unwind_tables--;
 }
 #endif
 
@@ -162,19 +163,20 @@ static sr_status write_shim(sr_runtime *rt, sr_layout *l)
         rt->shim_arena = map_arena(rt, size);
         mem = rt->shim_arena ? jitmem_alloc(&rt->shim_arena->region, size, &write) : NULL;
         if (!mem)
-            st = sr_fail(SR_ENOMEM, "cannot map memory for the shim: %s", strerror(errno));
+            st = sr_fail(SR_ENOMEM, "cannot map memory for the shim: %s",
+                         jitmem_error(NULL, NULL));
     }
     if (st == SR_OK)
         st = emit_write(&em, &only, 1, offsets, l, write, (uintptr_t)mem - (uintptr_t)write);
 #ifdef _WIN32
     const sr_stencil_set *set = rt->set;
     if (st == SR_OK && rt->cfg.frames)
-        winunwind_write(write, l->total, set->shim_function_start,
-                        set->shim_function_start + set->shim_function_size,
-                        set->shim_unwind_info, set->shim_unwind_info_len);
+        st = winunwind_write(write, l->total, set->shim_function_start,
+                             set->shim_function_start + set->shim_function_size,
+                             set->shim_unwind_info, set->shim_unwind_info_len);
 #endif
     if (st == SR_OK && !jitmem_seal(&rt->shim_arena->region, mem, size))
-        st = sr_fail(SR_ESYSTEM, "mprotect: %s", strerror(errno));
+        st = sr_fail(SR_ESYSTEM, "%s", jitmem_error("mprotect", NULL));
     emit_fini(&em);
     if (st == SR_OK)
         rt->shim = mem;
@@ -216,6 +218,30 @@ static sr_status place_shim(sr_runtime *rt)
 #endif
 }
 
+/* A set from the other target's header is refused whatever frames says:
+ * frames only switches registration, and a set without this platform's
+ * unwind facts is wrong for every setting. */
+static sr_status target_check(const sr_stencil_set *set)
+{
+#ifdef _WIN32
+    sr_status st = winunwind_check(set->shim_unwind_info, set->shim_unwind_info_len, "shim's");
+    if (st == SR_OK)
+        st = winunwind_check(set->executor_unwind_info, set->executor_unwind_info_len,
+                             "executors'");
+    if (st == SR_OK)
+        st = winunwind_check_veneers(set);
+    return st;
+#else
+    if (set->shim_unwind_info)
+        return sr_fail(SR_EINVAL, "the stencil set is for another target: it has Windows "
+                       "UNWIND_INFO (shim_unwind_info), and this runtime needs DWARF CFI");
+    if (!set->cie_insns)
+        return sr_fail(SR_EINVAL, "the stencil set is for another target: it has no DWARF CIE "
+                       "(cie_insns is NULL)");
+    return SR_OK;
+#endif
+}
+
 /* ---- public API */
 
 sr_status sr_runtime_create(const sr_stencil_set *set, const void *const *symbols,
@@ -228,13 +254,8 @@ sr_status sr_runtime_create(const sr_stencil_set *set, const void *const *symbol
         return sr_fail(SR_EINVAL, "no stencil set");
     sr_config resolved;
     sr_status st = config_resolve(cfg, &resolved);
-#ifdef _WIN32
-    if (st == SR_OK && resolved.frames)
-        st = winunwind_check(set->shim_unwind_info, set->shim_unwind_info_len, "shim's");
-    if (st == SR_OK && resolved.frames)
-        st = winunwind_check(set->executor_unwind_info, set->executor_unwind_info_len,
-                             "executors'");
-#endif
+    if (st == SR_OK)
+        st = target_check(set);
     if (st != SR_OK)
         return st;
     sr_runtime *rt = calloc(1, sizeof *rt);
@@ -452,17 +473,17 @@ static sr_status emit_one(sr_runtime *rt, const sr_program *prog, sr_executor **
     if (!e->mem) {
         executor_destroy(e);
         return sr_fail(SR_ENOMEM, "cannot map %zu bytes of code memory, or its unwind table: %s",
-                       l.total, errno ? strerror(errno) : "out of memory");
+                       l.total, jitmem_error(NULL, "out of memory"));
     }
     st = emit_write(&rt->emitter, prog->code, prog->n, e->offsets, &l, write,
                     (uintptr_t)e->mem - (uintptr_t)write);
 #ifdef _WIN32
     if (st == SR_OK && rt->cfg.frames) /* its whole text: instructions and veneers */
-        winunwind_write(write, l.total, 0, e->text_size, rt->set->executor_unwind_info,
-                        rt->set->executor_unwind_info_len);
+        st = winunwind_write(write, l.total, 0, e->text_size, rt->set->executor_unwind_info,
+                             rt->set->executor_unwind_info_len);
 #endif
     if (st == SR_OK && !jitmem_seal(&e->arena->region, e->mem, e->mem_size))
-        st = sr_fail(SR_ESYSTEM, "mprotect: %s", strerror(errno));
+        st = sr_fail(SR_ESYSTEM, "%s", jitmem_error("mprotect", NULL));
 #ifdef _WIN32
     if (st == SR_OK && !register_table(rt, e->mem, l.total, &e->unwind_table))
         st = SR_ENOMEM;

@@ -129,9 +129,10 @@ typedef enum sr_perf_mode { SR_PERF_OFF, SR_PERF_MAP, SR_PERF_JITDUMP } sr_perf_
  *
  * Windows x64: frames registers JIT code with the system's unwinder
  * (RtlAddFunctionTable: exceptions, SEH, CaptureStackBackTrace); gdb, perf,
- * registry and two code views are Linux's and always off there: set in the
- * struct they are accepted and off (sr_runtime_config says so), turned on by
- * their variable they print one warning saying so. */
+ * registry and two code views are Linux's and always off there: asked for
+ * in the struct (gdb 1, perf map or jitdump, registry 1, code_views 2) they
+ * are SR_EUNSUPPORTED at create; turned on by their variable (the struct's
+ * field left to the environment) they print one warning saying so. */
 typedef struct sr_config {
     int frames;        /* STENCILRT_FRAMES: register with libgcc (default 1) */
     int gdb;           /* STENCILRT_GDB: GDB JIT interface (default 1) */
@@ -169,7 +170,7 @@ typedef enum sr_status {
     SR_ENOMEM,        /* out of memory or address space */
     SR_EINVAL,        /* bad argument: op, jump target, empty program, ... */
     SR_ERANGE,        /* a patched value does not fit its hole */
-    SR_EUNSUPPORTED,  /* a hole kind this runtime cannot patch */
+    SR_EUNSUPPORTED,  /* a hole kind this runtime cannot patch; Windows: a Linux-only sr_config */
     SR_ESYMBOL,       /* a run-time symbol the stencils use has no value */
     SR_EFALLTHROUGH,  /* the last instruction would run off the end */
     SR_ESYSTEM,       /* mmap/mprotect failed */

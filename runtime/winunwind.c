@@ -12,6 +12,7 @@
  * every offset is inside the chunk, so it fits 32 bits whatever the arena. The
  * table lives and dies with its chunk, so a free deregisters exactly it.
  * Built on Windows only (meson.build). */
+#include <stdio.h>
 #include <string.h>
 #include <windows.h>
 
@@ -21,6 +22,9 @@ enum {
     UNWIND_VERSION = 1,
     RUNTIME_FUNCTION_SIZE = 12, /* BeginAddress, EndAddress, UnwindData */
 };
+/* The table's layout (winunwind_size) assumes the x64 RUNTIME_FUNCTION. */
+_Static_assert(sizeof(RUNTIME_FUNCTION) == RUNTIME_FUNCTION_SIZE,
+               "RUNTIME_FUNCTION is not the x64 one (3 DWORDs)");
 
 /* The table starts at the first 4-byte boundary after the chunk's bytes:
  * both structures must be DWORD-aligned. */
@@ -32,8 +36,8 @@ static size_t table_at(size_t used)
 sr_status winunwind_check(const uint8_t *info, size_t len, const char *what)
 {
     if (!info || len < 4)
-        return sr_fail(SR_EINVAL, "the stencil set has no %s UNWIND_INFO (a header for another "
-                       "target?)", what);
+        return sr_fail(SR_EINVAL, "the stencil set is for another target: it has no %s "
+                       "UNWIND_INFO, which Windows needs", what);
     unsigned version = info[0] & 7, flags = info[0] >> 3, codes = info[2];
     if (version != UNWIND_VERSION || flags != 0)
         return sr_fail(SR_EINVAL, "the %s UNWIND_INFO has version %u and flags %#x: the runtime "
@@ -44,19 +48,52 @@ sr_status winunwind_check(const uint8_t *info, size_t len, const char *what)
     return SR_OK;
 }
 
+/* SR_EUNSUPPORTED if a branch of s that may go through a veneer is not a
+ * call (E8): Windows takes a veneer's `jmp [rip+x]` for an epilog and
+ * unwinds it by popping [rsp], which is the veneer's caller only when a call
+ * entered it. A jmp or jcc there would leave the stack mid-frame. */
+static sr_status veneers_entered_by_calls(const sg_stencil *s)
+{
+    for (size_t i = 0; i < s->code_hole_count; i++) {
+        const sg_hole *h = &s->code_holes[i];
+        if (h->patch != SG_PATCH_X86_BRANCH32 || !sg_hole_may_use_veneer(h->patch, h->value))
+            continue;
+        if (h->offset == 0 || s->code[h->offset - 1] != 0xe8)
+            return sr_fail(SR_EUNSUPPORTED, "%s: the branch at +0x%x may go through a veneer "
+                           "and is not a call: Windows unwinds a veneer as an epilog, which is "
+                           "right only when a call entered it", s->name, (unsigned)h->offset);
+    }
+    return SR_OK;
+}
+
+sr_status winunwind_check_veneers(const sr_stencil_set *set)
+{
+    sr_status st = veneers_entered_by_calls(set->shim);
+    for (size_t op = 0; st == SR_OK && op < set->count; op++)
+        st = veneers_entered_by_calls(&set->stencils[op]);
+    return st;
+}
+
 size_t winunwind_size(size_t used, size_t info_len)
 {
     return table_at(used) - used + RUNTIME_FUNCTION_SIZE + ((info_len + 3) & ~(size_t)3);
 }
 
-void winunwind_write(uint8_t *write, size_t used, size_t begin, size_t end, const uint8_t *info,
-                     size_t info_len)
+sr_status winunwind_write(uint8_t *write, size_t used, size_t begin, size_t end,
+                          const uint8_t *info, size_t info_len)
 {
     size_t at = table_at(used), info_at = at + RUNTIME_FUNCTION_SIZE;
+    /* RVAs are 32 bits: a chunk (an arena_size or a program) past 4 GiB
+     * cannot be described, and a truncated RVA would point elsewhere. */
+    if (begin > end || end > used || info_at > UINT32_MAX)
+        return sr_fail(SR_ERANGE, "the code's function table cannot describe %zu bytes of "
+                       "code at [%zu, %zu): a RUNTIME_FUNCTION's offsets are 32 bits", used,
+                       begin, end);
     RUNTIME_FUNCTION f = {(DWORD)begin, (DWORD)end, (DWORD)info_at};
     memcpy(write + at, &f, sizeof f);
     memcpy(write + info_at, info, info_len);
     memset(write + info_at + info_len, 0, ((info_len + 3) & ~(size_t)3) - info_len);
+    return SR_OK;
 }
 
 void *winunwind_register(uint8_t *mem, size_t used)
@@ -65,8 +102,11 @@ void *winunwind_register(uint8_t *mem, size_t used)
     return RtlAddFunctionTable(table, 1, (DWORD64)(uintptr_t)mem) ? table : NULL;
 }
 
-void winunwind_deregister(void *table)
+bool winunwind_deregister(void *table)
 {
-    if (table)
-        RtlDeleteFunctionTable(table);
+    if (!table || RtlDeleteFunctionTable(table))
+        return true;
+    fprintf(stderr, "stencilrt: warning: RtlDeleteFunctionTable(%p): error %lu: the function "
+            "table stays registered\n", table, (unsigned long)GetLastError());
+    return false;
 }

@@ -25,6 +25,21 @@ static double now(void)
 #endif
 }
 
+#ifdef _WIN32
+/* An exception nothing handles (trap.tvm's breakpoint) ends tinyvm with its
+ * code as the exit status and one line saying which, as a signal's number
+ * does on Linux, instead of starting the system's crash handler (under Wine:
+ * winedbg, whose report is long and whose exit status varies). */
+static LONG WINAPI unhandled(EXCEPTION_POINTERS *ep)
+{
+    fprintf(stderr, "tinyvm: unhandled exception 0x%08lx at %p\n",
+            (unsigned long)ep->ExceptionRecord->ExceptionCode,
+            ep->ExceptionRecord->ExceptionAddress);
+    fflush(stderr);
+    ExitProcess((UINT)ep->ExceptionRecord->ExceptionCode);
+}
+#endif
+
 static const char *const mode_names[] = {"interp", "jit", "chain"};
 
 static int usage(void)
@@ -36,6 +51,9 @@ static int usage(void)
 
 int main(int argc, char **argv)
 {
+#ifdef _WIN32
+    SetUnhandledExceptionFilter(unhandled);
+#endif
     struct vm vm = {.mode = VM_JIT};
     const char *path = NULL;
     long repeat = 1;

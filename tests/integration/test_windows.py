@@ -2,38 +2,45 @@
 x86_64-w64-windows-gnu (clang-22, lld, MinGW-w64) and run under Wine (wine64).
 
 * tinyvm: every bundled program gives the same output and exit status
-  interpreted and JIT-compiled (trap.tvm: the same end, a breakpoint
-  exception Wine reports, its report not compared); a hot loop, and its blocks
-  linked by patching after emit (--chain); the switches Windows does not have
-  (GDB, perf, the registry, a second code view) say so once and change nothing;
-  sealed JIT code is execute+read (W^X);
+  interpreted and JIT-compiled (trap.tvm: the same end, the breakpoint
+  exception's code, printed by tinyvm's top-level filter and its exit status);
+  a hot loop, and its blocks linked by patching after emit (--chain); the
+  switches Windows does not have (GDB, perf, the registry, a second code view)
+  say so once and change nothing; sealed JIT code is execute+read (W^X);
 * the system's unwinder at every JIT instruction (tests/windows/win_unwind.c
   step): the trap flag single-steps tinyvm's main from a vectored exception
-  handler, and at every PC in an executor or the shim the stack is walked
-  with RtlLookupFunctionEntry + RtlVirtualUnwind to main, through the right
-  frames (each JIT frame's caller is vm_run, one JIT frame per tinyvm call
-  active, the stack pointer growing at every step); every VM instruction must
-  run; the PCs checked are reported per program (tests/windows/step.tvm,
-  which runs every op, and two bundled programs);
+  handler, and at every PC in an executor or the shim the stack is walked with
+  RtlLookupFunctionEntry + RtlVirtualUnwind to main, through the right frames
+  (each JIT frame's caller is vm_run, one JIT frame per tinyvm call active,
+  the stack pointer growing at every step); every VM instruction must run; the
+  PCs checked are reported per program (tests/windows/step.tvm, which runs
+  every op, and two bundled programs);
 * RtlCaptureStackBackTrace from a helper called by JIT code, three tinyvm
   calls deep, sees the three JIT frames and reaches main; the same in four
   threads at once while they emit and free executors;
-* an SEH exception (RaiseException in a helper) crosses JIT frames to
-  __except in main, whose filter walks from the raise to main by the rules
-  of the single-step test; a C++ exception (MinGW-w64's libstdc++, statically
-  linked) thrown in a helper crosses them to catch in main, destructors run;
+* an SEH exception (RaiseException in a helper) crosses JIT frames to __except
+  in main, whose filter walks from the raise to main by the rules of the
+  single-step test; a C++ exception (MinGW-w64's libstdc++, statically linked)
+  thrown in a helper crosses them to catch in main, destructors run;
 * negative controls, judged by the same checks, which must fail: unwind
-  registration off (STENCILRT_FRAMES=0), and the executors' UNWIND_INFO with
-  a wrong FrameOffset (WIN_TEST_MUTATE=frame-offset, applied by the test
-  program to the set it hands the runtime).
+  registration off (STENCILRT_FRAMES=0), and the executors' UNWIND_INFO with a
+  wrong FrameOffset (WIN_TEST_MUTATE=frame-offset, applied by the test program
+  to the set it hands the runtime);
+* the runtime's own checks: each platform refuses the other's stencil set
+  (wrong_target.c), Linux-only sr_config requests and a set whose veneer could
+  be entered by a jump are refused (win_config.c), memory failures name the
+  Windows call and its error (win_jitmem.c), no function table outlives its
+  code (win_unwind dereg), at every veneer PC [rsp] is its call's return
+  address, and a C++ frame between JIT frames runs its destructor with main's
+  nonvolatile registers intact (win_throw.cpp, nested.tvm).
 
 The cross build is <build>-windows next to the native build (or
-$STENCILGEN_WINDOWS_BUILD), configured with
-`meson setup build-windows --cross-file cross/x86_64-w64-mingw32.ini`. Without
-wine64 or the cross toolchain, or without that build, these tests are not
-collected (a note on stderr says why). Wine gets a prefix inside the cross
-build (never the user's ~/.wine), every run is bounded by a timeout, and the
-wineserver of that prefix is stopped after each test."""
+$STENCILGEN_WINDOWS_BUILD), configured with `meson setup build-windows
+--cross-file cross/x86_64-w64-mingw32.ini`. Without that build these tests are
+not collected (a note on stderr says why); with it, a missing wine64 (on PATH
+or in /usr/lib/wine) or cross toolchain fails them. Wine gets a prefix inside
+the cross build (never the user's ~/.wine), every run is bounded by a timeout,
+and the wineserver of that prefix is stopped after each test."""
 import os
 import re
 import shutil
@@ -41,19 +48,28 @@ import sys
 
 from sgtest import check
 
-WINE = "/usr/lib/wine/wine64"
-WINESERVER = "/usr/lib/wine/wineserver"
+
+def _find(name):
+    """A Wine program on PATH, else where Debian's wine64 package puts it."""
+    path = shutil.which(name)
+    if path:
+        return path
+    path = "/usr/lib/wine/" + name
+    return path if os.path.exists(path) else None
+
+
+WINE = _find("wine64")
+WINESERVER = _find("wineserver")
 CLANG = "clang-22"
 MINGW_INCLUDE = "/usr/share/mingw-w64/include"
 T = 300
 
-# Bundled programs whose output is not the VM's alone: a breakpoint exception
-# without a debugger, for which Wine starts its crash handler (winedbg), whose
-# report (registers, addresses) goes to stdout. Only how each run ends is
-# compared.
-EXIT_ONLY_PROGRAMS = {"trap.tvm": "Unhandled exception 0x80000003"}
+# Bundled programs that end in an exception nothing handles: tinyvm's
+# top-level filter (stencils/main.c) prints its code and exits with it, so
+# how each run ends is compared by that line and the exit status.
+EXIT_ONLY_PROGRAMS = {"trap.tvm": "tinyvm: unhandled exception 0x80000003 at "}
 
-MISSING = [t for t in (WINE, WINESERVER) if not os.path.exists(t)]
+MISSING = [n for n, t in (("wine64", WINE), ("wineserver", WINESERVER)) if not t]
 MISSING += [t for t in (CLANG, "ld.lld-22") if not shutil.which(t)]
 if not os.path.isdir(MINGW_INCLUDE):
     MISSING.append(MINGW_INCLUDE + " (mingw-w64-x86-64-dev)")
@@ -117,6 +133,9 @@ class wine_session:
         self.ctx = ctx
 
     def __enter__(self):
+        check(not MISSING, "there is a Windows cross build, but %s is missing (./run.sh test "
+              "installs wine64, mingw-w64-x86-64-dev and g++-mingw-w64-x86-64-win32)",
+              ", ".join(MISSING))
         self.xb = cross_build(self.ctx)
         return self.xb
 
@@ -143,7 +162,8 @@ def test_windows_tinyvm_interp_and_jit_agree(ctx):
             j = wine(ctx, xb, [tinyvm, "--jit", path], timeout=120)
             if prog in EXIT_ONLY_PROGRAMS:
                 what = EXIT_ONLY_PROGRAMS[prog]
-                check(i.returncode == j.returncode != 0 and what in i.stderr and what in j.stderr,
+                check(i.returncode == j.returncode != 0 and i.stderr.startswith(what) and
+                      j.stderr.startswith(what),
                       "%s: interpreter exit %d, JIT exit %d, want %r in both\n%s\n%s", prog,
                       i.returncode, j.returncode, what, i.stderr[-1000:], j.stderr[-1000:])
                 ran.append(prog)
@@ -186,13 +206,93 @@ def test_windows_switches_not_on_this_platform(ctx):
             check(p.stderr.count(line) == 1, "want once: %r\nstderr:\n%s", line, p.stderr)
 
 
+def test_windows_config_refuses_linux_only_requests(ctx):
+    """Asked for in sr_config, gdb, perf, the registry and a second code view
+    are SR_EUNSUPPORTED on Windows; a variable that leaves them off warns of
+    nothing (tests/windows/win_config.c), and one that turns them on warns
+    once each, from the runs that left them to the environment. The same
+    program checks that a set whose op reaches a veneer by jmp is refused."""
+    with wine_session(ctx) as xb:
+        prog = [exe(xb, "tests", "windows", "win_config.exe")]
+        off = {"STENCILRT_GDB": "0", "STENCILRT_PERF": "off", "STENCILRT_REGISTRY": "0",
+               "STENCILRT_CODE_VIEWS": "1"}
+        p = wine(ctx, xb, prog, env=off, timeout=120)
+        check(p.returncode == 0 and "win_config: 0 wrong" in p.stdout and
+              "call made a jmp: ok" in p.stdout and
+              "warning" not in p.stderr, "variables off: exit %d\n%s%s", p.returncode, p.stdout,
+              p.stderr[-2000:])
+        on = {"STENCILRT_GDB": "1", "STENCILRT_PERF": "map", "STENCILRT_REGISTRY": "1",
+              "STENCILRT_CODE_VIEWS": "2"}
+        p = wine(ctx, xb, prog, env=on, timeout=120)
+        warnings = [l for l in p.stderr.splitlines() if l.startswith("stencilrt: warning:")]
+        check(p.returncode == 0 and "win_config: 0 wrong" in p.stdout and len(warnings) == 4 and
+              all("=1:" in l or "=map:" in l or "=2:" in l for l in warnings),
+              "variables on: exit %d\n%s%s", p.returncode, p.stdout, p.stderr[-2000:])
+
+
 def test_windows_jit_memory_is_execute_read(ctx):
     """W^X: sealed JIT code (every executor, the shim) is execute+read."""
     with wine_session(ctx) as xb:
         p = wine(ctx, xb, [exe(xb, "tests", "windows", "win_unwind.exe"), "memory",
                            ctx.path("tests", "windows", "step.tvm")])
-        check(p.returncode == 0 and "memory: 5 code ranges, 0 not execute+read" in p.stdout,
+        check(p.returncode == 0 and re.search(r"^memory: 5 code ranges, [5-9]\d* pages, 0 not "
+                                              r"execute\+read$", p.stdout, re.M),
               "exit %d\n%s\n%s", p.returncode, p.stdout, p.stderr[-2000:])
+        # Again after every jump was patched (its pages flipped and sealed again).
+        c = wine(ctx, xb, [exe(xb, "tests", "windows", "win_unwind.exe"), "memory",
+                           ctx.path("tests", "windows", "step.tvm"), "--chain"])
+        check(c.returncode == 0 and re.search(r"^memory after repatching: 5 code ranges, \d+ "
+                                              r"pages, 0 not execute\+read$", c.stdout, re.M) and
+              re.search(r"^memory: [1-9]\d* jumps patched$", c.stdout, re.M),
+              "--chain: exit %d\n%s\n%s", c.returncode, c.stdout, c.stderr[-2000:])
+
+
+def test_windows_no_function_table_outlives_its_code(ctx):
+    """After a failed batch emit, each sr_executor_free and sr_runtime_destroy,
+    frames_registered drops as it should (executors + shim, then the shim's
+    alone) and the old PCs have no RUNTIME_FUNCTION (win_unwind dereg)."""
+    with wine_session(ctx) as xb:
+        p = wine(ctx, xb, [exe(xb, "tests", "windows", "win_unwind.exe"), "dereg",
+                           ctx.path("tests", "windows", "step.tvm")])
+        check(p.returncode == 0 and "dereg: 0 failures" in p.stdout and
+              p.stdout.count("dereg: ok: ") >= 10 and "FAIL" not in p.stdout,
+              "exit %d\n%s\n%s", p.returncode, p.stdout, p.stderr[-2000:])
+
+
+def test_windows_header_for_another_target_is_refused(ctx):
+    """Each runtime refuses the other target's stencil set (SR_EINVAL, "the
+    stencil set is for another target: ..."), with registration on and off:
+    tests/windows/wrong_target.c, built natively against the Windows header
+    and for Windows against the Linux one."""
+    linux = os.path.join(ctx.tmp, "wrong_target")
+    ctx.run(["cc", "-std=c11", "-Wall", "-Wextra", "-Werror",
+             '-DWRONG_HEADER="jit_stencils-x86_64-w64-windows-gnu.h"',
+             "-I", os.path.join(ctx.build, "stencils"), "-I", ctx.path("runtime"),
+             ctx.path("tests", "windows", "wrong_target.c"),
+             os.path.join(ctx.build, "runtime", "libstencilrt.a"), "-lpthread", "-ldl", "-o",
+             linux], check=True, timeout=120)
+    p = ctx.run([linux], timeout=60)
+    check(p.returncode == 0 and p.stdout.count("for another target: it has Windows "
+                                               "UNWIND_INFO") == 2,
+          "Linux runtime, Windows set: exit %d\n%s%s", p.returncode, p.stdout, p.stderr)
+    with wine_session(ctx) as xb:
+        w = wine(ctx, xb, [exe(xb, "tests", "windows", "wrong_target.exe")], timeout=120)
+        check(w.returncode == 0 and w.stdout.count("for another target: it has no shim's "
+                                                   "UNWIND_INFO") == 2,
+              "Windows runtime, Linux set: exit %d\n%s%s", w.returncode, w.stdout,
+              w.stderr[-2000:])
+
+
+def test_windows_jit_memory_errors_name_the_call(ctx):
+    """A failed VirtualAlloc or VirtualProtect is reported as itself, with its
+    arguments and GetLastError's code and text (tests/windows/win_jitmem.c)."""
+    with wine_session(ctx) as xb:
+        p = wine(ctx, xb, [exe(xb, "tests", "windows", "win_jitmem.exe")], timeout=120)
+        check(p.returncode == 0 and "win_jitmem: 0 wrong" in p.stdout and
+              p.stdout.count(": ok: ") == 4, "exit %d\n%s%s", p.returncode, p.stdout,
+              p.stderr[-2000:])
+        sys.stderr.write("test_windows: %s" % "".join(
+            l + "\n" for l in p.stdout.splitlines() if ": ok: " in l))
 
 
 # --- 2. the unwinder at every JIT instruction -------------------------------------------
@@ -239,6 +339,11 @@ def test_windows_unwind_at_every_jit_instruction(ctx):
                   "%s: %d under the single-step, %r interpreted", name, r["result"],
                   interp.stdout)
             check(r["shim"] > 0 and r["distinct"] >= 80, "%s: too few PCs: %s", name, r)
+            # step.tvm's helpers are out of rel32's reach under Wine (the .exe
+            # at 0x140000000, JIT memory low), so its veneers are stepped, each
+            # checked to be entered by a call from an executor.
+            check(name != "step.tvm" or r["veneer"] > 0, "%s: no veneer PC stepped: %s", name,
+                  r)
             sys.stderr.write("test_windows: %s: RtlVirtualUnwind to main at %d JIT PCs "
                              "single-stepped (%d distinct, %d in the shim, %d in veneers)\n" % (
                                  name, r["checked"], r["distinct"], r["shim"], r["veneer"]))
@@ -326,35 +431,49 @@ def test_windows_seh_exception_through_jit_frames(ctx):
 
 
 def test_windows_cpp_exception_through_jit_frames(ctx):
+    """throw.tvm: JIT frames and C frames between the throw and main's catch.
+    nested.tvm: also a C++ frame with a destructor between two JIT frames
+    (`native backtrace` calls back into tinyvm). Each run checks that main's
+    values kept in nonvolatile registers came back after the catch."""
     with wine_session(ctx) as xb:
-        prog = [exe(xb, "tests", "windows", "win_throw.exe"),
-                ctx.path("tests", "windows", "throw.tvm")]
-        p = wine(ctx, xb, prog + ["0", "1", "4"])
-        lines = p.stdout.splitlines()
-        # Depth d: d + 1 recurse levels and main's, each re-entered through
-        # vm_call; the helper's own cleanup object is destroyed too.
-        want = ['depth %d caught "thrown at depth %d" cleanups 1' % (d, d) for d in (0, 1, 4)]
-        check(p.returncode == 0 and lines == want, "exit %d\n%s\nwant:\n%s\nstderr:\n%s",
-              p.returncode, p.stdout, "\n".join(want), p.stderr[-2000:])
-        # The same check fails on the controls: without registration Wine's
-        # dispatcher may still reach the catch by popping stack slots, with
-        # main's registers wrong (seen: exit 1 after "depth 0 caught ...").
-        want = 'depth 2 caught "thrown at depth 2" cleanups 1'
-        for env in ({"STENCILRT_FRAMES": "0"}, {"WIN_TEST_MUTATE": "frame-offset"}):
-            c = wine(ctx, xb, prog + ["2"], env=env, timeout=120)
-            check(c.returncode != 0 or c.stdout.splitlines() != [want],
-                  "control %s passed: exit %d\n%s", env, c.returncode, c.stdout[-2000:])
+        for prog, outer in (("throw.tvm", 0), ("nested.tvm", 1)):
+            argv = [exe(xb, "tests", "windows", "win_throw.exe"),
+                    ctx.path("tests", "windows", prog)]
+            p = wine(ctx, xb, argv + ["0", "1", "4"])
+            lines = p.stdout.splitlines()
+            # Depth d: d + 1 recurse levels and main's, each re-entered through
+            # vm_call; the helper's own cleanup object is destroyed too.
+            want = ['depth %d caught "thrown at depth %d" cleanups 1 outer %d registers kept'
+                    % (d, d, outer) for d in (0, 1, 4)]
+            check(p.returncode == 0 and lines == want, "%s: exit %d\n%s\nwant:\n%s\nstderr:\n%s",
+                  prog, p.returncode, p.stdout, "\n".join(want), p.stderr[-2000:])
+            # The controls fail these checks: without registration Wine's
+            # dispatcher may still reach the catch by popping stack slots, with
+            # main's registers wrong (seen: "depth 0 caught ... outer 0
+            # registers WRONG" for depth 2, exit 1).
+            want = 'depth 2 caught "thrown at depth 2" cleanups 1 outer %d registers kept' % outer
+            for env in ({"STENCILRT_FRAMES": "0"}, {"WIN_TEST_MUTATE": "frame-offset"}):
+                c = wine(ctx, xb, argv + ["2"], env=env, timeout=120)
+                check(c.returncode != 0 and want not in c.stdout,
+                      "%s: control %s passed: exit %d\n%s", prog, env, c.returncode,
+                      c.stdout[-2000:])
+                sys.stderr.write("test_windows: %s control %s: exit %d, %s\n" % (
+                    prog, env, c.returncode, (c.stdout.strip().splitlines() or ["no line"])[-1]))
 
 
 def _collectable():
-    if MISSING:
-        return "wine64 or the cross toolchain is missing (%s)" % ", ".join(MISSING)
+    """Why the tests are not collected, or None. With a cross build present
+    they are collected even when Wine or the toolchain is missing, and fail
+    saying so (wine_session): that build is there to be tested."""
     native = _native_build_from_argv()
-    if native is not None:
+    has_build = native is not None and os.path.exists(
+        os.path.join(windows_build_dir(native), "build.ninja"))
+    if MISSING and not has_build:
+        return "wine64 or the cross toolchain is missing (%s)" % ", ".join(MISSING)
+    if native is not None and not has_build:
         d = windows_build_dir(native)
-        if not os.path.exists(os.path.join(d, "build.ninja")):
-            return ("there is no Windows cross build at %s (meson setup %s --cross-file "
-                    "cross/x86_64-w64-mingw32.ini)" % (d, d))
+        return ("there is no Windows cross build at %s (meson setup %s --cross-file "
+                "cross/x86_64-w64-mingw32.ini)" % (d, d))
     return None
 
 

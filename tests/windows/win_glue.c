@@ -1,6 +1,7 @@
 /* win_glue.c - see win_glue.h. */
 #include "win_glue.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -181,4 +182,101 @@ void win_emit_and_free_copies(struct vm *vm)
         }
         sr_executor_free(e);
     }
+}
+
+/* ---- deregistration: no function table outlives its code */
+
+static int dereg_failures;
+
+static void dereg_expect(bool ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void dereg_expect(bool ok, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    printf("dereg: %s: ", ok ? "ok" : "FAIL");
+    vprintf(fmt, ap);
+    printf("\n");
+    va_end(ap);
+    dereg_failures += !ok;
+}
+
+static bool has_table(const void *pc)
+{
+    DWORD64 base;
+    return RtlLookupFunctionEntry((DWORD64)(uintptr_t)pc, &base, NULL) != NULL;
+}
+
+static size_t tables(const struct vm *vm)
+{
+    return sr_runtime_stats(vm->rt).frames_registered;
+}
+
+/* A batch whose second program is bad (an op that does not exist): its first
+ * executor was emitted and registered before the failure, and must be gone.
+ * The batch's first chunk is `reused`'s: the same size, freed just before. */
+static void failed_batch(struct vm *vm, size_t before)
+{
+    vm_function *f = &vm->functions[0];
+    sr_executor *probe;
+    if (sr_emit(vm->rt, f->code, f->n, "probe", &probe) != SR_OK) {
+        fprintf(stderr, "win_glue: cannot compile a probe: %s\n", sr_last_error());
+        exit(1);
+    }
+    const void *reused = sr_executor_entry(probe);
+    sr_executor_free(probe);
+    sr_instr bad = {.op = SG_OP__COUNT};
+    sr_program progs[2] = {{f->code, f->n, "first"}, {&bad, 1, "bad"}};
+    sr_executor *out[2];
+    sr_status st = sr_emit_batch(vm->rt, progs, 2, out);
+    dereg_expect(st != SR_OK, "the bad batch is refused: %s", st ? sr_last_error() : "emitted");
+    dereg_expect(tables(vm) == before, "after the failed batch: %zu function tables (want %zu)",
+                 tables(vm), before);
+    dereg_expect(!has_table(reused), "after the failed batch: no table at its first chunk %p",
+                 reused);
+}
+
+int win_deregistration_check(struct vm *vm)
+{
+    size_t n = vm->nfunctions;
+    dereg_expect(tables(vm) == n + 1, "%zu executors and the shim: %zu function tables", n,
+                 tables(vm));
+    failed_batch(vm, n + 1);
+    const void *shim = vm->shim;
+    dereg_expect(has_table(shim), "the shim has its table");
+    for (size_t i = 0; i < n; i++) {
+        vm_function *f = &vm->functions[i];
+        dereg_expect(has_table(f->entry), "%s has its table", f->name);
+        sr_executor_free(f->executor);
+        f->executor = NULL;
+        dereg_expect(!has_table(f->entry) && tables(vm) == n - i,
+                     "%s freed: %s table at %p, %zu tables (want %zu)", f->name,
+                     has_table(f->entry) ? "still a" : "no", f->entry, tables(vm), n - i);
+    }
+    sr_runtime_destroy(vm->rt);
+    vm->rt = NULL;
+    vm->mode = VM_INTERP; /* nothing left for win_unload to free */
+    dereg_expect(!has_table(shim), "runtime destroyed: %s table at the shim %p",
+                 has_table(shim) ? "still a" : "no", shim);
+    printf("dereg: %d failures\n", dereg_failures);
+    return dereg_failures ? 1 : 0;
+}
+
+size_t win_repatch_jumps(struct vm *vm)
+{
+    size_t patched = 0;
+    for (size_t fn = 0; fn < vm->nfunctions; fn++) {
+        vm_function *f = &vm->functions[fn];
+        for (size_t i = 0; i < f->n; i++) {
+            sr_status st = sr_patch_jump(f->executor, i, sr_executor_instr(f->executor,
+                                                                           f->code[i].target));
+            if (st == SR_OK)
+                patched++;
+            else if (st != SR_EINVAL) { /* SR_EINVAL: an op without a jump target */
+                fprintf(stderr, "win_glue: cannot patch %s[%zu]: %s\n", f->name, i,
+                        sr_last_error());
+                exit(1);
+            }
+        }
+    }
+    return patched;
 }

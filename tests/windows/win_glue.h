@@ -68,6 +68,19 @@ extern WIN_TLS volatile int win_depth;
  * threads run and unwind. Exits on failure. */
 void win_emit_and_free_copies(struct vm *vm);
 
+/* Deregistration (win_unwind dereg): function tables counted and looked up
+ * after a failed batch emit, after each executor is freed (by then only the
+ * shim's is left) and after the runtime is destroyed (none); the old PCs
+ * must have no RUNTIME_FUNCTION. Prints a line per check; 1 on any failure.
+ * The JIT is gone afterwards (win_unload then only frees the program). */
+int win_deregistration_check(struct vm *vm);
+
+/* Re-point every jump of every executor at the target it has (sr_patch_jump:
+ * each instruction's pages made writable and execute+read again, as
+ * tinyvm's --chain does); how many were patched. Exits on an error other
+ * than SR_EINVAL (an op without a jump target). */
+size_t win_repatch_jumps(struct vm *vm);
+
 /* vm_run itself (the shim's caller), for the checks' frame sequence. */
 vm_value vm_run(struct vm *vm, size_t fn, vm_value argc, const vm_value *args);
 

@@ -11,8 +11,10 @@
  *                                       trap`), handled by __except in main
  *   win_unwind threads PROGRAM [ARG]    backtrace mode in four threads at once,
  *                                       each emitting and freeing executors
- *   win_unwind memory PROGRAM           W^X: every executor's and the shim's
- *                                       code is execute+read, never writable
+ *   win_unwind memory PROGRAM [--chain] W^X: every page of every executor's
+ *                                       and the shim's chunk is execute+read
+ *   win_unwind dereg PROGRAM            no function table outlives its code
+ *                                       (win_deregistration_check)
  *
  * ARG (default 0) is main's local 0. A walk must go JIT frame, vm_run,
  * (vm_call, JIT frame, vm_run)..., main: every JIT frame's caller is vm_run
@@ -189,6 +191,22 @@ static bool was_seen(uintptr_t pc)
     return false;
 }
 
+/* At a veneer (`jmp [rip+2]`) Windows sees an epilog and unwinds by popping
+ * [rsp]: right only if the veneer was entered by a call from an executor, so
+ * [rsp] is that call's return address. NULL when it is, else why not. */
+static const char *veneer_entered_by_call(const CONTEXT *ctx)
+{
+    uintptr_t ret = *(const uintptr_t *)ctx->Rsp, pc = (uintptr_t)ctx->Rip;
+    if (win_locate(vm, ret - 1).kind != WIN_CODE_EXECUTOR)
+        return "[rsp] is not a return address into an executor";
+    const uint8_t *call = (const uint8_t *)ret - 5;
+    int32_t rel;
+    memcpy(&rel, call + 1, 4);
+    if (call[0] != 0xe8 || ret + (intptr_t)rel != pc)
+        return "[rsp] follows no call of this veneer (entered by a jump?)";
+    return NULL;
+}
+
 static void check_step(const CONTEXT *ctx)
 {
     uintptr_t pc = (uintptr_t)ctx->Rip;
@@ -202,7 +220,10 @@ static void check_step(const CONTEXT *ctx)
     checked_ret += code.kind == WIN_CODE_EXECUTOR && *(const uint8_t *)pc == 0xc3;
     remember(pc);
     char why[256];
-    if (walk_to_main(ctx, why, sizeof why))
+    const char *veneer = code.kind == WIN_CODE_VENEER ? veneer_entered_by_call(ctx) : NULL;
+    if (veneer)
+        snprintf(why, sizeof why, "veneer: %s", veneer);
+    else if (walk_to_main(ctx, why, sizeof why))
         return;
     if (failures++ < MAX_REPORTS) {
         const uint8_t *b = (const uint8_t *)pc;
@@ -298,24 +319,70 @@ static int seh_mode(void)
     return caught && !strcmp(seh_walk, "ok") ? 0 : 1;
 }
 
-/* VirtualQuery of every page under the JIT code: execute+read, committed. */
-static int memory_mode(void)
+/* The end of code i's chunk: its UNWIND_INFO is the last thing in it. */
+static const uint8_t *chunk_end(const uint8_t *code)
 {
-    size_t pages = 0, bad = 0;
-    for (size_t i = 0; win_jit_code(vm, i); i++) {
-        const uint8_t *p = win_jit_code(vm, i);
-        MEMORY_BASIC_INFORMATION mi;
-        if (!VirtualQuery(p, &mi, sizeof mi))
-            return 2;
-        pages++;
-        if (mi.State != MEM_COMMIT || mi.Protect != PAGE_EXECUTE_READ) {
-            bad++;
-            printf("FAIL code %zu at %p: state %#lx protection %#lx (want execute+read)\n", i,
-                   (const void *)p, (unsigned long)mi.State, (unsigned long)mi.Protect);
-        }
+    DWORD64 base;
+    PRUNTIME_FUNCTION f = RtlLookupFunctionEntry((DWORD64)(uintptr_t)code, &base, NULL);
+    if (!f)
+        return NULL;
+    const uint8_t *info = (const uint8_t *)(uintptr_t)(base + f->UnwindData);
+    return info + 4 + 2 * (size_t)info[2]; /* header, then CountOfCodes slots */
+}
+
+/* Every page of code i's chunk, region by region (VirtualQuery's RegionSize):
+ * committed and execute+read. Pages counted into *pages; false if any is not. */
+static bool chunk_pages_ok(size_t i, const uint8_t *code, size_t *pages)
+{
+    const uint8_t *end = chunk_end(code);
+    if (!end) {
+        printf("FAIL code %zu at %p: no RUNTIME_FUNCTION, so no chunk to check\n", i,
+               (const void *)code);
+        return false;
     }
-    printf("memory: %zu code ranges, %zu not execute+read\n", pages, bad);
-    return bad || !pages ? 1 : 0;
+    size_t page = 4096;
+    const uint8_t *p = (const uint8_t *)((uintptr_t)code / page * page);
+    while (p < end) {
+        MEMORY_BASIC_INFORMATION mi;
+        if (!VirtualQuery(p, &mi, sizeof mi) || !mi.RegionSize) {
+            printf("FAIL code %zu: VirtualQuery(%p) failed\n", i, (const void *)p);
+            return false;
+        }
+        const uint8_t *next = (const uint8_t *)mi.BaseAddress + mi.RegionSize;
+        if (next > end)
+            next = (const uint8_t *)(((uintptr_t)end + page - 1) / page * page);
+        *pages += (size_t)(next - p) / page;
+        if (mi.State != MEM_COMMIT || mi.Protect != PAGE_EXECUTE_READ) {
+            printf("FAIL code %zu: %p..%p: state %#lx protection %#lx (want execute+read)\n", i,
+                   (const void *)p, (const void *)next, (unsigned long)mi.State,
+                   (unsigned long)mi.Protect);
+            return false;
+        }
+        p = next;
+    }
+    return true;
+}
+
+/* W^X: every page of every executor's chunk and the shim's, to the end of
+ * its function table, execute+read; with --chain also after every jump was
+ * patched again (each flip back to execute+read). */
+static int memory_mode(bool chain)
+{
+    size_t patched = 0;
+    for (int round = 0; round < 1 + chain; round++) {
+        if (round)
+            patched = win_repatch_jumps(vm);
+        size_t ranges = 0, pages = 0, bad = 0;
+        for (size_t i = 0; win_jit_code(vm, i); i++, ranges++)
+            bad += !chunk_pages_ok(i, win_jit_code(vm, i), &pages);
+        printf("memory%s: %zu code ranges, %zu pages, %zu not execute+read\n",
+               round ? " after repatching" : "", ranges, pages, bad);
+        if (bad || !ranges || pages < ranges || (round && !patched))
+            return 1;
+    }
+    if (chain)
+        printf("memory: %zu jumps patched\n", patched);
+    return 0;
 }
 
 /* Threads: each runs the program's main over and over (its `native
@@ -368,8 +435,9 @@ int main(int argc, char **argv)
 {
     if (argc < 3 || argc > 4 || (strcmp(argv[1], "step") && strcmp(argv[1], "backtrace") &&
                       strcmp(argv[1], "seh") && strcmp(argv[1], "memory") &&
-                      strcmp(argv[1], "threads"))) {
-        fprintf(stderr, "usage: win_unwind step|backtrace|seh|memory|threads PROGRAM [ARG]\n");
+                      strcmp(argv[1], "threads") && strcmp(argv[1], "dereg"))) {
+        fprintf(stderr, "usage: win_unwind step|backtrace|seh|memory|threads|dereg PROGRAM "
+                "[ARG]\n");
         return 2;
     }
     setvbuf(stdout, NULL, _IONBF, 0);
@@ -380,8 +448,9 @@ int main(int argc, char **argv)
     vm = win_load(argv[2], 1);
     int rc = !strcmp(argv[1], "step")        ? step()
              : !strcmp(argv[1], "backtrace") ? backtrace_mode()
-             : !strcmp(argv[1], "memory")    ? memory_mode()
+             : !strcmp(argv[1], "memory")    ? memory_mode(argc == 4 && !strcmp(argv[3], "--chain"))
              : !strcmp(argv[1], "threads")   ? threads_mode()
+             : !strcmp(argv[1], "dereg")     ? win_deregistration_check(vm)
                                              : seh_mode();
     win_unload(vm);
     return rc;
