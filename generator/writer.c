@@ -255,6 +255,15 @@ static void put_shape(strbuf *sb, const sg_target *t, const sg_unwind *u)
     sb_printf(sb, "#define SG_SHIM_CALL_SIZE %zu\n", u->call_size);
 }
 
+/* The comment that opens the unwind facts: `intro`, then the row at the call. */
+static void put_facts(strbuf *sb, const sg_target *t, const sg_unwind *u, const char *intro)
+{
+    char row[512];
+    cfi_format_row(u->call_row, t->reg_name, row, sizeof row);
+    sb_puts(sb, intro);
+    sb_printf(sb, " *   %s   at shim+0x%zx %s\n */\n", row, u->call_offset, u->call_text);
+}
+
 /* The shim's rows, as the rest of a comment. */
 static void put_rows(strbuf *sb, const sg_target *t, const sg_unwind *u)
 {
@@ -270,13 +279,11 @@ static void put_rows(strbuf *sb, const sg_target *t, const sg_unwind *u)
  * need (COFF targets). */
 static void put_unwind_win64(strbuf *sb, const sg_target *t, const sg_unwind *u)
 {
-    char row[512];
-    cfi_format_row(u->call_row, t->reg_name, row, sizeof row);
-    sb_puts(sb, "/* Unwind facts, all derived from the shim's compiled .pdata/.xdata (Windows\n"
-                " * x64 UNWIND_INFO). No stencil writes the frame pointer (checked), so the\n"
-                " * state after the shim's prolog, at its call into JIT code, holds at every\n"
-                " * executor PC:\n");
-    sb_printf(sb, " *   %s   at shim+0x%zx %s\n */\n", row, u->call_offset, u->call_text);
+    put_facts(sb, t, u,
+              "/* Unwind facts, all derived from the shim's compiled .pdata/.xdata (Windows\n"
+              " * x64 UNWIND_INFO). No stencil writes the frame pointer (checked), so the\n"
+              " * state after the shim's prolog, at its call into JIT code, holds at every\n"
+              " * executor PC:\n");
     sb_puts(sb, "#define SG_UNWIND_WIN64 1 /* unwind facts are UNWIND_INFO, not DWARF CFI */\n");
     put_shape(sb, t, u);
     sb_printf(sb, "#define SG_SHIM_FUNCTION_START 0x%" PRIx64 " /* the shim's RUNTIME_FUNCTION "
@@ -300,11 +307,10 @@ static void put_unwind(strbuf *sb, const sg_target *t, const sg_unwind *u)
         put_unwind_win64(sb, t, u);
         return;
     }
-    cfi_format_row(u->call_row, t->reg_name, row, sizeof row);
-    sb_puts(sb, "/* Unwind facts, all derived from the shim's compiled .eh_frame. No stencil\n"
-                " * writes the frame pointer (checked), so the row in force at the shim's\n"
-                " * call into JIT code holds at every executor PC:\n");
-    sb_printf(sb, " *   %s   at shim+0x%zx %s\n */\n", row, u->call_offset, u->call_text);
+    put_facts(sb, t, u,
+              "/* Unwind facts, all derived from the shim's compiled .eh_frame. No stencil\n"
+              " * writes the frame pointer (checked), so the row in force at the shim's\n"
+              " * call into JIT code holds at every executor PC:\n");
     sb_printf(sb, "#define SG_UNWIND_CODE_ALIGN %" PRIu64 "\n", u->code_align);
     sb_printf(sb, "#define SG_UNWIND_DATA_ALIGN (%" PRId64 ")\n", u->data_align);
     sb_printf(sb, "#define SG_UNWIND_RA_COLUMN %" PRIu32 " /* %s */\n", u->ra_column,
