@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Build and run the libFuzzer targets (clang-22, ASan+UBSan) from a seed corpus.
 
-  tests/fuzz/run.py --build build --seconds N [--target cfi|stencil_blob|manifest|registry]
+  tests/fuzz/run.py --build build --seconds N [--target cfi|win64_unwind|stencil_blob|manifest|registry]
 
 Prints one line per target: executions, executions/s, corpus size, crashes.
 Exit status 1 if any target crashed (its reproducer is kept in build/fuzz/).
