@@ -356,9 +356,6 @@ static bool derive(const cfi_cie *cie, const cfi_fde *fde, const sg_target *t,
 
 /* ---- Windows x64 (COFF): .pdata and .xdata ------------------------------ */
 
-/* DWARF's return-address column on x86-64, the only Windows target. */
-enum { W64_RA_COLUMN = 16 };
-
 /* What the .pdata field at `off` names (an ADDR32NB relocation resolved):
  * its section and offset there. */
 static bool pdata_field(const objfile *obj, int pdata, uint64_t off, int *sec, uint64_t *value)
@@ -450,8 +447,6 @@ static bool derive_win64(const sg_target *t, const sg_where *where, const w64_in
     u->executor_win64_info = (uint8_t *)enc.data;
     u->executor_win64_info_len = enc.len;
     u->ra_column = W64_RA_COLUMN;
-    u->code_align = 1;
-    u->data_align = -8;
     u->derived = true;
     return true;
 }

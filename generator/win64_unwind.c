@@ -25,7 +25,7 @@ enum {
     UWOP_PUSH_MACHFRAME = 10,
 };
 
-enum { DWARF_RSP = 7, DWARF_RIP = 16, DWARF_XMM0 = 17, W64_RSP = 4 };
+enum { DWARF_RSP = 7, DWARF_XMM0 = 17, W64_RSP = 4 };
 
 /* Windows numbers the integer registers rax rcx rdx rbx rsp rbp rsi rdi
  * r8-r15; DWARF rax rdx rcx rbx rsi rdi rbp rsp r8-r15. */
@@ -193,7 +193,7 @@ static void entry_row(cfi_row *r)
 {
     memset(r, 0, sizeof *r);
     r->cfa = (cfi_cfa_rule){.kind = CFI_CFA_REG_OFFSET, .reg = DWARF_RSP, .offset = 8};
-    r->regs[DWARF_RIP] = (cfi_reg_rule){.kind = CFI_REG_OFFSET, .offset = -8};
+    r->regs[W64_RA_COLUMN] = (cfi_reg_rule){.kind = CFI_REG_OFFSET, .offset = -8};
 }
 
 static void saved(cfi_row *r, uint32_t dwarf, int64_t cfa_offset)

@@ -17,6 +17,9 @@
 #include "cfi.h"
 #include "util.h"
 
+/* The return address's column in the rows (DWARF's rip on x86-64). */
+enum { W64_RA_COLUMN = 16 };
+
 typedef struct w64_info {
     uint8_t version;      /* 1 (2 adds epilog codes, which are refused) */
     uint8_t flags;        /* UNW_FLAG_*: a shim may have none */

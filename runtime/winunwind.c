@@ -26,11 +26,12 @@ enum {
 _Static_assert(sizeof(RUNTIME_FUNCTION) == RUNTIME_FUNCTION_SIZE,
                "RUNTIME_FUNCTION is not the x64 one (3 DWORDs)");
 
-/* The table starts at the first 4-byte boundary after the chunk's bytes:
- * both structures must be DWORD-aligned. */
-static size_t table_at(size_t used)
+/* Both structures must be DWORD-aligned: the table starts at the first
+ * 4-byte boundary after the chunk's bytes, and the UNWIND_INFO's copy takes
+ * whole DWORDs. */
+static size_t dword_align(size_t n)
 {
-    return (used + 3) & ~(size_t)3;
+    return (n + 3) & ~(size_t)3;
 }
 
 sr_status winunwind_check(const uint8_t *info, size_t len, const char *what)
@@ -76,13 +77,13 @@ sr_status winunwind_check_veneers(const sr_stencil_set *set)
 
 size_t winunwind_size(size_t used, size_t info_len)
 {
-    return table_at(used) - used + RUNTIME_FUNCTION_SIZE + ((info_len + 3) & ~(size_t)3);
+    return dword_align(used) - used + RUNTIME_FUNCTION_SIZE + dword_align(info_len);
 }
 
 sr_status winunwind_write(uint8_t *write, size_t used, size_t begin, size_t end,
                           const uint8_t *info, size_t info_len)
 {
-    size_t at = table_at(used), info_at = at + RUNTIME_FUNCTION_SIZE;
+    size_t at = dword_align(used), info_at = at + RUNTIME_FUNCTION_SIZE;
     /* RVAs are 32 bits: a chunk (an arena_size or a program) past 4 GiB
      * cannot be described, and a truncated RVA would point elsewhere. */
     if (begin > end || end > used || info_at > UINT32_MAX)
@@ -92,13 +93,13 @@ sr_status winunwind_write(uint8_t *write, size_t used, size_t begin, size_t end,
     RUNTIME_FUNCTION f = {(DWORD)begin, (DWORD)end, (DWORD)info_at};
     memcpy(write + at, &f, sizeof f);
     memcpy(write + info_at, info, info_len);
-    memset(write + info_at + info_len, 0, ((info_len + 3) & ~(size_t)3) - info_len);
+    memset(write + info_at + info_len, 0, dword_align(info_len) - info_len);
     return SR_OK;
 }
 
 void *winunwind_register(uint8_t *mem, size_t used)
 {
-    RUNTIME_FUNCTION *table = (RUNTIME_FUNCTION *)(mem + table_at(used));
+    RUNTIME_FUNCTION *table = (RUNTIME_FUNCTION *)(mem + dword_align(used));
     return RtlAddFunctionTable(table, 1, (DWORD64)(uintptr_t)mem) ? table : NULL;
 }
 
