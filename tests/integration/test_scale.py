@@ -64,6 +64,9 @@ def test_damaged_cache_entries_are_rebuilt(ctx):
     good = header(out)
     blobs = sorted(glob.glob(os.path.join(out, ".stencilgen", "blobs", "*.o")))
     check(len(blobs) >= BUNDLED_OPS + 1, "expected cached objects, found %d", len(blobs))
+    # Ops' objects only: the shim's (the one with unwind facts beside it) is not
+    # counted in the summary, so damaging it would show as one compile fewer.
+    blobs = [b for b in blobs if not os.path.exists(b[:-2] + ".unwind")]
     # Cached stencils would stand in for the objects: without them, the objects
     # are read (test_stencil_cache.py damages the stencils themselves).
     for b in glob.glob(os.path.join(out, ".stencilgen", "blobs", "*.stencil")):
@@ -81,7 +84,6 @@ def test_damaged_cache_entries_are_rebuilt(ctx):
         f.truncate(os.path.getsize(index) - 3)
     p = ctx.build_stencils(manifest, out, "--target", TRIPLE, "--units", "per-op")
     total, compiled, cached = counts(p.stdout)
-    # The damaged objects may include the shim's, which the summary does not count.
     check(compiled >= 2 and cached + compiled == total, "damage not detected: %s", p.stdout)
     check(header(out) == good, "header after rebuilding damaged entries differs")
     p = ctx.build_stencils(manifest, out, "--target", TRIPLE, "--units", "per-op")
