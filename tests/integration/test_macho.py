@@ -1,0 +1,571 @@
+"""macOS (x86_64-apple-darwin, aarch64-apple-darwin: Mach-O) on the generator's side.
+
+Patching differential (test_patched_bytes_equal_ld64_lld): for every Mach-O
+relocation kind stencilgen reads (tests/fixtures/macho/ops.c: x86-64
+UNSIGNED in code and data, SIGNED, SIGNED_1/2/4, non-extern SIGNED to
+__literal8/__literal16, BRANCH, GOT_LOAD, GOT; arm64 UNSIGNED in data,
+BRANCH26, PAGE21, PAGEOFF12 on add/ldrb-strb/strh/str w/ldr x/ldr q,
+ADDEND pairs, GOT_LOAD_PAGE21/PAGEOFF12), the bytes the generated emitters
+patch (tests/patch/emit_diff.c, run on this machine) equal what ld64.lld-22
+links from the op's own object at the same address, with the same values:
+absolute symbols for the holes the code reaches directly, and symbols of a
+.tbd stub library for those it loads from GOT slots (lld keeps a __got slot,
+bound at load time, only for a dylib's symbol). A GOT hole is compared by the
+slot its instruction(s) reach: in the emitter's output a slot holding the
+hole's value, in lld's a __got slot bound to the hole's symbol; every other
+bit of the code, and all the data, byte for byte. The emitter runs twice, its
+GOT placed so that its first free slots sit within one page and across a
+page boundary. The trailing jump the generator removed lands, in lld's image,
+exactly after the stencil.
+
+The darwin shims' frame as the header states it (SG_UNWIND_*) equals what
+llvm-objdump-22 reads in the shim's object: its compact unwind encoding
+(x86-64 RBP_FRAME; arm64 FRAME, or DWARF mode) and the row of its __eh_frame
+FDE at the call into JIT code.
+
+Refusals: relocations stencilgen cannot patch (a thread-local variable's TLV
+relocations, a SUBTRACTOR pair in an op's data) exit 1 naming the op, the
+relocation, its section and offset, and write no header.
+"""
+import os
+import re
+import struct
+
+from sgtest import Header, check, manifest_symbols, read, write
+
+ASAN = True  # the Mach-O reader in the sanitized generator too
+
+TRIPLES = ["x86_64-apple-darwin", "aarch64-apple-darwin"]
+ARCH = {"x86_64-apple-darwin": "x86_64", "aarch64-apple-darwin": "arm64"}
+LD64 = "ld64.lld-22"
+OBJDUMP = "llvm-objdump-22"
+FIXTURE = ("tests", "fixtures", "macho", "macho.yaml")
+
+PAGEZERO = 0x7F0000000
+# With -sectalign __TEXT __text 0x1000 lld puts __text on the page after the
+# header's. Run-time symbols and the jump target are in reach of BL (+-128
+# MiB) and of x86-64's rel32; vm_cells is 16-byte aligned, as every scaled
+# PAGEOFF12 access to it needs.
+CODE_AT = PAGEZERO + 0x1000
+TARGET_AT = CODE_AT + 0x800
+SYMBOL_AT = CODE_AT + 0x100000
+# The emitter's GOT (its own slots, apart from lld's __got): at a page start,
+# and so that its first free slot is the last of a page.
+EMIT_GOT_PAGE = CODE_AT + 0x200000
+OPERANDS = [0x8877665544332211, 0x0123456789ABCDEF, 0x8877665544332210, 0xFEDCBA9876543210]
+
+# Mach-O relocation types (<mach-o/x86_64/reloc.h>, <mach-o/arm64/reloc.h>).
+RELOC_NAMES = {
+    "x86_64": ["X86_64_RELOC_UNSIGNED", "X86_64_RELOC_SIGNED", "X86_64_RELOC_BRANCH",
+               "X86_64_RELOC_GOT_LOAD", "X86_64_RELOC_GOT", "X86_64_RELOC_SUBTRACTOR",
+               "X86_64_RELOC_SIGNED_1", "X86_64_RELOC_SIGNED_2", "X86_64_RELOC_SIGNED_4",
+               "X86_64_RELOC_TLV"],
+    "arm64": ["ARM64_RELOC_UNSIGNED", "ARM64_RELOC_SUBTRACTOR", "ARM64_RELOC_BRANCH26",
+              "ARM64_RELOC_PAGE21", "ARM64_RELOC_PAGEOFF12", "ARM64_RELOC_GOT_LOAD_PAGE21",
+              "ARM64_RELOC_GOT_LOAD_PAGEOFF12", "ARM64_RELOC_POINTER_TO_GOT",
+              "ARM64_RELOC_TLVP_LOAD_PAGE21", "ARM64_RELOC_TLVP_LOAD_PAGEOFF12",
+              "ARM64_RELOC_ADDEND"],
+}
+GOT_RELOCS = {"X86_64_RELOC_GOT_LOAD", "X86_64_RELOC_GOT", "ARM64_RELOC_GOT_LOAD_PAGE21",
+              "ARM64_RELOC_GOT_LOAD_PAGEOFF12"}
+GOT_PATCHES = {"GOTPCREL32", "AARCH64_GOT_ADRP", "AARCH64_GOT_LO12"}
+
+# What the fixture must make the generator write: (patch kind, value) pairs
+# of the header's hole listings, and the relocations they came from.
+WANT_KINDS = {
+    "x86_64-apple-darwin": {
+        ("ABS64", "OPERAND"), ("ABS64", "SYMBOL"), ("ABS64", "DATA"), ("PCREL32", "DATA"),
+        ("PCREL32", "SYMBOL"), ("GOTPCREL32", "SYMBOL"), ("X86_BRANCH32", "SYMBOL"),
+        ("X86_BRANCH32", "CONTINUE"), ("X86_BRANCH32", "JUMP_TARGET")},
+    "aarch64-apple-darwin": {
+        ("ABS64", "SYMBOL"), ("ABS64", "DATA"), ("AARCH64_BRANCH26", "SYMBOL"),
+        ("AARCH64_BRANCH26", "CONTINUE"), ("AARCH64_BRANCH26", "JUMP_TARGET"),
+        ("AARCH64_ADRP", "DATA"), ("AARCH64_ADRP", "SYMBOL"), ("AARCH64_ADD_LO12", "DATA"),
+        ("AARCH64_LDST8_LO12", "SYMBOL"), ("AARCH64_LDST16_LO12", "SYMBOL"),
+        ("AARCH64_LDST32_LO12", "SYMBOL"), ("AARCH64_LDST64_LO12", "SYMBOL"),
+        ("AARCH64_LDST128_LO12", "DATA"), ("AARCH64_GOT_ADRP", "OPERAND"),
+        ("AARCH64_GOT_LO12", "OPERAND"), ("AARCH64_GOT_ADRP", "SYMBOL"),
+        ("AARCH64_GOT_LO12", "SYMBOL")},
+}
+WANT_RELOCS = {
+    "x86_64-apple-darwin": {"X86_64_RELOC_UNSIGNED", "X86_64_RELOC_SIGNED",
+                            "X86_64_RELOC_BRANCH", "X86_64_RELOC_GOT_LOAD", "X86_64_RELOC_GOT",
+                            "X86_64_RELOC_SIGNED_1", "X86_64_RELOC_SIGNED_2",
+                            "X86_64_RELOC_SIGNED_4"},
+    "aarch64-apple-darwin": {"ARM64_RELOC_UNSIGNED", "ARM64_RELOC_BRANCH26",
+                             "ARM64_RELOC_PAGE21", "ARM64_RELOC_PAGEOFF12",
+                             "ARM64_RELOC_GOT_LOAD_PAGE21", "ARM64_RELOC_GOT_LOAD_PAGEOFF12",
+                             "ARM64_RELOC_ADDEND"},
+}
+
+LC_SEGMENT_64, LC_SYMTAB = 0x19, 0x2
+
+
+# --- a small Mach-O reader (independent of the generator's LLVM-based one) ---
+
+def macho_sections(image):
+    """[(segment, section, address, bytes, relocation offset, count)] of a
+    64-bit little-endian Mach-O file; zero-fill sections read as zeros."""
+    magic, _cpu, _sub, _ftype, ncmds = struct.unpack_from("<IiiII", image, 0)
+    check(magic == 0xFEEDFACF, "not a 64-bit Mach-O file (magic 0x%x)", magic)
+    found, at = [], 32
+    for _ in range(ncmds):
+        cmd, size = struct.unpack_from("<II", image, at)
+        if cmd == LC_SEGMENT_64:
+            nsects = struct.unpack_from("<I", image, at + 64)[0]
+            for i in range(nsects):
+                s = at + 72 + 80 * i
+                sect, seg = (image[s + o:s + o + 16].rstrip(b"\0").decode() for o in (0, 16))
+                addr, sz, off, _align, reloff, nreloc, flags = struct.unpack_from(
+                    "<QQIIIII", image, s + 32)
+                zerofill = (flags & 0xFF) in (1, 0xC, 0x12)  # S_ZEROFILL, GB_ZEROFILL, TLV
+                body = b"\0" * sz if zerofill or not off else image[off:off + sz]
+                found.append((seg, sect, addr, body, reloff, nreloc))
+        at += size
+    return found
+
+
+def macho_relocations(image, arch):
+    """[(section, offset, type name, symbol name or None)] of an object."""
+    symbols, at = [], 32
+    ncmds = struct.unpack_from("<I", image, 16)[0]
+    for _ in range(ncmds):
+        cmd, size = struct.unpack_from("<II", image, at)
+        if cmd == LC_SYMTAB:
+            symoff, nsyms, stroff = struct.unpack_from("<III", image, at + 8)
+            for k in range(nsyms):
+                strx = struct.unpack_from("<I", image, symoff + 16 * k)[0]
+                symbols.append(image[stroff + strx:image.index(b"\0", stroff + strx)].decode())
+        at += size
+    relocs = []
+    for seg, sect, _addr, _body, reloff, nreloc in macho_sections(image):
+        for k in range(nreloc):
+            address, info = struct.unpack_from("<iI", image, reloff + 8 * k)
+            check(address >= 0, "%s,%s: a scattered relocation", seg, sect)
+            num, extern, typ = info & 0xFFFFFF, (info >> 27) & 1, info >> 28
+            names = RELOC_NAMES[arch]
+            relocs.append(("%s,%s" % (seg, sect), address,
+                           names[typ] if typ < len(names) else "type %d" % typ,
+                           symbols[num] if extern else None))
+    return relocs
+
+
+def binds(ctx, image_path):
+    """{address: symbol} of the image's bind table (its GOT slots' symbols)."""
+    p = ctx.run([OBJDUMP, "--macho", "--bind", image_path], timeout=60, check=True)
+    found = {}
+    for line in p.stdout.splitlines():
+        f = line.split()
+        if len(f) >= 7 and f[1] == "__got" and f[2].startswith("0x"):
+            found[int(f[2], 16)] = f[-1]
+    return found
+
+
+# --- building and linking ---
+
+def build_fixture(ctx, manifest=None, out=None):
+    out = out or os.path.join(ctx.tmp, "out")
+    # Per-op units keep each op's own object, which ld64.lld links.
+    ctx.build_stencils(manifest or ctx.path(*FIXTURE), out, "--units", "per-op", timeout=300)
+    return out
+
+
+def compile_emitter(ctx, out, triple):
+    exe = os.path.join(ctx.tmp, "emit_diff-" + triple)
+    ctx.run(["clang-22", "-std=c11", "-O1", "-Wall", "-Wextra", "-Werror",
+             '-DJIT_HEADER="jit_stencils-%s.h"' % triple, "-I", out, "-I", ctx.path("runtime"),
+             ctx.path("tests", "patch", "emit_diff.c"), "-o", exe], check=True, timeout=300)
+    return exe
+
+
+def link(ctx, triple, name, obj, values, from_dylib):
+    """ld64.lld's image of the op's object: each name of `values` (C names)
+    an absolute symbol, except those in from_dylib, which a .tbd stub exports
+    (their values are bound at load time: lld keeps their GOT slots)."""
+    arch = ARCH[triple]
+    work = os.path.join(ctx.tmp, triple, name)
+    os.makedirs(work, exist_ok=True)
+    src = os.path.join(work, "holes.s")
+    write(src, "".join(".globl _%s\n.set _%s, 0x%x\n" % (n, n, v) for n, v in values.items()
+                       if n not in from_dylib))
+    holes = os.path.join(work, "holes.o")
+    ctx.run(["clang-22", "--target=%s-apple-macosx11.0" % arch, "-c", src, "-o", holes],
+            check=True, timeout=60)
+    inputs = [obj, holes]
+    if from_dylib:
+        tbd = os.path.join(work, "holes.tbd")
+        write(tbd, "--- !tapi-tbd\ntbd-version: 4\ntargets: [ %s-macos ]\n"
+                   "install-name: /stencilgen/libholes.dylib\nexports:\n"
+                   "  - targets: [ %s-macos ]\n    symbols: [ %s ]\n...\n" % (
+                       arch, arch, ", ".join("_" + n for n in sorted(from_dylib))))
+        inputs.append(tbd)
+    image = os.path.join(work, "image")
+    args = [LD64, "-arch", arch, "-platform_version", "macos", "11.0", "11.0",
+            "-e", "__JIT_ENTRY", "-pagezero_size", "0x%x" % PAGEZERO,
+            "-sectalign", "__TEXT", "__text", "0x1000", "-o", image]
+    if arch == "arm64":
+        args.append("-ignore_optimization_hints")  # else adrp+add may become adr+nop
+    p = ctx.run(args + inputs, timeout=120)
+    check(p.returncode == 0, "%s %s: ld64.lld failed:\n%s%s", triple, name, p.stdout, p.stderr)
+    return image
+
+
+# --- the instructions of GOT holes ---
+
+def a64_adrp_page(insn, pc):
+    imm = ((insn >> 29) & 3) | (((insn >> 5) & 0x7FFFF) << 2)
+    if imm & (1 << 20):
+        imm -= 1 << 21
+    return (pc & ~0xFFF) + (imm << 12)
+
+
+def got_slots(code, code_at, holes):
+    """{hole offset: the GOT slot's address its instruction(s) reach} for the
+    code's GOT holes, and the mask of bits those holes own: ADRP's immediate,
+    LDR's imm12, x86-64's disp32."""
+    slots, owned = {}, {}
+    adrps = {}  # destination register -> (hole, page)
+    for h in sorted(holes, key=lambda h: h["offset"]):
+        off, patch, key, addend = h["offset"], h["patch"], (h["value"], h["index"]), h["addend"]
+        if patch not in GOT_PATCHES:
+            continue
+        if patch == "GOTPCREL32":
+            slots[off] = code_at + off + struct.unpack_from("<i", code, off)[0] - addend
+            owned[off] = (4, 0xFFFFFFFF)
+            continue
+        insn = struct.unpack_from("<I", code, off)[0]
+        if patch == "AARCH64_GOT_ADRP":
+            adrps[insn & 31] = (key, a64_adrp_page(insn, code_at + off))
+            owned[off] = (4, 0x60FFFFE0)
+        else:  # AARCH64_GOT_LO12: ldr xt, [xn, #imm12 * 8]
+            adrp = adrps.get((insn >> 5) & 31)
+            slots[off] = None if adrp is None or adrp[0] != key else \
+                adrp[1] + ((insn >> 10) & 0xFFF) * 8 - addend
+            owned[off] = (4, 0x003FFC00)
+    return slots, owned
+
+
+def masked(code, owned):
+    b = bytearray(code)
+    for off, (width, mask) in owned.items():
+        v = int.from_bytes(b[off:off + width], "little") & ~mask
+        b[off:off + width] = v.to_bytes(width, "little")
+    return bytes(b)
+
+
+def hole_value(h, symbols):
+    """The value a GOT hole's slot must hold, and the C name lld binds it to."""
+    if h["value"] == "OPERAND":
+        return OPERANDS[h["index"]], "_JIT_OPERAND%d" % h["index"]
+    return SYMBOL_AT + 0x40 * h["index"], symbols[h["index"]]
+
+
+def emit(ctx, emitter, index, data_at, got_at, symbols):
+    args = [emitter, "emit", index, "%x" % CODE_AT, "%x" % data_at, "%x" % got_at,
+            "%x" % TARGET_AT] + ["%x" % v for v in OPERANDS]
+    args += ["%x" % (SYMBOL_AT + 0x40 * i) for i in range(len(symbols))]
+    p = ctx.run(args, timeout=60)
+    if p.returncode != 0:
+        return None, "the emitter failed (exit %d): %s%s" % (p.returncode, p.stdout, p.stderr)
+    return dict(l.split(" ", 1) if " " in l else (l, "") for l in p.stdout.splitlines()), None
+
+
+def differential(ctx, triple):
+    """Problems found and the header's (patch kind, value) pairs and
+    relocation names, for one triple."""
+    arch = ARCH[triple]
+    out = os.path.join(ctx.tmp, "out")
+    emitter = compile_emitter(ctx, out, triple)
+    header = Header(os.path.join(out, "jit_stencils-%s.h" % triple))
+    symbols = manifest_symbols(ctx.path(*FIXTURE))
+    stencils = [l.split() for l in ctx.run([emitter, "list"], check=True).stdout.splitlines()]
+    objdir = os.path.join(out, ".stencilgen", triple)
+    problems, kinds, relocs = [], set(), set()
+    for index, name, code_size, data_size, falls in stencils:
+        code_size, data_size = int(code_size), int(data_size)
+        obj = os.path.join(objdir, "op_%s.o" % name)
+        obj_relocs = macho_relocations(read(obj, "rb"), arch)
+        relocs |= {r[2] for r in obj_relocs}
+        # Symbols loaded from GOT slots come from the stub library.
+        from_dylib = {r[3][1:] for r in obj_relocs if r[2] in GOT_RELOCS}
+        values = {"_JIT_CONTINUE": CODE_AT + code_size, "_JIT_JUMP_TARGET": TARGET_AT}
+        values.update(("_JIT_OPERAND%d" % i, v) for i, v in enumerate(OPERANDS))
+        values.update((n, SYMBOL_AT + 0x40 * i) for i, n in enumerate(symbols))
+        image = link(ctx, triple, name, obj, values, from_dylib)
+        secs = macho_sections(read(image, "rb"))
+        text = [s for s in secs if s[:2] == ("__TEXT", "__text")]
+        check(text and text[0][2] == CODE_AT, "%s %s: __text not at 0x%x: %s", triple, name,
+              CODE_AT, [(s[0], s[1], hex(s[2])) for s in secs])
+        text = text[0][3]
+        got_secs = [s for s in secs if s[1] == "__got"]
+        lld_got = (got_secs[0][2], got_secs[0][2] + len(got_secs[0][3])) if got_secs else (0, 0)
+        bound = binds(ctx, image) if got_secs else {}
+        others = [s for s in secs if s[1] not in ("__text", "__got") and s[3]]
+        odd = [s for s in others if s[1] in ("__stubs", "__stub_helper", "__la_symbol_ptr",
+                                             "__thread_vars", "__thread_data", "__thread_bss")]
+        if odd:
+            problems.append("%s: lld made %s: a call or reference went through the stub "
+                            "library" % (name, ", ".join(s[1] for s in odd)))
+            continue
+        # The stencil's data is every data section of the op, in one run:
+        # compare lld's bytes from the first one's address on.
+        data_at = min((s[2] for s in others), default=CODE_AT + 0x10000)
+        lld_data = bytearray(data_size)
+        for seg, sect, addr, body, _r, _n in others:
+            if addr + len(body) > data_at + data_size:
+                problems.append("%s: lld placed %s,%s at 0x%x, past the stencil's %d bytes of "
+                                "data from 0x%x" % (name, seg, sect, addr, data_size, data_at))
+            at = addr - data_at
+            lld_data[at:at + len(body)] = body[:max(0, data_size - at)]
+        code_holes = header.code_holes(name)
+        lld_slots, owned = got_slots(text[:code_size], CODE_AT, code_holes)
+        # The emitter's GOT: symbol slots first, then one slot per other GOT
+        # hole. Its free slots start at a page (the first placement) or one
+        # slot before a page ends (the second).
+        nsym = len(symbols)
+        for where, got_at in (("in one page", EMIT_GOT_PAGE - 8 * nsym),
+                              ("across a page boundary", EMIT_GOT_PAGE - 8 * nsym - 8)):
+            got, error = emit(ctx, emitter, index, data_at, got_at, symbols)
+            if error:
+                problems.append("%s (GOT %s): %s" % (name, where, error))
+                continue
+            code, data, got_bytes = (bytes.fromhex(got[k]) for k in ("code", "data", "got"))
+            emit_slots, emit_owned = got_slots(code, CODE_AT, code_holes)
+            if masked(code, emit_owned) != masked(text[:code_size], owned):
+                problems.append("%s: code\n  emitter %s\n  ld64.lld %s" % (
+                    name, code.hex(), text[:code_size].hex()))
+            if data != bytes(lld_data):
+                problems.append("%s: data\n  emitter %s\n  ld64.lld %s" % (
+                    name, data.hex(), bytes(lld_data).hex()))
+            for h in code_holes:
+                off = h["offset"]
+                if off not in emit_slots:
+                    continue
+                want, sym = hole_value(h, symbols)
+                slot = emit_slots[off]
+                k = None if slot is None else slot - got_at
+                held = (struct.unpack_from("<Q", got_bytes, k)[0]
+                        if k is not None and k % 8 == 0 and 0 <= k < len(got_bytes) else None)
+                if held != want:
+                    problems.append("%s (GOT %s): %s hole +0x%x reaches %s, which holds %s, "
+                                    "not 0x%x" % (name, where, h["patch"], off,
+                                                  "no slot" if slot is None else "0x%x" % slot,
+                                                  "nothing" if held is None else "0x%x" % held,
+                                                  want))
+                lslot = lld_slots[off]
+                if where == "in one page" and (lslot is None or bound.get(lslot) != "_" + sym):
+                    problems.append("%s: in ld64.lld's image %s hole +0x%x reaches %s, not a "
+                                    "__got slot (0x%x-0x%x) bound to _%s (binds: %s)" % (
+                                        name, h["patch"], off,
+                                        "no slot" if lslot is None else "0x%x" % lslot,
+                                        lld_got[0], lld_got[1], sym, bound))
+        # The jump the generator removed goes, in lld's image, to where it
+        # stands: right after the stencil, where the next one is placed.
+        tail = text[code_size:code_size + (5 if arch == "x86_64" else 4)]
+        want_tail = b"\xe9\xfb\xff\xff\xff" if arch == "x86_64" else b"\x00\x00\x00\x14"
+        if falls == "1" and tail != want_tail:
+            problems.append("%s: falls through, but ld64.lld's code goes on with %s, not a jump "
+                            "to right after the stencil" % (name, tail.hex() or "nothing"))
+        section = header.text[header.text.index("/* %s - " % name):]
+        listing = section[:section.index("static const")]
+        kinds |= set(re.findall(r"hole \+0x[0-9a-f]+: (\w+) <- ([A-Z_]+[A-Z])", listing))
+    return list(dict.fromkeys(problems)), kinds, relocs  # once each, in order
+
+
+def test_patched_bytes_equal_ld64_lld(ctx):
+    build_fixture(ctx)
+    for triple in TRIPLES:
+        problems, kinds, relocs = differential(ctx, triple)
+        check(not problems, "%s: patched bytes differ from ld64.lld's:\n%s", triple,
+              "\n".join(problems))
+        # The fixture covers every kind the Mach-O reader produces, in code and data.
+        check(WANT_KINDS[triple] <= kinds, "%s: kinds not covered by the fixture: %s", triple,
+              sorted(WANT_KINDS[triple] - kinds))
+        check(WANT_RELOCS[triple] <= relocs, "%s: relocations not in the fixture's objects: %s",
+              triple, sorted(WANT_RELOCS[triple] - relocs))
+
+
+# --- the shim's frame ---
+
+UNWIND_MODE = {"x86_64": {1: "RBP_FRAME", 2: "STACK_IMMD", 3: "STACK_IND", 4: "DWARF"},
+               "arm64": {2: "FRAMELESS", 3: "DWARF", 4: "FRAME"}}
+# Compact-unwind register numbers of x86-64 RBP_FRAME, as DWARF numbers.
+X86_COMPACT_REGS = {1: 3, 2: 12, 3: 13, 4: 14, 5: 15, 6: 6}  # rbx r12 r13 r14 r15 rbp
+
+
+def header_define(text, name):
+    m = re.search(r"^#define %s \(?(-?(?:0x[0-9a-f]+|\d+))\)?" % name, text, re.M)
+    check(m, "the header has no #define %s", name)
+    return int(m.group(1), 0)
+
+
+def compact_unwind(ctx, obj):
+    """[(start, length, encoding)] of the object's __compact_unwind entries."""
+    out = ctx.run([OBJDUMP, "--unwind-info", obj], timeout=60, check=True).stdout
+    return [(int(s, 16), int(n, 16), int(e, 16)) for s, n, e in re.findall(
+        r"start:\s+(0x[0-9a-f]+).*?\n\s+length:\s+(0x[0-9a-f]+)\s*\n"
+        r"\s+compact encoding:\s+(0x[0-9a-f]+)", out)]
+
+
+def fde_rows(ctx, obj):
+    """The rows of the object's one FDE: [(offset from its start, CFA register,
+    CFA offset, {register: CFA offset of its slot})], and the FDE's size."""
+    out = ctx.run([OBJDUMP, "--dwarf=frames", obj], timeout=60, check=True).stdout
+    fdes = re.findall(r"^[0-9a-f]+ [0-9a-f]+ [0-9a-f]+ FDE cie=[0-9a-f]+ "
+                      r"pc=([0-9a-f]+)\.\.\.([0-9a-f]+)$", out, re.M)
+    check(len(fdes) == 1, "%s: want one FDE, --dwarf=frames shows %d:\n%s", obj, len(fdes), out)
+    start, end = (int(x, 16) for x in fdes[0])
+    fde = out[out.index("FDE cie="):]
+    rows = []
+    for at, reg, off, rules in re.findall(r"^\s+0x([0-9a-f]+): CFA=reg(\d+)([+-]\d+)?:? ?(.*)$",
+                                          fde, re.M):
+        slots = {int(r): int(o) for r, o in re.findall(r"reg(\d+)=\[CFA([+-]\d+)\]", rules)}
+        rows.append((int(at, 16) - start, int(reg), int(off or 0), slots))
+    return rows, end - start
+
+
+def frame_problems(ctx, triple, header_text, shim_obj):
+    """Where the header's statement of the shim's frame differs from the
+    compact unwind encoding and the FDE of the shim's object."""
+    arch = ARCH[triple]
+    said = {k: header_define(header_text, "SG_UNWIND_" + k) for k in (
+        "CFA_REGISTER", "CFA_OFFSET", "FP_REGISTER", "FP_OFFSET", "RA_COLUMN", "RA_OFFSET")}
+    call = header_define(header_text, "SG_SHIM_CALL_OFFSET")
+    size = header_define(header_text, "SG_SHIM_FDE_SIZE")
+    fp, ra = {"x86_64": (6, 16), "arm64": (29, 30)}[arch]
+    problems = []
+    if (said["FP_REGISTER"], said["RA_COLUMN"]) != (fp, ra):
+        problems.append("the header's frame pointer and return address columns are %d and %d, "
+                        "not %d and %d" % (said["FP_REGISTER"], said["RA_COLUMN"], fp, ra))
+    # The FDE's row at the call into JIT code.
+    rows, fde_size = fde_rows(ctx, shim_obj)
+    at_call = [r for r in rows if r[0] <= call]
+    if not at_call:
+        return problems + ["the FDE has no row at the call (+0x%x): %s" % (call, rows)]
+    _, cfa_reg, cfa_off, slots = at_call[-1]
+    from_fde = {"CFA_REGISTER": cfa_reg, "CFA_OFFSET": cfa_off, "FP_OFFSET": slots.get(fp),
+                "RA_OFFSET": slots.get(ra)}
+    for k, v in from_fde.items():
+        if said[k] != v:
+            problems.append("SG_UNWIND_%s is %d, the FDE's row at the call (+0x%x) says %s" % (
+                k, said[k], call, v))
+    if fde_size != size:
+        problems.append("SG_SHIM_FDE_SIZE is 0x%x, the FDE covers 0x%x bytes" % (size, fde_size))
+    # The compact encoding the linker would put in __unwind_info.
+    entries = compact_unwind(ctx, shim_obj)
+    if len(entries) != 1:
+        return problems + ["want one __compact_unwind entry, found %s" % entries]
+    start, length, enc = entries[0]
+    mode = UNWIND_MODE[arch].get(enc >> 24 & 0xF, "mode %d" % (enc >> 24 & 0xF))
+    if (start, length) != (0, size):
+        problems.append("the compact unwind entry covers 0x%x+0x%x, not the shim's 0x%x bytes"
+                        % (start, length, size))
+    if mode in ("RBP_FRAME", "FRAME"):
+        # Both: CFA = frame pointer + 16, the caller's frame pointer at
+        # CFA-16 and the return address at CFA-8.
+        compact = {"CFA_REGISTER": fp, "CFA_OFFSET": 16, "FP_OFFSET": -16, "RA_OFFSET": -8}
+        for k, v in compact.items():
+            if said[k] != v:
+                problems.append("SG_UNWIND_%s is %d, the compact encoding 0x%08x (%s) says %d"
+                                % (k, said[k], enc, mode, v))
+        if mode == "RBP_FRAME":
+            # The registers saved below rbp: each where the FDE says too.
+            at = -16 - 8 * (enc >> 16 & 0xFF)
+            for i in range(5):
+                reg = enc >> (3 * i) & 7
+                if reg:
+                    dwarf = X86_COMPACT_REGS[reg]
+                    if slots.get(dwarf) != at:
+                        problems.append("the compact encoding 0x%08x saves DWARF register %d at "
+                                        "CFA%+d, the FDE says %s" % (enc, dwarf, at,
+                                                                     slots.get(dwarf)))
+                at += 8
+    elif not (arch == "arm64" and mode == "DWARF"):
+        problems.append("the shim's compact encoding 0x%08x is %s: not a frame-pointer frame"
+                        % (enc, mode))
+    return problems
+
+
+def test_darwin_shim_frame_equals_compact_unwind_and_fde(ctx):
+    out = os.path.join(ctx.tmp, "out")
+    ctx.build_stencils(ctx.path(*FIXTURE), out, timeout=300)
+    for triple in TRIPLES:
+        header = read(os.path.join(out, "jit_stencils-%s.h" % triple))
+        shim = os.path.join(out, ".stencilgen", triple, "shim.o")
+        problems = frame_problems(ctx, triple, header, shim)
+        check(not problems, "%s: the header's shim frame is not the object's:\n%s", triple,
+              "\n".join(problems))
+
+
+def fixture_copy(ctx, name, ops_text, **per_triple):
+    """The fixture's manifest with one op file, in a private directory;
+    per_triple: {key: {triple: value}} added under each triple."""
+    base = os.path.join(ctx.tmp, name)
+    os.makedirs(base, exist_ok=True)
+    write(os.path.join(base, "ops.c"), ops_text)
+    text = read(ctx.path(*FIXTURE)).replace("../../../", ctx.path("") + "/")
+    for key, values in per_triple.items():
+        for triple, value in values.items():
+            text = text.replace("  - triple: %s\n" % triple, "  - triple: %s\n    %s: %s\n" % (
+                triple, key, value))
+    manifest = os.path.join(base, "m.yaml")
+    write(manifest, text)
+    return manifest
+
+
+def test_darwin_shim_frame_is_pinned(ctx):
+    ops = "OP(nop)\n{\n    CONTINUE();\n}\n"
+    good = {"x86_64-apple-darwin": "{cfa_register: rbp, cfa_offset: 16, fp_offset: -16, "
+                                   "ra_offset: -8}",
+            "aarch64-apple-darwin": "{cfa_register: x29, cfa_offset: 16, fp_offset: -16, "
+                                    "ra_offset: -8}"}
+    p = ctx.build_stencils(fixture_copy(ctx, "good", ops, expect_frame=good),
+                           os.path.join(ctx.tmp, "out-good"), check=False, timeout=300)
+    check(p.returncode == 0, "the shims' shapes were refused:\n%s", p.stderr)
+    for triple in TRIPLES:
+        bad = dict(good, **{triple: good[triple].replace("cfa_offset: 16", "cfa_offset: 24")})
+        p = ctx.build_stencils(fixture_copy(ctx, "bad-" + triple, ops, expect_frame=bad),
+                               os.path.join(ctx.tmp, "out-bad-" + triple), check=False,
+                               timeout=300)
+        check(p.returncode == 1 and re.search(r"%s.*expect_frame" % triple, p.stderr) and
+              "16" in p.stderr, "%s: a wrong expect_frame: want exit 1 naming the target and the "
+              "found offset, got %d:\n%s", triple, p.returncode, p.stderr)
+
+
+# --- refusals ---
+
+REFUSALS = [
+    # An extern thread-local variable: its address comes from a TLV descriptor.
+    ("thread-local", "tls",
+     "extern _Thread_local vm_value vm_counter;\n"
+     "OP(tls)\n{\n    tos += vm_counter++;\n    CONTINUE();\n}\n",
+     {"x86_64-apple-darwin": "X86_64_RELOC_TLV", "aarch64-apple-darwin":
+      "ARM64_RELOC_TLVP_LOAD_PAGE21"}, r"__TEXT,__text"),
+    # &tens[1] - &diff in the op's data: a SUBTRACTOR pair (C cannot write it
+    # as a constant initializer; the assembler can).
+    ("subtractor", "difference",
+     "static const int64_t tens[2] = {100, 200};\n"
+     "__asm__(\".section __TEXT,__const\\n\\t.p2align 3\\n_diff:\\n\\t"
+     ".quad _tens + 8 - _diff\\n\\t.text\");\n"
+     "extern const int64_t diff;\n"
+     "OP(difference)\n{\n"
+     "    tos = *(const int64_t *)((uintptr_t)&diff + (uintptr_t)diff + "
+     "(uintptr_t)tens[tos & 1]);\n"
+     "    CONTINUE();\n}\n",
+     {"x86_64-apple-darwin": "X86_64_RELOC_SUBTRACTOR", "aarch64-apple-darwin":
+      "ARM64_RELOC_SUBTRACTOR"}, r"__TEXT,__const"),
+]
+
+
+def test_unpatchable_relocations_are_refused_by_name(ctx):
+    for what, op, ops, relocs, section in REFUSALS:
+        out = os.path.join(ctx.tmp, "out-" + what)
+        p = ctx.build_stencils(fixture_copy(ctx, what, ops), out, check=False, timeout=300)
+        check(p.returncode == 1, "%s: expected exit 1: %d\n%s", what, p.returncode, p.stderr)
+        for triple in TRIPLES:
+            m = re.search(r"op %s \(%s\).*unsupported relocation %s \(type \d+\) in %s at "
+                          r"offset 0x[0-9a-f]+" % (op, triple, relocs[triple], section), p.stderr)
+            check(m, "%s: %s: the error does not name op, relocation (%s), section (%s) and "
+                     "offset:\n%s", what, triple, relocs[triple], section, p.stderr)
+        written = [f for f in os.listdir(out) if f.endswith(".h")] if os.path.isdir(out) else []
+        check(not written, "%s: headers were written: %s", what, written)
