@@ -279,6 +279,9 @@ def differential(ctx, triple):
     header = Header(os.path.join(out, "jit_stencils-%s.h" % triple))
     symbols = manifest_symbols(ctx.path(*FIXTURE))
     stencils = [l.split() for l in ctx.run([emitter, "list"], check=True).stdout.splitlines()]
+    ops = re.findall(r"^OP\((\w+)\)$", read(ctx.path(*FIXTURE[:-1], "ops.c")), re.M)
+    check(sorted(s[1] for s in stencils) == sorted(ops), "%s: the header's stencils %s are not "
+          "the fixture's ops %s", triple, [s[1] for s in stencils], ops)
     objdir = os.path.join(out, ".stencilgen", triple)
     problems, kinds, relocs = [], set(), set()
     for index, name, code_size, data_size, falls in stencils:
@@ -300,7 +303,8 @@ def differential(ctx, triple):
         got_secs = [s for s in secs if s[1] == "__got"]
         lld_got = (got_secs[0][2], got_secs[0][2] + len(got_secs[0][3])) if got_secs else (0, 0)
         bound = binds(ctx, image) if got_secs else {}
-        others = [s for s in secs if s[1] not in ("__text", "__got") and s[3]]
+        others = [s for s in secs if s[1] not in ("__text", "__got", "__unwind_info",
+                                                  "__eh_frame") and s[3]]
         odd = [s for s in others if s[1] in ("__stubs", "__stub_helper", "__la_symbol_ptr",
                                              "__thread_vars", "__thread_data", "__thread_bss")]
         if odd:
@@ -347,11 +351,14 @@ def differential(ctx, triple):
                 held = (struct.unpack_from("<Q", got_bytes, k)[0]
                         if k is not None and k % 8 == 0 and 0 <= k < len(got_bytes) else None)
                 if held != want:
+                    holding = ["0x%x" % (got_at + k) for k in range(0, len(got_bytes), 8)
+                               if struct.unpack_from("<Q", got_bytes, k)[0] == want]
                     problems.append("%s (GOT %s): %s hole +0x%x reaches %s, which holds %s, "
-                                    "not 0x%x" % (name, where, h["patch"], off,
-                                                  "no slot" if slot is None else "0x%x" % slot,
-                                                  "nothing" if held is None else "0x%x" % held,
-                                                  want))
+                                    "not 0x%x (the emitter's slots holding it: %s)" % (
+                                        name, where, h["patch"], off,
+                                        "no slot" if slot is None else "0x%x" % slot,
+                                        "nothing" if held is None else "0x%x" % held, want,
+                                        ", ".join(holding) or "none"))
                 lslot = lld_slots[off]
                 if where == "in one page" and (lslot is None or bound.get(lslot) != "_" + sym):
                     problems.append("%s: in ld64.lld's image %s hole +0x%x reaches %s, not a "
