@@ -4,7 +4,7 @@ Patching differential (test_patched_bytes_equal_ld64_lld): for every Mach-O
 relocation kind stencilgen reads (tests/fixtures/macho/ops.c: x86-64
 UNSIGNED in code and data, SIGNED, SIGNED_1/2/4, non-extern SIGNED to
 __literal8/__literal16, BRANCH, GOT_LOAD, GOT; arm64 UNSIGNED in data,
-BRANCH26, PAGE21, PAGEOFF12 on add/ldrb-strb/strh/str w/ldr x/ldr q,
+BRANCH26, PAGE21, PAGEOFF12 on add, strb, strh, str w, ldr x and ldr q,
 ADDEND pairs, GOT_LOAD_PAGE21/PAGEOFF12), the bytes the generated emitters
 patch (tests/patch/emit_diff.c, run on this machine) equal what ld64.lld-22
 links from the op's own object at the same address, with the same values:
@@ -22,6 +22,9 @@ The darwin shims' frame as the header states it (SG_UNWIND_*) equals what
 llvm-objdump-22 reads in the shim's object: its compact unwind encoding
 (x86-64 RBP_FRAME; arm64 FRAME, or DWARF mode) and the row of its __eh_frame
 FDE at the call into JIT code.
+
+expect_frame pins the darwin shims' shapes like the others'. The fixture
+also builds for both Linux triples.
 
 Refusals: relocations stencilgen cannot patch (a thread-local variable's TLV
 relocations, a SUBTRACTOR pair in an op's data) exit 1 naming the op, the
@@ -576,3 +579,19 @@ def test_unpatchable_relocations_are_refused_by_name(ctx):
                      "offset:\n%s", what, triple, relocs[triple], section, p.stderr)
         written = [f for f in os.listdir(out) if f.endswith(".h")] if os.path.isdir(out) else []
         check(not written, "%s: headers were written: %s", what, written)
+
+
+def test_fixture_builds_for_linux_too(ctx):
+    # The same ops for the ELF targets: the fixture stays plain C for every
+    # target, not Mach-O-only code.
+    text = read(ctx.path(*FIXTURE)).replace("../../../", ctx.path("") + "/")
+    text = text.replace("x86_64-apple-darwin", "x86_64-unknown-linux-gnu").replace(
+        "aarch64-apple-darwin", "aarch64-unknown-linux-gnu").replace(
+        "  - ops.c", "  - " + ctx.path(*FIXTURE[:-1], "ops.c"))
+    manifest = os.path.join(ctx.tmp, "linux.yaml")
+    write(manifest, text)
+    out = os.path.join(ctx.tmp, "out")
+    ctx.build_stencils(manifest, out, timeout=300)
+    for triple in ("x86_64-unknown-linux-gnu", "aarch64-unknown-linux-gnu"):
+        check(os.path.exists(os.path.join(out, "jit_stencils-%s.h" % triple)), "no header for %s",
+              triple)
