@@ -224,11 +224,20 @@ static void add_inclusion(CXFile file, CXSourceLocation *stack, unsigned depth, 
 int discover_ops(const char *source, const char *const *args, size_t nargs, sg_oplist *out,
                  sg_pathlist *deps)
 {
+    /* libclang does not find its own headers (stdint.h, stddef.h) when it
+     * is loaded from a path clang's layout does not start at, as Debian's
+     * is: without them a target whose system headers are not this machine's
+     * (-nostdlibinc) has none. */
+    const char **all = xmalloc((nargs + 2) * sizeof *all);
+    all[0] = "-resource-dir";
+    all[1] = SG_CLANG_RESOURCE_DIR;
+    memcpy(all + 2, args, nargs * sizeof *args);
     CXIndex index = clang_createIndex(0, 0);
     CXTranslationUnit tu = NULL;
     enum CXErrorCode err = clang_parseTranslationUnit2(
-        index, source, args, (int)nargs, NULL, 0,
+        index, source, all, (int)nargs + 2, NULL, 0,
         CXTranslationUnit_SkipFunctionBodies | CXTranslationUnit_KeepGoing, &tu);
+    free(all);
     bool ok = err == CXError_Success && tu;
     if (!ok)
         fprintf(stderr, "%s: error: libclang could not parse this file (error %d)\n", source,

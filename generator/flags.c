@@ -120,6 +120,7 @@ void flags_discover(sg_argv *a, const sg_flag_inputs *in)
     /* The template marks ops only while they are being looked for. */
     argv_add(a, "-DSTENCILGEN_DISCOVER");
     add_common(a, in);
+    add_list(a, in->target->op_cflags); /* e.g. which system headers the target has */
     add_strlist(a, &in->manifest->cflags, "");
     if (in->extra_cflags)
         argv_add_split(a, in->extra_cflags);

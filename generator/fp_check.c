@@ -5,10 +5,15 @@
 
 #include <inttypes.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "util.h"
 
-static bool writes_nothing_it_should_not(const gen_stencil *s, const sg_where *where)
+static bool restores_saved_fp(const gen_stencil *s, size_t i);
+static bool is_fp_lr_restore(const gen_stencil *s, const sg_insn *in);
+
+static bool writes_nothing_it_should_not(const gen_stencil *s, const sg_target *t,
+                                         const sg_where *where)
 {
     bool ok = true;
     for (size_t i = 0; i < s->ninsns; i++) {
@@ -20,9 +25,14 @@ static bool writes_nothing_it_should_not(const gen_stencil *s, const sg_where *w
                                s->code[in->offset]);
             return false;
         }
-        if (in->writes_fp) {
-            diag_error_in_code(where, in->offset, "%s: writes the frame pointer",
-                               stencil_insn_text(s, in));
+        if (in->writes_fp && !(t->fp_saved_with_lr && restores_saved_fp(s, i))) {
+            bool restore = t->fp_saved_with_lr && is_fp_lr_restore(s, in);
+            diag_error_in_code(where, in->offset, "%s: writes the frame pointer%s",
+                               stencil_insn_text(s, in),
+                               restore ? " (not proven to reload what an earlier stp x29, x30, "
+                                         "[sp, #-16]! saved: sp moves, the slot is stored to, "
+                                         "control enters between them, or there is none)"
+                                       : "");
             ok = false;
         }
     }
@@ -119,7 +129,61 @@ static bool control_stays_on_checked_code(const gen_stencil *s, const sg_where *
     return ok;
 }
 
-bool fp_check(const gen_stencil *s, const sg_where *where)
+/* The little-endian word of a 4-byte instruction. */
+static uint32_t word_of(const gen_stencil *s, const sg_insn *in)
 {
-    return writes_nothing_it_should_not(s, where) && control_stays_on_checked_code(s, where);
+    const uint8_t *p = s->code + in->offset;
+    return in->size != 4 ? 0
+                         : (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+                               (uint32_t)p[3] << 24;
+}
+
+/* Whether control can arrive in (from, to] other than from the instruction
+ * before: a direct branch from outside [from, to), a PC-relative code address
+ * or a code address in data, or the entry. */
+static bool entered_inside(const gen_stencil *s, uint32_t from, uint32_t to)
+{
+    for (size_t i = 0; i < s->ninsns; i++) {
+        const sg_insn *in = &s->insns[i];
+        bool inside_range = in->offset >= from && in->offset < to;
+        if (in->has_target && in->target > (int64_t)from && in->target <= (int64_t)to &&
+            (!in->target_is_branch || !inside_range))
+            return true;
+    }
+    for (size_t i = 0; i < s->ndata_holes; i++) {
+        const gen_hole *h = &s->data_holes[i];
+        if (h->value == SG_VALUE_CODE && h->addend > (int64_t)from && h->addend <= (int64_t)to)
+            return true;
+    }
+    return false; /* and the entry, offset 0, is never inside (from, to] */
+}
+
+enum { STP_FP_LR_PRE = 0xa9bf7bfdu, LDP_FP_LR_POST = 0xa8c17bfdu };
+
+static bool is_fp_lr_restore(const gen_stencil *s, const sg_insn *in)
+{
+    return word_of(s, in) == LDP_FP_LR_POST;
+}
+
+static bool restores_saved_fp(const gen_stencil *s, size_t i)
+{
+    enum { SP = 31 };
+    if (!is_fp_lr_restore(s, &s->insns[i]))
+        return false;
+    for (size_t j = i; j-- > 0;) {
+        const sg_insn *in = &s->insns[j];
+        if (word_of(s, in) == STP_FP_LR_PRE)
+            return !entered_inside(s, in->offset, s->insns[i].offset);
+        /* sp moved, x29 written, or a store that may hit the slot at [sp]. */
+        const char *text = stencil_insn_text(s, in);
+        if (!in->decoded || (in->defs >> SP & 1) || in->writes_fp ||
+            (!strncmp(text, "st", 2) && strstr(text, "[sp")))
+            return false;
+    }
+    return false;
+}
+
+bool fp_check(const gen_stencil *s, const sg_target *t, const sg_where *where)
+{
+    return writes_nothing_it_should_not(s, t, where) && control_stays_on_checked_code(s, where);
 }

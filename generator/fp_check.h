@@ -7,6 +7,7 @@
 
 #include "diag.h"
 #include "stencil.h"
+#include "target.h"
 
 /* Walks s->insns (stencil_disassemble: a linear sweep from the entry). Each
  * violation (and each undecodable byte sequence, which could hide one) is
@@ -18,7 +19,12 @@
  * swept instruction or the end of the code; a branch whose bytes are a hole
  * goes where the runtime patches it. Code reached only through an address the
  * generator cannot see (computed by arithmetic) is not covered.
+ * With t->fp_saved_with_lr, an `ldp x29, x30, [sp], #16` is no violation
+ * when it reloads what an `stp x29, x30, [sp, #-16]!` before it stored and
+ * nothing can have changed the slot or skipped the store: between the two no
+ * instruction writes sp or stores at sp, and no branch, code address or
+ * entry reaches past the stp from outside.
  * Returns false if anything failed (exit code 1). */
-bool fp_check(const gen_stencil *s, const sg_where *where);
+bool fp_check(const gen_stencil *s, const sg_target *t, const sg_where *where);
 
 #endif

@@ -64,6 +64,9 @@ uint8_t *eh_frame_relocated(const objfile *obj, int code_sec, uint64_t code_size
     }
     const obj_section *ehs = &obj->secs[eh];
     uint64_t eh_addr = (code_size + 15) & ~(uint64_t)15; /* right after the code */
+    /* The Mach-O reader has resolved it where the object places it (objfile.h). */
+    if (obj->kind == OBJ_FORMAT_MACHO)
+        eh_addr = ehs->addr - obj->secs[code_sec].addr;
     uint8_t *bytes = xmalloc(ehs->size ? ehs->size : 1);
     memcpy(bytes, ehs->bytes, ehs->size);
     if (!apply_relocs(obj, eh, code_sec, eh_addr, t, where, bytes)) {

@@ -160,7 +160,8 @@ static char **job_command(sg_run *run, sg_target_result *r, const sg_op *op, boo
 static void add_job(job_set *js, sg_run *run, sg_target_result *r, const sg_op *op)
 {
     const char *name = op ? op->name : "shim";
-    bool batched = op && run->opt.units == SG_UNITS_BATCHED;
+    bool batched = op && run->opt.units == SG_UNITS_BATCHED &&
+                   r->target->object_format != OBJ_FORMAT_MACHO; /* see sg_target */
     char *dir = path_join(run->rundir.path, r->target->triple);
     sg_job job = {0};
     /* A batched op's job keeps its own object name: the cache knows each op

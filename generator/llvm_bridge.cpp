@@ -15,6 +15,7 @@
 
 #include "llvm/BinaryFormat/COFF.h"
 #include "llvm/BinaryFormat/ELF.h"
+#include "llvm/BinaryFormat/MachO.h"
 #include "llvm/Config/llvm-config.h"
 #include "llvm/MC/MCAsmInfo.h"
 #include "llvm/MC/MCContext.h"
@@ -29,6 +30,7 @@
 #include "llvm/MC/TargetRegistry.h"
 #include "llvm/Object/COFF.h"
 #include "llvm/Object/ELFObjectFile.h"
+#include "llvm/Object/MachO.h"
 #include "llvm/Object/ObjectFile.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/TargetSelect.h"
@@ -121,11 +123,46 @@ obj_sec_kind classify_coff_section(const COFFObjectFile &coff, const SectionRef 
     return (ch & COFF::IMAGE_SCN_MEM_WRITE) ? OBJ_SEC_DATA : OBJ_SEC_RODATA;
 }
 
+// A Mach-O section's kind is in its flags (type and attributes) and its
+// segment: __TEXT and __DATA_CONST are read-only, and so is __DATA,__const
+// (pointer tables, writable only until the loader has relocated them).
+obj_sec_kind classify_macho_section(uint32_t flags, StringRef seg, StringRef sect)
+{
+    uint32_t type = flags & MachO::SECTION_TYPE;
+    if (flags & MachO::S_ATTR_DEBUG) // DWARF, and __LD,__compact_unwind
+        return OBJ_SEC_OTHER;
+    if (seg == "__TEXT" && sect == "__eh_frame")
+        return OBJ_SEC_EH_FRAME;
+    if (flags & (MachO::S_ATTR_PURE_INSTRUCTIONS | MachO::S_ATTR_SOME_INSTRUCTIONS))
+        return OBJ_SEC_CODE;
+    if (type == MachO::S_ZEROFILL || type == MachO::S_GB_ZEROFILL ||
+        type == MachO::S_THREAD_LOCAL_ZEROFILL)
+        return OBJ_SEC_BSS;
+    if (seg == "__TEXT" || seg == "__DATA_CONST" || sect == "__const")
+        return OBJ_SEC_RODATA;
+    return OBJ_SEC_DATA;
+}
+
 obj_sec_kind classify_section(const ObjectFile &obj, const SectionRef &s, StringRef name)
 {
     if (const auto *coff = dyn_cast<COFFObjectFile>(&obj))
         return classify_coff_section(*coff, s, name);
     return classify_elf_section(s, name);
+}
+
+// A Mach-O section is named "segment,section", as its assembler directive is.
+void read_macho_section(const MachOObjectFile &m, const SectionRef &s, StringRef sect,
+                        obj_section *o)
+{
+    StringRef seg = m.getSectionFinalSegmentName(s.getRawDataRefImpl());
+    uint32_t flags = m.is64Bit() ? m.getSection64(s.getRawDataRefImpl()).flags : 0;
+    uint32_t type = flags & MachO::SECTION_TYPE;
+    o->name = dup_string((seg + "," + sect).str());
+    o->kind = classify_macho_section(flags, seg, sect);
+    o->addr = s.getAddress();
+    o->strings = type == MachO::S_CSTRING_LITERALS;
+    o->merge = o->strings || type == MachO::S_4BYTE_LITERALS ||
+               type == MachO::S_8BYTE_LITERALS || type == MachO::S_16BYTE_LITERALS;
 }
 
 bool read_sections(const ObjectFile &obj, objfile *out, std::vector<uint64_t> &index_of,
@@ -139,10 +176,14 @@ bool read_sections(const ObjectFile &obj, objfile *out, std::vector<uint64_t> &i
             return fail(err, errsz, "section name", name.takeError());
         obj_section *o = &out->secs[out->nsecs++];
         index_of.push_back(s.getIndex());
-        o->name = dup_string(*name);
-        o->kind = classify_section(obj, s, *name);
         o->size = s.getSize();
         o->align = s.getAlignment().value();
+        if (const auto *macho = dyn_cast<MachOObjectFile>(&obj)) {
+            read_macho_section(*macho, s, *name, o);
+        } else {
+            o->name = dup_string(*name);
+            o->kind = classify_section(obj, s, *name);
+        }
         if (isa<ELFObjectFileBase>(obj)) { // COFF has no mergeable sections
             uint64_t flags = ELFSectionRef(s).getFlags();
             o->merge = (flags & ELF::SHF_MERGE) != 0;
@@ -173,7 +214,8 @@ bool read_symbols(const ObjectFile &obj, objfile *out, const std::vector<uint64_
                   std::vector<SymbolRef> &syms, char *err, size_t errsz)
 {
     syms.assign(obj.symbol_begin(), obj.symbol_end());
-    out->syms = alloc_array<obj_symbol>(syms.size());
+    bool macho = isa<MachOObjectFile>(obj); // and a symbol per section, below
+    out->syms = alloc_array<obj_symbol>(syms.size() + (macho ? out->nsecs : 0));
     for (const SymbolRef &s : syms) {
         obj_symbol *o = &out->syms[out->nsyms++];
         Expected<StringRef> name = s.getName();
@@ -198,6 +240,14 @@ bool read_symbols(const ObjectFile &obj, objfile *out, const std::vector<uint64_
             o->is_section = cs.isSectionDefinition();
             o->is_function = cs.isFunctionDefinition() ||
                              cs.getComplexType() == COFF::IMAGE_SYM_DTYPE_FUNCTION;
+        } else if (macho) {
+            // C's names: Mach-O prefixes an underscore (temporaries such as
+            // ltmp0 and l_.str have none). Values are addresses.
+            if (o->name[0] == '_')
+                memmove(o->name, o->name + 1, strlen(o->name));
+            if (o->section >= 0)
+                o->value -= out->secs[o->section].addr;
+            o->is_function = o->section >= 0 && out->secs[o->section].kind == OBJ_SEC_CODE;
         } else {
             ELFSymbolRef es(s);
             o->size = es.getSize();
@@ -206,6 +256,11 @@ bool read_symbols(const ObjectFile &obj, objfile *out, const std::vector<uint64_
             o->is_function = es.getELFType() == ELF::STT_FUNC;
         }
     }
+    // Mach-O has no section symbols, but a relocation may name a section
+    // (r_extern 0): one per section, after the symbol table's.
+    for (size_t i = 0; macho && i < out->nsecs; i++)
+        out->syms[out->nsyms++] = obj_symbol{dup_string(out->secs[i].name), (int)i, 0, 0, false,
+                                             false, true, false};
     return true;
 }
 
@@ -316,6 +371,200 @@ bool read_relocations(const ObjectFile &obj, objfile *out, const std::vector<uin
     return true;
 }
 
+// Mach-O relocations leave implicit what objfile.h makes explicit; a reader
+// of one section's relocations, in table order (an ARM64_RELOC_ADDEND or a
+// SUBTRACTOR precedes the relocation it belongs to).
+struct macho_relocs {
+    const MachOObjectFile &m;
+    objfile *out;
+    size_t section_syms; // index of the first section symbol
+    char *err;
+    size_t errsz;
+};
+
+bool macho_fail(const macho_relocs &mr, const obj_section *sec, uint64_t offset,
+                const char *what, const char *name)
+{
+    snprintf(mr.err, mr.errsz, "%s %s at offset 0x%" PRIx64 " of section %s", what, name, offset,
+             sec->name);
+    return false;
+}
+
+// The field's implicit addend (sign-extended), or false if it is not all
+// inside the section.
+bool macho_field(const obj_section *sec, uint64_t offset, unsigned width, int64_t *value)
+{
+    if (!sec->bytes || offset > sec->size || sec->size - offset < width)
+        return false;
+    uint64_t v = 0;
+    for (unsigned i = 0; i < width; i++)
+        v |= (uint64_t)sec->bytes[offset + i] << (8 * i);
+    *value = width == 8 ? (int64_t)v : width == 4 ? (int64_t)(int32_t)v : (int64_t)v;
+    return true;
+}
+
+void macho_store(obj_section *sec, uint64_t offset, unsigned width, uint64_t v)
+{
+    for (unsigned i = 0; i < width; i++)
+        sec->bytes[offset + i] = (uint8_t)(v >> (8 * i));
+}
+
+// The object address of what a relocation names, for the unwind tables.
+bool macho_address(const objfile *out, int symbol, uint64_t *addr)
+{
+    const obj_symbol *y = symbol >= 0 ? &out->syms[symbol] : nullptr;
+    if (!y || y->section < 0)
+        return false;
+    *addr = out->secs[y->section].addr + y->value;
+    return true;
+}
+
+// __eh_frame is only read, never patched at run time: its relocations (an
+// FDE's pc_begin as a SUBTRACTOR pair "target - here" on arm64, none on
+// x86-64, where the assembler resolves it) are applied here, in the object's
+// address space (obj_section.addr).
+bool macho_resolve(const macho_relocs &mr, obj_section *sec, const obj_reloc &r, int minus,
+                   unsigned width)
+{
+    int64_t field;
+    uint64_t target, base = 0;
+    if (!macho_field(sec, r.offset, width, &field))
+        return macho_fail(mr, sec, r.offset, "relocation past the end:", r.type_name);
+    if (!macho_address(mr.out, r.symbol, &target) ||
+        (minus >= 0 && !macho_address(mr.out, minus, &base)))
+        return macho_fail(mr, sec, r.offset, "relocation to an undefined symbol:", r.type_name);
+    macho_store(sec, r.offset, width, target - base + (uint64_t)field);
+    return true;
+}
+
+// x86-64 keeps every addend in the field. PC-relative fields count from
+// their end (SIGNED_N: N bytes further, which the field's value already
+// holds); one against a section holds the target's object address.
+bool macho_x86_64_addend(const macho_relocs &mr, obj_section *sec, obj_reloc *o,
+                         const MachO::any_relocation_info &re, uint64_t target_addr)
+{
+    unsigned width = 1u << mr.m.getAnyRelocationLength(re);
+    int64_t field;
+    if (width < 4 || o->type == MachO::X86_64_RELOC_SUBTRACTOR)
+        return true; // refused by name (classify_reloc)
+    if (!macho_field(sec, o->offset, width, &field))
+        return macho_fail(mr, sec, o->offset, "relocation past the end:", o->type_name);
+    bool pcrel = mr.m.getAnyRelocationPCRel(re);
+    bool external = mr.m.getPlainRelocationExternal(re);
+    if (pcrel)
+        o->addend = external ? field - 4
+                             : (int64_t)(sec->addr + o->offset) + field - (int64_t)target_addr;
+    else
+        o->addend = field - (external ? 0 : (int64_t)target_addr);
+    macho_store(sec, o->offset, width, 0);
+    return true;
+}
+
+bool macho_section_relocations(const macho_relocs &mr, const SectionRef &s, int applies_to,
+                               std::vector<obj_reloc> &relocs)
+{
+    obj_section *sec = &mr.out->secs[applies_to];
+    bool arm64 = mr.out->machine == ELF::EM_AARCH64;
+    uint32_t subtractor = arm64 ? MachO::ARM64_RELOC_SUBTRACTOR : MachO::X86_64_RELOC_SUBTRACTOR;
+    bool pending_addend = false, pending_minus = false;
+    int64_t addend = 0;
+    uint64_t addend_at = 0;
+    int minus = -1;
+    for (const RelocationRef &r : s.relocations()) {
+        MachO::any_relocation_info re = mr.m.getRelocation(r.getRawDataRefImpl());
+        obj_reloc o{};
+        o.section = applies_to;
+        o.offset = r.getOffset();
+        o.type = mr.m.getAnyRelocationType(re);
+        SmallString<40> tn;
+        r.getTypeName(tn);
+        snprintf(o.type_name, sizeof o.type_name, "%s", tn.c_str());
+        if (mr.m.isRelocationScattered(re))
+            return macho_fail(mr, sec, o.offset, "scattered relocation", o.type_name);
+        uint32_t num = mr.m.getPlainRelocationSymbolNum(re);
+        bool external = mr.m.getPlainRelocationExternal(re);
+        if (pending_addend && (o.offset != addend_at || o.type == MachO::ARM64_RELOC_ADDEND))
+            return macho_fail(mr, sec, addend_at, "lone relocation", "ARM64_RELOC_ADDEND");
+        if (arm64 && o.type == MachO::ARM64_RELOC_ADDEND) { // its "symbol" is the addend
+            addend = (int64_t)(num ^ 0x800000u) - 0x800000; // 24 bits, signed
+            addend_at = o.offset;
+            pending_addend = true;
+            continue;
+        }
+        // A section ordinal counts from 1; sections are read in order.
+        size_t sym = external ? num : mr.section_syms + num - 1;
+        if ((external && num >= mr.section_syms) ||
+            (!external && (num == 0 || num > mr.out->nsecs)))
+            return macho_fail(mr, sec, o.offset, "relocation to a symbol out of range:",
+                              o.type_name);
+        o.symbol = (int)sym;
+        if (sec->kind == OBJ_SEC_EH_FRAME) {
+            if (o.type == subtractor) {
+                minus = o.symbol;
+                pending_minus = true;
+                continue;
+            }
+            if (o.type != (arm64 ? MachO::ARM64_RELOC_UNSIGNED : MachO::X86_64_RELOC_UNSIGNED))
+                return macho_fail(mr, sec, o.offset, "cannot apply relocation", o.type_name);
+            if (!macho_resolve(mr, sec, o, pending_minus ? minus : -1,
+                               1u << mr.m.getAnyRelocationLength(re)))
+                return false;
+            pending_minus = false;
+            continue;
+        }
+        uint64_t target_addr = mr.out->secs[mr.out->syms[sym].section >= 0
+                                                ? mr.out->syms[sym].section
+                                                : 0].addr;
+        if (!arm64) {
+            if (!macho_x86_64_addend(mr, sec, &o, re, target_addr))
+                return false;
+        } else if (o.type == MachO::ARM64_RELOC_UNSIGNED) {
+            unsigned width = 1u << mr.m.getAnyRelocationLength(re);
+            int64_t field;
+            if (!macho_field(sec, o.offset, width, &field))
+                return macho_fail(mr, sec, o.offset, "relocation past the end:", o.type_name);
+            o.addend = field + addend - (external ? 0 : (int64_t)target_addr);
+            macho_store(sec, o.offset, width, 0);
+        } else if (!external) {
+            return macho_fail(mr, sec, o.offset, "section-relative relocation", o.type_name);
+        } else {
+            o.addend = addend; // the instruction's immediate is 0
+        }
+        // The width is no part of the type: classify_reloc needs both.
+        o.type |= mr.m.getAnyRelocationLength(re) << 8;
+        pending_addend = false;
+        addend = 0;
+        relocs.push_back(o);
+    }
+    if (pending_addend || pending_minus)
+        return macho_fail(mr, sec, sec->size, "the section's relocations end after",
+                          pending_minus ? "a SUBTRACTOR" : "an ARM64_RELOC_ADDEND");
+    return true;
+}
+
+bool read_macho_relocations(const MachOObjectFile &m, objfile *out,
+                            const std::vector<uint64_t> &index_of, char *err, size_t errsz)
+{
+    macho_relocs mr{m, out, out->nsyms - out->nsecs, err, errsz};
+    std::vector<obj_reloc> relocs;
+    for (const SectionRef &s : m.sections()) {
+        int applies_to = section_position(index_of, s.getIndex());
+        // Debug and compact-unwind sections are not loaded (OBJ_SEC_OTHER).
+        if (applies_to < 0 || out->secs[applies_to].kind == OBJ_SEC_OTHER)
+            continue;
+        if (!macho_section_relocations(mr, s, applies_to, relocs))
+            return false;
+    }
+    std::stable_sort(relocs.begin(), relocs.end(), [](const obj_reloc &a, const obj_reloc &b) {
+        return a.section != b.section ? a.section < b.section : a.offset < b.offset;
+    });
+    out->relocs = alloc_array<obj_reloc>(relocs.size());
+    if (!relocs.empty())
+        std::copy(relocs.begin(), relocs.end(), out->relocs);
+    out->nrelocs = relocs.size();
+    return true;
+}
+
 // The ELF e_machine of a COFF machine, so one number names the architecture.
 unsigned coff_machine(uint16_t m)
 {
@@ -327,9 +576,19 @@ unsigned coff_machine(uint16_t m)
     }
 }
 
-// COFF symbols have no size: a defined one extends to the next symbol of its
-// section, or to the section's end.
-void coff_symbol_sizes(objfile *out)
+// The ELF e_machine of a Mach-O CPU type.
+unsigned macho_machine(uint32_t cpu)
+{
+    switch (cpu) {
+    case MachO::CPU_TYPE_X86_64: return ELF::EM_X86_64;
+    case MachO::CPU_TYPE_ARM64: return ELF::EM_AARCH64;
+    default: return ELF::EM_NONE;
+    }
+}
+
+// COFF and Mach-O symbols have no size: a defined one extends to the next
+// symbol of its section, or to the section's end.
+void symbol_sizes_from_next(objfile *out)
 {
     for (size_t i = 0; i < out->nsyms; i++) {
         obj_symbol *s = &out->syms[i];
@@ -372,8 +631,11 @@ extern "C" bool lb_read_object(const uint8_t *buf, size_t size, objfile *out, ch
     } else if (const auto *coff = dyn_cast<COFFObjectFile>(obj->get())) {
         out->kind = OBJ_FORMAT_COFF;
         out->machine = coff_machine(coff->getMachine());
+    } else if (const auto *macho = dyn_cast<MachOObjectFile>(obj->get())) {
+        out->kind = OBJ_FORMAT_MACHO;
+        out->machine = macho_machine(macho->getHeader().cputype);
     } else {
-        snprintf(err, errsz, "object format '%s' is not supported (ELF and COFF are)",
+        snprintf(err, errsz, "object format '%s' is not supported (ELF, COFF and Mach-O are)",
                  (*obj)->getFileFormatName().str().c_str());
         return false;
     }
@@ -381,11 +643,13 @@ extern "C" bool lb_read_object(const uint8_t *buf, size_t size, objfile *out, ch
     out->little_endian = (*obj)->isLittleEndian();
     std::vector<uint64_t> index_of;
     std::vector<SymbolRef> syms;
+    const auto *macho = dyn_cast<MachOObjectFile>(obj->get());
     bool ok = read_sections(**obj, out, index_of, err, errsz) &&
               read_symbols(**obj, out, index_of, syms, err, errsz) &&
-              read_relocations(**obj, out, index_of, syms, err, errsz);
-    if (ok && out->kind == OBJ_FORMAT_COFF)
-        coff_symbol_sizes(out);
+              (macho ? read_macho_relocations(*macho, out, index_of, err, errsz)
+                     : read_relocations(**obj, out, index_of, syms, err, errsz));
+    if (ok && out->kind != OBJ_FORMAT_ELF)
+        symbol_sizes_from_next(out);
     return ok;
 }
 

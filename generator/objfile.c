@@ -58,7 +58,7 @@ static const char *machine_name(unsigned machine)
 
 static const char *format_name(obj_format kind)
 {
-    return kind == OBJ_FORMAT_COFF ? "COFF" : "ELF";
+    return kind == OBJ_FORMAT_COFF ? "COFF" : kind == OBJ_FORMAT_MACHO ? "Mach-O" : "ELF";
 }
 
 bool objfile_is_for(const objfile *o, obj_format kind, unsigned machine, char *err,

@@ -20,14 +20,17 @@ typedef enum obj_sec_kind {
     OBJ_SEC_XDATA,    /* COFF .xdata: the UNWIND_INFO they point at */
 } obj_sec_kind;
 
-typedef enum obj_format { OBJ_FORMAT_ELF, OBJ_FORMAT_COFF } obj_format;
+typedef enum obj_format { OBJ_FORMAT_ELF, OBJ_FORMAT_COFF, OBJ_FORMAT_MACHO } obj_format;
 
 typedef struct obj_section {
-    char *name;
+    char *name; /* Mach-O: "segment,section", e.g. "__TEXT,__text" */
     obj_sec_kind kind;
     uint8_t *bytes; /* owned copy; NULL for OBJ_SEC_BSS */
     uint64_t size;
     uint64_t align;
+    /* Where the object places it: Mach-O sections share one address space
+     * (its unwind tables are resolved in it, see obj_reloc); 0 elsewhere. */
+    uint64_t addr;
     /* SHF_MERGE: the linker may fold equal pieces (constants of entsize bytes,
      * or NUL-terminated strings when `strings`), so its bytes are pieces that
      * symbols name, not one object (split.c takes pieces). */
@@ -36,7 +39,7 @@ typedef struct obj_section {
 } obj_section;
 
 typedef struct obj_symbol {
-    char *name;
+    char *name; /* as C names it: Mach-O's leading '_' is dropped */
     int section; /* index into secs, -1 when undefined or absolute */
     uint64_t value;
     uint64_t size;
@@ -49,7 +52,12 @@ typedef struct obj_symbol {
 /* As ELF's RELA: the value is S + addend, PC-relative ones minus the field's
  * own address. A COFF relocation's addend is the one it keeps in the bytes it
  * patches (and what it measures from: REL32_N from N bytes past the field's
- * end); the reader moves it here and zeroes the field. */
+ * end); the reader moves it here and zeroes the field. Mach-O likewise, and
+ * its ARM64_RELOC_ADDEND is folded into the relocation it precedes; its type
+ * is r_type | r_length << 8 (the field's width is not in the type), a
+ * relocation against a section (r_extern 0) names that section's symbol,
+ * and the reader resolves the __eh_frame's relocations (SUBTRACTOR pairs)
+ * itself, in the object's address space (obj_section.addr). */
 typedef struct obj_reloc {
     int section; /* index of the section the relocation applies to */
     uint64_t offset;
@@ -60,9 +68,9 @@ typedef struct obj_reloc {
 } obj_reloc;
 
 typedef struct objfile {
-    char format[32]; /* e.g. "elf64-x86-64", "COFF-x86-64" */
+    char format[32]; /* e.g. "elf64-x86-64", "COFF-x86-64", "Mach-O arm64" */
     obj_format kind;
-    unsigned machine;   /* ELF e_machine (COFF machines are mapped to it) */
+    unsigned machine;   /* ELF e_machine (COFF and Mach-O machines are mapped to it) */
     bool is64;          /* 64-bit addresses (ELFCLASS64, PE32+) */
     bool little_endian;
     char rel_section[64]; /* first relocation section without explicit addends (REL), or "" */

@@ -16,6 +16,8 @@ static const sg_target *const registry[] = {
     &sg_target_x86_64_linux,
     &sg_target_aarch64_linux,
     &sg_target_x86_64_windows,
+    &sg_target_x86_64_darwin,
+    &sg_target_aarch64_darwin,
 };
 
 const sg_target *target_lookup(const char *triple)

@@ -19,16 +19,23 @@ typedef struct sg_target {
     const char *const *op_cflags;   /* NULL-terminated; flags every op needs here */
     const char *const *shim_cflags; /* NULL-terminated; flags the shim needs here */
     /* Position independence as the object format has it (-fPIC -fno-plt
-     * for ELF; nothing for COFF, where clang calls -fno-plt unused). */
+     * for ELF; nothing for COFF and Mach-O, where clang calls -fno-plt unused). */
     const char *const *pic_cflags;   /* NULL-terminated */
     uint32_t fp_reg; /* DWARF register number (the return address column comes from the CIE) */
     unsigned elf_machine;            /* e_machine, for the runtime's in-memory ELF objects */
-    /* ELF: the shim's unwind facts come from its .eh_frame (DWARF CFI).
-     * COFF: from its .pdata/.xdata (Windows x64 UNWIND_INFO, win64_unwind.h). */
+    /* ELF and Mach-O: the shim's unwind facts come from its (__)eh_frame
+     * (DWARF CFI). COFF: from its .pdata/.xdata (Windows x64 UNWIND_INFO,
+     * win64_unwind.h). Mach-O targets compile every op alone: its objects
+     * have one __text section, so a batched unit could not be cut per op. */
     obj_format object_format;
     /* LLVM opcode-name prefixes that write the frame pointer although LLVM's
      * instruction description does not say so (NULL-terminated). */
     const char *const *fp_writers;
+    /* AArch64 Mach-O: LLVM saves x29 with x30 whenever it saves x30 (the
+     * frame records compact unwind wants), so a call out of an op is
+     * bracketed by stp x29, x30, [sp, #-16]! and ldp x29, x30, [sp], #16,
+     * which writes x29 the value it had (fp_check proves when). */
+    bool fp_saved_with_lr;
     cfi_reg_namer *reg_name;
     /* Map an object-file relocation type to a patch; false if unsupported.
      * `field` is the patched bytes' offset in `bytes` (the section, `size`
@@ -57,6 +64,8 @@ extern const char *const sg_elf_pic_cflags[];
 /* Per-architecture tables (target_<arch>.c). */
 extern const sg_target sg_target_x86_64_linux;
 extern const sg_target sg_target_x86_64_windows;
+extern const sg_target sg_target_x86_64_darwin;
 extern const sg_target sg_target_aarch64_linux;
+extern const sg_target sg_target_aarch64_darwin;
 
 #endif

@@ -1,4 +1,5 @@
-/* target_aarch64.c - AArch64 Linux, ELF (little-endian, LP64).
+/* target_aarch64.c - AArch64 Linux (ELF, little-endian, LP64), and macOS
+ * (Mach-O, below).
  *
  * Stencils are compiled in the small code model with PIC: data and GOT slots
  * are reached with ADRP + ADD/LDR pairs, branches to the continuation and jump
@@ -139,6 +140,87 @@ const sg_target sg_target_aarch64_linux = {
     .reg_name = reg_name,
     .object_format = OBJ_FORMAT_ELF,
     .classify_reloc = classify,
+    .trailing_jump = trailing_jump,
+    .landing_pad = landing_pad,
+    .landing_pad_flag = "-mbranch-protection=bti (or standard)",
+};
+
+/* Mach-O relocation numbers (<mach-o/arm64/reloc.h>); objfile.h puts the
+ * field's log2 width in bits 8-9 of the type. */
+enum {
+    ARM64_RELOC_UNSIGNED = 0,
+    ARM64_RELOC_BRANCH26 = 2,
+    ARM64_RELOC_PAGE21 = 3,
+    ARM64_RELOC_PAGEOFF12 = 4,
+    ARM64_RELOC_GOT_LOAD_PAGE21 = 5,
+    ARM64_RELOC_GOT_LOAD_PAGEOFF12 = 6,
+};
+
+static bool insn_at(const uint8_t *bytes, uint64_t size, uint64_t field, uint32_t *insn)
+{
+    if (!bytes || field > size || size - field < 4)
+        return false;
+    *insn = (uint32_t)bytes[field] | (uint32_t)bytes[field + 1] << 8 |
+            (uint32_t)bytes[field + 2] << 16 | (uint32_t)bytes[field + 3] << 24;
+    return true;
+}
+
+/* ELF says which low-12-bits form an instruction takes (ADD, or a load or
+ * store of 1 to 16 bytes, whose offset is scaled by its size); Mach-O's one
+ * PAGEOFF12 leaves it to the instruction. */
+static bool lo12_kind(uint32_t insn, sg_patch *patch)
+{
+    if ((insn & 0x7f800000u) == 0x11000000u) { /* ADD (immediate), 32 or 64 bits */
+        *patch = SG_PATCH_AARCH64_ADD_LO12;
+        return true;
+    }
+    if ((insn & 0x3b000000u) != 0x39000000u) /* load/store, unsigned offset */
+        return false;
+    unsigned size = insn >> 30, simd = (insn >> 26) & 1, opc = (insn >> 22) & 3;
+    static const sg_patch by_size[] = {SG_PATCH_AARCH64_LDST8_LO12, SG_PATCH_AARCH64_LDST16_LO12,
+                                       SG_PATCH_AARCH64_LDST32_LO12,
+                                       SG_PATCH_AARCH64_LDST64_LO12};
+    *patch = simd && size == 0 && (opc & 2) ? SG_PATCH_AARCH64_LDST128_LO12 : by_size[size];
+    return true;
+}
+
+static bool classify_macho(uint32_t type, const uint8_t *bytes, uint64_t size, uint64_t field,
+                           sg_patch *patch)
+{
+    uint32_t insn, width = 1u << (type >> 8);
+    switch (type & 0xff) {
+    case ARM64_RELOC_UNSIGNED: *patch = SG_PATCH_ABS64; return width == 8;
+    case ARM64_RELOC_BRANCH26: *patch = SG_PATCH_AARCH64_BRANCH26; return true;
+    case ARM64_RELOC_PAGE21: *patch = SG_PATCH_AARCH64_ADRP; return true;
+    case ARM64_RELOC_PAGEOFF12: return insn_at(bytes, size, field, &insn) && lo12_kind(insn, patch);
+    case ARM64_RELOC_GOT_LOAD_PAGE21: *patch = SG_PATCH_AARCH64_GOT_ADRP; return true;
+    case ARM64_RELOC_GOT_LOAD_PAGEOFF12: /* LDR x (unsigned offset), the slot's one form */
+        *patch = SG_PATCH_AARCH64_GOT_LO12;
+        return insn_at(bytes, size, field, &insn) && (insn & 0xffc00000u) == 0xf9400000u;
+    default: return false;
+    }
+}
+
+/* No -fPIC (Mach-O code always is) and no -fno-plt (an unused argument on
+ * Darwin); the operating system's headers are not this machine's, and 11.0
+ * is the first macOS with arm64. */
+static const char *const darwin_cflags[] = {"-mno-outline-atomics", "-mmacosx-version-min=11.0",
+                                            "-nostdlibinc", NULL};
+static const char *const no_cflags[] = {NULL};
+
+const sg_target sg_target_aarch64_darwin = {
+    .triple = "aarch64-apple-darwin",
+    .host_condition = "defined(__aarch64__) && defined(__APPLE__)",
+    .op_cflags = darwin_cflags,
+    .shim_cflags = darwin_cflags,
+    .pic_cflags = no_cflags,
+    .fp_reg = 29,
+    .elf_machine = 183, /* EM_AARCH64: the architecture's number, whatever the format */
+    .fp_writers = fp_writers,
+    .fp_saved_with_lr = true,
+    .reg_name = reg_name,
+    .object_format = OBJ_FORMAT_MACHO,
+    .classify_reloc = classify_macho,
     .trailing_jump = trailing_jump,
     .landing_pad = landing_pad,
     .landing_pad_flag = "-mbranch-protection=bti (or standard)",

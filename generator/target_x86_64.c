@@ -1,4 +1,5 @@
-/* target_x86_64.c - x86-64: Linux (ELF) and Windows (COFF, the MinGW-w64 ABI). */
+/* target_x86_64.c - x86-64: Linux (ELF), Windows (COFF, the MinGW-w64 ABI) and
+ * macOS (Mach-O). */
 #include "target.h"
 
 /* ELF relocation numbers, from the x86-64 psABI. */
@@ -134,6 +135,61 @@ const sg_target sg_target_x86_64_windows = {
     .fp_writers = fp_writers,
     .reg_name = reg_name,
     .classify_reloc = classify_coff,
+    .trailing_jump = trailing_jump,
+    .landing_pad = landing_pad,
+    .landing_pad_flag = "-fcf-protection=branch (or full)",
+};
+
+/* Mach-O relocation numbers (<mach-o/x86_64/reloc.h>); objfile.h puts the
+ * field's log2 width in bits 8-9 of the type. */
+enum {
+    X86_64_RELOC_UNSIGNED = 0,
+    X86_64_RELOC_SIGNED = 1,
+    X86_64_RELOC_BRANCH = 2,
+    X86_64_RELOC_GOT_LOAD = 3,
+    X86_64_RELOC_GOT = 4,
+    X86_64_RELOC_SIGNED_1 = 6,
+    X86_64_RELOC_SIGNED_2 = 7,
+    X86_64_RELOC_SIGNED_4 = 8,
+};
+
+static bool classify_macho(uint32_t type, const uint8_t *bytes, uint64_t size, uint64_t field,
+                           sg_patch *patch)
+{
+    (void)bytes, (void)size, (void)field; /* the type says all */
+    uint32_t width = 1u << (type >> 8);
+    switch (type & 0xff) {
+    /* 32-bit absolute addresses do not exist in x86-64 Mach-O code. */
+    case X86_64_RELOC_UNSIGNED: *patch = SG_PATCH_ABS64; return width == 8;
+    case X86_64_RELOC_BRANCH: *patch = SG_PATCH_X86_BRANCH32; break;
+    case X86_64_RELOC_SIGNED:
+    case X86_64_RELOC_SIGNED_1:
+    case X86_64_RELOC_SIGNED_2:
+    case X86_64_RELOC_SIGNED_4: *patch = SG_PATCH_PCREL32; break;
+    case X86_64_RELOC_GOT_LOAD:
+    case X86_64_RELOC_GOT: *patch = SG_PATCH_GOTPCREL32; break;
+    default: return false;
+    }
+    return width == 4;
+}
+
+/* No -fPIC (Mach-O code always is) and no -fno-plt (an unused argument on
+ * Darwin); the operating system's headers are not this machine's, and from
+ * 11.0 on the shim's __eh_frame needs no relocations. */
+static const char *const darwin_cflags[] = {"-mmacosx-version-min=11.0", "-nostdlibinc", NULL};
+
+const sg_target sg_target_x86_64_darwin = {
+    .triple = "x86_64-apple-darwin",
+    .host_condition = "defined(__x86_64__) && defined(__APPLE__)",
+    .op_cflags = darwin_cflags,
+    .shim_cflags = darwin_cflags,
+    .pic_cflags = no_cflags,
+    .fp_reg = 6,
+    .elf_machine = 62, /* EM_X86_64 */
+    .object_format = OBJ_FORMAT_MACHO,
+    .fp_writers = fp_writers,
+    .reg_name = reg_name,
+    .classify_reloc = classify_macho,
     .trailing_jump = trailing_jump,
     .landing_pad = landing_pad,
     .landing_pad_flag = "-fcf-protection=branch (or full)",

@@ -144,7 +144,7 @@ bool verify_objfile(const objfile *obj, const sg_verify_in *in, gen_stencil *s,
     if (ok) /* once: the check, the header's listing and dump all use it */
         stencil_disassemble(s, in->disasm);
     if (ok)
-        ok = in->op ? fp_check(s, &where) : check_shim(o, in, s, &where, unwind);
+        ok = in->op ? fp_check(s, in->target, &where) : check_shim(o, in, s, &where, unwind);
     if (batched)
         objfile_free(&own);
     return ok;

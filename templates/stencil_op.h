@@ -17,7 +17,8 @@
  *     OP(add) { acc = *--sp + acc; CONTINUE(); }
  *
  * and compiled as its own translation unit with -DSTENCILGEN_OP=add, which
- * makes _JIT_ENTRY an alias of op_add: the stencil is that one function (or,
+ * makes _JIT_ENTRY op_add (an alias; on Mach-O, which has none, a function
+ * that tail-calls op_add, inlined into it): the stencil is that one function (or,
  * with --units batched, in a unit of several ops, each named by
  * STENCIL_ENTRY below, and cut out of their object by stencilgen). Holes
  * are references to symbols that exist nowhere; stencilgen turns each
@@ -30,7 +31,8 @@
  *   of the VM, declared as usual)
  *
  * Operands are 64-bit immediates patched into the code (see STENCIL_OPERAND):
- * any value works. Ops never touch the frame-pointer
+ * any value works (on AArch64 Mach-O, which has no relocation for them, they
+ * are loaded from GOT slots instead). Ops never touch the frame-pointer
  * register: stencilgen compiles them with -mframe-pointer=reserved and checks
  * every instruction. */
 #ifndef STENCIL_OP_H
@@ -67,6 +69,9 @@ extern char _JIT_OPERAND3[];
  * absolute 64-bit address in position-independent code, hence the asm.
  * STENCIL_OPERANDS_IN_GOT (or another target) loads each from a GOT slot
  * instead: shorter code, one load more. */
+#if defined(__APPLE__) && defined(__aarch64__) && !defined(STENCIL_OPERANDS_IN_GOT)
+#define STENCIL_OPERANDS_IN_GOT /* Mach-O has no MOVZ/MOVK relocations */
+#endif
 #if !defined(STENCIL_OPERANDS_IN_GOT) && (defined(__x86_64__) || defined(__aarch64__))
 #ifdef __x86_64__
 #define STENCIL_IMM64_(sym) "movabsq $" sym ", %0"
@@ -75,11 +80,15 @@ extern char _JIT_OPERAND3[];
     "movz %0, #:abs_g3:" sym "\n\tmovk %0, #:abs_g2_nc:" sym "\n\t"                      \
     "movk %0, #:abs_g1_nc:" sym "\n\tmovk %0, #:abs_g0_nc:" sym
 #endif
+/* The assembler's name of C's _JIT_OPERANDn (Mach-O prefixes an underscore). */
+#define STENCIL_ASM_NAME_(prefix, sym) STENCIL_ASM_NAME2_(prefix, sym)
+#define STENCIL_ASM_NAME2_(prefix, sym) #prefix sym
 /* Not volatile: two uses in one op may share the register. */
 #define STENCIL_OPERAND(n)                                                               \
     __extension__({                                                                      \
         uint64_t stencil_v_;                                                             \
-        __asm__(STENCIL_IMM64_("_JIT_OPERAND" #n) : "=r"(stencil_v_));                   \
+        __asm__(STENCIL_IMM64_(STENCIL_ASM_NAME_(__USER_LABEL_PREFIX__, "_JIT_OPERAND" #n)) \
+                : "=r"(stencil_v_));                                                     \
         stencil_v_;                                                                      \
     })
 #else
@@ -103,15 +112,29 @@ extern char _JIT_OPERAND3[];
         op_##name(STENCIL_PARAMS)
 
 #ifdef STENCILGEN_OP
+#ifdef __APPLE__
+/* Mach-O has no aliases: _JIT_ENTRY tail-calls the op, which is inlined into
+ * it (always_inline even at -O0), so its code is the op's own. */
+#define STENCIL_CAT_(a, b) a##b
+#define STENCIL_CAT(a, b) STENCIL_CAT_(a, b)
+static inline __attribute__((always_inline)) STENCIL_CC STENCIL_RETURN
+    STENCIL_CAT(op_, STENCILGEN_OP)(STENCIL_PARAMS);
+STENCIL_CC STENCIL_RETURN _JIT_ENTRY(STENCIL_PARAMS);
+STENCIL_CC STENCIL_RETURN _JIT_ENTRY(STENCIL_PARAMS)
+{
+    __attribute__((musttail)) return STENCIL_CAT(op_, STENCILGEN_OP)(STENCIL_ARGS);
+}
+#else
 #define STENCIL_STR_(x) #x
 #define STENCIL_STR(x) STENCIL_STR_(x)
 extern stencil_fn _JIT_ENTRY __attribute__((alias("op_" STENCIL_STR(STENCILGEN_OP))));
+#endif
 #endif
 
 /* A batched unit (several ops of one file compiled at once, -DSTENCILGEN_BATCH)
  * ends with STENCIL_ENTRY(name) for each of its ops: _JIT_ENTRY_<name> is an
  * alias of op_<name>, and stencilgen cuts each op's stencil out of the object
- * from there. */
+ * from there. (Mach-O targets compile every op alone.) */
 #ifdef STENCILGEN_BATCH
 #define STENCIL_ENTRY(name) extern stencil_fn _JIT_ENTRY_##name __attribute__((alias("op_" #name)));
 #endif

@@ -15,7 +15,8 @@ TRIPLE = "x86_64-unknown-linux-gnu"
 
 # Ops in the bundled stencils (stencils/stencils.yaml), and its targets in order.
 BUNDLED_OPS = 22
-BUNDLED_TRIPLES = [TRIPLE, "aarch64-unknown-linux-gnu", "x86_64-w64-windows-gnu"]
+BUNDLED_TRIPLES = [TRIPLE, "aarch64-unknown-linux-gnu", "x86_64-w64-windows-gnu",
+                   "x86_64-apple-darwin", "aarch64-apple-darwin"]
 
 # The x86-64 stencil sets the patching differentials run on: the bundled
 # stencils, the relocation-kind fixtures of test_holes.py, and the shapes of

@@ -6,6 +6,10 @@
 #include "jit_stencils-aarch64-unknown-linux-gnu.h"
 #elif defined(__x86_64__) && defined(_WIN32)
 #include "jit_stencils-x86_64-w64-windows-gnu.h"
+#elif defined(__x86_64__) && defined(__APPLE__)
+#include "jit_stencils-x86_64-apple-darwin.h"
+#elif defined(__aarch64__) && defined(__APPLE__)
+#include "jit_stencils-aarch64-apple-darwin.h"
 #else
-#error "jit_stencils.h: no stencils were generated for this host (generated for: x86_64-unknown-linux-gnu, aarch64-unknown-linux-gnu, x86_64-w64-windows-gnu)"
+#error "jit_stencils.h: no stencils were generated for this host (generated for: x86_64-unknown-linux-gnu, aarch64-unknown-linux-gnu, x86_64-w64-windows-gnu, x86_64-apple-darwin, aarch64-apple-darwin)"
 #endif
