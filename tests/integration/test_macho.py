@@ -273,9 +273,55 @@ def emit(ctx, emitter, index, data_at, got_at, symbols):
     return dict(l.split(" ", 1) if " " in l else (l, "") for l in p.stdout.splitlines()), None
 
 
-def differential(ctx, triple):
+def emitted_problems(name, where, emitted, got_at, lld, code_holes, symbols):
+    """How the emitter's output (its GOT at got_at) differs from ld64.lld's
+    image: every bit of code but the GOT holes', all the data, and the slot
+    each GOT hole reaches on either side."""
+    problems = []
+    code, data, got = (bytes.fromhex(emitted[k]) for k in ("code", "data", "got"))
+    emit_slots, emit_owned = got_slots(code, CODE_AT, code_holes)
+    lld_slots, lld_owned = got_slots(lld["code"], CODE_AT, code_holes)
+    if masked(code, emit_owned) != masked(lld["code"], lld_owned):
+        problems.append("%s: code\n  emitter %s\n  ld64.lld %s" % (name, code.hex(),
+                                                                  lld["code"].hex()))
+    if data != lld["data"]:
+        problems.append("%s: data\n  emitter %s\n  ld64.lld %s" % (name, data.hex(),
+                                                                  lld["data"].hex()))
+    slots = [struct.unpack_from("<Q", got, k)[0] for k in range(0, len(got), 8)]
+    for h in code_holes:
+        off = h["offset"]
+        if off not in emit_slots:
+            continue
+        want, sym = hole_value(h, symbols)
+        slot = emit_slots[off]
+        k = None if slot is None else slot - got_at
+        held = slots[k // 8] if k is not None and k % 8 == 0 and 0 <= k < len(got) else None
+        if held != want:
+            holding = ["0x%x" % (got_at + 8 * i) for i, v in enumerate(slots) if v == want]
+            problems.append("%s (GOT %s): %s hole +0x%x reaches %s, which holds %s, not 0x%x "
+                            "(the emitter's slots holding it: %s)" % (
+                                name, where, h["patch"], off,
+                                "no slot" if slot is None else "0x%x" % slot,
+                                "nothing" if held is None else "0x%x" % held, want,
+                                ", ".join(holding) or "none"))
+        lslot = lld_slots[off]
+        if lslot is None or lld["bound"].get(lslot) != "_" + sym:
+            problems.append("%s: in ld64.lld's image %s hole +0x%x reaches %s, not a __got slot "
+                            "(0x%x-0x%x) bound to _%s (binds: %s)" % (
+                                name, h["patch"], off,
+                                "no slot" if lslot is None else "0x%x" % lslot,
+                                lld["got"][0], lld["got"][1], sym, lld["bound"]))
+    return problems
+
+
+# Where the emitter's GOT goes: its symbol slots first, then one slot per
+# other GOT hole, from a page start, or from the last slot of a page.
+IN_ONE_PAGE, ACROSS_A_PAGE = "in one page", "across a page boundary"
+
+
+def differential(ctx, triple, where):
     """Problems found and the header's (patch kind, value) pairs and
-    relocation names, for one triple."""
+    relocation names, for one triple, with the emitter's GOT placed `where`."""
     arch = ARCH[triple]
     out = os.path.join(ctx.tmp, "out")
     emitter = compile_emitter(ctx, out, triple)
@@ -325,50 +371,13 @@ def differential(ctx, triple):
             at = addr - data_at
             lld_data[at:at + len(body)] = body[:max(0, data_size - at)]
         code_holes = header.code_holes(name)
-        lld_slots, owned = got_slots(text[:code_size], CODE_AT, code_holes)
-        # The emitter's GOT: symbol slots first, then one slot per other GOT
-        # hole. Its free slots start at a page (the first placement) or one
-        # slot before a page ends (the second).
-        nsym = len(symbols)
-        for where, got_at in (("in one page", EMIT_GOT_PAGE - 8 * nsym),
-                              ("across a page boundary", EMIT_GOT_PAGE - 8 * nsym - 8)):
-            got, error = emit(ctx, emitter, index, data_at, got_at, symbols)
-            if error:
-                problems.append("%s (GOT %s): %s" % (name, where, error))
-                continue
-            code, data, got_bytes = (bytes.fromhex(got[k]) for k in ("code", "data", "got"))
-            emit_slots, emit_owned = got_slots(code, CODE_AT, code_holes)
-            if masked(code, emit_owned) != masked(text[:code_size], owned):
-                problems.append("%s: code\n  emitter %s\n  ld64.lld %s" % (
-                    name, code.hex(), text[:code_size].hex()))
-            if data != bytes(lld_data):
-                problems.append("%s: data\n  emitter %s\n  ld64.lld %s" % (
-                    name, data.hex(), bytes(lld_data).hex()))
-            for h in code_holes:
-                off = h["offset"]
-                if off not in emit_slots:
-                    continue
-                want, sym = hole_value(h, symbols)
-                slot = emit_slots[off]
-                k = None if slot is None else slot - got_at
-                held = (struct.unpack_from("<Q", got_bytes, k)[0]
-                        if k is not None and k % 8 == 0 and 0 <= k < len(got_bytes) else None)
-                if held != want:
-                    holding = ["0x%x" % (got_at + k) for k in range(0, len(got_bytes), 8)
-                               if struct.unpack_from("<Q", got_bytes, k)[0] == want]
-                    problems.append("%s (GOT %s): %s hole +0x%x reaches %s, which holds %s, "
-                                    "not 0x%x (the emitter's slots holding it: %s)" % (
-                                        name, where, h["patch"], off,
-                                        "no slot" if slot is None else "0x%x" % slot,
-                                        "nothing" if held is None else "0x%x" % held, want,
-                                        ", ".join(holding) or "none"))
-                lslot = lld_slots[off]
-                if where == "in one page" and (lslot is None or bound.get(lslot) != "_" + sym):
-                    problems.append("%s: in ld64.lld's image %s hole +0x%x reaches %s, not a "
-                                    "__got slot (0x%x-0x%x) bound to _%s (binds: %s)" % (
-                                        name, h["patch"], off,
-                                        "no slot" if lslot is None else "0x%x" % lslot,
-                                        lld_got[0], lld_got[1], sym, bound))
+        got_at = EMIT_GOT_PAGE - 8 * len(symbols) - (8 if where == ACROSS_A_PAGE else 0)
+        emitted, error = emit(ctx, emitter, index, data_at, got_at, symbols)
+        if error:
+            problems.append("%s (GOT %s): %s" % (name, where, error))
+        else:
+            lld = dict(code=text[:code_size], data=bytes(lld_data), got=lld_got, bound=bound)
+            problems += emitted_problems(name, where, emitted, got_at, lld, code_holes, symbols)
         # The jump the generator removed goes, in lld's image, to where it
         # stands: right after the stencil, where the next one is placed.
         tail = text[code_size:code_size + (5 if arch == "x86_64" else 4)]
@@ -385,7 +394,7 @@ def differential(ctx, triple):
 def test_patched_bytes_equal_ld64_lld(ctx):
     build_fixture(ctx)
     for triple in TRIPLES:
-        problems, kinds, relocs = differential(ctx, triple)
+        problems, kinds, relocs = differential(ctx, triple, IN_ONE_PAGE)
         check(not problems, "%s: patched bytes differ from ld64.lld's:\n%s", triple,
               "\n".join(problems))
         # The fixture covers every kind the Mach-O reader produces, in code and data.
@@ -393,6 +402,19 @@ def test_patched_bytes_equal_ld64_lld(ctx):
               sorted(WANT_KINDS[triple] - kinds))
         check(WANT_RELOCS[triple] <= relocs, "%s: relocations not in the fixture's objects: %s",
               triple, sorted(WANT_RELOCS[triple] - relocs))
+
+
+def test_got_pairs_across_a_page_boundary(ctx):
+    # An ADRP and its LDR name one GOT slot: the page of the first and the
+    # offset of the second. With the emitter's free slots starting at the
+    # last slot of a page, a pair given a slot each would read the start of
+    # the ADRP's page (arm64 operands are such pairs; x86-64 GOT loads are
+    # one field and must be unaffected).
+    build_fixture(ctx)
+    for triple in TRIPLES:
+        problems = differential(ctx, triple, ACROSS_A_PAGE)[0]
+        check(not problems, "%s: with the emitter's GOT across a page boundary, patched bytes "
+              "differ from ld64.lld's:\n%s", triple, "\n".join(problems))
 
 
 # --- the shim's frame ---
