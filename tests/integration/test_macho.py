@@ -10,13 +10,18 @@ patch (tests/patch/emit_diff.c, run on this machine) equal what ld64.lld-22
 links from the op's own object at the same address, with the same values:
 absolute symbols for the holes the code reaches directly, and symbols of a
 .tbd stub library for those it loads from GOT slots (lld keeps a __got slot,
-bound at load time, only for a dylib's symbol). A GOT hole is compared by the
-slot its instruction(s) reach: in the emitter's output a slot holding the
-hole's value, in lld's a __got slot bound to the hole's symbol; every other
-bit of the code, and all the data, byte for byte. The emitter runs twice, its
-GOT placed so that its first free slots sit within one page and across a
-page boundary. The trailing jump the generator removed lands, in lld's image,
-exactly after the stencil.
+bound at load time, only for a dylib's symbol). A GOT hole is compared by
+what its instruction(s) load, decoded from the instructions: in the
+emitter's output the contents of the slot reached, in lld's the value of the
+symbol bound to its __got slot (or, for the op's own data, the address lld
+computes after relaxing the load, or keeps in a slot); every other bit of the
+code, and all the data, byte for byte. The trailing jump the generator
+removed lands, in lld's image, exactly after the stencil.
+
+The same with the emitter's free GOT slots starting at the last slot of a
+page (test_got_pairs_across_a_page_boundary: an ADRP and its LDR must name
+one slot), and for GOT loads of an op's own data, one of them 16 bytes into
+it (test_got_loads_of_the_ops_own_data, tests/fixtures/macho/got_data.c).
 
 The darwin shims' frame as the header states it (SG_UNWIND_*) equals what
 llvm-objdump-22 reads in the shim's object: its compact unwind encoding
@@ -43,6 +48,7 @@ ARCH = {"x86_64-apple-darwin": "x86_64", "aarch64-apple-darwin": "arm64"}
 LD64 = "ld64.lld-22"
 OBJDUMP = "llvm-objdump-22"
 FIXTURE = ("tests", "fixtures", "macho", "macho.yaml")
+GOT_DATA_FIXTURE = ("tests", "fixtures", "macho", "got_data.yaml")
 
 PAGEZERO = 0x7F0000000
 # With -sectalign __TEXT __text 0x1000 lld puts __text on the page after the
@@ -222,45 +228,92 @@ def a64_adrp_page(insn, pc):
     return (pc & ~0xFFF) + (imm << 12)
 
 
-def got_slots(code, code_at, holes):
-    """{hole offset: the GOT slot's address its instruction(s) reach} for the
-    code's GOT holes, and the mask of bits those holes own: ADRP's immediate,
-    LDR's imm12, x86-64's disp32."""
-    slots, owned = {}, {}
+def got_reach(code, code_at, holes):
+    """For the code's GOT holes: {offset: (address, relaxed)}, the GOT slot
+    its instruction(s) read, or, where the linker made the load an address
+    computation (x86-64 movq -> leaq, arm64 ldr -> add, for a symbol the
+    image defines), the address computed (relaxed True), decoded from the
+    instructions alone (the holes' addends are the generator's claim: x86-64
+    GOT loads end with their disp32, and an ADRP + LDR pair names its slot
+    exactly); and {offset:
+    (width, mask)}, the bits the holes own: x86-64's disp32 (and the opcode
+    of a relaxed load), ADRP's immediate, LDR's imm12 (and the opcode of a
+    relaxed one)."""
+    reach, owned = {}, {}
     adrps = {}  # destination register -> (hole, page)
     for h in sorted(holes, key=lambda h: h["offset"]):
-        off, patch, key, addend = h["offset"], h["patch"], (h["value"], h["index"]), h["addend"]
+        off, patch, key = h["offset"], h["patch"], (h["value"], h["index"])
         if patch not in GOT_PATCHES:
             continue
         if patch == "GOTPCREL32":
-            slots[off] = code_at + off + struct.unpack_from("<i", code, off)[0] - addend
+            relaxed = off >= 2 and code[off - 2] == 0x8D  # leaq
+            reach[off] = (code_at + off + 4 + struct.unpack_from("<i", code, off)[0], relaxed)
             owned[off] = (4, 0xFFFFFFFF)
+            if relaxed:
+                owned[off - 2] = (1, 0xFF)
             continue
         insn = struct.unpack_from("<I", code, off)[0]
         if patch == "AARCH64_GOT_ADRP":
             adrps[insn & 31] = (key, a64_adrp_page(insn, code_at + off))
             owned[off] = (4, 0x60FFFFE0)
-        else:  # AARCH64_GOT_LO12: ldr xt, [xn, #imm12 * 8]
-            adrp = adrps.get((insn >> 5) & 31)
-            slots[off] = None if adrp is None or adrp[0] != key else \
-                adrp[1] + ((insn >> 10) & 0xFFF) * 8 - addend
-            owned[off] = (4, 0x003FFC00)
-    return slots, owned
+            continue
+        # AARCH64_GOT_LO12: ldr xt, [xn, #imm12 * 8], or relaxed, add xd, xn, #imm12
+        relaxed = insn & 0xFFC00000 == 0x91000000
+        adrp = adrps.get((insn >> 5) & 31)
+        scale = 1 if relaxed else 8
+        reach[off] = (None if adrp is None or adrp[0] != key else
+                      adrp[1] + ((insn >> 10) & 0xFFF) * scale, relaxed)
+        owned[off] = (4, 0xFFFFFC00 if relaxed else 0x003FFC00)
+    return reach, owned
 
 
-def masked(code, owned):
+def masked(code, *owned):
+    """code with the bits any of the `owned` maps names cleared."""
     b = bytearray(code)
-    for off, (width, mask) in owned.items():
-        v = int.from_bytes(b[off:off + width], "little") & ~mask
-        b[off:off + width] = v.to_bytes(width, "little")
+    for each in owned:
+        for off, (width, mask) in each.items():
+            v = int.from_bytes(b[off:off + width], "little") & ~mask
+            b[off:off + width] = v.to_bytes(width, "little")
     return bytes(b)
 
 
 def hole_value(h, symbols):
-    """The value a GOT hole's slot must hold, and the C name lld binds it to."""
+    """The value a GOT hole's slot must hold and the C name lld binds it to;
+    None for the op's own code or data, whose address only the image knows."""
     if h["value"] == "OPERAND":
         return OPERANDS[h["index"]], "_JIT_OPERAND%d" % h["index"]
-    return SYMBOL_AT + 0x40 * h["index"], symbols[h["index"]]
+    if h["value"] == "SYMBOL":
+        return SYMBOL_AT + 0x40 * h["index"], symbols[h["index"]]
+    return None, None
+
+
+def hole_text(h, symbols):
+    """A hole's value as the header's listing writes it: OPERAND0, SYMBOL
+    vm_print, DATA + 0x10."""
+    what = {"OPERAND": "OPERAND%d" % h["index"],
+            "SYMBOL": "SYMBOL %s" % symbols[h["index"]]}.get(h["value"], h["value"])
+    a = h["addend"]
+    return what + (" + 0x%x" % a if a > 0 else " - 0x%x" % -a if a < 0 else "")
+
+
+def lld_value(lld, address, relaxed):
+    """What a GOT hole's instructions load in lld's image: the address itself
+    when relaxed, else the slot's: its bound symbol's value, or the address
+    lld wrote there for a symbol the image defines (rebased, not bound)."""
+    if relaxed:
+        return address, "the address 0x%x (the load relaxed)" % address
+    if address is None:
+        return None, "no slot"
+    if address in lld["bound"]:
+        sym = lld["bound"][address]
+        v = lld["values"].get(sym[1:])
+        return v, "0x%x, a slot bound to %s (%s)" % (address, sym,
+                                                     "?" if v is None else "0x%x" % v)
+    at = address - lld["got"][0]
+    if 0 <= at <= len(lld["got_bytes"]) - 8 and at % 8 == 0:
+        v = struct.unpack_from("<Q", lld["got_bytes"], at)[0]
+        return v, "0x%x, a slot holding 0x%x" % (address, v)
+    return None, "0x%x, outside __got" % address
 
 
 def emit(ctx, emitter, index, data_at, got_at, symbols):
@@ -275,13 +328,13 @@ def emit(ctx, emitter, index, data_at, got_at, symbols):
 
 def emitted_problems(name, where, emitted, got_at, lld, code_holes, symbols):
     """How the emitter's output (its GOT at got_at) differs from ld64.lld's
-    image: every bit of code but the GOT holes', all the data, and the slot
-    each GOT hole reaches on either side."""
+    image: every bit of code but the GOT holes', all the data, and what each
+    GOT hole loads on either side."""
     problems = []
     code, data, got = (bytes.fromhex(emitted[k]) for k in ("code", "data", "got"))
-    emit_slots, emit_owned = got_slots(code, CODE_AT, code_holes)
-    lld_slots, lld_owned = got_slots(lld["code"], CODE_AT, code_holes)
-    if masked(code, emit_owned) != masked(lld["code"], lld_owned):
+    emit_reach, emit_owned = got_reach(code, CODE_AT, code_holes)
+    lld_reach, lld_owned = got_reach(lld["code"], CODE_AT, code_holes)
+    if masked(code, emit_owned, lld_owned) != masked(lld["code"], emit_owned, lld_owned):
         problems.append("%s: code\n  emitter %s\n  ld64.lld %s" % (name, code.hex(),
                                                                   lld["code"].hex()))
     if data != lld["data"]:
@@ -290,27 +343,26 @@ def emitted_problems(name, where, emitted, got_at, lld, code_holes, symbols):
     slots = [struct.unpack_from("<Q", got, k)[0] for k in range(0, len(got), 8)]
     for h in code_holes:
         off = h["offset"]
-        if off not in emit_slots:
+        if off not in emit_reach:
             continue
         want, sym = hole_value(h, symbols)
-        slot = emit_slots[off]
+        theirs, how = lld_value(lld, *lld_reach[off])
+        if want is not None and theirs != want:
+            problems.append("%s: in ld64.lld's image %s hole +0x%x loads from %s, not a slot "
+                            "bound to _%s (0x%x)" % (name, h["patch"], off, how, sym, want))
+        want = theirs if want is None else want
+        slot = emit_reach[off][0]
         k = None if slot is None else slot - got_at
         held = slots[k // 8] if k is not None and k % 8 == 0 and 0 <= k < len(got) else None
-        if held != want:
+        if held != want or want is None:
             holding = ["0x%x" % (got_at + 8 * i) for i, v in enumerate(slots) if v == want]
-            problems.append("%s (GOT %s): %s hole +0x%x reaches %s, which holds %s, not 0x%x "
-                            "(the emitter's slots holding it: %s)" % (
+            problems.append("%s (GOT %s): %s hole +0x%x (%s) reaches %s, which holds %s; "
+                            "ld64.lld's loads %s (the emitter's slots holding that value: %s)" % (
                                 name, where, h["patch"], off,
+                                hole_text(h, symbols),
                                 "no slot" if slot is None else "0x%x" % slot,
-                                "nothing" if held is None else "0x%x" % held, want,
+                                "nothing" if held is None else "0x%x" % held, how,
                                 ", ".join(holding) or "none"))
-        lslot = lld_slots[off]
-        if lslot is None or lld["bound"].get(lslot) != "_" + sym:
-            problems.append("%s: in ld64.lld's image %s hole +0x%x reaches %s, not a __got slot "
-                            "(0x%x-0x%x) bound to _%s (binds: %s)" % (
-                                name, h["patch"], off,
-                                "no slot" if lslot is None else "0x%x" % lslot,
-                                lld["got"][0], lld["got"][1], sym, lld["bound"]))
     return problems
 
 
@@ -319,16 +371,25 @@ def emitted_problems(name, where, emitted, got_at, lld, code_holes, symbols):
 IN_ONE_PAGE, ACROSS_A_PAGE = "in one page", "across a page boundary"
 
 
-def differential(ctx, triple, where):
+def fixture_ops(fixture):
+    """The OP names of a fixture manifest's op files, in order."""
+    here = os.path.dirname(fixture)
+    files = re.findall(r"^  - (\S+\.c)$", read(fixture), re.M)
+    return [op for f in files for op in re.findall(r"^OP\((\w+)\)$",
+                                                   read(os.path.join(here, f)), re.M)]
+
+
+def differential(ctx, triple, where, fixture=FIXTURE):
     """Problems found and the header's (patch kind, value) pairs and
-    relocation names, for one triple, with the emitter's GOT placed `where`."""
+    relocation names, for one triple, with the emitter's GOT placed `where`,
+    for the fixture build_fixture built into ctx.tmp/out."""
     arch = ARCH[triple]
     out = os.path.join(ctx.tmp, "out")
     emitter = compile_emitter(ctx, out, triple)
     header = Header(os.path.join(out, "jit_stencils-%s.h" % triple))
-    symbols = manifest_symbols(ctx.path(*FIXTURE))
+    symbols = manifest_symbols(ctx.path(*fixture))
     stencils = [l.split() for l in ctx.run([emitter, "list"], check=True).stdout.splitlines()]
-    ops = re.findall(r"^OP\((\w+)\)$", read(ctx.path(*FIXTURE[:-1], "ops.c")), re.M)
+    ops = fixture_ops(ctx.path(*fixture))
     check(sorted(s[1] for s in stencils) == sorted(ops), "%s: the header's stencils %s are not "
           "the fixture's ops %s", triple, [s[1] for s in stencils], ops)
     objdir = os.path.join(out, ".stencilgen", triple)
@@ -376,7 +437,8 @@ def differential(ctx, triple, where):
         if error:
             problems.append("%s (GOT %s): %s" % (name, where, error))
         else:
-            lld = dict(code=text[:code_size], data=bytes(lld_data), got=lld_got, bound=bound)
+            lld = dict(code=text[:code_size], data=bytes(lld_data), got=lld_got, bound=bound,
+                       got_bytes=got_secs[0][3] if got_secs else b"", values=values)
             problems += emitted_problems(name, where, emitted, got_at, lld, code_holes, symbols)
         # The jump the generator removed goes, in lld's image, to where it
         # stands: right after the stencil, where the next one is placed.
@@ -393,15 +455,37 @@ def differential(ctx, triple, where):
 
 def test_patched_bytes_equal_ld64_lld(ctx):
     build_fixture(ctx)
+    failures = []
     for triple in TRIPLES:
         problems, kinds, relocs = differential(ctx, triple, IN_ONE_PAGE)
-        check(not problems, "%s: patched bytes differ from ld64.lld's:\n%s", triple,
-              "\n".join(problems))
+        if problems:
+            failures.append("%s: patched bytes differ from ld64.lld's:\n%s" % (
+                triple, "\n".join(problems)))
         # The fixture covers every kind the Mach-O reader produces, in code and data.
-        check(WANT_KINDS[triple] <= kinds, "%s: kinds not covered by the fixture: %s", triple,
-              sorted(WANT_KINDS[triple] - kinds))
-        check(WANT_RELOCS[triple] <= relocs, "%s: relocations not in the fixture's objects: %s",
-              triple, sorted(WANT_RELOCS[triple] - relocs))
+        if not WANT_KINDS[triple] <= kinds:
+            failures.append("%s: kinds not covered by the fixture: %s" % (
+                triple, sorted(WANT_KINDS[triple] - kinds)))
+        if not WANT_RELOCS[triple] <= relocs:
+            failures.append("%s: relocations not in the fixture's objects: %s" % (
+                triple, sorted(WANT_RELOCS[triple] - relocs)))
+    check(not failures, "\n".join(failures))
+
+
+def test_got_loads_of_the_ops_own_data(ctx):
+    # A GOT hole against the op's data 16 bytes in: the slot must hold the
+    # table's address (data + 16), and the instruction name the slot itself.
+    build_fixture(ctx, ctx.path(*GOT_DATA_FIXTURE))
+    want = {"x86_64-apple-darwin": {("GOTPCREL32", "DATA")},
+            "aarch64-apple-darwin": {("AARCH64_GOT_ADRP", "DATA"), ("AARCH64_GOT_LO12", "DATA")}}
+    failures = []
+    for triple in TRIPLES:
+        problems, kinds, _ = differential(ctx, triple, IN_ONE_PAGE, GOT_DATA_FIXTURE)
+        if problems:
+            failures.append("%s: GOT loads of the op's own data: patched bytes differ from "
+                            "ld64.lld's:\n%s" % (triple, "\n".join(problems)))
+        if not want[triple] <= kinds:
+            failures.append("%s: kinds not covered: %s" % (triple, sorted(want[triple] - kinds)))
+    check(not failures, "\n".join(failures))
 
 
 def test_got_pairs_across_a_page_boundary(ctx):
@@ -411,10 +495,13 @@ def test_got_pairs_across_a_page_boundary(ctx):
     # the ADRP's page (arm64 operands are such pairs; x86-64 GOT loads are
     # one field and must be unaffected).
     build_fixture(ctx)
+    failures = []
     for triple in TRIPLES:
         problems = differential(ctx, triple, ACROSS_A_PAGE)[0]
-        check(not problems, "%s: with the emitter's GOT across a page boundary, patched bytes "
-              "differ from ld64.lld's:\n%s", triple, "\n".join(problems))
+        if problems:
+            failures.append("%s: with the emitter's GOT across a page boundary, patched bytes "
+                            "differ from ld64.lld's:\n%s" % (triple, "\n".join(problems)))
+    check(not failures, "\n".join(failures))
 
 
 # --- the shim's frame ---
