@@ -24,6 +24,15 @@ static void put_value(strbuf *sb, const gen_stencil *s, const gen_hole *h, char 
     }
 }
 
+/* The local holding the instruction's GOT slot for the hole's value. */
+static void put_got_name(strbuf *sb, const gen_hole *h)
+{
+    if (h->value == SG_VALUE_OPERAND)
+        sb_printf(sb, "got_operand%" PRIu32, h->index);
+    else
+        sb_printf(sb, "got_%u", sg_got_key(h->value, h->index));
+}
+
 /* v = S + A, or G + A where G is the GOT slot holding S. */
 static void put_final_value(strbuf *sb, const gen_stencil *s, const gen_hole *h,
                             char *const *symbols)
@@ -31,9 +40,7 @@ static void put_final_value(strbuf *sb, const gen_stencil *s, const gen_hole *h,
     if (sg_patch_uses_got(h->patch) && h->value == SG_VALUE_SYMBOL) {
         sb_printf(sb, "env->symbol_got[SG_SYM_%s]", symbols[h->index]);
     } else if (sg_patch_uses_got(h->patch)) {
-        sb_puts(sb, "sg_got(env, ");
-        put_value(sb, s, h, symbols);
-        sb_putc(sb, ')');
+        put_got_name(sb, h);
     } else {
         put_value(sb, s, h, symbols);
     }
@@ -73,6 +80,27 @@ static void put_patch(strbuf *sb, const gen_stencil *s, const gen_hole *h, bool 
     sb_printf(sb, "%s))\n        return %zu;\n", via_veneer ? ", env" : "", number);
 }
 
+/* One GOT slot per value the instruction's holes reach through the GOT
+ * (sg_got_key), taken in the order the holes first name them. */
+static void put_got_slots(strbuf *sb, const gen_stencil *s, char *const *symbols)
+{
+    bool taken[SG_GOT_KEYS] = {false};
+    for (size_t i = 0; i < s->ncode_holes + s->ndata_holes; i++) {
+        const gen_hole *h = i < s->ncode_holes ? &s->code_holes[i]
+                                              : &s->data_holes[i - s->ncode_holes];
+        unsigned key = sg_got_key(h->value, h->index);
+        if (!sg_patch_uses_got(h->patch) || h->value == SG_VALUE_SYMBOL || key >= SG_GOT_KEYS ||
+            taken[key])
+            continue;
+        taken[key] = true;
+        sb_puts(sb, "    const uint64_t ");
+        put_got_name(sb, h);
+        sb_puts(sb, " = sg_got(env, ");
+        put_value(sb, s, h, symbols);
+        sb_puts(sb, ");\n");
+    }
+}
+
 void emitter_write(strbuf *sb, const gen_stencil *s, const char *id, char *const *symbols)
 {
     bool code_at, data_at;
@@ -91,6 +119,7 @@ void emitter_write(strbuf *sb, const gen_stencil *s, const char *id, char *const
         sb_puts(sb, "    const uint64_t data_at = (uintptr_t)data + env->delta;\n");
     if (s->code_size)
         sb_printf(sb, "    memcpy(code, sg_code_%s, %zu);\n", id, s->code_size);
+    put_got_slots(sb, s, symbols);
     for (size_t i = 0; i < s->ncode_holes; i++)
         put_patch(sb, s, &s->code_holes[i], false, i + 1, symbols);
     for (size_t i = 0; i < s->ndata_holes; i++)

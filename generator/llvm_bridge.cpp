@@ -311,6 +311,18 @@ bool coff_addend(objfile *out, obj_reloc *o, char *err, size_t errsz)
     return true;
 }
 
+// objfile.h's order: by section, then offset.
+void store_relocations(objfile *out, std::vector<obj_reloc> &relocs)
+{
+    std::stable_sort(relocs.begin(), relocs.end(), [](const obj_reloc &a, const obj_reloc &b) {
+        return a.section != b.section ? a.section < b.section : a.offset < b.offset;
+    });
+    out->relocs = alloc_array<obj_reloc>(relocs.size());
+    if (!relocs.empty())
+        std::copy(relocs.begin(), relocs.end(), out->relocs);
+    out->nrelocs = relocs.size();
+}
+
 bool read_relocations(const ObjectFile &obj, objfile *out, const std::vector<uint64_t> &index_of,
                       const std::vector<SymbolRef> &syms, char *err, size_t errsz)
 {
@@ -361,23 +373,18 @@ bool read_relocations(const ObjectFile &obj, objfile *out, const std::vector<uin
             relocs.push_back(o);
         }
     }
-    std::stable_sort(relocs.begin(), relocs.end(), [](const obj_reloc &a, const obj_reloc &b) {
-        return a.section != b.section ? a.section < b.section : a.offset < b.offset;
-    });
-    out->relocs = alloc_array<obj_reloc>(relocs.size());
-    if (!relocs.empty())
-        std::copy(relocs.begin(), relocs.end(), out->relocs);
-    out->nrelocs = relocs.size();
+    store_relocations(out, relocs);
     return true;
 }
 
-// Mach-O relocations leave implicit what objfile.h makes explicit; a reader
-// of one section's relocations, in table order (an ARM64_RELOC_ADDEND or a
-// SUBTRACTOR precedes the relocation it belongs to).
+// Mach-O relocations leave implicit what objfile.h makes explicit. They are
+// read one section at a time, in table order: an ARM64_RELOC_ADDEND or a
+// SUBTRACTOR precedes the relocation it belongs to, at the same offset.
 struct macho_relocs {
     const MachOObjectFile &m;
     objfile *out;
-    size_t section_syms; // index of the first section symbol
+    const std::vector<uint64_t> &index_of;
+    size_t section_syms; // index of the first section symbol (read_symbols)
     char *err;
     size_t errsz;
 };
@@ -399,7 +406,7 @@ bool macho_field(const obj_section *sec, uint64_t offset, unsigned width, int64_
     uint64_t v = 0;
     for (unsigned i = 0; i < width; i++)
         v |= (uint64_t)sec->bytes[offset + i] << (8 * i);
-    *value = width == 8 ? (int64_t)v : width == 4 ? (int64_t)(int32_t)v : (int64_t)v;
+    *value = width == 4 ? (int64_t)(int32_t)v : (int64_t)v;
     return true;
 }
 
@@ -422,14 +429,14 @@ bool macho_address(const objfile *out, int symbol, uint64_t *addr)
 // __eh_frame is only read, never patched at run time: its relocations (an
 // FDE's pc_begin as a SUBTRACTOR pair "target - here" on arm64, none on
 // x86-64, where the assembler resolves it) are applied here, in the object's
-// address space (obj_section.addr).
+// address space (obj_section.addr). `minus` is the SUBTRACTOR's symbol or -1.
 bool macho_resolve(const macho_relocs &mr, obj_section *sec, const obj_reloc &r, int minus,
                    unsigned width)
 {
     int64_t field;
     uint64_t target, base = 0;
-    if (!macho_field(sec, r.offset, width, &field))
-        return macho_fail(mr, sec, r.offset, "relocation past the end:", r.type_name);
+    if (width < 4 || !macho_field(sec, r.offset, width, &field))
+        return macho_fail(mr, sec, r.offset, "cannot apply relocation", r.type_name);
     if (!macho_address(mr.out, r.symbol, &target) ||
         (minus >= 0 && !macho_address(mr.out, minus, &base)))
         return macho_fail(mr, sec, r.offset, "relocation to an undefined symbol:", r.type_name);
@@ -437,27 +444,51 @@ bool macho_resolve(const macho_relocs &mr, obj_section *sec, const obj_reloc &r,
     return true;
 }
 
-// x86-64 keeps every addend in the field. PC-relative fields count from
-// their end (SIGNED_N: N bytes further, which the field's value already
-// holds); one against a section holds the target's object address.
-bool macho_x86_64_addend(const macho_relocs &mr, obj_section *sec, obj_reloc *o,
-                         const MachO::any_relocation_info &re, uint64_t target_addr)
+// The addend in RELA form, the field zeroed. x86-64 keeps every addend in the
+// field; PC-relative ones count from the field's end (SIGNED_N: N bytes
+// further, which the field already holds), and one against a section holds
+// the target's object address. arm64 keeps them in ARM64_RELOC_ADDEND
+// (`paired`), except UNSIGNED's, in its field.
+bool macho_addend(const macho_relocs &mr, obj_section *sec, obj_reloc *o,
+                  const MachO::any_relocation_info &re, int64_t paired)
 {
+    bool arm64 = mr.out->machine == ELF::EM_AARCH64;
+    bool external = mr.m.getPlainRelocationExternal(re);
+    bool pcrel = mr.m.getAnyRelocationPCRel(re);
     unsigned width = 1u << mr.m.getAnyRelocationLength(re);
+    int64_t target = external ? 0 : (int64_t)mr.out->secs[mr.out->syms[o->symbol].section].addr;
+    bool in_field = arm64 ? o->type == MachO::ARM64_RELOC_UNSIGNED
+                          : o->type != MachO::X86_64_RELOC_SUBTRACTOR;
+    if (!in_field) {
+        if (arm64 && !external) // no arm64 instruction relocation is section-relative
+            return macho_fail(mr, sec, o->offset, "section-relative relocation", o->type_name);
+        o->addend = paired; // the instruction's immediate is 0
+        return true;
+    }
     int64_t field;
-    if (width < 4 || o->type == MachO::X86_64_RELOC_SUBTRACTOR)
-        return true; // refused by name (classify_reloc)
+    if (width < 4) // refused by name (classify_reloc)
+        return true;
     if (!macho_field(sec, o->offset, width, &field))
         return macho_fail(mr, sec, o->offset, "relocation past the end:", o->type_name);
-    bool pcrel = mr.m.getAnyRelocationPCRel(re);
-    bool external = mr.m.getPlainRelocationExternal(re);
     if (pcrel)
-        o->addend = external ? field - 4
-                             : (int64_t)(sec->addr + o->offset) + field - (int64_t)target_addr;
+        o->addend = external ? field - 4 : (int64_t)(sec->addr + o->offset) + field - target;
     else
-        o->addend = field - (external ? 0 : (int64_t)target_addr);
+        o->addend = field + paired - target;
     macho_store(sec, o->offset, width, 0);
     return true;
+}
+
+// Which symbol a relocation names: its own (r_extern), or its section's.
+bool macho_symbol(const macho_relocs &mr, const MachO::any_relocation_info &re, int *symbol)
+{
+    uint32_t num = mr.m.getPlainRelocationSymbolNum(re);
+    if (mr.m.getPlainRelocationExternal(re)) {
+        *symbol = (int)num;
+        return num < mr.section_syms;
+    }
+    int sec = num ? section_position(mr.index_of, num - 1) : -1; // ordinals count from 1
+    *symbol = (int)mr.section_syms + sec;
+    return sec >= 0;
 }
 
 bool macho_section_relocations(const macho_relocs &mr, const SectionRef &s, int applies_to,
@@ -466,9 +497,10 @@ bool macho_section_relocations(const macho_relocs &mr, const SectionRef &s, int 
     obj_section *sec = &mr.out->secs[applies_to];
     bool arm64 = mr.out->machine == ELF::EM_AARCH64;
     uint32_t subtractor = arm64 ? MachO::ARM64_RELOC_SUBTRACTOR : MachO::X86_64_RELOC_SUBTRACTOR;
-    bool pending_addend = false, pending_minus = false;
-    int64_t addend = 0;
-    uint64_t addend_at = 0;
+    uint32_t unsigned_type = arm64 ? MachO::ARM64_RELOC_UNSIGNED : MachO::X86_64_RELOC_UNSIGNED;
+    const char *pending = nullptr; // an ADDEND or SUBTRACTOR waiting for its relocation
+    uint64_t pending_at = 0;
+    int64_t paired = 0;
     int minus = -1;
     for (const RelocationRef &r : s.relocations()) {
         MachO::any_relocation_info re = mr.m.getRelocation(r.getRawDataRefImpl());
@@ -481,71 +513,51 @@ bool macho_section_relocations(const macho_relocs &mr, const SectionRef &s, int 
         snprintf(o.type_name, sizeof o.type_name, "%s", tn.c_str());
         if (mr.m.isRelocationScattered(re))
             return macho_fail(mr, sec, o.offset, "scattered relocation", o.type_name);
-        uint32_t num = mr.m.getPlainRelocationSymbolNum(re);
-        bool external = mr.m.getPlainRelocationExternal(re);
-        if (pending_addend && (o.offset != addend_at || o.type == MachO::ARM64_RELOC_ADDEND))
-            return macho_fail(mr, sec, addend_at, "lone relocation", "ARM64_RELOC_ADDEND");
+        bool pair_start = (arm64 && o.type == MachO::ARM64_RELOC_ADDEND) ||
+                          (sec->kind == OBJ_SEC_EH_FRAME && o.type == subtractor);
+        if (pending && (o.offset != pending_at || pair_start))
+            return macho_fail(mr, sec, pending_at, "lone relocation", pending);
         if (arm64 && o.type == MachO::ARM64_RELOC_ADDEND) { // its "symbol" is the addend
-            addend = (int64_t)(num ^ 0x800000u) - 0x800000; // 24 bits, signed
-            addend_at = o.offset;
-            pending_addend = true;
+            uint32_t num = mr.m.getPlainRelocationSymbolNum(re);
+            paired = (int64_t)(num ^ 0x800000u) - 0x800000; // 24 bits, signed
+            pending = "ARM64_RELOC_ADDEND";
+            pending_at = o.offset;
             continue;
         }
-        // A section ordinal counts from 1; sections are read in order.
-        size_t sym = external ? num : mr.section_syms + num - 1;
-        if ((external && num >= mr.section_syms) ||
-            (!external && (num == 0 || num > mr.out->nsecs)))
+        if (!macho_symbol(mr, re, &o.symbol))
             return macho_fail(mr, sec, o.offset, "relocation to a symbol out of range:",
                               o.type_name);
-        o.symbol = (int)sym;
         if (sec->kind == OBJ_SEC_EH_FRAME) {
             if (o.type == subtractor) {
                 minus = o.symbol;
-                pending_minus = true;
+                pending = "SUBTRACTOR";
+                pending_at = o.offset;
                 continue;
             }
-            if (o.type != (arm64 ? MachO::ARM64_RELOC_UNSIGNED : MachO::X86_64_RELOC_UNSIGNED))
-                return macho_fail(mr, sec, o.offset, "cannot apply relocation", o.type_name);
-            if (!macho_resolve(mr, sec, o, pending_minus ? minus : -1,
+            if (o.type != unsigned_type ||
+                !macho_resolve(mr, sec, o, pending ? minus : -1,
                                1u << mr.m.getAnyRelocationLength(re)))
-                return false;
-            pending_minus = false;
+                return macho_fail(mr, sec, o.offset, "cannot apply relocation", o.type_name);
+            pending = nullptr;
             continue;
         }
-        uint64_t target_addr = mr.out->secs[mr.out->syms[sym].section >= 0
-                                                ? mr.out->syms[sym].section
-                                                : 0].addr;
-        if (!arm64) {
-            if (!macho_x86_64_addend(mr, sec, &o, re, target_addr))
-                return false;
-        } else if (o.type == MachO::ARM64_RELOC_UNSIGNED) {
-            unsigned width = 1u << mr.m.getAnyRelocationLength(re);
-            int64_t field;
-            if (!macho_field(sec, o.offset, width, &field))
-                return macho_fail(mr, sec, o.offset, "relocation past the end:", o.type_name);
-            o.addend = field + addend - (external ? 0 : (int64_t)target_addr);
-            macho_store(sec, o.offset, width, 0);
-        } else if (!external) {
-            return macho_fail(mr, sec, o.offset, "section-relative relocation", o.type_name);
-        } else {
-            o.addend = addend; // the instruction's immediate is 0
-        }
+        if (!macho_addend(mr, sec, &o, re, paired))
+            return false;
         // The width is no part of the type: classify_reloc needs both.
         o.type |= mr.m.getAnyRelocationLength(re) << 8;
-        pending_addend = false;
-        addend = 0;
+        pending = nullptr;
+        paired = 0;
         relocs.push_back(o);
     }
-    if (pending_addend || pending_minus)
-        return macho_fail(mr, sec, sec->size, "the section's relocations end after",
-                          pending_minus ? "a SUBTRACTOR" : "an ARM64_RELOC_ADDEND");
+    if (pending)
+        return macho_fail(mr, sec, pending_at, "lone relocation", pending);
     return true;
 }
 
 bool read_macho_relocations(const MachOObjectFile &m, objfile *out,
                             const std::vector<uint64_t> &index_of, char *err, size_t errsz)
 {
-    macho_relocs mr{m, out, out->nsyms - out->nsecs, err, errsz};
+    macho_relocs mr{m, out, index_of, out->nsyms - out->nsecs, err, errsz};
     std::vector<obj_reloc> relocs;
     for (const SectionRef &s : m.sections()) {
         int applies_to = section_position(index_of, s.getIndex());
@@ -555,13 +567,7 @@ bool read_macho_relocations(const MachOObjectFile &m, objfile *out,
         if (!macho_section_relocations(mr, s, applies_to, relocs))
             return false;
     }
-    std::stable_sort(relocs.begin(), relocs.end(), [](const obj_reloc &a, const obj_reloc &b) {
-        return a.section != b.section ? a.section < b.section : a.offset < b.offset;
-    });
-    out->relocs = alloc_array<obj_reloc>(relocs.size());
-    if (!relocs.empty())
-        std::copy(relocs.begin(), relocs.end(), out->relocs);
-    out->nrelocs = relocs.size();
+    store_relocations(out, relocs);
     return true;
 }
 

@@ -176,6 +176,7 @@ typedef struct writer {
     uint8_t *mem;         /* the writable view; the code runs at mem + env.delta */
     sg_emit_env env;      /* GOT slots and the veneer callback (ctx = this writer) */
     uint64_t *symbol_got; /* per run-time symbol: its GOT slot's address (0 = none yet) */
+    uint64_t insn_got[SG_GOT_KEYS]; /* the instruction's other slots, by sg_got_key */
     size_t *op_data;      /* per op: shared data offset + 1 (0 = not placed yet) */
     size_t data_next;     /* where the next stencil's data goes */
     size_t data;          /* the current instruction's data */
@@ -263,8 +264,14 @@ static sr_status patch(writer *w, size_t i, const sg_hole *h, uint8_t *loc)
     if (st != SR_OK)
         return st;
     uint64_t g = s; /* the GOT slots a generated emitter would use, in the same order */
-    if (sg_patch_uses_got(h->patch))
-        g = h->value == SG_VALUE_SYMBOL ? w->symbol_got[h->index] : sg_got(&w->env, s);
+    if (sg_patch_uses_got(h->patch) && h->value == SG_VALUE_SYMBOL) {
+        g = w->symbol_got[h->index];
+    } else if (sg_patch_uses_got(h->patch)) {
+        unsigned key = sg_got_key(h->value, h->index); /* index checked by value_of */
+        if (!w->insn_got[key])
+            w->insn_got[key] = sg_got(&w->env, s);
+        g = w->insn_got[key];
+    }
     uint64_t v = g + (uint64_t)h->addend, pc = (uintptr_t)loc + w->env.delta;
     int rc = sg_hole_may_use_veneer(h->patch, h->value)
                  ? sg_patch_veneered(loc, pc, h->patch, v, &w->env)
@@ -314,6 +321,7 @@ static sr_status patch_table(writer *w, size_t i, const sg_stencil *s)
 {
     uint8_t *code = w->mem + w->offsets[i];
     memcpy(code, s->code, s->code_size);
+    memset(w->insn_got, 0, sizeof w->insn_got);
     for (size_t h = 0; h < s->code_hole_count; h++) {
         sr_status st = patch(w, i, &s->code_holes[h], code + s->code_holes[h].offset);
         if (st != SR_OK)
@@ -334,6 +342,7 @@ static sr_status explain(writer *w, size_t i, const sg_stencil *s, unsigned bad)
     bool in_code = bad < s->code_hole_count;
     const sg_hole *h = in_code ? &s->code_holes[bad] : &s->data_holes[bad - s->code_hole_count];
     uint8_t *loc = w->mem + (in_code ? w->offsets[i] : w->data) + h->offset;
+    memset(w->insn_got, 0, sizeof w->insn_got); /* the spare slot (emit_plan) */
     sr_status st = patch(w, i, h, loc);
     if (st != SR_OK)
         return st;

@@ -13,14 +13,15 @@
  * from the row. Rows are only ever appended, and a new row or a changed one
  * bumps SG_ABI_VERSION, as does a new constant every header must define
  * (version 4: SG_TARGET_LANDING_PADS and SG_UNWIND_RA_SIGNED; version 5: a
- * hole's address as the code runs is passed apart from where it is written).
+ * hole's address as the code runs is passed apart from where it is written;
+ * version 6: an instruction's holes holding the same value share a GOT slot).
  *
  * JIT memory may be mapped twice, written through one view and run through
  * the other: every formula writes at p and computes with P, its address in
  * the running view; every address a value names is in the running view too.
  *
  * Notation: P = the hole's address as the code runs, S = its value, A = its addend, G = the
- * address of a GOT slot (one per executor) holding S, Page(x) = x & ~0xfff.
+ * address of a GOT slot holding S (sg_got_key), Page(x) = x & ~0xfff.
  * Holes are little-endian: both targets are, and stencils are patched on the
  * machine that runs them. */
 #ifndef STENCILRT_ABI_H
@@ -30,7 +31,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#define SG_ABI_VERSION 5
+#define SG_ABI_VERSION 6
 
 /* Operands per VM instruction (SG_VALUE_OPERAND indexes 0 .. SG_OPERANDS - 1). */
 #define SG_OPERANDS 4
@@ -264,6 +265,18 @@ static const char *const sg_value_names[SG_VALUE__COUNT] = {SG_VALUES(SG_NAME_RO
 static inline int sg_patch_uses_got(unsigned kind)
 {
     return kind < SG_PATCH__COUNT && sg_patch_infos[kind].uses_got;
+}
+
+/* GOT slots. A run-time symbol has one per executor (sg_emit_env.symbol_got).
+ * Any other value has one per instruction, shared by every hole of that
+ * instruction that holds it: an AArch64 ADRP and its LDR must name the same
+ * slot, which two slots would not be when they straddle a page. A generated
+ * emitter and the runtime's hole table take them in the same order: as the
+ * holes (code, then data) first hold each value. */
+#define SG_GOT_KEYS (SG_VALUE_OPERAND + SG_OPERANDS)
+static inline unsigned sg_got_key(unsigned value, unsigned index)
+{
+    return value < SG_VALUE_OPERAND ? value : SG_VALUE_OPERAND + index;
 }
 
 /* A branch that goes through a veneer when its target is out of reach: a

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "stencilrt_abi.h"
-#if SG_ABI_VERSION != 5 /* the stencil ABI this header was written for */
+#if SG_ABI_VERSION != 6 /* the stencil ABI this header was written for */
 #error "jit_stencils-aarch64-apple-darwin.h: stencilrt_abi.h is another ABI version; regenerate this header"
 #endif
 
@@ -77,9 +77,10 @@ static unsigned sg_emit_push_operand(uint8_t *code, uint8_t *data, sg_emit_env *
     (void)data;
     const uint64_t at = (uintptr_t)code + env->delta;
     memcpy(code, sg_code_push_operand, 12);
-    if (sg_patch_AARCH64_GOT_ADRP(code + 0x4, at + 0x4, sg_got(env, env->operand[0])))
+    const uint64_t got_operand0 = sg_got(env, env->operand[0]);
+    if (sg_patch_AARCH64_GOT_ADRP(code + 0x4, at + 0x4, got_operand0))
         return 1;
-    if (sg_patch_AARCH64_GOT_LO12(code + 0x8, at + 0x8, sg_got(env, env->operand[0])))
+    if (sg_patch_AARCH64_GOT_LO12(code + 0x8, at + 0x8, got_operand0))
         return 2;
     return 0;
 }

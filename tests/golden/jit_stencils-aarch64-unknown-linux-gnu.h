@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "stencilrt_abi.h"
-#if SG_ABI_VERSION != 5 /* the stencil ABI this header was written for */
+#if SG_ABI_VERSION != 6 /* the stencil ABI this header was written for */
 #error "jit_stencils-aarch64-unknown-linux-gnu.h: stencilrt_abi.h is another ABI version; regenerate this header"
 #endif
 

@@ -3,7 +3,7 @@ they compile cleanly as C11; the dispatcher picks the host's header."""
 import os
 import re
 
-from sgtest import BUNDLED_OPS, TRIPLE, check, read, write
+from sgtest import BUNDLED_OPS, BUNDLED_TRIPLES, TRIPLE, check, read, write
 
 ASAN = True
 HEADERS = ["jit_stencils.h", "jit_stencils-%s.h" % TRIPLE]
@@ -72,6 +72,28 @@ int main(void)
         check(fields[0] == str(BUNDLED_OPS) and fields[3] == "vm_call", "unexpected: %s", p.stdout)
         check(int(fields[1]) > 0 and int(fields[2]) > 0 and int(fields[4]) > 0,
               "empty stencils: %s", p.stdout)
+
+
+def test_each_host_gets_its_targets_header(ctx):
+    """The dispatcher picks each bundled target's header on that target, and
+    the header compiles there as strict C11 (macOS against a stand-in
+    <string.h>: there is no SDK here)."""
+    out = os.path.join(ctx.tmp, "out")
+    ctx.build_stencils(ctx.path("stencils", "stencils.yaml"), out)
+    stub = os.path.join(ctx.tmp, "sdk")
+    os.makedirs(stub)
+    write(os.path.join(stub, "string.h"), "void *memcpy(void *, const void *, __SIZE_TYPE__);\n")
+    src = os.path.join(ctx.tmp, "use.c")
+    for triple in BUNDLED_TRIPLES:
+        write(src, '#include "jit_stencils.h"\n'
+                   '_Static_assert(__builtin_strcmp(SG_TARGET_TRIPLE, "%s") == 0, "target");\n'
+                   'int ops = SG_OP__COUNT;\n' % triple)
+        flags = ["-nostdlibinc", "-isystem", stub] if "-apple-" in triple else []
+        p = ctx.run(["clang-22", "--target=%s" % triple, "-ffreestanding", "-std=c11", "-Wall",
+                     "-Wextra", "-Werror", "-pedantic", "-fsyntax-only", "-I", out, "-I",
+                     ctx.path("runtime")] + flags + [src], timeout=120)
+        check(p.returncode == 0, "%s: the header does not compile for its host:\n%s", triple,
+              p.stderr)
 
 
 def test_dispatcher_rejects_unknown_host(ctx):
