@@ -161,7 +161,21 @@ static bool classify_reloc(const objfile *obj, const sg_extract_ctx *ctx, const 
                       r->type_name, sec->name, r->offset, sym->name);
         return false;
     }
-    h->addend += base + (int64_t)(sym->is_section ? 0 : sym->value);
+    int64_t at = base + (int64_t)(sym->is_section ? 0 : sym->value);
+    if (sg_patch_uses_got(h->patch) && at != 0) {
+        /* The slot would have to hold the start plus `at`, which a hole
+         * cannot say: its addend applies to the slot's address. */
+        insn_at(obj, ctx, r, insn, sizeof insn);
+        diag_error_in(ctx->where,
+                      "%s at %s+0x%" PRIx64 "%s loads the address of '%s' from a GOT slot, "
+                      "and '%s' is at +0x%" PRIx64 " in the stencil's %s: a GOT slot can hold "
+                      "only the start of the stencil's code or data; make '%s' static or "
+                      "hidden, so that the code addresses it directly",
+                      r->type_name, sec->name, r->offset, insn, sym->name, sym->name,
+                      (uint64_t)at, h->value == SG_VALUE_CODE ? "code" : "data", sym->name);
+        return false;
+    }
+    h->addend += at;
     return true;
 }
 

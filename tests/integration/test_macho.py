@@ -472,8 +472,8 @@ def test_patched_bytes_equal_ld64_lld(ctx):
 
 
 def test_got_loads_of_the_ops_own_data(ctx):
-    # A GOT hole against the op's data 16 bytes in: the slot must hold the
-    # table's address (data + 16), and the instruction name the slot itself.
+    # A GOT hole against the start of the op's data: the slot holds the
+    # table's address, and the instruction names the slot itself.
     build_fixture(ctx, ctx.path(*GOT_DATA_FIXTURE))
     want = {"x86_64-apple-darwin": {("GOTPCREL32", "DATA")},
             "aarch64-apple-darwin": {("AARCH64_GOT_ADRP", "DATA"), ("AARCH64_GOT_LO12", "DATA")}}
@@ -486,6 +486,57 @@ def test_got_loads_of_the_ops_own_data(ctx):
         if not want[triple] <= kinds:
             failures.append("%s: kinds not covered: %s" % (triple, sorted(want[triple] - kinds)))
     check(not failures, "\n".join(failures))
+
+
+# Ops whose GOT loads name a symbol 16 bytes into their data: a hole's addend
+# applies to the slot's address, so the slot cannot hold data + 16. Once
+# generated as a load 16 bytes past the slot; now refused by name.
+GOT_PAST_THE_START = """
+OP(load_second)
+{
+    tos += second_table[tos & 1];
+    CONTINUE();
+}
+
+OP(add_second)
+{
+    tos += (vm_value)(uintptr_t)second_table;
+    CONTINUE();
+}
+"""
+ELF_TABLES = """#include <stdint.h>
+__asm__(".section .rodata\\n\\t.p2align 3\\n\\t.globl first_table\\nfirst_table:\\n"
+        "\\t.quad 1, 2\\n\\t.globl second_table\\nsecond_table:\\n\\t.quad 3, 4\\n\\t.text");
+extern const int64_t first_table[2], second_table[2];
+"""
+
+
+def test_got_loads_past_the_data_start_are_refused(ctx):
+    fixture = ctx.path(*GOT_DATA_FIXTURE)
+    base = os.path.join(ctx.tmp, "past")
+    os.makedirs(base)
+    tables = read(os.path.join(os.path.dirname(fixture), "got_data.c"))
+    tables = tables[:tables.index("OP(")]
+    manifest = read(fixture).replace("../../../", ctx.path("") + "/")
+    cases = [("macho", tables, manifest, TRIPLES),
+             ("elf", ELF_TABLES, manifest.replace("x86_64-apple-darwin", "x86_64-unknown-linux-gnu")
+              .replace("aarch64-apple-darwin", "aarch64-unknown-linux-gnu"),
+              ["x86_64-unknown-linux-gnu", "aarch64-unknown-linux-gnu"])]
+    for name, head, text, triples in cases:
+        write(os.path.join(base, "got_data.c"), head + GOT_PAST_THE_START)
+        write(os.path.join(base, "%s.yaml" % name), text)
+        out = os.path.join(ctx.tmp, "out-" + name)
+        p = ctx.build_stencils(os.path.join(base, "%s.yaml" % name), out, "--units", "per-op",
+                               check=False, timeout=300)
+        check(p.returncode == 1, "%s: want exit 1, got %d:\n%s", name, p.returncode, p.stderr)
+        for triple in triples:
+            for op in ("load_second", "add_second"):
+                want = (r"op %s \(%s\).* loads the address of 'second_table' from a GOT slot, "
+                        r"and 'second_table' is at \+0x10 in the stencil's data" % (op, triple))
+                check(re.search(want, p.stderr), "%s: op %s not refused by name:\n%s", triple, op,
+                      p.stderr)
+        check(not os.path.exists(os.path.join(out, "jit_stencils.h")), "%s: a header was "
+              "written", name)
 
 
 def test_got_pairs_across_a_page_boundary(ctx):
