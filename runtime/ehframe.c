@@ -4,6 +4,7 @@
  * libgcc and GDB's in-memory ELF; perf's images, loaded at addresses only perf
  * knows, are written with pc-relative ones by the same two functions. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "internal.h"
 
@@ -137,6 +138,58 @@ uint8_t *ehframe_build(const sr_stencil_set *set, const sr_fde *fdes, size_t n, 
     }
     *size = b.len;
     return b.p;
+}
+
+/* In an FDE written with DW_EH_PE_absptr: where its CIE pointer, pc_begin and
+ * pc_range are (after the 4-byte length). */
+enum { FDE_CIE_POINTER = 4, FDE_PC = 8, FDE_RANGE = 16 };
+
+bool ehframe_template(sr_eh_template *t, const sr_stencil_set *set, const uint8_t *insns,
+                      size_t insns_len)
+{
+    sr_buf b = {0};
+    size_t cie = ehframe_cie(&b, set, DW_EH_PE_absptr, 0);
+    size_t fde = b.len;
+    ehframe_fde(&b, cie, &(sr_fde){0, 0, insns, insns_len}, DW_EH_PE_absptr, 0);
+    if (b.failed) {
+        free(b.p);
+        *t = (sr_eh_template){0};
+        return false;
+    }
+    *t = (sr_eh_template){b.p, fde, b.len - fde};
+    return true;
+}
+
+void ehframe_template_free(sr_eh_template *t)
+{
+    free(t->bytes);
+    *t = (sr_eh_template){0};
+}
+
+size_t ehframe_table_size(const sr_eh_template *t, size_t n)
+{
+    return t->cie_size + n * t->fde_size + 4;
+}
+
+void ehframe_table_cie(const sr_eh_template *t, uint8_t *table)
+{
+    memcpy(table, t->bytes, t->cie_size);
+}
+
+void ehframe_table_fde(const sr_eh_template *t, uint8_t *table, size_t i, uint64_t pc,
+                       uint64_t size)
+{
+    size_t at = t->cie_size + i * t->fde_size;
+    uint32_t cie_pointer = (uint32_t)(at + FDE_CIE_POINTER); /* back to the CIE at 0 */
+    memcpy(table + at, t->bytes + t->cie_size, t->fde_size);
+    memcpy(table + at + FDE_CIE_POINTER, &cie_pointer, 4);
+    memcpy(table + at + FDE_PC, &pc, 8);
+    memcpy(table + at + FDE_RANGE, &size, 8);
+}
+
+void ehframe_table_end(const sr_eh_template *t, uint8_t *table, size_t n)
+{
+    memset(table + t->cie_size + n * t->fde_size, 0, 4); /* the terminator */
 }
 
 #ifndef _WIN32

@@ -28,53 +28,62 @@ static int by_address(const void *a, const void *b)
  * member is freed. */
 static void register_group(sr_runtime *rt, sr_group *g)
 {
-    gdbjit_unregister(g->gdb);
+    gdbjit_unregister(g->gdb, &rt->gdb_spares);
     g->gdb = NULL;
-    if (!rt->cfg.gdb || g->held || g->n == 0)
+    const sr_eh_template *eh = &rt->gdb_eh;
+    if (!rt->cfg.gdb || g->held || g->n == 0 || !eh->bytes)
         return;
-    qsort(g->members, g->n, sizeof *g->members, by_address);
-    size_t nsyms = 0;
-    for (size_t m = 0; m < g->n; m++)
-        nsyms += 1 + g->members[m]->n;
-    gdbjit_section *text = calloc(g->n, sizeof *text); /* at most one run per member */
-    gdbjit_symbol *syms = calloc(nsyms, sizeof *syms);
-    size_t k = 0, nrun = 0;
+    if (g->n > 1)
+        qsort(g->members, g->n, sizeof *g->members, by_address);
+    /* First the object's size: its runs, symbols and names. */
+    size_t nrun = 0, nsyms = 0, names_size = 0;
     const uint8_t *run_end = NULL; /* first byte after the last member's chunk */
-    for (size_t m = 0; text && syms && m < g->n; m++) {
+    for (size_t m = 0; m < g->n; m++) {
         const sr_executor *e = g->members[m];
-        if (e->mem != run_end)
-            text[nrun++].addr = (uintptr_t)e->mem;
-        gdbjit_section *run = &text[nrun - 1];
-        run->size = (uintptr_t)(e->mem + e->text_size) - run->addr;
+        nrun += e->mem != run_end;
         run_end = e->mem + jitmem_chunk_size(&e->arena->region, e->mem_size);
-        syms[k++] = (gdbjit_symbol){e->name, (uintptr_t)e->mem, 0, nrun - 1};
-        for (size_t i = 0; i < e->n; i++)
-            syms[k++] = (gdbjit_symbol){e->symbols[i], (uintptr_t)(e->mem + e->offsets[i]),
-                                        e->offsets[i + 1] - e->offsets[i], nrun - 1};
+        nsyms += 1 + e->n;
+        names_size += e->names_size;
     }
-    sr_fde *fdes = text && syms ? calloc(nrun, sizeof *fdes) : NULL;
-    for (size_t r = 0; fdes && r < nrun; r++)
-        fdes[r] = (sr_fde){text[r].addr, text[r].size, rt->set->executor_cfi,
-                           rt->set->executor_cfi_len};
-    size_t eh_size = 0;
-    uint8_t *eh = fdes ? ehframe_build(rt->set, fdes, nrun, &eh_size) : NULL;
-    if (eh)
-        g->gdb = gdbjit_register(rt->set->elf_machine, text, nrun, eh, eh_size, syms, k);
-    free(eh);
-    free(fdes);
-    free(syms);
-    free(text);
+    gdbjit_writer w;
+    if (!gdbjit_begin(&w, &rt->gdb_spares, rt->set->elf_machine, nrun, nsyms, names_size,
+                      ehframe_table_size(eh, nrun)))
+        return;
+    /* Then its contents: a member's names are one block (new_executor), the
+     * executor's first, in the order of its symbols here. */
+    ehframe_table_cie(eh, w.eh_frame);
+    size_t run = 0;
+    uint64_t run_addr = 0, run_size = 0;
+    run_end = NULL;
+    for (size_t m = 0; m < g->n; m++) {
+        const sr_executor *e = g->members[m];
+        if (e->mem != run_end) {
+            if (m > 0)
+                ehframe_table_fde(eh, w.eh_frame, run++, run_addr, run_size);
+            run_addr = (uintptr_t)e->mem;
+        }
+        run_size = (uintptr_t)(e->mem + e->text_size) - run_addr;
+        run_end = e->mem + jitmem_chunk_size(&e->arena->region, e->mem_size);
+        gdbjit_add_text(&w, run, run_addr, run_size);
+        uint32_t names = gdbjit_add_names(&w, e->name, e->names_size);
+        gdbjit_add_symbol(&w, names, (uintptr_t)e->mem, 0, run);
+        for (size_t i = 0; i < e->n; i++)
+            gdbjit_add_symbol(&w, names + (uint32_t)(e->symbols[i] - e->name),
+                              (uintptr_t)(e->mem + e->offsets[i]),
+                              e->offsets[i + 1] - e->offsets[i], run);
+    }
+    ehframe_table_fde(eh, w.eh_frame, run, run_addr, run_size);
+    ehframe_table_end(eh, w.eh_frame, nrun);
+    g->gdb = gdbjit_publish(&w);
 }
 
+/* The group and its members' array in one allocation. */
 static sr_group *new_group(sr_runtime *rt, size_t cap)
 {
-    sr_group *g = calloc(1, sizeof *g);
-    if (g)
-        g->members = calloc(cap, sizeof *g->members);
-    if (!g || !g->members) {
-        free(g);
+    sr_group *g = calloc(1, sizeof *g + cap * sizeof *g->members);
+    if (!g)
         return NULL;
-    }
+    g->members = (sr_executor **)(g + 1);
     g->rt = rt;
     g->cap = cap;
     return g;
@@ -89,7 +98,8 @@ bool group_join(sr_runtime *rt, sr_executor **ex, size_t count)
     size_t room = open ? open->cap - open->n : 0;
     size_t rest = count > room ? count - room : 0;
     size_t nfresh = (rest + GDB_GROUP_MAX - 1) / GDB_GROUP_MAX;
-    sr_group **fresh = calloc(nfresh ? nfresh : 1, sizeof *fresh);
+    sr_group *one = NULL; /* most emits make one group at most */
+    sr_group **fresh = nfresh <= 1 ? &one : calloc(nfresh, sizeof *fresh);
     bool ok = fresh != NULL;
     for (size_t i = 0; ok && i < nfresh; i++) {
         /* Held groups keep filling across calls, so they get the full cap. */
@@ -99,9 +109,9 @@ bool group_join(sr_runtime *rt, sr_executor **ex, size_t count)
     }
     if (!ok) {
         for (size_t i = 0; fresh && i < nfresh; i++)
-            if (fresh[i])
-                free(fresh[i]->members), free(fresh[i]);
-        free(fresh);
+            free(fresh[i]);
+        if (fresh != &one)
+            free(fresh);
         return false;
     }
     size_t k = 0;
@@ -123,7 +133,8 @@ bool group_join(sr_runtime *rt, sr_executor **ex, size_t count)
             register_group(rt, g);
         }
     }
-    free(fresh);
+    if (fresh != &one)
+        free(fresh);
     return true;
 }
 
@@ -166,8 +177,7 @@ void group_settle(sr_runtime *rt, sr_group *g, bool rebuild)
     if (g->n == 0) {
         if (g->held)
             unlink_held(rt, g);
-        free(g->members);
-        free(g);
+        free(g); /* with its members' array */
     }
 }
 

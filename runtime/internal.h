@@ -130,6 +130,24 @@ size_t ehframe_cie(sr_buf *b, const sr_stencil_set *set, uint8_t enc, size_t siz
 void ehframe_fde(sr_buf *b, size_t cie_at, const sr_fde *f, uint8_t enc, uint64_t base);
 /* CIE (from the set) + FDEs + terminator, malloc'ed; pointers are absolute. */
 uint8_t *ehframe_build(const sr_stencil_set *set, const sr_fde *fdes, size_t n, size_t *size);
+/* The bytes ehframe_build writes for FDEs that all carry the same
+ * instructions, built once: its CIE, and one FDE whose CIE pointer, pc and
+ * size are filled in per copy. A table of n such FDEs is ehframe_tables_size
+ * bytes: ehframe_table_cie, then ehframe_table_fde for each of 0..n-1 (in any
+ * order), then ehframe_table_end. */
+typedef struct sr_eh_template {
+    uint8_t *bytes; /* the CIE, then the FDE (malloc'ed; NULL: not built) */
+    size_t cie_size, fde_size;
+} sr_eh_template;
+
+bool ehframe_template(sr_eh_template *t, const sr_stencil_set *set, const uint8_t *insns,
+                      size_t insns_len);
+void ehframe_template_free(sr_eh_template *t);
+size_t ehframe_table_size(const sr_eh_template *t, size_t n);
+void ehframe_table_cie(const sr_eh_template *t, uint8_t *table);
+void ehframe_table_fde(const sr_eh_template *t, uint8_t *table, size_t i, uint64_t pc,
+                       uint64_t size);
+void ehframe_table_end(const sr_eh_template *t, uint8_t *table, size_t n);
 /* The unwinders a table was registered with. */
 enum { SR_UNWINDER_LIBGCC = 1, SR_UNWINDER_LLVM = 2 };
 /* Registers a table built by ehframe_build with every unwinder in the process
@@ -178,11 +196,50 @@ typedef struct gdbjit_symbol {
 } gdbjit_symbol;
 
 typedef struct gdbjit_entry gdbjit_entry;
+
+/* Objects GDB has been told to forget, kept for the next ones instead of
+ * freed: at most GDBJIT_SPARE_BYTES of them. An object is about 1 KiB, which
+ * glibc's malloc serves from its unsorted and large bins; after a big
+ * allocator user (LLVM compiling, say) that search took about 1 us, more
+ * than writing the object. */
+enum { GDBJIT_SPARES = 4, GDBJIT_SPARE_BYTES = 16384 };
+typedef struct gdbjit_spares {
+    gdbjit_entry *entry[GDBJIT_SPARES];
+    size_t n, bytes;
+} gdbjit_spares;
+
 /* One object: `ntext` disjoint code ranges, an .eh_frame covering them, symbols. */
 gdbjit_entry *gdbjit_register(unsigned machine, const gdbjit_section *text, size_t ntext,
                               const uint8_t *eh_frame, size_t eh_size,
                               const gdbjit_symbol *syms, size_t nsyms);
-void gdbjit_unregister(gdbjit_entry *e);
+/* Tell GDB to forget e, then keep it in `keep` if there is room (NULL: free it). */
+void gdbjit_unregister(gdbjit_entry *e, gdbjit_spares *keep);
+void gdbjit_spares_free(gdbjit_spares *s);
+
+/* The same object written in place, in one allocation and without arrays of
+ * sections and symbols: gdbjit_begin sizes it for `ntext` code ranges, `nsyms`
+ * symbols whose names (with their terminators) take `names_size` bytes and an
+ * .eh_frame of `eh_size` bytes, which the caller writes at `eh_frame`, in a
+ * spare object's memory if one fits (`spares` may be NULL). Then
+ * gdbjit_add_text for each range (again as a range grows), gdbjit_add_names and
+ * gdbjit_add_symbol for each symbol in order, and gdbjit_publish to tell GDB. */
+typedef struct gdbjit_writer {
+    gdbjit_entry *entry;
+    uint8_t *img, *eh_frame;
+    size_t off_sh, off_str, off_sym;
+    size_t nsyms, stroff; /* symbols and name bytes written so far */
+} gdbjit_writer;
+
+bool gdbjit_begin(gdbjit_writer *w, gdbjit_spares *spares, unsigned machine, size_t ntext,
+                  size_t nsyms, size_t names_size, size_t eh_size);
+void gdbjit_add_text(gdbjit_writer *w, size_t i, uint64_t addr, uint64_t size);
+/* Copies `size` bytes of NUL-terminated names into the string table; returns
+ * the offset of the first, for gdbjit_add_symbol. */
+uint32_t gdbjit_add_names(gdbjit_writer *w, const char *names, size_t size);
+/* A function symbol in code range `text` (whose gdbjit_add_text came first). */
+void gdbjit_add_symbol(gdbjit_writer *w, uint32_t name, uint64_t addr, uint64_t size,
+                       size_t text);
+gdbjit_entry *gdbjit_publish(gdbjit_writer *w);
 
 /* ---- perf: perf's two JIT formats, /tmp/perf-<pid>.map and jitdump.
  * One sr_perf per runtime; every call is made with the registry lock held. */
@@ -365,6 +422,7 @@ struct sr_executor {
     size_t code_size;
     size_t text_size;  /* code and the veneers after it: everything that executes */
     char *name;
+    size_t names_size;   /* bytes of its name and then its symbols' names, each with its NUL */
     size_t n;            /* instructions */
     uint32_t *offsets;   /* n + 1 code offsets */
     uint32_t *ops;       /* n op numbers */
@@ -393,6 +451,8 @@ struct sr_runtime {
     size_t unwind_tables;    /* registrations live, the shim's included (sr_stats) */
 #endif
     unsigned gdb_hold; /* sr_gdb_hold depth */
+    sr_eh_template gdb_eh; /* executors' .eh_frame for GDB's objects (when gdb is on) */
+    gdbjit_spares gdb_spares; /* groups' objects GDB forgot, for their next ones */
     sr_group *held;    /* groups emitted under the hold, newest (the one filling) first */
     /* lookup.c: the arenas by address, lookups in flight, and what they may
      * still be reading (released when none is). */

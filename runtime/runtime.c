@@ -85,7 +85,7 @@ static void free_arena(sr_arena *a)
     if (a->frames_registered)
         ehframe_deregister(a->eh_frame, a->frames_registered);
 #endif
-    gdbjit_unregister(a->gdb);
+    gdbjit_unregister(a->gdb, NULL);
     free(a->eh_frame);
     free(a->owner);
     jitmem_region_fini(&a->region);
@@ -272,6 +272,11 @@ sr_status sr_runtime_create(const sr_stencil_set *set, const void *const *symbol
     for (size_t i = 0; symbols && i < set->symbol_count; i++)
         rt->symbols[i] = symbols[i];
     st = emit_init(&rt->emitter, set, (const void *const *)rt->symbols, true);
+    /* The .eh_frame of every GDB object of executors, but for their FDEs' pc
+     * and size (gdbgroup.c), written once here. */
+    if (st == SR_OK && rt->cfg.gdb &&
+        !ehframe_template(&rt->gdb_eh, set, set->executor_cfi, set->executor_cfi_len))
+        st = sr_fail(SR_ENOMEM, "out of memory");
     if (st != SR_OK) {
         sr_runtime_destroy(rt);
         return st;
@@ -336,6 +341,8 @@ void sr_runtime_destroy(sr_runtime *rt)
     lookup_fini(rt);
     sr_registry_unlock();
     emit_fini(&rt->emitter);
+    ehframe_template_free(&rt->gdb_eh);
+    gdbjit_spares_free(&rt->gdb_spares);
     free(rt->symbols);
     free(rt);
 }
@@ -434,6 +441,7 @@ static sr_executor *new_executor(const sr_runtime *rt, const sr_instr *code, siz
     e->ops = (uint32_t *)(block + at_ops);
     e->name = (char *)(block + at_chars);
     memcpy(e->name, name, name_len + 1);
+    e->names_size = chars;
     char *next = e->name + name_len + 1;
     for (size_t i = 0; i < n; i++) {
         e->ops[i] = code[i].op;
