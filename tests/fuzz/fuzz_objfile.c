@@ -30,9 +30,16 @@
  * with relocations and a VirtualAddress other than 0 (coff_known_crash);
  * read_relocations reaches it through SectionRef::relocations.
  * Remove the checks once the generator validates these tables itself.
+ *
+ * The input is parsed from a copy followed by a NUL, as every object the
+ * generator parses is (read_file NUL-terminates what it reads: a compiler's
+ * output, or a cache entry, whose trailer follows the object): LLVM's
+ * MachOObjectFile::getSymbolName takes a symbol's name with strlen, which
+ * reads past the end of the file when its string table does not end in NUL.
  */
 #include "objfile.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -154,6 +161,22 @@ static void check_tables(const objfile *o)
     check(memchr(o->rel_section, 0, sizeof o->rel_section) != NULL);
 }
 
+/* Whether data starts as an ELF or a Mach-O file (one or fat): anything
+ * else may be COFF. */
+static int is_elf_or_macho(const uint8_t *data, size_t size)
+{
+    static const uint32_t macho[] = { 0xfeedface, 0xfeedfacf, 0xcefaedfe, 0xcffaedfe,
+                                      0xcafebabe, 0xbebafeca, 0xcafebabf, 0xbfbafeca };
+    if (size < 4)
+        return 0;
+    uint32_t magic = (uint32_t)load(data, 4, 1);
+    for (size_t i = 0; i < sizeof macho / sizeof macho[0]; i++) {
+        if (magic == macho[i])
+            return 1;
+    }
+    return !memcmp(data, "\x7f" "ELF", 4);
+}
+
 /* Whether data may be a COFF file (an object, a /bigobj one or a PE image,
  * as LLVM reads them) with a section that has relocations (or says it has
  * more than 65535) at a VirtualAddress other than 0. */
@@ -200,11 +223,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char err[512];
     if (elf_known_crash(data, size))
         return 0;
-    if (size >= 4 && memcmp(data, "\x7f" "ELF", 4) && coff_known_crash(data, size))
+    if (!is_elf_or_macho(data, size) && coff_known_crash(data, size))
         return 0;
     err[0] = '\0';
+    uint8_t *copy = malloc(size + 1);
+    check(copy != NULL);
+    if (size)
+        memcpy(copy, data, size);
+    copy[size] = '\0';
     memset(&o, 0xa5, sizeof o); /* objfile_parse must not read what it is given */
-    if (!objfile_parse(data, size, &o, err, sizeof err)) {
+    bool parsed = objfile_parse(copy, size, &o, err, sizeof err);
+    free(copy); /* the objfile owns copies of what it keeps */
+    if (!parsed) {
         check(err[0] != '\0' && memchr(err, 0, sizeof err) != NULL);
         check(o.secs == NULL && o.syms == NULL && o.relocs == NULL);
         check(o.nsecs == 0 && o.nsyms == 0 && o.nrelocs == 0);
