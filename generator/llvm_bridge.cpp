@@ -194,6 +194,14 @@ bool read_sections(const ObjectFile &obj, objfile *out, std::vector<uint64_t> &i
         Expected<StringRef> contents = s.getContents();
         if (!contents)
             return fail(err, errsz, "section " + name->str(), contents.takeError());
+        // The COFF and Mach-O addends below, and every later stage, read
+        // bytes[0, size): a loaded section without them in the file (COFF
+        // PointerToRawData 0, ELF SHT_NOBITS, Mach-O zerofill) is malformed.
+        if (contents->size() != o->size) {
+            snprintf(err, errsz, "section %s: %zu bytes in the file for a size of %" PRIu64,
+                     o->name, contents->size(), o->size);
+            return false;
+        }
         o->bytes = alloc_array<uint8_t>(contents->size());
         if (!contents->empty())
             memcpy(o->bytes, contents->data(), contents->size());

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Build and run the libFuzzer targets (clang-22, ASan+UBSan) from a seed corpus.
 
-  tests/fuzz/run.py --build build --seconds N [--target cfi|win64_unwind|stencil_blob|manifest|registry]
+  tests/fuzz/run.py --build build --seconds N
+                    [--target cfi|win64_unwind|stencil_blob|manifest|registry|objfile]
 
 Prints one line per target: executions, executions/s, corpus size, crashes.
 Exit status 1 if any target crashed (its reproducer is kept in build/fuzz/).
@@ -19,7 +20,8 @@ FLAGS = ["-g", "-O1", "-fsanitize=fuzzer,address,undefined", "-fno-sanitize-reco
 
 TARGETS = {
     # name: (fuzz target source, other sources, seed generator, its other sources);
-    # a seed "generator" that is a list of globs names seed files to copy instead
+    # a seed "generator" that is a list of globs names seed files to copy instead,
+    # one that is a .py script is run (with the seed directory) as it is
     "cfi": ("tests/fuzz/fuzz_cfi.c", ["generator/cfi.c"], "tests/fuzz/make_cfi_seeds.c", []),
     # the seeds are written by the encoder itself
     "stencil_blob": ("tests/fuzz/fuzz_stencil_blob.c",
@@ -39,6 +41,12 @@ TARGETS = {
     "win64_unwind": ("tests/fuzz/fuzz_win64_unwind.c",
                      ["generator/win64_unwind.c", "generator/cfi.c", "generator/util.c"],
                      "tests/fuzz/make_win64_unwind_seeds.c", []),
+    # an object file, as the compiler or the cache hands it to the generator:
+    # LLVM's object library and llvm_bridge.cpp's normalisation (C++, linked
+    # with libLLVM, see build_cxx_target); the seeds are compiled by clang-22
+    "objfile": ("tests/fuzz/fuzz_objfile.c",
+                ["generator/objfile.c", "generator/util.c", "generator/llvm_bridge.cpp"],
+                "tests/fuzz/make_objfile_seeds.py", []),
 }
 
 
@@ -60,14 +68,41 @@ def sources(s):
                   if os.path.relpath(f, ROOT) not in WINDOWS_ONLY)
 
 
+def llvm_config(*args):
+    return subprocess.run(["llvm-config-22"] + list(args), check=True, stdout=subprocess.PIPE,
+                          text=True).stdout.split()
+
+
+def build_cxx_target(files, inc, fuzzer):
+    """A target with C++ sources (llvm_bridge.cpp): each is compiled as
+    generator/meson.build does (LLVM's flags, no RTTI, no exceptions) under
+    the same sanitizers, and everything is linked by clang++-22 with libLLVM."""
+    objs = []
+    for f in (f for f in files if f.endswith(".cpp")):
+        obj = "%s-%s.o" % (fuzzer, os.path.basename(f)[:-4])
+        subprocess.run(["clang++-22"] + FLAGS + inc + llvm_config("--cxxflags") +
+                       ["-fno-rtti", "-fno-exceptions", "-Wno-deprecated-declarations",
+                        "-c", f, "-o", obj], check=True, timeout=600)
+        objs.append(obj)
+    libdir = llvm_config("--libdir")[0]
+    subprocess.run(["clang++-22"] + FLAGS + inc + ["-x", "c"] +
+                   [f for f in files if not f.endswith(".cpp")] + ["-x", "none"] + objs +
+                   llvm_config("--ldflags") + llvm_config("--libs") +
+                   ["-Wl,-rpath," + libdir, "-o", fuzzer], check=True, timeout=600)
+
+
 def build_target(name, outdir, build):
     src, deps, seeds_src, seeds_deps = TARGETS[name]
     fuzzer = os.path.join(outdir, "fuzz_" + name)
     seeder = os.path.join(outdir, "seeds_" + name)
     inc = include_flags(build)
-    subprocess.run(["clang-22"] + FLAGS + inc + sum(map(sources, [src] + deps), []) +
-                   ["-o", fuzzer], check=True, timeout=600)
-    if isinstance(seeds_src, list):
+    files = sum(map(sources, [src] + deps), [])
+    if any(f.endswith(".cpp") for f in files):
+        build_cxx_target(files, inc, fuzzer)
+    else:
+        subprocess.run(["clang-22"] + FLAGS + inc + files + ["-o", fuzzer], check=True,
+                       timeout=600)
+    if isinstance(seeds_src, list) or seeds_src.endswith(".py"):
         return fuzzer, seeds_src
     subprocess.run(["clang-22", "-O1", "-D_GNU_SOURCE"] + inc +
                    sum(map(sources, [seeds_src] + seeds_deps), []) +
@@ -76,7 +111,10 @@ def build_target(name, outdir, build):
 
 
 def make_seeds(seeder, seeds):
-    if isinstance(seeder, list):
+    if isinstance(seeder, str) and seeder.endswith(".py"):
+        subprocess.run([sys.executable, os.path.join(ROOT, seeder), seeds], check=True,
+                       timeout=600)
+    elif isinstance(seeder, list):
         for pattern in seeder:
             for i, f in enumerate(sorted(glob.glob(os.path.join(ROOT, pattern), recursive=True))):
                 shutil.copy(f, os.path.join(seeds, "%s-%d" % (os.path.basename(f), i)))

@@ -1,5 +1,6 @@
-"""A bounded fuzzing run of every parser of untrusted bytes (./run.sh fuzz runs
-longer). A crash fails the test and leaves its reproducer in build/fuzz/."""
+"""A bounded fuzzing run of every parser of untrusted bytes, each target of
+tests/fuzz/run.py (./run.sh fuzz runs longer), the object reader among them.
+A crash fails the test and leaves its reproducer in build/fuzz/."""
 import os
 import sys
 
@@ -13,4 +14,6 @@ def test_fuzz_parsers_briefly(ctx):
                  "--seconds", str(SECONDS)], timeout=SECONDS * 4 + 600)
     check(p.returncode == 0, "fuzzing failed:\n%s\n%s", p.stdout[-4000:], p.stderr[-2000:])
     check("0 crashes" in p.stdout, "no fuzz summary: %s", p.stdout)
+    for target in ("cfi", "win64_unwind", "stencil_blob", "manifest", "registry", "objfile"):
+        check("fuzz %s: " % target in p.stdout, "target %s did not run: %s", target, p.stdout)
     print(p.stdout.strip())
