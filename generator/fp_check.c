@@ -132,10 +132,7 @@ static bool control_stays_on_checked_code(const gen_stencil *s, const sg_where *
 /* The little-endian word of a 4-byte instruction. */
 static uint32_t word_of(const gen_stencil *s, const sg_insn *in)
 {
-    const uint8_t *p = s->code + in->offset;
-    return in->size != 4 ? 0
-                         : (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-                               (uint32_t)p[3] << 24;
+    return in->size == 4 ? (uint32_t)load_le(s->code + in->offset, 4) : 0;
 }
 
 /* Whether control can arrive in (from, to] other than from the instruction

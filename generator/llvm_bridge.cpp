@@ -272,6 +272,25 @@ bool read_symbols(const ObjectFile &obj, objfile *out, const std::vector<uint64_
     return true;
 }
 
+// A relocated field's implicit addend (4 or 8 bytes, sign-extended), or false
+// if it is not all inside the section. COFF and Mach-O keep addends there.
+bool read_field(const obj_section *sec, uint64_t offset, unsigned width, int64_t *value)
+{
+    if (!sec->bytes || offset > sec->size || sec->size - offset < width)
+        return false;
+    uint64_t v = 0;
+    for (unsigned i = 0; i < width; i++)
+        v |= (uint64_t)sec->bytes[offset + i] << (8 * i);
+    *value = width == 4 ? (int64_t)(int32_t)v : (int64_t)v;
+    return true;
+}
+
+void write_field(obj_section *sec, uint64_t offset, unsigned width, uint64_t v)
+{
+    for (unsigned i = 0; i < width; i++)
+        sec->bytes[offset + i] = (uint8_t)(v >> (8 * i));
+}
+
 // An x86-64 COFF relocation keeps its addend in the field it patches, and a
 // PC-relative one measures from the field's end (REL32_N: N bytes further,
 // past an immediate). Moved into the explicit RELA form objfile.h promises,
@@ -296,25 +315,13 @@ bool coff_addend(objfile *out, obj_reloc *o, char *err, size_t errsz)
     default: return true; // unknown to stencilgen: classify_reloc refuses it by name
     }
     obj_section *sec = o->section >= 0 ? &out->secs[o->section] : nullptr;
-    if (!sec || !sec->bytes || o->offset > sec->size || sec->size - o->offset < width) {
+    int64_t implicit;
+    if (!sec || !read_field(sec, o->offset, width, &implicit)) {
         snprintf(err, errsz, "relocation %s at offset 0x%" PRIx64 " of section %s is past its end",
                  o->type_name, o->offset, sec ? sec->name : "?");
         return false;
     }
-    uint8_t *field = sec->bytes + o->offset;
-    int64_t implicit = 0;
-    if (width == 8) {
-        uint64_t v = 0;
-        for (unsigned i = 0; i < 8; i++)
-            v |= (uint64_t)field[i] << (8 * i);
-        implicit = (int64_t)v;
-    } else {
-        uint32_t v = 0;
-        for (unsigned i = 0; i < 4; i++)
-            v |= (uint32_t)field[i] << (8 * i);
-        implicit = (int32_t)v;
-    }
-    memset(field, 0, width);
+    write_field(sec, o->offset, width, 0);
     o->addend = implicit - (int64_t)pc_bias;
     return true;
 }
@@ -405,25 +412,6 @@ bool macho_fail(const macho_relocs &mr, const obj_section *sec, uint64_t offset,
     return false;
 }
 
-// The field's implicit addend (sign-extended), or false if it is not all
-// inside the section.
-bool macho_field(const obj_section *sec, uint64_t offset, unsigned width, int64_t *value)
-{
-    if (!sec->bytes || offset > sec->size || sec->size - offset < width)
-        return false;
-    uint64_t v = 0;
-    for (unsigned i = 0; i < width; i++)
-        v |= (uint64_t)sec->bytes[offset + i] << (8 * i);
-    *value = width == 4 ? (int64_t)(int32_t)v : (int64_t)v;
-    return true;
-}
-
-void macho_store(obj_section *sec, uint64_t offset, unsigned width, uint64_t v)
-{
-    for (unsigned i = 0; i < width; i++)
-        sec->bytes[offset + i] = (uint8_t)(v >> (8 * i));
-}
-
 // The object address of what a relocation names, for the unwind tables.
 bool macho_address(const objfile *out, int symbol, uint64_t *addr)
 {
@@ -443,12 +431,12 @@ bool macho_resolve(const macho_relocs &mr, obj_section *sec, const obj_reloc &r,
 {
     int64_t field;
     uint64_t target, base = 0;
-    if (width < 4 || !macho_field(sec, r.offset, width, &field))
+    if (width < 4 || !read_field(sec, r.offset, width, &field))
         return macho_fail(mr, sec, r.offset, "cannot apply relocation", r.type_name);
     if (!macho_address(mr.out, r.symbol, &target) ||
         (minus >= 0 && !macho_address(mr.out, minus, &base)))
         return macho_fail(mr, sec, r.offset, "relocation to an undefined symbol:", r.type_name);
-    macho_store(sec, r.offset, width, target - base + (uint64_t)field);
+    write_field(sec, r.offset, width, target - base + (uint64_t)field);
     return true;
 }
 
@@ -476,13 +464,13 @@ bool macho_addend(const macho_relocs &mr, obj_section *sec, obj_reloc *o,
     int64_t field;
     if (width < 4) // refused by name (classify_reloc)
         return true;
-    if (!macho_field(sec, o->offset, width, &field))
+    if (!read_field(sec, o->offset, width, &field))
         return macho_fail(mr, sec, o->offset, "relocation past the end:", o->type_name);
     if (pcrel)
         o->addend = external ? field - 4 : (int64_t)(sec->addr + o->offset) + field - target;
     else
         o->addend = field + paired - target;
-    macho_store(sec, o->offset, width, 0);
+    write_field(sec, o->offset, width, 0);
     return true;
 }
 

@@ -9,6 +9,8 @@
  * (-mcmodel=large) are supported as well. */
 #include "target.h"
 
+#include "util.h"
+
 /* ELF relocation numbers, from "ELF for the Arm 64-bit Architecture" (AAELF64). */
 enum {
     R_AARCH64_ABS64 = 257,
@@ -82,9 +84,7 @@ static size_t trailing_jump(const uint8_t *code, size_t size, uint32_t hole_offs
     if (size < 4 || size % 4 || hole_offset != size - 4 || patch != SG_PATCH_AARCH64_BRANCH26 ||
         addend != 0)
         return 0;
-    uint32_t insn = (uint32_t)code[size - 4] | (uint32_t)code[size - 3] << 8 |
-                    (uint32_t)code[size - 2] << 16 | (uint32_t)code[size - 1] << 24;
-    return (insn & 0xfc000000u) == 0x14000000u ? 4 : 0;
+    return (load_le(code + size - 4, 4) & 0xfc000000u) == 0x14000000u ? 4 : 0;
 }
 
 /* DWARF register numbers (AADWARF64): x0..x30 = 0..30, sp = 31, v0..v31 = 64..95. */
@@ -113,8 +113,7 @@ static bool landing_pad(const uint8_t *code, size_t size)
 {
     if (size < 4)
         return false;
-    uint32_t w = (uint32_t)code[0] | (uint32_t)code[1] << 8 | (uint32_t)code[2] << 16 |
-                 (uint32_t)code[3] << 24;
+    uint32_t w = (uint32_t)load_le(code, 4);
     return w == 0xd503245f || w == 0xd50324df || w == 0xd503233f || w == 0xd503237f;
 }
 
@@ -160,8 +159,7 @@ static bool insn_at(const uint8_t *bytes, uint64_t size, uint64_t field, uint32_
 {
     if (!bytes || field > size || size - field < 4)
         return false;
-    *insn = (uint32_t)bytes[field] | (uint32_t)bytes[field + 1] << 8 |
-            (uint32_t)bytes[field + 2] << 16 | (uint32_t)bytes[field + 3] << 24;
+    *insn = (uint32_t)load_le(bytes + field, 4);
     return true;
 }
 
