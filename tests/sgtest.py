@@ -84,6 +84,16 @@ class Ctx:
         return self.generator("build", "--manifest", manifest, "--outdir", outdir,
                               *extra, check=check, **kw)
 
+    def fixture_manifest(self, fixture, dest, *replacements):
+        """The fixture manifest `fixture`, whose paths climb to the repository
+        with ../../../, written to `dest` with those paths absolute and each
+        (old, new) of `replacements` applied in turn."""
+        text = read(fixture).replace("../../../", self.path("") + "/")
+        for old, new in replacements:
+            text = text.replace(old, new)
+        write(dest, text)
+        return dest
+
     def copy_tree(self, src, dst):
         shutil.copytree(src, dst, symlinks=True)
         return dst

@@ -140,13 +140,10 @@ def fixture_copy(ctx, ops_text, **manifest_changes):
     base = os.path.join(ctx.tmp, "proj")
     os.makedirs(base, exist_ok=True)
     write(os.path.join(base, "ops.c"), ops_text)
-    text = read(ctx.path(*FIXTURE)).replace("../../../", ctx.path("") + "/")
-    for key, value in manifest_changes.items():
-        text = text.replace("  - triple: %s\n" % TRIPLE, "  - triple: %s\n    %s: %s\n" % (
-            TRIPLE, key, value))
-    manifest = os.path.join(base, "m.yaml")
-    write(manifest, text)
-    return manifest
+    under = "  - triple: %s\n" % TRIPLE
+    return ctx.fixture_manifest(ctx.path(*FIXTURE), os.path.join(base, "m.yaml"),
+                                *[(under, under + "    %s: %s\n" % (key, value))
+                                  for key, value in manifest_changes.items()])
 
 
 def test_unpatchable_relocations_are_refused_by_name(ctx):

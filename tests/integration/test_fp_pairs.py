@@ -7,7 +7,7 @@ entered from elsewhere (tests/fixtures/fpcheck/pairs.c). On Linux the same
 op is refused: the allowance belongs to the target."""
 import os
 
-from sgtest import check, read, write
+from sgtest import check, read
 
 ASAN = True
 
@@ -41,11 +41,10 @@ def test_frame_record_restores_are_accepted_only_when_proven(ctx):
 
 def test_the_allowance_is_the_targets(ctx):
     # The same ops for AArch64 Linux: the proven pair is refused there too.
-    manifest = os.path.join(ctx.tmp, "linux.yaml")
-    write(manifest, read(os.path.join(FIXTURES, "pairs.yaml"))
-          .replace("triple: %s" % TRIPLE, "triple: aarch64-unknown-linux-gnu")
-          .replace("../../../", ctx.path("") + "/").replace("pairs.c", os.path.join(FIXTURES,
-                                                                                  "pairs.c")))
+    manifest = ctx.fixture_manifest(
+        os.path.join(FIXTURES, "pairs.yaml"), os.path.join(ctx.tmp, "linux.yaml"),
+        ("triple: %s" % TRIPLE, "triple: aarch64-unknown-linux-gnu"),
+        ("pairs.c", os.path.join(FIXTURES, "pairs.c")))
     p = ctx.build_stencils(manifest, os.path.join(ctx.tmp, "out-linux"), check=False, timeout=240)
     check(p.returncode == 1, "expected exit 1, got %d:\n%s", p.returncode, p.stderr[-4000:])
     found = errors_by_op(p.stderr, "aarch64-unknown-linux-gnu")

@@ -49,6 +49,9 @@ LD64 = "ld64.lld-22"
 OBJDUMP = "llvm-objdump-22"
 FIXTURE = ("tests", "fixtures", "macho", "macho.yaml")
 GOT_DATA_FIXTURE = ("tests", "fixtures", "macho", "got_data.yaml")
+# The same manifests for the ELF targets of the same architectures.
+TO_LINUX = (("x86_64-apple-darwin", "x86_64-unknown-linux-gnu"),
+            ("aarch64-apple-darwin", "aarch64-unknown-linux-gnu"))
 
 PAGEZERO = 0x7F0000000
 # With -sectalign __TEXT __text 0x1000 lld puts __text on the page after the
@@ -517,17 +520,13 @@ def test_got_loads_past_the_data_start_are_refused(ctx):
     os.makedirs(base)
     tables = read(os.path.join(os.path.dirname(fixture), "got_data.c"))
     tables = tables[:tables.index("OP(")]
-    manifest = read(fixture).replace("../../../", ctx.path("") + "/")
-    cases = [("macho", tables, manifest, TRIPLES),
-             ("elf", ELF_TABLES, manifest.replace("x86_64-apple-darwin", "x86_64-unknown-linux-gnu")
-              .replace("aarch64-apple-darwin", "aarch64-unknown-linux-gnu"),
-              ["x86_64-unknown-linux-gnu", "aarch64-unknown-linux-gnu"])]
-    for name, head, text, triples in cases:
+    cases = [("macho", tables, (), TRIPLES),
+             ("elf", ELF_TABLES, TO_LINUX, [new for _, new in TO_LINUX])]
+    for name, head, retarget, triples in cases:
         write(os.path.join(base, "got_data.c"), head + GOT_PAST_THE_START)
-        write(os.path.join(base, "%s.yaml" % name), text)
+        manifest = ctx.fixture_manifest(fixture, os.path.join(base, "%s.yaml" % name), *retarget)
         out = os.path.join(ctx.tmp, "out-" + name)
-        p = ctx.build_stencils(os.path.join(base, "%s.yaml" % name), out, "--units", "per-op",
-                               check=False, timeout=300)
+        p = ctx.build_stencils(manifest, out, "--units", "per-op", check=False, timeout=300)
         check(p.returncode == 1, "%s: want exit 1, got %d:\n%s", name, p.returncode, p.stderr)
         for triple in triples:
             for op in ("load_second", "add_second"):
@@ -673,14 +672,11 @@ def fixture_copy(ctx, name, ops_text, **per_triple):
     base = os.path.join(ctx.tmp, name)
     os.makedirs(base, exist_ok=True)
     write(os.path.join(base, "ops.c"), ops_text)
-    text = read(ctx.path(*FIXTURE)).replace("../../../", ctx.path("") + "/")
-    for key, values in per_triple.items():
-        for triple, value in values.items():
-            text = text.replace("  - triple: %s\n" % triple, "  - triple: %s\n    %s: %s\n" % (
-                triple, key, value))
-    manifest = os.path.join(base, "m.yaml")
-    write(manifest, text)
-    return manifest
+    return ctx.fixture_manifest(ctx.path(*FIXTURE), os.path.join(base, "m.yaml"),
+                                *[("  - triple: %s\n" % triple,
+                                   "  - triple: %s\n    %s: %s\n" % (triple, key, value))
+                                  for key, values in per_triple.items()
+                                  for triple, value in values.items()])
 
 
 def test_darwin_shim_frame_is_pinned(ctx):
@@ -744,12 +740,9 @@ def test_unpatchable_relocations_are_refused_by_name(ctx):
 def test_fixture_builds_for_linux_too(ctx):
     # The same ops for the ELF targets: the fixture stays plain C for every
     # target, not Mach-O-only code.
-    text = read(ctx.path(*FIXTURE)).replace("../../../", ctx.path("") + "/")
-    text = text.replace("x86_64-apple-darwin", "x86_64-unknown-linux-gnu").replace(
-        "aarch64-apple-darwin", "aarch64-unknown-linux-gnu").replace(
-        "  - ops.c", "  - " + ctx.path(*FIXTURE[:-1], "ops.c"))
-    manifest = os.path.join(ctx.tmp, "linux.yaml")
-    write(manifest, text)
+    manifest = ctx.fixture_manifest(ctx.path(*FIXTURE), os.path.join(ctx.tmp, "linux.yaml"),
+                                    *TO_LINUX, ("  - ops.c", "  - " + ctx.path(*FIXTURE[:-1],
+                                                                               "ops.c")))
     out = os.path.join(ctx.tmp, "out")
     ctx.build_stencils(manifest, out, timeout=300)
     for triple in ("x86_64-unknown-linux-gnu", "aarch64-unknown-linux-gnu"):
