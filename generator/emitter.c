@@ -50,6 +50,12 @@ static void put_final_value(strbuf *sb, const gen_stencil *s, const gen_hole *h,
         sb_printf(sb, " - 0x%" PRIx64 "u", (uint64_t)0 - (uint64_t)h->addend);
 }
 
+/* Hole i of the stencil: its code holes, then its data holes. */
+static const gen_hole *nth_hole(const gen_stencil *s, size_t i)
+{
+    return i < s->ncode_holes ? &s->code_holes[i] : &s->data_holes[i - s->ncode_holes];
+}
+
 /* Which of the code's and the data's running addresses the emitter needs
  * (`at`, `data_at`): each hole's own, and those its value names. */
 static void addresses_used(const gen_stencil *s, bool *code_at, bool *data_at)
@@ -57,8 +63,7 @@ static void addresses_used(const gen_stencil *s, bool *code_at, bool *data_at)
     *code_at = s->ncode_holes > 0;
     *data_at = s->ndata_holes > 0;
     for (size_t i = 0; i < s->ncode_holes + s->ndata_holes; i++) {
-        const gen_hole *h = i < s->ncode_holes ? &s->code_holes[i]
-                                              : &s->data_holes[i - s->ncode_holes];
+        const gen_hole *h = nth_hole(s, i);
         *code_at |= h->value == SG_VALUE_CODE || h->value == SG_VALUE_CONTINUE;
         *data_at |= h->value == SG_VALUE_DATA;
     }
@@ -86,8 +91,7 @@ static void put_got_slots(strbuf *sb, const gen_stencil *s, char *const *symbols
 {
     bool taken[SG_GOT_KEYS] = {false};
     for (size_t i = 0; i < s->ncode_holes + s->ndata_holes; i++) {
-        const gen_hole *h = i < s->ncode_holes ? &s->code_holes[i]
-                                              : &s->data_holes[i - s->ncode_holes];
+        const gen_hole *h = nth_hole(s, i);
         unsigned key = sg_got_key(h->value, h->index);
         if (!sg_patch_uses_got(h->patch) || h->value == SG_VALUE_SYMBOL || key >= SG_GOT_KEYS ||
             taken[key])
