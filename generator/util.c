@@ -106,6 +106,16 @@ void sb_puts(strbuf *sb, const char *s)
     sb_putn(sb, s, strlen(s));
 }
 
+void sb_put_hex(strbuf *sb, uint64_t v, unsigned min_digits)
+{
+    char digits[16];
+    unsigned n = 0;
+    do
+        digits[sizeof digits - ++n] = "0123456789abcdef"[v & 15];
+    while ((v >>= 4) || n < min_digits);
+    sb_putn(sb, digits + sizeof digits - n, n);
+}
+
 /* Formats straight into the buffer; a second pass only when it did not fit
  * (headers are built from many small printfs). */
 void sb_vprintf(strbuf *sb, const char *fmt, va_list ap)

@@ -32,6 +32,9 @@ typedef struct strbuf {
 
 void sb_putc(strbuf *sb, char c);
 void sb_puts(strbuf *sb, const char *s);
+/* v in lowercase hex, zero-padded to min_digits (at most 16): printf's "%0*" PRIx64
+ * without printf, for the generated headers' hot loops. */
+void sb_put_hex(strbuf *sb, uint64_t v, unsigned min_digits);
 void sb_putn(strbuf *sb, const void *p, size_t n);
 /* v as `bytes` (at most 8) little-endian bytes, as cache entries store numbers. */
 void sb_put_le(strbuf *sb, uint64_t v, unsigned bytes);

@@ -19,7 +19,11 @@ static const char *reg_or_number(const sg_target *t, uint32_t r)
 
 static void describe_hole(strbuf *sb, const gen_hole *h, char *const *symbols)
 {
-    sb_printf(sb, "hole +0x%" PRIx32 ": %s <- ", h->offset, sg_patch_infos[h->patch].name);
+    sb_puts(sb, "hole +0x");
+    sb_put_hex(sb, h->offset, 1);
+    sb_puts(sb, ": ");
+    sb_puts(sb, sg_patch_infos[h->patch].name);
+    sb_puts(sb, " <- ");
     switch (h->value) {
     case SG_VALUE_OPERAND: sb_printf(sb, "OPERAND%" PRIu32, h->index); break;
     case SG_VALUE_SYMBOL:
@@ -53,8 +57,9 @@ static void put_insn_bytes(strbuf *sb, const uint8_t *p, size_t n)
         char item[3] = {' ', hex[p[i] >> 4], hex[p[i] & 15]};
         sb_putn(sb, item + !i, 3 - !i);
     }
-    while (sb->len - start < 30)
-        sb_putc(sb, ' ');
+    size_t width = sb->len - start;
+    if (width < 30)
+        sb_putn(sb, "                              ", 30 - width);
 }
 
 /* The listing comes from the instructions decoded once per stencil (s->insns):
@@ -65,13 +70,16 @@ void writer_listing(strbuf *sb, char *const *symbols, const gen_stencil *s, cons
     for (size_t k = 0; k < s->ninsns; k++) {
         const sg_insn *in = &s->insns[k];
         size_t pc = in->offset, len = in->size;
-        sb_printf(sb, "%s%04zx: ", prefix, pc);
+        sb_puts(sb, prefix); /* no printf: every instruction of every stencil comes here */
+        sb_put_hex(sb, pc, 4);
+        sb_puts(sb, ": ");
         put_insn_bytes(sb, s->code + pc, len);
         sb_putc(sb, ' ');
         put_comment_safe(sb, stencil_insn_text(s, in));
         sb_putc(sb, '\n');
         for (; h < s->ncode_holes && s->code_holes[h].offset < pc + len; h++) {
-            sb_printf(sb, "%s      ^ ", prefix);
+            sb_puts(sb, prefix);
+            sb_puts(sb, "      ^ ");
             describe_hole(sb, &s->code_holes[h], symbols);
             sb_putc(sb, '\n');
         }
