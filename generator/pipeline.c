@@ -284,7 +284,26 @@ static int prepare(sg_run *run)
     return run->op_template_dir ? SG_EXIT_OK : SG_EXIT_TOOLCHAIN;
 }
 
-static void run_free(sg_run *run, bool remove_workdir)
+/* What a run leaves behind on disk: no run directory, the cache's records saved. */
+static void run_finish(sg_run *run, bool remove_workdir)
+{
+    rundir_remove(&run->rundir);
+    cache_close(run->cache); /* before removing a temporary workdir: it writes there */
+    run->cache = NULL;
+    if (remove_workdir && run->workdir)
+        remove_tree(run->workdir);
+}
+
+/* A run's memory goes with the process: freeing its many thousand blocks one
+ * by one costs a no-op build about 2 ms of its 12. Sanitized builds free
+ * everything, so that LeakSanitizer keeps proving nothing else is lost. */
+#ifdef __SANITIZE_ADDRESS__
+#define FREE_BEFORE_EXIT 1
+#else
+#define FREE_BEFORE_EXIT 0
+#endif
+
+static void run_free(sg_run *run)
 {
     for (size_t t = 0; t < run->nresults; t++) {
         sg_target_result *r = &run->results[t];
@@ -297,10 +316,6 @@ static void run_free(sg_run *run, bool remove_workdir)
             lb_disasm_destroy(r->disasm);
     }
     free(run->results);
-    rundir_remove(&run->rundir);
-    cache_close(run->cache); /* before removing a temporary workdir: it writes there */
-    if (remove_workdir && run->workdir)
-        remove_tree(run->workdir);
     free(run->workdir);
     free(run->op_template_dir);
     free(run->clang);
@@ -353,8 +368,11 @@ int pipeline_run(const sg_options *opt)
     sb_free(&held);
     if (rc == SG_EXIT_OK && !dumping)
         print_summary(&run);
-    jobs_free(&js);
-    run_free(&run, temp_workdir);
+    run_finish(&run, temp_workdir);
+    if (FREE_BEFORE_EXIT) {
+        jobs_free(&js);
+        run_free(&run);
+    }
     lb_clang_preload_done();
     return rc;
 }
