@@ -160,8 +160,7 @@ static char **job_command(sg_run *run, sg_target_result *r, const sg_op *op, boo
 static void add_job(job_set *js, sg_run *run, sg_target_result *r, const sg_op *op)
 {
     const char *name = op ? op->name : "shim";
-    bool batched = op && run->opt.units == SG_UNITS_BATCHED &&
-                   r->target->object_format != OBJ_FORMAT_MACHO; /* see sg_target */
+    bool batched = op && run->opt.units == SG_UNITS_BATCHED && !r->target->ops_compile_alone;
     char *dir = path_join(run->rundir.path, r->target->triple);
     sg_job job = {0};
     /* A batched op's job keeps its own object name: the cache knows each op

@@ -25,9 +25,11 @@ typedef struct sg_target {
     unsigned elf_machine;            /* e_machine, for the runtime's in-memory ELF objects */
     /* ELF and Mach-O: the shim's unwind facts come from its (__)eh_frame
      * (DWARF CFI). COFF: from its .pdata/.xdata (Windows x64 UNWIND_INFO,
-     * win64_unwind.h). Mach-O targets compile every op alone: its objects
-     * have one __text section, so a batched unit could not be cut per op. */
+     * win64_unwind.h). */
     obj_format object_format;
+    /* Every op compiles from its own unit, never in a batch: Mach-O objects
+     * have one __text section, so a batch's object could not be cut per op. */
+    bool ops_compile_alone;
     /* LLVM opcode-name prefixes that write the frame pointer although LLVM's
      * instruction description does not say so (NULL-terminated). */
     const char *const *fp_writers;
