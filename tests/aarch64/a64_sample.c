@@ -3,8 +3,8 @@
  * a64_sample) or LLVM's libunwind (test_aarch64_llvm_libunwind links it with
  * libunwind.a).
  *
- *   a64_sample PROGRAM.tvm [--seconds S] [--max-samples N] [--verbose]
- *              [--compare-libgcc]
+ *   a64_sample PROGRAM.tvm [--seconds S] [--until-coverage F] [--max-samples N]
+ *              [--verbose] [--compare-libgcc]
  *
  * Runs PROGRAM's main interpreted once (the reference result), then
  * JIT-compiled over and over while a POSIX timer (CLOCK_MONOTONIC, SIGPROF)
@@ -20,7 +20,9 @@
  *   - it reaches main, with no zero or unknown return address before.
  * Each sample is counted at its instruction; the run ends when every JIT
  * instruction was sampled, after S seconds (default 60) or N samples
- * (default 1000000).
+ * (default 1000000). With --until-coverage F it goes on after S seconds
+ * while fewer than that fraction of JIT instructions were sampled, up to 6 S
+ * in all: a slow machine samples longer instead of less.
  * Under qemu-aarch64 -singlestep a signal can land on any instruction.
  *
  * Samples in the VM's own C functions that run between JIT frames (vm_run,
@@ -380,12 +382,14 @@ static size_t coverage(size_t *total)
 int main(int argc, char **argv)
 {
     const char *path = NULL;
-    double seconds = 60;
+    double seconds = 60, enough = 0;
     unsigned long max_samples = 1000000;
     int verbose = 0, compare = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--seconds") && i + 1 < argc)
             seconds = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--until-coverage") && i + 1 < argc)
+            enough = atof(argv[++i]);
         else if (!strcmp(argv[i], "--max-samples") && i + 1 < argc)
             max_samples = strtoul(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--verbose"))
@@ -396,8 +400,8 @@ int main(int argc, char **argv)
             path = argv[i];
     }
     if (!path) {
-        fprintf(stderr, "usage: a64_sample PROGRAM [--seconds S] [--max-samples N] "
-                        "[--verbose] [--compare-libgcc]\n");
+        fprintf(stderr, "usage: a64_sample PROGRAM [--seconds S] [--until-coverage F] "
+                        "[--max-samples N] [--verbose] [--compare-libgcc]\n");
         return 2;
     }
     if (compare) { /* before the runtime is made, so that it registers with libgcc too */
@@ -456,14 +460,14 @@ int main(int argc, char **argv)
     size_t total, covered = 0;
     double t0 = now();
     arm();
-    while (now() - t0 < seconds && samples < max_samples) {
+    for (double t = 0; t < 6 * seconds && samples < max_samples; t = now() - t0) {
         for (int i = 0; i < 20; i++) {
             vm_value got = a64_run(vm, "main", 0, NULL);
             runs++;
             wrong += got != want;
         }
         covered = coverage(&total);
-        if (covered == total)
+        if (covered == total || (t >= seconds && covered >= enough * (double)total))
             break;
     }
     stop = 1;
