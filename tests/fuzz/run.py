@@ -1,8 +1,15 @@
 #!/usr/bin/env python3
 """Build and run the libFuzzer targets (clang-22, ASan+UBSan) from a seed corpus.
 
-  tests/fuzz/run.py --build build --seconds N
+  tests/fuzz/run.py --build build (--seconds N | --brief)
                     [--target cfi|win64_unwind|stencil_blob|manifest|registry|objfile]
+
+--seconds: each target for N seconds, growing its corpus in build/fuzz/ from
+run to run (./run.sh fuzz). --brief: each target a fixed number of inputs
+(10-30 s here), from its seeds alone, with a fixed random seed (libFuzzer's
+corpus still varies a little with timing): a clean checkout on a slower
+machine explores about what a run here did, not less, and nothing that
+earlier runs here found.
 
 Prints one line per target: executions, executions/s, corpus size, crashes.
 Exit status 1 if any target crashed (its reproducer is kept in build/fuzz/).
@@ -48,6 +55,11 @@ TARGETS = {
                 ["generator/objfile.c", "generator/util.c", "generator/llvm_bridge.cpp"],
                 "tests/fuzz/make_objfile_seeds.py", []),
 }
+
+
+# --brief: inputs per target, 10-30 s each on a 2-core AMD EPYC.
+BRIEF_RUNS = {"cfi": 900000, "stencil_blob": 5000000, "manifest": 700000, "registry": 25000,
+              "win64_unwind": 800000, "objfile": 1500000}
 
 
 def include_flags(build):
@@ -123,19 +135,24 @@ def make_seeds(seeder, seeds):
 
 
 def run_target(name, outdir, seconds, build):
+    """Fuzz one target for `seconds`, or (None) its BRIEF_RUNS inputs."""
     fuzzer, seeder = build_target(name, outdir, build)
     seeds = os.path.join(outdir, "seeds-" + name)
-    corpus = os.path.join(outdir, "corpus-" + name)
+    corpus = os.path.join(outdir, "corpus-" + name + ("" if seconds else "-brief"))
+    if not seconds:
+        shutil.rmtree(corpus, ignore_errors=True)
     os.makedirs(seeds, exist_ok=True)
     os.makedirs(corpus, exist_ok=True)
     make_seeds(seeder, seeds)
+    limit = (["-max_total_time=%d" % seconds] if seconds else
+             ["-runs=%d" % BRIEF_RUNS[name], "-seed=1"])
     # Run from the repository, so that manifest paths can name real files;
     # -close_fd_mask=2: the manifest reader's error messages are expected.
-    p = subprocess.run([fuzzer, "-close_fd_mask=2", "-max_total_time=%d" % seconds, "-timeout=10",
-                        "-rss_limit_mb=2048", "-print_final_stats=1",
+    p = subprocess.run([fuzzer, "-close_fd_mask=2"] + limit +
+                       ["-timeout=10", "-rss_limit_mb=2048", "-print_final_stats=1",
                         "-artifact_prefix=" + outdir + "/crash-" + name + "-", corpus, seeds],
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                       timeout=seconds + 300, cwd=ROOT)
+                       timeout=(seconds or 120) * 4 + 300, cwd=ROOT)
     execs = re.search(r"stat::number_of_executed_units:\s*(\d+)", p.stdout)
     rate = re.search(r"stat::average_exec_per_sec:\s*(\d+)", p.stdout)
     crashed = p.returncode != 0
@@ -150,7 +167,9 @@ def run_target(name, outdir, seconds, build):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", required=True)
-    ap.add_argument("--seconds", type=int, default=600)
+    how = ap.add_mutually_exclusive_group(required=True)
+    how.add_argument("--seconds", type=int)
+    how.add_argument("--brief", action="store_true")
     ap.add_argument("--target", choices=sorted(TARGETS), action="append")
     args = ap.parse_args()
     outdir = os.path.join(os.path.abspath(args.build), "fuzz")
