@@ -77,46 +77,38 @@ typedef struct sr_stencil_set {
 } sr_stencil_set;
 
 /* Positional (C++17 has no designated initializers), in the struct's order.
- * A Windows x64 header (SG_UNWIND_WIN64) has UNWIND_INFO instead of DWARF CFI. */
+ * A Windows x64 header (SG_UNWIND_WIN64) has UNWIND_INFO instead of DWARF CFI;
+ * SR_SET_CFI_ and SR_SET_WIN64_ are the two parts that differ. */
 #ifdef SG_UNWIND_WIN64
-#define SR_STENCIL_SET_FROM_HEADER                                                           \
-    {                                                                                        \
-        sg_stencils, SG_OP__COUNT,                            /* stencils, count */          \
-            &sg_shim, SG_SHIM_ENTRY,                          /* shim, shim_entry */         \
-            sg_symbol_names, SG_SYM__COUNT,                   /* symbol_names, _count */     \
-            SG_TARGET_ELF_MACHINE,                            /* elf_machine */              \
-            0, 0, 0,                                          /* no DWARF CFI: */            \
-            NULL, 0, NULL, 0, 0, 0, NULL, 0,                  /*   Windows unwinds */        \
-            SG_TARGET_LANDING_PADS,                           /* landing_pads */             \
-            SG_UNWIND_CFA_REGISTER, SG_UNWIND_FP_REGISTER,    /* cfa_register, fp_register */ \
-            SG_UNWIND_CFA_OFFSET, SG_UNWIND_FP_OFFSET,        /* cfa_offset, fp_offset */    \
-            SG_UNWIND_RA_OFFSET, SG_UNWIND_RA_SIGNED,         /* ra_offset, ra_signed */     \
-            SG_SHIM_CALL_OFFSET, SG_SHIM_CALL_SIZE,           /* shim_call_offset, _size */  \
-            sg_shim_unwind_info, sizeof sg_shim_unwind_info,  /* shim_unwind_info, _len */   \
-            sg_executor_unwind_info, sizeof sg_executor_unwind_info, /* executor_... */      \
-            SG_SHIM_FUNCTION_START, SG_SHIM_FUNCTION_SIZE     /* shim_function_... */        \
-    }
+#define SR_SET_CFI_ 0, 0, 0, NULL, 0, NULL, 0, 0, 0, NULL, 0 /* no DWARF CFI: Windows unwinds */
+#define SR_SET_WIN64_                                                                        \
+    sg_shim_unwind_info, sizeof sg_shim_unwind_info,         /* shim_unwind_info, _len */    \
+        sg_executor_unwind_info, sizeof sg_executor_unwind_info, /* executor_... */          \
+        SG_SHIM_FUNCTION_START, SG_SHIM_FUNCTION_SIZE        /* shim_function_... */
 #else
+#define SR_SET_CFI_                                                                          \
+    SG_UNWIND_CODE_ALIGN, SG_UNWIND_DATA_ALIGN,              /* code_align, data_align */    \
+        SG_UNWIND_RA_COLUMN,                                 /* ra_column */                 \
+        sg_shim_cie_insns, sizeof sg_shim_cie_insns,         /* cie_insns, _len */           \
+        sg_shim_fde_insns, sizeof sg_shim_fde_insns,         /* shim_fde_insns, _len */      \
+        SG_SHIM_FDE_START, SG_SHIM_FDE_SIZE,                 /* shim_fde_start, _size */     \
+        sg_executor_cfi, sizeof sg_executor_cfi              /* executor_cfi, _len */
+#define SR_SET_WIN64_ NULL, 0, NULL, 0, 0, 0 /* no Windows unwind info */
+#endif
 #define SR_STENCIL_SET_FROM_HEADER                                                           \
     {                                                                                        \
         sg_stencils, SG_OP__COUNT,                            /* stencils, count */          \
             &sg_shim, SG_SHIM_ENTRY,                          /* shim, shim_entry */         \
             sg_symbol_names, SG_SYM__COUNT,                   /* symbol_names, _count */     \
             SG_TARGET_ELF_MACHINE,                            /* elf_machine */              \
-            SG_UNWIND_CODE_ALIGN, SG_UNWIND_DATA_ALIGN,       /* code_align, data_align */   \
-            SG_UNWIND_RA_COLUMN,                              /* ra_column */                \
-            sg_shim_cie_insns, sizeof sg_shim_cie_insns,      /* cie_insns, _len */          \
-            sg_shim_fde_insns, sizeof sg_shim_fde_insns,      /* shim_fde_insns, _len */     \
-            SG_SHIM_FDE_START, SG_SHIM_FDE_SIZE,              /* shim_fde_start, _size */    \
-            sg_executor_cfi, sizeof sg_executor_cfi,          /* executor_cfi, _len */       \
+            SR_SET_CFI_,                                                                     \
             SG_TARGET_LANDING_PADS,                           /* landing_pads */             \
             SG_UNWIND_CFA_REGISTER, SG_UNWIND_FP_REGISTER,    /* cfa_register, fp_register */ \
             SG_UNWIND_CFA_OFFSET, SG_UNWIND_FP_OFFSET,        /* cfa_offset, fp_offset */    \
             SG_UNWIND_RA_OFFSET, SG_UNWIND_RA_SIGNED,         /* ra_offset, ra_signed */     \
             SG_SHIM_CALL_OFFSET, SG_SHIM_CALL_SIZE,           /* shim_call_offset, _size */  \
-            NULL, 0, NULL, 0, 0, 0                            /* no Windows unwind info */   \
+            SR_SET_WIN64_                                                                    \
     }
-#endif
 
 typedef enum sr_perf_mode { SR_PERF_OFF, SR_PERF_MAP, SR_PERF_JITDUMP } sr_perf_mode;
 
