@@ -578,6 +578,19 @@ unsigned coff_machine(uint16_t m)
     }
 }
 
+// LLVM 22 accepts a COFF symbol count near 2^32 (its size check wraps) and then
+// reads symbol records past the end of the buffer: the table must fit.
+bool coff_symbols_fit(const COFFObjectFile &coff, size_t size, char *err, size_t errsz)
+{
+    uint64_t count = coff.getNumberOfSymbols(), at = coff.getPointerToSymbolTable();
+    uint64_t end = at + count * coff.getSymbolTableEntrySize();
+    if (count == 0 || end <= size)
+        return true;
+    snprintf(err, errsz, "COFF symbol table: %llu symbols at offset 0x%llx run past the end of "
+             "the object (%zu bytes)", (unsigned long long)count, (unsigned long long)at, size);
+    return false;
+}
+
 // The ELF e_machine of a Mach-O CPU type.
 unsigned macho_machine(uint32_t cpu)
 {
@@ -633,6 +646,8 @@ extern "C" bool lb_read_object(const uint8_t *buf, size_t size, objfile *out, ch
     } else if (const auto *coff = dyn_cast<COFFObjectFile>(obj->get())) {
         out->kind = OBJ_FORMAT_COFF;
         out->machine = coff_machine(coff->getMachine());
+        if (!coff_symbols_fit(*coff, size, err, errsz))
+            return false;
     } else if (const auto *macho = dyn_cast<MachOObjectFile>(obj->get())) {
         out->kind = OBJ_FORMAT_MACHO;
         out->machine = macho_machine(macho->getHeader().cputype);
