@@ -578,8 +578,9 @@ unsigned coff_machine(uint16_t m)
     }
 }
 
-// LLVM 22 accepts a COFF symbol count near 2^32 (its size check wraps) and then
-// reads symbol records past the end of the buffer: the table must fit.
+// LLVM 22 accepted a COFF object declaring 2^32-1 symbols 16 bytes before its
+// end (a fuzzer's find) and handed out symbol records that run past the
+// buffer: the table must fit.
 bool coff_symbols_fit(const COFFObjectFile &coff, size_t size, char *err, size_t errsz)
 {
     uint64_t count = coff.getNumberOfSymbols(), at = coff.getPointerToSymbolTable();
