@@ -10,12 +10,9 @@ SUBTRACTOR pairs), and ops under tinyvm's template, one unit per source file
 generator reads) and, as on Mach-O, one op per unit (ARM64_RELOC_ADDEND
 pairs, GOT loads), and a small unit of data references at offsets (below:
 ARM64_RELOC_ADDEND pairs, Mach-O and COFF addends kept in code and data). A
-compile that fails is an error. Then the inputs that once crashed the reader
-(tests/fuzz/regressions/objfile/), so that every run of the fuzzer tries them
-first.
+compile that fails is an error.
 """
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -85,10 +82,6 @@ def main():
                     src, triple, " ".join(cmd), p.stdout[-2000:]), file=sys.stderr)
                 return 1
             made += 1
-    regressions = os.path.join(ROOT, "tests", "fuzz", "regressions", "objfile")
-    for name in sorted(os.listdir(regressions)):
-        shutil.copy(os.path.join(regressions, name), os.path.join(out, "regression-" + name))
-        made += 1
     print("make_objfile_seeds: %d objects in %s" % (made, out))
     return 0
 

@@ -122,7 +122,16 @@ def build_target(name, outdir, build):
     return fuzzer, seeder
 
 
-def make_seeds(seeder, seeds):
+def make_seeds(name, seeder, seeds):
+    """The target's seeds, then the inputs that once crashed it
+    (tests/fuzz/regressions/NAME/), so that every run tries them first."""
+    write_seeds(seeder, seeds)
+    regressions = os.path.join(ROOT, "tests", "fuzz", "regressions", name)
+    for f in sorted(os.listdir(regressions)) if os.path.isdir(regressions) else []:
+        shutil.copy(os.path.join(regressions, f), os.path.join(seeds, "regression-" + f))
+
+
+def write_seeds(seeder, seeds):
     if isinstance(seeder, str) and seeder.endswith(".py"):
         subprocess.run([sys.executable, os.path.join(ROOT, seeder), seeds], check=True,
                        timeout=600)
@@ -143,16 +152,17 @@ def run_target(name, outdir, seconds, build):
         shutil.rmtree(corpus, ignore_errors=True)
     os.makedirs(seeds, exist_ok=True)
     os.makedirs(corpus, exist_ok=True)
-    make_seeds(seeder, seeds)
+    make_seeds(name, seeder, seeds)
     limit = (["-max_total_time=%d" % seconds] if seconds else
              ["-runs=%d" % BRIEF_RUNS[name], "-seed=1"])
+    bound = seconds or 120  # a brief run: at most 30 s here, bounded like a 2-minute one
     # Run from the repository, so that manifest paths can name real files;
     # -close_fd_mask=2: the manifest reader's error messages are expected.
     p = subprocess.run([fuzzer, "-close_fd_mask=2"] + limit +
                        ["-timeout=10", "-rss_limit_mb=2048", "-print_final_stats=1",
                         "-artifact_prefix=" + outdir + "/crash-" + name + "-", corpus, seeds],
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                       timeout=(seconds or 120) * 4 + 300, cwd=ROOT)
+                       timeout=bound * 4 + 300, cwd=ROOT)
     execs = re.search(r"stat::number_of_executed_units:\s*(\d+)", p.stdout)
     rate = re.search(r"stat::average_exec_per_sec:\s*(\d+)", p.stdout)
     crashed = p.returncode != 0
