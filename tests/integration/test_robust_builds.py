@@ -366,6 +366,26 @@ def test_compiler_that_targets_another_machine(ctx):
     check(outputs_snapshot(out) == before, "outputs changed in a failed run")
 
 
+def test_object_that_is_not_well_formed_is_refused(ctx):
+    """An object whose tables run past its end (a COFF object declaring 2^32-1
+    symbols, which LLVM 22 accepts and then reads past; the fuzzer found it)
+    is refused with exit 1 naming the op and what is wrong, and the previous
+    outputs stay as they were."""
+    proj = ctx.bundled_copy()
+    out = os.path.join(ctx.tmp, "out")
+    expect(build(ctx, proj, out), EXIT_OK, "first build")
+    before = outputs_snapshot(out)
+    bad = ctx.path("tests", "fuzz", "regressions", "objfile", "coff-symbol-count-wraps")
+    cc = fake_compiler(ctx, "badobj.sh",
+                       'o=; d=; prev=; for a; do case "$prev" in -o) o=$a ;; -MF) d=$a ;; esac; '
+                       'prev=$a; done; cp %s "$o" && echo "$o:" > "$d"; exit 0' % bad)
+    p = build(ctx, proj, out, "--clang", cc, "--extra-cflags", "-DBADOBJ")
+    expect(p, 1, "malformed object",
+           re.compile(r"op add \(%s\): .*COFF symbol table: 4294967295 symbols at offset 0xe8 "
+                      r"run past the end of the object \(248 bytes\)" % TRIPLE))
+    check(outputs_snapshot(out) == before, "outputs changed in a failed run")
+
+
 def test_log_file_name_too_long_is_named(ctx):
     """An outdir so deep that a compiler log's path exceeds PATH_MAX: the error
     names the log file, not the compiler."""
