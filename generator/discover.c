@@ -164,7 +164,8 @@ static enum CXChildVisitResult visit_top(CXCursor c, CXCursor parent, CXClientDa
     CXString fname = clang_getFileName(file);
     CXString spelling = clang_getCursorSpelling(c);
     const char *name = clang_getCString(spelling);
-    if (!strncmp(name, OP_PREFIX, strlen(OP_PREFIX)))
+    bool prefixed = !strncmp(name, OP_PREFIX, strlen(OP_PREFIX));
+    if (prefixed)
         name += strlen(OP_PREFIX);
     const char *fn = clang_getCString(fname);
     if (!clang_File_isEqual(file, ctx->main_file)) {
@@ -180,7 +181,7 @@ static enum CXChildVisitResult visit_top(CXCursor c, CXCursor parent, CXClientDa
         bool by_macro = named_by_macro(c);
         if (!ctx->tokens.tokens)
             ctx->tokens = tokens_of(ctx->tu, file);
-        sg_op op = {xstrdup(name), path_absolute(fn ? fn : ctx->source), line, col, begin,
+        sg_op op = {xstrdup(name), prefixed, path_absolute(fn ? fn : ctx->source), line, col, begin,
                     op_end(&ctx->tokens, by_macro ? name_at : decl_end, by_macro)};
         ARRAY_PUSH(ctx->out->items, ctx->out->count, ctx->out->cap, op);
     }

@@ -7,6 +7,7 @@
 
 typedef struct sg_op {
     char *name;   /* "add" for OP(add) */
+    bool prefixed; /* its function is op_<name> (else <name>): what a batch's entry aliases */
     char *source; /* absolute path of the op source */
     unsigned line, col;
     unsigned begin, end; /* byte range of the whole definition, OP( to its closing brace */

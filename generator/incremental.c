@@ -86,7 +86,7 @@ void inc_compiler_verdict(sg_incremental *inc)
 
 /* ---- discovery */
 
-/* Parse "name line col begin end" lines of a cached discovery into ops of `source`. */
+/* Parse "name prefixed line col begin end" lines of a cached discovery into ops of `source`. */
 static bool parse_cached_ops(const uint8_t *text, size_t size, const char *source,
                              sg_oplist *out)
 {
@@ -94,10 +94,11 @@ static bool parse_cached_ops(const uint8_t *text, size_t size, const char *sourc
     bool ok = true;
     for (char *line = strtok(copy, "\n"); line && ok; line = strtok(NULL, "\n")) {
         char name[256];
-        unsigned l, c, begin, end;
-        ok = sscanf(line, "%255s %u %u %u %u", name, &l, &c, &begin, &end) == 5;
+        unsigned prefixed, l, c, begin, end;
+        ok = sscanf(line, "%255s %u %u %u %u %u", name, &prefixed, &l, &c, &begin, &end) == 6 &&
+             prefixed <= 1;
         if (ok) {
-            sg_op op = {xstrdup(name), xstrdup(source), l, c, begin, end};
+            sg_op op = {xstrdup(name), prefixed, xstrdup(source), l, c, begin, end};
             ARRAY_PUSH(out->items, out->count, out->cap, op);
         }
     }
@@ -148,7 +149,8 @@ int inc_discover(sg_incremental *inc, const char *source, const sg_argv *a, sg_o
     if (rc == SG_EXIT_OK) {
         strbuf sb = {0};
         for (size_t i = before; i < ops->count; i++)
-            sb_printf(&sb, "%s %u %u %u %u\n", ops->items[i].name, ops->items[i].line,
+            sb_printf(&sb, "%s %u %u %u %u %u\n", ops->items[i].name,
+                      (unsigned)ops->items[i].prefixed, ops->items[i].line,
                       ops->items[i].col, ops->items[i].begin, ops->items[i].end);
         if (cache_record(inc->cache, slot, args, 0, deps.items, deps.count, &since, &key))
             cache_put(inc->cache, &key, "ops", sb.data ? sb.data : "", sb.len);

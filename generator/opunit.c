@@ -1,6 +1,7 @@
 /* opunit.c - see opunit.h. */
 #define _GNU_SOURCE
 #include "opunit.h"
+#include "split.h"
 
 #include <stdbool.h>
 #include <stdlib.h>
@@ -53,8 +54,8 @@ static bool is_member(const sg_op *o, const sg_op *const *members, size_t n)
     return false;
 }
 
-/* The file without the ops that are not members; a batch also names each
- * member's entry (STENCIL_ENTRY, stencil_op.h) after the text. */
+/* The file without the ops that are not members; a batch also makes each
+ * member's entry (_JIT_ENTRY_<name>, an alias of its function) after the text. */
 static op_unit unit_of(const sg_oplist *ops, const sg_op *const *members, size_t n,
                        bool batch, const op_source *t, bool want_unit)
 {
@@ -76,21 +77,21 @@ static op_unit unit_of(const sg_oplist *ops, const sg_op *const *members, size_t
         at = e;
     }
     add_segment(&u, want_unit, first, t, at, size);
-    /* The entries are the generator's text, not the file's: messages about
-     * them name the batched unit. A VM may carry its own, older copy of
-     * stencil_op.h, without STENCIL_ENTRY: one clear error, not one per op. */
+    /* The entries are the generator's text, not the file's (messages about
+     * them name the batched unit), and need nothing from the template: any
+     * template that compiled per-op units, an older copy of stencil_op.h
+     * included, compiles batches too. */
     if (batch && want_unit)
-        sb_puts(&u.unit, "#line 1 \"<stencilgen batched unit>\"\n#ifndef STENCIL_ENTRY\n"
-                         "#error \"batched units need the STENCIL_ENTRY of stencilgen's "
-                         "stencil_op.h, which the template's copy lacks: update the copy, or "
-                         "build with --units per-op\"\n#else\n");
+        sb_puts(&u.unit, "#line 1 \"<stencilgen batched unit>\"\n");
     for (size_t i = 0; batch && i < n; i++) {
-        sb_printf(&u.key, "STENCIL_ENTRY(%s)\n", members[i]->name);
+        const char *prefix = members[i]->prefixed ? "op_" : "";
+        sb_printf(&u.key, "entry %s%s %s\n", prefix, members[i]->name, members[i]->name);
         if (want_unit)
-            sb_printf(&u.unit, "STENCIL_ENTRY(%s)\n", members[i]->name);
+            sb_printf(&u.unit,
+                      "extern __typeof__(%s%s) " SPLIT_ENTRY_PREFIX "%s "
+                      "__attribute__((alias(\"%s%s\")));\n",
+                      prefix, members[i]->name, members[i]->name, prefix, members[i]->name);
     }
-    if (batch && want_unit)
-        sb_puts(&u.unit, "#endif\n");
     if (!u.unit.data)
         sb_puts(&u.unit, "");
     if (!u.key.data)

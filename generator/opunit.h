@@ -50,7 +50,8 @@ typedef struct op_sources {
 op_unit op_unit_for(op_sources *sources, const sg_oplist *ops, const sg_op *op, bool want_unit);
 /* A batched unit: the ops `members` (n >= 1, all of one file, in source
  * order) in one unit, the file's other ops cut out as above, each member
- * named as an entry at the end (STENCIL_ENTRY in stencil_op.h; compiled with
+ * named as an entry at the end (_JIT_ENTRY_<name>, an alias the unit makes
+ * of the op's function, so no template support is needed; compiled with
  * -DSTENCILGEN_BATCH). The key hashes the same text without #line. */
 op_unit op_batch_unit_for(op_sources *sources, const sg_oplist *ops,
                           const sg_op *const *members, size_t n, bool want_unit);

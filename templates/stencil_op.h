@@ -19,8 +19,9 @@
  * and compiled as its own translation unit with -DSTENCILGEN_OP=add, which
  * makes _JIT_ENTRY op_add (an alias; on Mach-O, which has none, a function
  * that tail-calls op_add, inlined into it): the stencil is that one function (or,
- * with --units batched, in a unit of several ops, each named by
- * STENCIL_ENTRY below, and cut out of their object by stencilgen). Holes
+ * with batched units, the default, in a unit of several ops of one file with
+ * -DSTENCILGEN_BATCH, each named by an alias stencilgen adds, and cut out of
+ * their object by stencilgen). Holes
  * are references to symbols that exist nowhere; stencilgen turns each
  * relocation against them into a hole the runtime patches:
  *
@@ -129,14 +130,6 @@ STENCIL_CC STENCIL_RETURN _JIT_ENTRY(STENCIL_PARAMS)
 #define STENCIL_STR(x) STENCIL_STR_(x)
 extern stencil_fn _JIT_ENTRY __attribute__((alias("op_" STENCIL_STR(STENCILGEN_OP))));
 #endif
-#endif
-
-/* A batched unit (several ops of one file compiled at once, -DSTENCILGEN_BATCH)
- * ends with STENCIL_ENTRY(name) for each of its ops: _JIT_ENTRY_<name> is an
- * alias of op_<name>, and stencilgen cuts each op's stencil out of the object
- * from there. (Mach-O targets compile every op alone.) */
-#ifdef STENCILGEN_BATCH
-#define STENCIL_ENTRY(name) extern stencil_fn _JIT_ENTRY_##name __attribute__((alias("op_" #name)));
 #endif
 
 #endif

@@ -310,7 +310,8 @@ def batched_figures(build, g, jobs=2):
             f.write('#line 1 "%s"\n' % path)
             with open(path) as src:
                 f.write(src.read())
-            f.write("".join("STENCIL_ENTRY(%s)\n" % n for n in names))
+            f.write("".join('extern __typeof__(op_%s) _JIT_ENTRY_%s __attribute__((alias("op_%s")));\n'
+                            % (n, n, n) for n in names))
         args = list(entry["arguments"])
         args[args.index("-c") + 1] = unit
         args[args.index("-o") + 1] = os.path.join(tmp, "one_unit.o")

@@ -196,7 +196,7 @@ def test_diagnostics_come_in_manifest_order(ctx):
     # push, the first to fail, is the last to finish (compiled alone or in a batch).
     slow = os.path.join(ctx.tmp, "slow.sh")
     write(slow, '#!/bin/sh\ncase " $* " in *" -DSTENCILGEN_OP=push "*) sleep 1 ;; esac\n'
-                'for a; do case $a in */unit.c) grep -q "STENCIL_ENTRY(push)" "$a" && sleep 1 ;; '
+                'for a; do case $a in */unit.c) grep -q " _JIT_ENTRY_push " "$a" && sleep 1 ;; '
                 'esac; done\n'
                 'exec clang-22 "$@"\n')
     os.chmod(slow, 0o755)

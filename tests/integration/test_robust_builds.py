@@ -87,7 +87,7 @@ def fake_compiler(ctx, name, misbehaviour, op="add"):
                 "case \" $* \" in\n"
                 "  *\" -DSTENCILGEN_OP=%s \"*) %s ;;\n"
                 "  *\" -DSTENCILGEN_BATCH \"*)\n"
-                "    for a; do case $a in */unit.c) grep -q 'STENCIL_ENTRY(%s)' \"$a\" && "
+                "    for a; do case $a in */unit.c) grep -q ' _JIT_ENTRY_%s ' \"$a\" && "
                 "{ %s; } ;; esac; done ;;\n"
                 "esac\n"
                 "exec clang-22 \"$@\"\n" % (op, misbehaviour, op, misbehaviour))
