@@ -9,15 +9,21 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-PACKAGES=(clang-22 clang-14 llvm-22 llvm-22-dev libclang-22-dev libclang-cpp22-dev libclang-rt-22-dev lld-22
-          libyaml-dev meson ninja-build pkg-config gcc g++ python3 gdb valgrind linux-perf
-          qemu-user gcc-aarch64-linux-gnu g++-aarch64-linux-gnu libc6-dev-arm64-cross gdb-multiarch
-          binutils elfutils libdw-dev libunwind-22-dev libc++-22-dev libc++abi-22-dev lldb-22 python3-lldb-22
-          wine64 mingw-w64-x86-64-dev g++-mingw-w64-x86-64-win32)
+# What the demo needs: the generator (clang, LLVM, libclang, libyaml), tinyvm,
+# GDB and stencilrt-stack (libdw). The tests need the rest: other compilers and
+# unwinders, perf, valgrind, qemu and the AArch64 cross toolchain, Wine and
+# MinGW-w64, LLDB.
+DEMO_PACKAGES=(clang-22 llvm-22 llvm-22-dev libclang-22-dev libclang-cpp22-dev libyaml-dev
+               meson ninja-build pkg-config gcc g++ python3 gdb libdw-dev)
+TEST_PACKAGES=("${DEMO_PACKAGES[@]}" clang-14 libclang-rt-22-dev lld-22 valgrind linux-perf
+               qemu-user gcc-aarch64-linux-gnu g++-aarch64-linux-gnu libc6-dev-arm64-cross
+               gdb-multiarch binutils elfutils libunwind-22-dev libc++-22-dev libc++abi-22-dev
+               lldb-22 python3-lldb-22 wine64 mingw-w64-x86-64-dev g++-mingw-w64-x86-64-win32)
 
+# ensure_packages PACKAGE...: install those that are missing.
 ensure_packages() {
     local missing=() p
-    for p in "${PACKAGES[@]}"; do
+    for p in "$@"; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
             missing+=("$p")
     done
@@ -77,24 +83,27 @@ ensure_aarch64_llvm() {
     }
 }
 
-# build DIR [meson options...]: configure once, then let ninja decide what to redo.
+# build DIR [meson options...] [-- ninja targets...]: configure once, then let
+# ninja decide what to redo (every target unless some are named).
 build() {
-    local dir=$1
+    local dir=$1 options=() targets=()
     shift
+    while (($#)) && [ "$1" != -- ]; do options+=("$1"); shift; done
+    (($#)) && shift && targets=("$@")
     local log
     log=$(mktemp)
     if [ ! -f "$dir/build.ninja" ]; then
-        meson setup "$dir" "$@" >"$log" 2>&1 || { cat "$log"; rm -f "$log"; exit 1; }
+        meson setup "$dir" "${options[@]}" >"$log" 2>&1 || { cat "$log"; rm -f "$log"; exit 1; }
     fi
-    ninja -C "$dir" >"$log" 2>&1 || { cat "$log"; rm -f "$log"; exit 1; }
+    ninja -C "$dir" "${targets[@]}" >"$log" 2>&1 || { cat "$log"; rm -f "$log"; exit 1; }
     rm -f "$log"
 }
 
 cmd=${1:-}
 case "$cmd" in
 demo)
-    ensure_packages
-    build build
+    ensure_packages "${DEMO_PACKAGES[@]}"
+    build build -- generator/stencilgen stencils/tinyvm tools/stack/stencilrt-stack
     echo "== stencilgen: generate the bundled stencils (stencils/stencils.yaml)"
     build/generator/stencilgen build --manifest stencils/stencils.yaml --outdir build/demo
     echo
@@ -120,7 +129,7 @@ demo)
     kill "$spin"; wait "$spin" 2>/dev/null || true
     ;;
 test)
-    ensure_packages
+    ensure_packages "${TEST_PACKAGES[@]}"
     ensure_aarch64_llvm
     build build
     build build-asan -Db_sanitize=address,undefined -Db_lundef=false
@@ -129,12 +138,12 @@ test)
     exec python3 tests/run.py --build build --asan-build build-asan
     ;;
 bench)
-    ensure_packages
+    ensure_packages "${TEST_PACKAGES[@]}"
     build build
     exec python3 tests/bench/run.py --build build
     ;;
 fuzz)
-    ensure_packages
+    ensure_packages "${TEST_PACKAGES[@]}"
     build build
     exec python3 tests/fuzz/run.py --build build --seconds "${FUZZ_SECONDS:-600}"
     ;;
