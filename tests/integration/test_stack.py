@@ -61,6 +61,9 @@ Programs: tests/stack/ (churn, its broken-writer builds, dlspin), tinyvm.
         a zombie (a child that exited, its parent never waiting) is refused
         with exit 3 "it has exited (state Z: zombie) and is not yet reaped by
         its parent, process N", in both modes; no permission or Yama hint.
+  test_traced
+        a process its parent traces (PTRACE_TRACEME) is refused with exit 3
+        "it is already traced by process N", no Yama hint.
   test_registry_reader_aarch64
         tests/stack/test_registry_reader (the reader library in one process,
         threads emitting while another reads) built for AArch64 and run
@@ -890,6 +893,35 @@ def test_zombie(ctx):
             check("ptrace_scope" not in p.stderr and "not permitted" not in p.stderr,
                   "zombie: a permission problem is named:\n%s", p.stderr)
         check(proc_state(zombie) == "Z", "process %d is no longer a zombie", zombie)
+
+
+TRACED_PARENT = """
+import ctypes, os, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+r, w = os.pipe()
+pid = os.fork()
+if pid == 0:
+    ok = libc.ptrace(0, 0, None, None) == 0  # PTRACE_TRACEME: the parent traces it
+    os.write(w, b"1" if ok else b"0")
+    time.sleep(60)  # no signal comes, so it never stops
+    os._exit(0)
+ok = os.read(r, 1) == b"1"
+print(pid if ok else "no PTRACE_TRACEME", flush=True)
+sys.stdin.read()
+os.kill(pid, 9)
+"""
+
+
+def test_traced(ctx):
+    """A process another tracer holds (its parent, by PTRACE_TRACEME) is
+    refused with exit 3 naming that tracer, not blamed on Yama."""
+    with Target(ctx, [sys.executable, "-c", TRACED_PARENT], ready=r"^\S+$",
+                stdin=True) as parent:
+        check(parent.out.split()[0].isdigit(), "the child could not be traced: %s", parent.out)
+        child = int(parent.out.split()[0])
+        p = refusal(ctx, [str(child)], 3, r"^stencilrt-stack: cannot attach to process %d: it "
+                    r"is already traced by process %d" % (child, parent.pid))
+        check("ptrace_scope" not in p.stderr, "traced: Yama is named:\n%s", p.stderr)
 
 
 A64_SYSROOT = "/usr/aarch64-linux-gnu"
