@@ -149,11 +149,11 @@ typedef struct sr_config {
 
 #define SR_CONFIG_DEFAULT {-1, -1, -1, 0, -1, -1}
 
-/* One VM instruction: which stencil, its operands, its jump target (an index
- * into the same instruction array). */
 /* The most instructions of one executor: jump targets are 32-bit indexes. */
 #define SR_MAX_INSTRUCTIONS UINT32_MAX
 
+/* One VM instruction: which stencil, its operands, its jump target (an index
+ * into the same instruction array). */
 typedef struct sr_instr {
     uint32_t op;
     uint32_t target;
@@ -281,8 +281,8 @@ SR_API uint64_t sr_executor_id(const sr_executor *ex);
  *
  * SR_EINVAL: a NULL or freed executor, no such instruction (any index >= n),
  * an op without a jump target or operand n, a target that is not an
- * instruction's start in a live executor of the same runtime. SR_ERANGE: the target is out of
- * the branch's reach (x86-64 +-2 GiB; AArch64 B +-128 MiB, B.cond/CBZ +-1 MiB,
+ * instruction's start in a live executor of the same runtime. SR_ERANGE: the
+ * target is out of the branch's reach (x86-64 +-2 GiB; AArch64 B +-128 MiB, B.cond/CBZ +-1 MiB,
  * TBZ +-32 KiB) or the value does not fit the operand's hole. SR_EUNSUPPORTED:
  * the value lives in a GOT slot or in the op's data (STENCIL_OPERANDS_IN_GOT,
  * jump tables). On any error the code is unchanged. */
