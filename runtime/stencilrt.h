@@ -282,10 +282,10 @@ SR_API uint64_t sr_executor_id(const sr_executor *ex);
  * SR_EINVAL: a NULL or freed executor, no such instruction (any index >= n),
  * an op without a jump target or operand n, a target that is not an
  * instruction's start in a live executor of the same runtime. SR_ERANGE: the
- * target is out of the branch's reach (x86-64 +-2 GiB; AArch64 B +-128 MiB, B.cond/CBZ +-1 MiB,
- * TBZ +-32 KiB) or the value does not fit the operand's hole. SR_EUNSUPPORTED:
- * the value lives in a GOT slot or in the op's data (STENCIL_OPERANDS_IN_GOT,
- * jump tables). On any error the code is unchanged. */
+ * target is out of the branch's reach (x86-64 +-2 GiB; AArch64 B +-128 MiB,
+ * B.cond/CBZ +-1 MiB, TBZ +-32 KiB) or the value does not fit the operand's
+ * hole. SR_EUNSUPPORTED: the value lives in a GOT slot or in the op's data
+ * (STENCIL_OPERANDS_IN_GOT, jump tables). On any error the code is unchanged. */
 SR_API sr_status sr_patch_jump(sr_executor *ex, size_t instruction, const void *target);
 SR_API sr_status sr_patch_operand(sr_executor *ex, size_t instruction, unsigned n,
                                   uint64_t value);
