@@ -125,6 +125,10 @@ void emit_fini(sr_emitter *em)
 }
 
 enum { VENEER_SIZE = 16 }; /* ldr x16, #8; br x16; .quad target */
+/* The most bytes of each part of an executor (code, data, GOT, veneers):
+ * offsets are 32-bit, and the layout's sums of a few such parts cannot wrap
+ * a 64-bit size_t. */
+#define SIZE_LIMIT ((size_t)UINT32_MAX / 2)
 
 sr_status emit_plan(const sr_emitter *em, const sr_instr *code, size_t n, uint32_t *offsets,
                     sr_layout *l)
@@ -147,12 +151,23 @@ sr_status emit_plan(const sr_emitter *em, const sr_instr *code, size_t n, uint32
             return sr_fail(SR_EFALLTHROUGH, "the last instruction (%s) continues past the end",
                            s->name);
         offsets[i] = (uint32_t)at;
+        /* Each size is checked before it is added, so no sum wraps (a
+         * stencil set is a struct anyone can fill: SIZE_MAX - 8 bytes of
+         * code would otherwise wrap `at` back to a small chunk). */
+        if (s->code_size > SIZE_LIMIT - at)
+            return sr_fail(SR_ENOMEM, "instruction %zu (%s): executor code larger than 2 GiB",
+                           i, s->name);
         at += s->code_size;
+        if (s->data_size > SIZE_LIMIT || s->data_align > SIZE_LIMIT ||
+            s->data_size + s->data_align > SIZE_LIMIT - data)
+            return sr_fail(SR_ENOMEM, "instruction %zu (%s): executor data larger than 2 GiB",
+                           i, s->name);
         data += s->data_size + s->data_align;
         got += info->got;
         veneers += info->veneers;
-        if (at > UINT32_MAX / 2)
-            return sr_fail(SR_ENOMEM, "executor code larger than 2 GiB");
+        if (got > SIZE_LIMIT / 8 || veneers > SIZE_LIMIT / VENEER_SIZE)
+            return sr_fail(SR_ENOMEM, "instruction %zu (%s): executor GOT or veneers larger "
+                           "than 2 GiB", i, s->name);
     }
     offsets[n] = (uint32_t)at;
     l->code_size = at;

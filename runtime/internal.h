@@ -410,9 +410,16 @@ typedef struct sr_arena {
                                              holds (lookup.c) */
 } sr_arena;
 
+/* What an executor record's state says (records.c): only a record whose
+ * state is EXECUTOR_LIVE may be used; 0 is a record freed or never handed
+ * out, so a zeroed record is not live. */
+#define EXECUTOR_LIVE 0x53524558u /* "SREX" */
+
 /* An emitted program: its chunk of JIT memory, and the names debuggers and
- * profilers give its parts. */
+ * profilers give its parts. The record stays in its runtime's pool after
+ * the executor is freed (records.c); `body` is what the free releases. */
 struct sr_executor {
+    atomic_uint state; /* EXECUTOR_LIVE from emit to free; read without the lock */
     sr_runtime *rt;
     sr_arena *arena;
     struct sr_executor *next, *prev; /* in arena->executors */
@@ -421,6 +428,7 @@ struct sr_executor {
     size_t mem_size;
     size_t code_size;
     size_t text_size;  /* code and the veneers after it: everything that executes */
+    void *body;        /* one malloc: symbols, offsets, ops, then the names */
     char *name;
     size_t names_size;   /* bytes of its name and then its symbols' names, each with its NUL */
     size_t n;            /* instructions */
@@ -433,6 +441,24 @@ struct sr_executor {
     void *unwind_table;  /* its RtlAddFunctionTable registration, or NULL */
 #endif
 };
+
+/* ---- records: executor records, kept by their runtime until it is destroyed
+ * so that a freed executor can be told from a live one. Registry lock held. */
+enum { RECORD_QUARANTINE = 256 }; /* freed records waiting before any is reused */
+
+typedef struct sr_record_pool {
+    struct sr_record_slab *slabs;
+    struct sr_executor *head, *tail; /* freed records, oldest first (linked by next) */
+    size_t waiting;
+} sr_record_pool;
+
+/* A record, not live: the oldest freed one if more than RECORD_QUARANTINE
+ * wait, else a fresh one; NULL when out of memory. */
+struct sr_executor *record_get(sr_record_pool *p);
+/* Queue a freed record (its body already released) for reuse. */
+void record_put(sr_record_pool *p, struct sr_executor *e);
+/* Every record, live or not, goes: no executor pointer may be used after. */
+void record_pool_fini(sr_record_pool *p);
 
 struct sr_runtime {
     sr_config cfg;
@@ -460,10 +486,17 @@ struct sr_runtime {
     atomic_uint lookups;
     struct sr_arena_table *retired_tables;
     struct sr_executor *retired_executors;
+    sr_record_pool records;
 };
 
-/* Frees an executor's record (its code is released by the caller). */
+/* Frees an executor's body and returns its record to the pool (its code is
+ * released by the caller). */
 void executor_destroy(sr_executor *e);
+/* Whether ex is a live executor (not freed); with the registry lock held
+ * the answer cannot change during the call. */
+bool executor_live(const sr_executor *ex);
+/* SR_EINVAL naming `call` when ex is NULL or was freed (lock held). */
+sr_status executor_check(const char *call, const sr_executor *ex);
 /* Tell perf (if on) about e's code: the executor, then each stencil in it. */
 void executor_announce_to_perf(sr_runtime *rt, const sr_executor *e);
 

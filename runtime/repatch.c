@@ -110,41 +110,58 @@ static bool instruction_start(const sr_runtime *rt, const void *target)
     return sr_lookup_pc(rt, target, &e, &k) && e->mem + e->offsets[k] == (const uint8_t *)target;
 }
 
-static sr_status no_such(const char *call, const sr_executor *ex, size_t i)
+/* The executor must be live and have the instruction (registry lock held:
+ * a free on another thread cannot happen meanwhile). */
+static sr_status check_instruction(const char *call, const sr_executor *ex, size_t i)
 {
-    if (!ex)
-        return sr_fail(SR_EINVAL, "%s: the executor is NULL", call);
-    return sr_fail(SR_EINVAL, "%s: executor '%s' has no instruction %zu (%zu instructions)",
-                   call, ex->name, i, ex->n);
+    sr_status st = executor_check(call, ex);
+    if (st != SR_OK)
+        return st;
+    if (i >= ex->n)
+        return sr_fail(SR_EINVAL, "%s: executor '%s' has no instruction %zu (%zu instructions)",
+                       call, ex->name, i, ex->n);
+    return SR_OK;
+}
+
+static sr_status patch_jump_locked(sr_executor *ex, size_t instruction, const void *target)
+{
+    sr_status st = check_instruction("sr_patch_jump", ex, instruction);
+    if (st != SR_OK)
+        return st;
+    wanted w = {SG_VALUE_JUMP_TARGET, 0, "jump target"};
+    if (!instruction_start(ex->rt, target))
+        return sr_fail(SR_EINVAL, "%s: the target %p is not the start of an instruction of "
+                       "a live executor of this runtime", ex->symbols[instruction], target);
+    return repatch(ex, instruction, &w, (uintptr_t)target);
 }
 
 sr_status sr_patch_jump(sr_executor *ex, size_t instruction, const void *target)
 {
-    if (!ex || instruction >= ex->n)
-        return no_such("sr_patch_jump", ex, instruction);
     sr_registry_lock();
-    wanted w = {SG_VALUE_JUMP_TARGET, 0, "jump target"};
-    sr_status st = instruction_start(ex->rt, target)
-                       ? repatch(ex, instruction, &w, (uintptr_t)target)
-                       : sr_fail(SR_EINVAL, "%s: the target %p is not the start of an "
-                                 "instruction of a live executor", ex->symbols[instruction],
-                                 target);
+    sr_status st = patch_jump_locked(ex, instruction, target);
     sr_registry_unlock();
     return st;
 }
 
-sr_status sr_patch_operand(sr_executor *ex, size_t instruction, unsigned n, uint64_t value)
+static sr_status patch_operand_locked(sr_executor *ex, size_t instruction, unsigned n,
+                                      uint64_t value)
 {
-    if (!ex || instruction >= ex->n)
-        return no_such("sr_patch_operand", ex, instruction);
+    sr_status st = check_instruction("sr_patch_operand", ex, instruction);
+    if (st != SR_OK)
+        return st;
     if (n >= SG_OPERANDS)
         return sr_fail(SR_EINVAL, "sr_patch_operand: %s: there is no operand %u (%d operands)",
                        ex->symbols[instruction], n, SG_OPERANDS);
     char what[32];
     snprintf(what, sizeof what, "operand %u", n);
     wanted w = {SG_VALUE_OPERAND, n, what};
+    return repatch(ex, instruction, &w, value);
+}
+
+sr_status sr_patch_operand(sr_executor *ex, size_t instruction, unsigned n, uint64_t value)
+{
     sr_registry_lock();
-    sr_status st = repatch(ex, instruction, &w, value);
+    sr_status st = patch_operand_locked(ex, instruction, n, value);
     sr_registry_unlock();
     return st;
 }

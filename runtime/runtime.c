@@ -310,7 +310,25 @@ static void executor_unlink(sr_executor *e)
 
 void executor_destroy(sr_executor *e)
 {
-    free(e); /* with its names, offsets and ops (new_executor) */
+    atomic_store(&e->state, 0);
+    free(e->body); /* its names, offsets and ops (new_executor) */
+    e->body = NULL;
+    record_put(&e->rt->records, e);
+}
+
+bool executor_live(const sr_executor *ex)
+{
+    return ex && atomic_load(&ex->state) == EXECUTOR_LIVE;
+}
+
+sr_status executor_check(const char *call, const sr_executor *ex)
+{
+    if (!ex)
+        return sr_fail(SR_EINVAL, "%s: the executor is NULL", call);
+    if (!executor_live(ex))
+        return sr_fail(SR_EINVAL, "%s: the executor (id %llu) was freed", call,
+                       (unsigned long long)ex->id);
+    return SR_OK;
 }
 
 void sr_runtime_destroy(sr_runtime *rt)
@@ -339,6 +357,7 @@ void sr_runtime_destroy(sr_runtime *rt)
         free_arena(rt->shim_arena);
     perf_close(rt->perf);
     lookup_fini(rt);
+    record_pool_fini(&rt->records); /* after lookup_fini: it returns retired records */
     sr_registry_unlock();
     emit_fini(&rt->emitter);
     ehframe_template_free(&rt->gdb_eh);
@@ -416,27 +435,37 @@ static char *put_symbol(char *at, const char *op, const char *name, size_t name_
     return at;
 }
 
-/* The executor's record in one allocation: the struct, its instruction
- * names' pointers, offsets and ops, then the names themselves (one malloc
- * per emit, not one per instruction: most of an emit's time went there). */
-static sr_executor *new_executor(const sr_runtime *rt, const sr_instr *code, size_t n,
-                                 const char *name)
+/* The executor's record, from the runtime's pool (records.c), and its body
+ * in one allocation: its instruction names' pointers, offsets and ops, then
+ * the names themselves (one malloc per emit, not one per instruction: most of
+ * an emit's time went there). n is at most SR_MAX_INSTRUCTIONS (sr_emit_batch). */
+static sr_status new_executor(sr_runtime *rt, const sr_instr *code, size_t n,
+                              const char *name, sr_executor **out)
 {
     name = name && *name ? name : "executor";
     size_t name_len = strlen(name), chars = name_len + 1;
-    /* Each instruction needs fewer than 64 bytes besides the names. */
-    if (n > (SIZE_MAX - sizeof(sr_executor)) / 64 - 1 || name_len > SIZE_MAX / 4 / (n + 1))
-        return NULL;
-    for (size_t i = 0; i < n; i++)
+    /* Every instruction's name holds the executor's: their bytes must not
+     * wrap (checked as they add up: each name is far below SIZE_MAX / 2). */
+    if (name_len > SIZE_MAX / 4 / (n + 1))
+        return sr_fail(SR_ENOMEM, "executor '%.64s...': a %zu-byte name in each of %zu "
+                       "instruction names does not fit in memory", name, name_len, n);
+    for (size_t i = 0; i < n && chars <= SIZE_MAX / 2; i++)
         chars += symbol_size(op_name(rt, code[i].op), name_len, i);
-    size_t at_symbols = sizeof(sr_executor), at_offsets = at_symbols + n * sizeof(char *);
+    if (chars > SIZE_MAX / 2)
+        return sr_fail(SR_ENOMEM, "executor '%.64s': its instruction names do not fit in "
+                       "memory", name);
+    size_t at_offsets = n * sizeof(char *);
     size_t at_ops = at_offsets + (n + 1) * sizeof(uint32_t), at_chars = at_ops + n * sizeof(uint32_t);
-    uint8_t *block = malloc(at_chars + chars);
-    if (!block)
-        return NULL;
-    sr_executor *e = (sr_executor *)block;
-    *e = (sr_executor){.n = n};
-    e->symbols = (char **)(block + at_symbols);
+    sr_executor *e = record_get(&rt->records);
+    uint8_t *block = e ? malloc(at_chars + chars) : NULL;
+    if (!block) {
+        if (e)
+            record_put(&rt->records, e);
+        return sr_fail(SR_ENOMEM, "out of memory");
+    }
+    /* Not live (state 0) until emit_one is done with it. */
+    *e = (sr_executor){.rt = rt, .n = n, .body = block};
+    e->symbols = (char **)block;
     e->offsets = (uint32_t *)(block + at_offsets);
     e->ops = (uint32_t *)(block + at_ops);
     e->name = (char *)(block + at_chars);
@@ -448,7 +477,8 @@ static sr_executor *new_executor(const sr_runtime *rt, const sr_instr *code, siz
         e->symbols[i] = next;
         next = put_symbol(next, op_name(rt, code[i].op), name, name_len, i);
     }
-    return e;
+    *out = e;
+    return SR_OK;
 }
 
 /* Copy, patch and seal one executor; the caller holds the registry lock and
@@ -456,16 +486,16 @@ static sr_executor *new_executor(const sr_runtime *rt, const sr_instr *code, siz
 static sr_status emit_one(sr_runtime *rt, const sr_program *prog, sr_executor **out)
 {
     *out = NULL;
-    sr_executor *e = new_executor(rt, prog->code, prog->n, prog->name);
-    if (!e)
-        return sr_fail(SR_ENOMEM, "out of memory");
+    sr_executor *e = NULL;
+    sr_status st = new_executor(rt, prog->code, prog->n, prog->name, &e);
+    if (st != SR_OK)
+        return st;
     sr_layout l;
-    sr_status st = emit_plan(&rt->emitter, prog->code, prog->n, e->offsets, &l);
+    st = emit_plan(&rt->emitter, prog->code, prog->n, e->offsets, &l);
     if (st != SR_OK) {
         executor_destroy(e);
         return st;
     }
-    e->rt = rt;
     e->code_size = l.code_size;
     e->text_size = l.data_start; /* veneers, if any, end where data starts */
     /* perf's injected image of this code carries its unwind tables right after
@@ -507,6 +537,7 @@ static sr_status emit_one(sr_runtime *rt, const sr_program *prog, sr_executor **
     e->arena->executors = e;
     e->arena->nexecutors++;
     rt->executors++;
+    atomic_store(&e->state, EXECUTOR_LIVE); /* before a lookup can return it */
     lookup_publish(e, true);
     e->id = registry_next_id();
     registry_add(rt->reg, e);
@@ -518,6 +549,7 @@ static sr_status emit_one(sr_runtime *rt, const sr_program *prog, sr_executor **
 /* Free ex; its group is left for the caller to settle when `settle` is false. */
 static void free_executor_locked(sr_runtime *rt, sr_executor *ex, bool settle)
 {
+    atomic_store(&ex->state, 0); /* from now on every call refuses it */
     executor_unlink(ex);
     registry_remove(rt->reg, ex);
 #ifdef _WIN32
@@ -544,6 +576,12 @@ sr_status sr_emit_batch(sr_runtime *rt, const sr_program *progs, size_t count,
         if (progs[i].n && !progs[i].code)
             return sr_fail(SR_EINVAL, "sr_emit_batch: program %zu has %zu instructions and "
                            "no code", i, progs[i].n);
+        /* Before any of its code is read: a count this large cannot be an
+         * array's, and would overflow the executor's sizes. */
+        if (progs[i].n > SR_MAX_INSTRUCTIONS)
+            return sr_fail(SR_EINVAL, "sr_emit_batch: program %zu has %zu instructions, "
+                           "more than SR_MAX_INSTRUCTIONS (%zu)", i, progs[i].n,
+                           (size_t)SR_MAX_INSTRUCTIONS);
     }
     sr_status st = SR_OK;
     size_t done = 0;
@@ -573,34 +611,67 @@ sr_status sr_emit(sr_runtime *rt, const sr_instr *code, size_t n, const char *na
     return sr_emit_batch(rt, &prog, 1, out);
 }
 
+/* Getters run without the lock. Fields of the record itself stay readable
+ * after a free (records.c): a freed executor reads as NULL or 0. */
 void *sr_executor_entry(const sr_executor *ex)
 {
-    return ex ? ex->mem : NULL;
+    return executor_live(ex) ? ex->mem : NULL;
 }
 
 size_t sr_executor_code_size(const sr_executor *ex)
 {
-    return ex ? ex->code_size : 0;
+    return executor_live(ex) ? ex->code_size : 0;
+}
+
+/* The body is freed with the executor: a getter that reads it counts itself
+ * among the lookups in flight (lookup.c), so that a free on another thread
+ * leaves the body until it is done, and reads it only if ex is still live. */
+static bool pin(const sr_executor *ex)
+{
+    if (!ex)
+        return false;
+    atomic_fetch_add(&ex->rt->lookups, 1);
+    if (executor_live(ex))
+        return true;
+    atomic_fetch_sub(&ex->rt->lookups, 1);
+    return false;
+}
+
+static void unpin(const sr_executor *ex)
+{
+    atomic_fetch_sub(&ex->rt->lookups, 1);
 }
 
 void *sr_executor_instr(const sr_executor *ex, size_t i)
 {
-    return ex && i <= ex->n ? ex->mem + ex->offsets[i] : NULL;
+    if (!pin(ex))
+        return NULL;
+    void *p = i <= ex->n ? ex->mem + ex->offsets[i] : NULL;
+    unpin(ex);
+    return p;
 }
 
 const char *sr_executor_name(const sr_executor *ex)
 {
-    return ex ? ex->name : NULL;
+    if (!pin(ex))
+        return NULL;
+    const char *name = ex->name;
+    unpin(ex);
+    return name;
 }
 
 const char *sr_executor_instr_name(const sr_executor *ex, size_t i)
 {
-    return ex && i < ex->n ? ex->symbols[i] : NULL;
+    if (!pin(ex))
+        return NULL;
+    const char *name = i < ex->n ? ex->symbols[i] : NULL;
+    unpin(ex);
+    return name;
 }
 
 uint64_t sr_executor_id(const sr_executor *ex)
 {
-    return ex ? ex->id : 0;
+    return executor_live(ex) ? ex->id : 0;
 }
 
 void sr_executor_free(sr_executor *ex)
@@ -609,7 +680,8 @@ void sr_executor_free(sr_executor *ex)
         return;
     sr_runtime *rt = ex->rt;
     sr_registry_lock();
-    free_executor_locked(rt, ex, true);
+    if (executor_check("sr_executor_free", ex) == SR_OK)
+        free_executor_locked(rt, ex, true);
     sr_registry_unlock();
 }
 
@@ -619,9 +691,14 @@ static int by_pointer(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* An executor listed twice would be freed twice: refuse the whole batch. */
-static sr_status check_distinct(sr_executor *const *ex, size_t count)
+/* An executor freed already, or listed twice (it would be freed twice):
+ * refuse the whole batch. Registry lock held, so none is freed meanwhile. */
+static sr_status check_batch(sr_executor *const *ex, size_t count)
 {
+    for (size_t i = 0; i < count; i++)
+        if (ex[i] && !executor_live(ex[i]))
+            return sr_fail(SR_EINVAL, "sr_executor_free_batch: executor %zu (id %llu) was "
+                           "already freed", i, (unsigned long long)ex[i]->id);
     sr_executor **sorted = malloc((count ? count : 1) * sizeof *sorted);
     if (!sorted)
         return sr_fail(SR_ENOMEM, "out of memory");
@@ -640,12 +717,18 @@ sr_status sr_executor_free_batch(sr_executor *const *ex, size_t count)
 {
     if (count && !ex)
         return sr_fail(SR_EINVAL, "sr_executor_free_batch: ex is NULL");
-    sr_status st = check_distinct(ex, count);
-    if (st != SR_OK)
-        return st;
+    if (count > SIZE_MAX / sizeof *ex) /* no array is that long: its bytes would wrap */
+        return sr_fail(SR_EINVAL, "sr_executor_free_batch: count %zu is larger than any "
+                       "array", count);
     /* Each group touched is rebuilt once, after all its departing members left. */
     sr_group **touched = calloc(count ? count : 1, sizeof *touched);
     sr_registry_lock();
+    sr_status st = check_batch(ex, count);
+    if (st != SR_OK) {
+        sr_registry_unlock();
+        free(touched);
+        return st;
+    }
     size_t ntouched = 0;
     for (size_t i = 0; i < count; i++) {
         if (!ex[i])

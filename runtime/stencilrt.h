@@ -149,6 +149,9 @@ typedef struct sr_config {
 
 #define SR_CONFIG_DEFAULT {-1, -1, -1, 0, -1, -1}
 
+/* The most instructions of one executor: jump targets are 32-bit indexes. */
+#define SR_MAX_INSTRUCTIONS UINT32_MAX
+
 /* One VM instruction: which stencil, its operands, its jump target (an index
  * into the same instruction array). */
 typedef struct sr_instr {
@@ -181,12 +184,30 @@ typedef struct sr_executor sr_executor;
  * nothing. GDB registration is the one best-effort part: without memory for a
  * GDB object, GDB does not see that code, and the emit still succeeds.
  *
- * Arguments: a NULL runtime, a NULL out pointer, NULL code with n > 0, and an
+ * Arguments: a NULL runtime, a NULL out pointer, NULL code with n > 0, more
+ * than SR_MAX_INSTRUCTIONS instructions (refused before any is read), and an
  * executor listed twice in one sr_executor_free_batch are SR_EINVAL; getters
  * given NULL return NULL, 0 or the default configuration; frees of NULL do
- * nothing. What cannot be detected is undefined behaviour: using a runtime
- * after sr_runtime_destroy, or an executor after it was freed (freeing it
- * again included), or passing an executor to a call on another runtime.
+ * nothing. Sizes that would overflow (a stencil set whose code, data, GOT or
+ * veneers for one executor pass 2 GiB, names that do not fit in memory) are
+ * SR_ENOMEM, never a wrapped allocation.
+ *
+ * Freed executors: an executor's record stays with its runtime until
+ * sr_runtime_destroy, so a freed executor is recognised, not read as freed
+ * memory: sr_patch_jump, sr_patch_operand and sr_executor_free_batch return
+ * SR_EINVAL ("was freed"), sr_executor_free does nothing but set that
+ * message, getters return NULL or 0, and sr_lookup_pc never returns it.
+ * Records are reused oldest first, once more than 256 freed ones wait: a
+ * freed executor is recognised until at least 256 more executors of its
+ * runtime have been freed after it. Past that, its pointer may name a newer
+ * executor of the same runtime: keep no executor pointer after its free.
+ * A jump target in another runtime is SR_EINVAL (not "a live executor of the
+ * same runtime"); sr_lookup_pc finds only its own runtime's executors.
+ *
+ * What cannot be detected is undefined behaviour: any use of a runtime after
+ * sr_runtime_destroy (destroying it again included), and any use of its
+ * executors after it (sr_runtime_destroy frees them, records included); a
+ * pointer that never came from this API.
  *
  * Lifetimes: an executor belongs to the runtime that emitted it and lives
  * until it is freed or the runtime is destroyed (sr_runtime_destroy frees every
@@ -203,7 +224,8 @@ typedef struct sr_executor sr_executor;
  * Places the shim in JIT memory and registers its unwind information. */
 SR_API sr_status sr_runtime_create(const sr_stencil_set *set, const void *const *symbols,
                             const sr_config *cfg, sr_runtime **out);
-/* Frees every executor still alive, then the runtime; all registrations undone. */
+/* Frees every executor still alive, then the runtime; all registrations undone.
+ * NULL does nothing; a runtime destroyed already is undefined behaviour. */
 SR_API void sr_runtime_destroy(sr_runtime *rt);
 
 /* The shim's entry point in JIT memory (call it through its C type). */
@@ -257,12 +279,13 @@ SR_API uint64_t sr_executor_id(const sr_executor *ex);
  * after an emit). An executor jumped to must outlive the jumps: re-point them
  * before freeing it.
  *
- * SR_EINVAL: no such instruction, an op without a jump target or operand n, a
- * target that is not an instruction's start. SR_ERANGE: the target is out of
- * the branch's reach (x86-64 +-2 GiB; AArch64 B +-128 MiB, B.cond/CBZ +-1 MiB,
- * TBZ +-32 KiB) or the value does not fit the operand's hole. SR_EUNSUPPORTED:
- * the value lives in a GOT slot or in the op's data (STENCIL_OPERANDS_IN_GOT,
- * jump tables). On any error the code is unchanged. */
+ * SR_EINVAL: a NULL or freed executor, no such instruction (any index >= n),
+ * an op without a jump target or operand n, a target that is not an
+ * instruction's start in a live executor of the same runtime. SR_ERANGE: the
+ * target is out of the branch's reach (x86-64 +-2 GiB; AArch64 B +-128 MiB,
+ * B.cond/CBZ +-1 MiB, TBZ +-32 KiB) or the value does not fit the operand's
+ * hole. SR_EUNSUPPORTED: the value lives in a GOT slot or in the op's data
+ * (STENCIL_OPERANDS_IN_GOT, jump tables). On any error the code is unchanged. */
 SR_API sr_status sr_patch_jump(sr_executor *ex, size_t instruction, const void *target);
 SR_API sr_status sr_patch_operand(sr_executor *ex, size_t instruction, unsigned n,
                                   uint64_t value);

@@ -22,7 +22,10 @@ import sgtest  # noqa: E402
 UNIT_PROGRAMS = ["tests/unit/test_cfi", "tests/unit/test_stencil_blob", "tests/unit/test_emit",
                  "tests/unit/test_runtime_api", "tests/unit/test_alloc_failures",
                  "tests/unit/test_registry", "tests/stack/test_registry_reader",
-                 "tests/unit/test_win64_unwind"]
+                 "tests/unit/test_win64_unwind", "tests/unit/test_misuse"]
+# Built and run in the unsanitized build only: ThreadSanitizer cannot be
+# combined with the other build's ASan.
+PLAIN_BUILD_PROGRAMS = ["tests/unit/test_misuse_tsan"]
 UNIT_TIMEOUT = 300
 
 
@@ -46,7 +49,7 @@ def load_tests(pattern):
 def run_unit(build, label):
     """Run the C unit-test programs; each prints its own 'N passed, N failed'."""
     passed = failed = 0
-    for prog in UNIT_PROGRAMS:
+    for prog in UNIT_PROGRAMS + ([] if label else PLAIN_BUILD_PROGRAMS):
         path = os.path.join(build, prog)
         name = "%s%s" % (prog, label)
         try:

@@ -55,7 +55,15 @@ Programs: tests/stack/ (churn, its broken-writer builds, dlspin), tinyvm.
         exit codes and messages: version 2 (churn_v2) exit 1 naming both
         versions; a process without stencilrt exit 1 "no registry"; no such
         process exit 3; attach refused (another user, no CAP_SYS_PTRACE)
-        exit 3 with the ptrace_scope hint; bad usage exit 2; --help 0.
+        exit 3 naming the owner's uid and CAP_SYS_PTRACE, not Yama; bad
+        usage exit 2; --help 0.
+  test_zombie
+        a zombie (a child that exited, its parent never waiting) is refused
+        with exit 3 "it has exited (state Z: zombie) and is not yet reaped by
+        its parent, process N", in both modes; no permission or Yama hint.
+  test_traced
+        a process its parent traces (PTRACE_TRACEME) is refused with exit 3
+        "it is already traced by process N", no Yama hint.
   test_registry_reader_aarch64
         tests/stack/test_registry_reader (the reader library in one process,
         threads emitting while another reads) built for AArch64 and run
@@ -842,8 +850,11 @@ def test_refusals(ctx):
             p = ctx.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
                          "--inh-caps=-all", "--bounding-set=-all", stack_tool(ctx),
                          str(vm.pid)], timeout=T)
+            # The credentials are the reason, checked before Yama: the owner is
+            # named, and Yama's file never (it is not why, and may not exist).
             check(p.returncode == 3 and p.stderr.startswith("stencilrt-stack: ") and
-                  "ptrace_scope" in p.stderr and "CAP_SYS_PTRACE" in p.stderr,
+                  "belongs to uid 0" in p.stderr and "CAP_SYS_PTRACE" in p.stderr and
+                  "ptrace_scope" not in p.stderr,
                   "attach refused: exit %d\n%s", p.returncode, p.stderr[-2000:])
         else:
             print("     not root: the attach refusal is not checked", flush=True)
@@ -855,6 +866,62 @@ def test_refusals(ctx):
     p = ctx.run([stack_tool(ctx), "--help"], timeout=T)
     check(p.returncode == 0 and "--sample" in p.stdout + p.stderr, "--help: exit %d\n%s",
           p.returncode, p.stdout + p.stderr)
+
+
+ZOMBIE_PARENT = """
+import os, sys, time
+pid = os.fork()
+if pid == 0:
+    os._exit(7)
+print(pid, flush=True)
+sys.stdin.read()  # never waits for its child: it stays a zombie until we exit
+"""
+
+
+def test_zombie(ctx):
+    """A process that exited but is not yet reaped (a zombie: its parent, a
+    Python process, never waits) is refused with exit 3 saying so, naming its
+    parent; ptrace's EPERM is not blamed on permissions or on Yama."""
+    with Target(ctx, [sys.executable, "-c", ZOMBIE_PARENT], ready=r"^\d+$",
+                stdin=True) as parent:
+        zombie = int(parent.out.split()[0])
+        wait_for(lambda: proc_state(zombie) == "Z", "process %d a zombie" % zombie)
+        for args in ([str(zombie)], ["--sample", "100", "--duration", "1", str(zombie)]):
+            p = refusal(ctx, args, 3, r"^stencilrt-stack: cannot attach to process %d: it has "
+                        r"exited \(state Z: zombie\) and is not yet reaped by its parent, "
+                        r"process %d" % (zombie, parent.pid))
+            check("ptrace_scope" not in p.stderr and "not permitted" not in p.stderr,
+                  "zombie: a permission problem is named:\n%s", p.stderr)
+        check(proc_state(zombie) == "Z", "process %d is no longer a zombie", zombie)
+
+
+TRACED_PARENT = """
+import ctypes, os, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+r, w = os.pipe()
+pid = os.fork()
+if pid == 0:
+    ok = libc.ptrace(0, 0, None, None) == 0  # PTRACE_TRACEME: the parent traces it
+    os.write(w, b"1" if ok else b"0")
+    time.sleep(60)  # no signal comes, so it never stops
+    os._exit(0)
+ok = os.read(r, 1) == b"1"
+print(pid if ok else "no PTRACE_TRACEME", flush=True)
+sys.stdin.read()
+os.kill(pid, 9)
+"""
+
+
+def test_traced(ctx):
+    """A process another tracer holds (its parent, by PTRACE_TRACEME) is
+    refused with exit 3 naming that tracer, not blamed on Yama."""
+    with Target(ctx, [sys.executable, "-c", TRACED_PARENT], ready=r"^\S+$",
+                stdin=True) as parent:
+        check(parent.out.split()[0].isdigit(), "the child could not be traced: %s", parent.out)
+        child = int(parent.out.split()[0])
+        p = refusal(ctx, [str(child)], 3, r"^stencilrt-stack: cannot attach to process %d: it "
+                    r"is already traced by process %d" % (child, parent.pid))
+        check("ptrace_scope" not in p.stderr, "traced: Yama is named:\n%s", p.stderr)
 
 
 A64_SYSROOT = "/usr/aarch64-linux-gnu"

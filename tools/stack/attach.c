@@ -16,8 +16,11 @@
 #include <sys/user.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 enum { MAX_THREADS = 4096 };
+
+#define YAMA_SCOPE "/proc/sys/kernel/yama/ptrace_scope"
 
 static long long now_ns(void)
 {
@@ -38,20 +41,39 @@ static void read_name(pid_t pid, thread *th)
     fclose(f);
 }
 
-/* A zombie thread (one that called pthread_exit while the process lives)
- * never stops: leave it out rather than wait on it every sample. */
-static bool is_zombie(pid_t pid, pid_t tid)
+/* The state letter and parent pid in /proc/PID/stat (or, when tid is not 0,
+ * /proc/PID/task/TID/stat); false when the file is gone or unreadable. The
+ * name may hold spaces and parentheses: the fields start after the last ')'. */
+static bool read_stat(pid_t pid, pid_t tid, char *state, int *ppid)
 {
-    char path[64], buf[256];
-    snprintf(path, sizeof path, "/proc/%d/task/%d/stat", (int)pid, (int)tid);
+    char path[64], buf[512];
+    if (tid)
+        snprintf(path, sizeof path, "/proc/%d/task/%d/stat", (int)pid, (int)tid);
+    else
+        snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
     FILE *f = fopen(path, "r");
     if (!f)
-        return true;
+        return false;
     size_t n = fread(buf, 1, sizeof buf - 1, f);
     fclose(f);
     buf[n] = 0;
     char *paren = strrchr(buf, ')');
-    return !paren || paren[1] != ' ' || paren[2] == 'Z' || paren[2] == 'X';
+    return paren && sscanf(paren + 1, " %c %d", state, ppid) == 2;
+}
+
+/* Z (zombie) or X (dead): the process or thread has exited. */
+static bool state_exited(char state)
+{
+    return state == 'Z' || state == 'X';
+}
+
+/* A zombie thread (one that called pthread_exit while the process lives)
+ * never stops: leave it out rather than wait on it every sample. */
+static bool is_zombie(pid_t pid, pid_t tid)
+{
+    char state;
+    int ppid;
+    return !read_stat(pid, tid, &state, &ppid) || state_exited(state);
 }
 
 static thread *find(target *t, pid_t tid)
@@ -101,6 +123,84 @@ static void on_alarm(int sig)
     (void)sig;
 }
 
+/* A "Key:\tvalue" line of /proc/PID/status, as a number (-1 when absent). */
+static long status_field(pid_t pid, const char *key)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    long v = -1;
+    size_t klen = strlen(key);
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, key, klen) && line[klen] == ':') {
+            v = strtol(line + klen + 1, NULL, 10);
+            break;
+        }
+    fclose(f);
+    return v;
+}
+
+/* Yama's ptrace_scope, or -1 when the kernel has no Yama (no such file). */
+static int yama_scope(void)
+{
+    FILE *f = fopen(YAMA_SCOPE, "r");
+    if (!f)
+        return -1;
+    int v = -1;
+    if (fscanf(f, "%d", &v) != 1)
+        v = -1;
+    fclose(f);
+    return v;
+}
+
+/* Why the kernel said EPERM, in the order it checks (ptrace_attach: an exited
+ * task, then one already traced; __ptrace_may_access: the credentials, then
+ * the LSMs, Yama among them). Only an existing Yama file set above 0 is named:
+ * on a kernel without Yama, or with scope 0, it is not the reason. */
+static void explain_eperm(pid_t pid, char *err, size_t errlen)
+{
+    long tracer = status_field(pid, "TracerPid");
+    long uid = status_field(pid, "Uid"); /* the real uid, first of four */
+    int scope = yama_scope();
+    if (tracer > 0)
+        snprintf(err, errlen, "cannot attach to process %d: it is already traced by process "
+                 "%ld (a debugger or another stencilrt-stack)", (int)pid, tracer);
+    else if (uid >= 0 && (uid_t)uid != getuid())
+        snprintf(err, errlen, "cannot attach to process %d: not permitted: it belongs to "
+                 "uid %ld and this tool runs as uid %ld (run as that user, or with "
+                 "CAP_SYS_PTRACE)", (int)pid, uid, (long)getuid());
+    else if (scope > 0)
+        snprintf(err, errlen, "cannot attach to process %d: not permitted by Yama: %s is %d "
+                 "(%s; run with CAP_SYS_PTRACE, or set it to 0)", (int)pid, YAMA_SCOPE, scope,
+                 scope == 1 ? "only a parent may attach to its descendants"
+                 : scope == 2 ? "only CAP_SYS_PTRACE may attach" : "no process may attach");
+    else
+        snprintf(err, errlen, "cannot attach to process %d: not permitted (it may not be "
+                 "dumpable, e.g. setuid, or a security module refused; run with "
+                 "CAP_SYS_PTRACE)", (int)pid);
+}
+
+/* Names what failed when PTRACE_SEIZE did. A zombie (exited, its parent has
+ * not waited for it yet) answers EPERM too: its state says why first. */
+static void explain_seize_failure(pid_t pid, int e, char *err, size_t errlen)
+{
+    char state;
+    int ppid;
+    if (read_stat(pid, 0, &state, &ppid) && state_exited(state))
+        snprintf(err, errlen, "cannot attach to process %d: it has exited (state %c: %s) "
+                 "and is not yet reaped by its parent, process %d; there is no stack to read",
+                 (int)pid, state, state == 'Z' ? "zombie" : "dead", ppid);
+    else if (e == ESRCH)
+        snprintf(err, errlen, "cannot attach to process %d: no such process", (int)pid);
+    else if (e == EPERM)
+        explain_eperm(pid, err, errlen);
+    else
+        snprintf(err, errlen, "cannot attach to process %d: ptrace(PTRACE_SEIZE): %s",
+                 (int)pid, strerror(e));
+}
+
 int target_attach(target *t, pid_t pid, char *err, size_t errlen)
 {
     memset(t, 0, sizeof *t);
@@ -110,15 +210,7 @@ int target_attach(target *t, pid_t pid, char *err, size_t errlen)
     sigaction(SIGALRM, &sa, NULL);
     t->pid = pid;
     if (ptrace(PTRACE_SEIZE, pid, 0, 0) != 0) {
-        int e = errno;
-        if (e == ESRCH)
-            snprintf(err, errlen, "cannot attach to process %d: no such process", (int)pid);
-        else if (e == EPERM)
-            snprintf(err, errlen, "cannot attach to process %d: %s (another debugger may be "
-                     "attached; else see /proc/sys/kernel/yama/ptrace_scope, or run with "
-                     "CAP_SYS_PTRACE)", (int)pid, strerror(e));
-        else
-            snprintf(err, errlen, "cannot attach to process %d: %s", (int)pid, strerror(e));
+        explain_seize_failure(pid, errno, err, errlen);
         return -1;
     }
     thread *th = add(t, pid);

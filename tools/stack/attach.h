@@ -31,7 +31,9 @@ typedef struct target {
 } target;
 
 /* Seizes every thread of pid. On failure returns -1 with err naming the
- * reason (no such process; not permitted, with the ptrace_scope hint). */
+ * reason: exited but not yet reaped (a zombie), no such process, already
+ * traced, another user's, refused by Yama (named only when its ptrace_scope
+ * file exists and is above 0), or the ptrace error itself. */
 int target_attach(target *t, pid_t pid, char *err, size_t errlen);
 
 /* Seizes threads started since the last scan, forgets those that ended and
