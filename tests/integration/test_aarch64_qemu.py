@@ -924,7 +924,8 @@ def test_aarch64_reused_code_runs(ctx):
     sr_runtime_views_reason says stale-code. STENCILRT_CODE_VIEWS=2 warns
     naming itself, =1 skips the probe, sr_config code_views 2 is refused.
     tinyvm --chain, which re-points jumps of code that ran, links each jump
-    once with default settings too."""
+    once with default settings too (before the probe it did not finish in a
+    minute)."""
     xb = cross_build(ctx)
     exe = os.path.join(xb, "tests", "aarch64", "code_reuse")
     for value, views, reason, stderr in (
@@ -943,8 +944,10 @@ def test_aarch64_reused_code_runs(ctx):
         "here") and "use code_views 1" in p.stderr,
         "sr_config code_views 2: exit %d, stderr %r", p.returncode, p.stderr)
     tinyvm = os.path.join(xb, "stencils", "tinyvm")
+    # Without the probe this did not end within a minute: qemu kept running the
+    # side exits it had translated before their jumps were linked.
     c = qemu(ctx, [tinyvm, "--chain", "--stats", ctx.path("stencils", "programs", "loop.tvm")],
-             env={"STENCILRT_CODE_VIEWS": ""})
+             timeout=60, env={"STENCILRT_CODE_VIEWS": ""})
     check(c.returncode == 0 and c.stdout.strip() == "5999999" and
           "4 jumps linked, 4 side exits taken" in c.stderr and
           c.stderr.count("stencilrt: warning:") == 1 and (STALE_WARNING % "") in c.stderr,
