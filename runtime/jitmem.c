@@ -495,8 +495,11 @@ bool jitmem_views_agree(sr_region *r)
     if (jitmem_seal(r, p, len)) {
         before = run_probe(p);
         uint8_t *again = jitmem_unseal(r, p, len);
-        if (again && probe_code(again, PROBE_AFTER) && jitmem_seal(r, p, len))
-            after = run_probe(p);
+        if (again) {
+            probe_code(again, PROBE_AFTER);
+            if (jitmem_seal(r, p, len))
+                after = run_probe(p);
+        }
     }
     jitmem_release(r, p, len);
     return before == PROBE_BEFORE && after == PROBE_AFTER;

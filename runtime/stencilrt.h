@@ -207,9 +207,10 @@ typedef struct sr_executor sr_executor;
 /* symbols[i] is the value of run-time symbol i (SG_SYM_*). cfg may be NULL.
  * Places the shim in JIT memory and registers its unwind information. With
  * two code views it first writes a tiny function through the writable view,
- * runs it, rewrites it and runs it again (well under a microsecond, no
- * system call): if the old code still runs, as under qemu-user, JIT memory
- * gets one view instead (sr_config's code_views). */
+ * runs it, rewrites it and runs it again (a few microseconds, mostly page
+ * faults the shim would take anyway; no system call): if the old code still
+ * runs, as under qemu-user, JIT memory gets one view instead (sr_config's
+ * code_views, sr_runtime_views_reason). */
 SR_API sr_status sr_runtime_create(const sr_stencil_set *set, const void *const *symbols,
                             const sr_config *cfg, sr_runtime **out);
 /* Frees every executor still alive, then the runtime; all registrations undone. */
