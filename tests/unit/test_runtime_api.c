@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
+#include <sys/ptrace.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -454,6 +455,30 @@ static void code_views_probe(void)
               "sr_runtime_views_reason(NULL)", "");
 }
 
+/* A process with a tracer (PTRACE_TRACEME: its parent) gets one view by
+ * default, and the reason says why; the child exits 0 if so. */
+static void traced_process_gets_one_view(void)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (ptrace(PTRACE_TRACEME, 0, NULL, NULL) != 0)
+            _exit(4);
+        sr_runtime *rt;
+        if (sr_runtime_create(&rt_set, rt_symbols, NULL, &rt) != SR_OK)
+            _exit(3);
+        bool ok = sr_runtime_config(rt).code_views == 1 &&
+                  sr_runtime_views_reason(rt) == SR_VIEWS_DEBUGGER;
+        sr_runtime_destroy(rt);
+        _exit(ok ? 0 : 1);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    char detail[64];
+    snprintf(detail, sizeof detail, "child status 0x%x (1: wrong views or reason)", status);
+    rt_result(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+              "traced: one view, reason SR_VIEWS_DEBUGGER", detail);
+}
+
 /* fork(): each process's code is its own. The child frees an executor made
  * before the fork (its bytes become traps) and emits another that may reuse
  * the chunk; the parent's executor still runs as emitted, and a child's
@@ -505,6 +530,7 @@ int main(void)
     patch_refusals_keep_the_code();
     freed_code_stops();
     code_views_probe();
+    traced_process_gets_one_view();
     fork_keeps_code_apart();
     return rt_summary();
 }
