@@ -23,6 +23,10 @@ aarch64-linux-gnu and run under qemu-user.
   STENCILRT_FRAMES=0 must fail every sample;
 * a C++ exception thrown in a helper, through JIT frames and re-entered JIT
   frames, caught below the shim (tests/aarch64/a64_exception.cpp);
+* code emitted into memory freed by earlier executors, with default settings
+  (tests/stress/code_reuse.c): qemu-user does not see code written through
+  the second of two views, so sr_runtime_create's probe falls back to one
+  view, says so once on stderr, and every result is right;
 * GDB (gdb-multiarch against qemu-aarch64 -g): a backtrace from a helper
   names the stencils (GDB JIT interface) and reaches main; single-stepping
   the shim and an executor instruction by instruction, the backtrace reaches

@@ -18,7 +18,11 @@ The programs are built from tests/stress/ (see each source file's comment):
   wx_stress       a thread reading /proc/self/maps while executors are written:
                   no mapping is ever w and x; pages are r-x after sr_emit, ---
                   after sr_executor_free.
-Each has a debug switch that breaks what it checks; the *_detects_* tests run
+  code_reuse      executors emitted into chunks freed by earlier ones, every
+                  result checked: natively with two views, under qemu-x86_64
+                  and valgrind (without --smc-check=all) with the one view
+                  sr_runtime_create falls back to when its probe sees stale code.
+Each of the first three has a debug switch that breaks what it checks; the *_detects_* tests run
 those negative controls and expect the failure to be reported.
 
 With ASAN = True the tests also run against the ASan+UBSan build (the programs
