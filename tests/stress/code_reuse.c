@@ -59,9 +59,11 @@ static void remember_freed(run_state *s, uintptr_t p)
 
 static int was_freed(const run_state *s, uintptr_t p)
 {
-    for (size_t i = slot_of(p), k = 0; k < SEEN_CAP && s->freed[i]; i = (i + 1) & (SEEN_CAP - 1), k++)
+    for (size_t i = slot_of(p), k = 0; k < SEEN_CAP && s->freed[i]; k++) {
         if (s->freed[i] == p)
             return 1;
+        i = (i + 1) & (SEEN_CAP - 1);
+    }
     return 0;
 }
 
