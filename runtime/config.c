@@ -111,8 +111,9 @@ static void windows_config(const sr_config *in, sr_config *c)
     c->code_views = 1;
 }
 
-static int default_views(void)
+static int default_views(sr_views_reason *why)
 {
+    (void)why;
     return 1;
 }
 #else
@@ -133,26 +134,51 @@ static bool traced(void)
 /* Two views, unless a debugger is attached: a debugger writes its breakpoints
  * into code with ptrace, which the kernel refuses for a view that is shared
  * and not writable. */
-static int default_views(void)
+static int default_views(sr_views_reason *why)
 {
-    return traced() ? 1 : 2;
+    if (!traced())
+        return 2;
+    *why = SR_VIEWS_DEBUGGER;
+    return 1;
 }
 #endif
 
-static int env_views(void)
+static int env_views(sr_views_reason *why)
 {
     const char *v = getenv(env_code_views.name);
     if (!v || !*v)
-        return default_views();
+        return default_views(why);
     if (!strcmp(v, "1") || !strcmp(v, "2"))
         return *v - '0';
-    int fallback = default_views();
+    int fallback = default_views(why);
     env_warn(&env_code_views, v, "1, 2", fallback == 2 ? "2" : "1 (a debugger is attached)");
     return fallback;
 }
 
-sr_status config_resolve(const sr_config *in, sr_config *out)
+/* Why two views were given up (runtime.c map_shim_arena, jitmem_views_agree). */
+#define STALE_CODE "two code views do not work here: code rewritten through the writable " \
+    "view still ran as before (an emulator such as qemu-user, valgrind or FEX keeps its old " \
+    "translation)"
+
+sr_status config_views_stale(const sr_config *in, sr_config *c)
 {
+    static atomic_flag warned = ATOMIC_FLAG_INIT;
+    if (in && in->code_views == 2) /* asked for by name: refused, as on Windows */
+        return sr_fail(SR_EUNSUPPORTED, "sr_config: code_views 2: " STALE_CODE "; use "
+                       "code_views 1");
+    const char *v = getenv(env_code_views.name);
+    bool named = v && !strcmp(v, "2"); /* the variable asked for two */
+    if (!atomic_flag_test_and_set(&warned))
+        fprintf(stderr, "stencilrt: warning: %s%s" STALE_CODE "; using one code view (%s=1 "
+                "skips this check)\n", named ? env_code_views.name : "", named ? "=2: " : "",
+                env_code_views.name);
+    c->code_views = 1;
+    return SR_OK;
+}
+
+sr_status config_resolve(const sr_config *in, sr_config *out, sr_views_reason *why)
+{
+    *why = SR_VIEWS_CONFIGURED;
     sr_config c = in ? *in : (sr_config)SR_CONFIG_DEFAULT;
     if (c.frames < -1 || c.frames > 1 || c.gdb < -1 || c.gdb > 1 || c.perf < -1 ||
         c.perf > SR_PERF_JITDUMP)
@@ -182,7 +208,7 @@ sr_status config_resolve(const sr_config *in, sr_config *out)
     if (!c.arena_size)
         c.arena_size = DEFAULT_ARENA_SIZE;
     if (c.code_views <= 0)
-        c.code_views = env_views();
+        c.code_views = env_views(why);
     if (c.registry <= 0)
         c.registry = env_switch(&env_registry, 1) ? 1 : 2;
 #ifdef _WIN32

@@ -89,6 +89,14 @@ uint8_t *jitmem_unseal(sr_region *r, uint8_t *p, size_t bytes);
 /* Return a chunk: its code traps (two views) or faults (one view) if run,
  * and, unless r->no_reuse (perf's maps are append-only), it is reused. */
 void jitmem_release(sr_region *r, uint8_t *p, size_t bytes);
+/* Whether code written through the region's writable view is the code that
+ * runs from the other (true with one view): a tiny function is written, run,
+ * rewritten and run again through the region's own paths. False where a
+ * translator (qemu-user, valgrind without --smc-check=all, FEX, box64) does
+ * not see writes made through an alias and keeps running the old code. Uses,
+ * and gives back, JITMEM_PROBE_BYTES of the region. */
+enum { JITMEM_PROBE_BYTES = 64 };
+bool jitmem_views_agree(sr_region *r);
 /* What the calling thread's last failed jitmem call failed on, for a
  * message: on Linux strerror(errno), after "posix_call: " when given; on
  * Windows the API with its arguments and GetLastError's code and text. When
@@ -390,9 +398,15 @@ void registry_remove(sr_reg *g, sr_executor *e);
 /* ---- config */
 
 /* `in` (NULL: SR_CONFIG_DEFAULT) with each -1 read from the environment and a
- * zero arena_size made the default (stencilrt.h has the rules); SR_EINVAL, and
- * `out` untouched, if a field is out of range. */
-sr_status config_resolve(const sr_config *in, sr_config *out);
+ * zero arena_size made the default (stencilrt.h has the rules), *why saying
+ * why code_views is what it is; SR_EINVAL, and `out` untouched, if a field is
+ * out of range. */
+sr_status config_resolve(const sr_config *in, sr_config *out, sr_views_reason *why);
+/* Two code views were to be used and do not work (jitmem_views_agree): `in`
+ * (the caller's sr_config, or NULL) asked for them by name, SR_EUNSUPPORTED
+ * naming the field; otherwise c->code_views becomes 1 and one warning per
+ * process says why. */
+sr_status config_views_stale(const sr_config *in, sr_config *c);
 
 /* ---- runtime */
 
@@ -462,6 +476,7 @@ void record_pool_fini(sr_record_pool *p);
 
 struct sr_runtime {
     sr_config cfg;
+    sr_views_reason views_reason; /* why cfg.code_views (sr_runtime_views_reason) */
     const sr_stencil_set *set;
     int exec_prot;     /* sealed code's protection (jitmem_exec_prot) */
     const void **symbols;

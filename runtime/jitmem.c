@@ -442,6 +442,78 @@ void jitmem_release(sr_region *r, uint8_t *p, size_t bytes)
         keep_free(r, at, granules);
 }
 
+/* ---- whether code written through the writable view is the code that runs */
+
+#if defined(__x86_64__) && !defined(_WIN32)
+#define PROBE_CODE 1
+/* endbr64 (the landing pad an indirect call needs where IBT is enforced, a
+ * NOP elsewhere); mov eax, imm32; ret. */
+static size_t probe_code(uint8_t *at, uint16_t value)
+{
+    static const uint8_t head[] = {0xf3, 0x0f, 0x1e, 0xfa, 0xb8};
+    uint32_t imm = value;
+    memcpy(at, head, sizeof head);
+    memcpy(at + sizeof head, &imm, sizeof imm);
+    at[sizeof head + sizeof imm] = 0xc3;
+    return sizeof head + sizeof imm + 1;
+}
+#elif defined(__aarch64__) && !defined(_WIN32)
+#define PROBE_CODE 1
+/* bti c (the landing pad a BTI-guarded page needs, jitmem_exec_prot; a NOP
+ * elsewhere); movz w0, #value; ret. No return address is signed: x30 is
+ * never saved. */
+static size_t probe_code(uint8_t *at, uint16_t value)
+{
+    const uint32_t insn[] = {0xd503245f, 0x52800000u | (uint32_t)value << 5, 0xd65f03c0};
+    memcpy(at, insn, sizeof insn);
+    return sizeof insn;
+}
+#endif
+
+#ifdef PROBE_CODE
+enum { PROBE_BEFORE = 0x5a17, PROBE_AFTER = 0xa5e8 };
+
+static int run_probe(const uint8_t *p)
+{
+    int (*fn)(void);
+    memcpy(&fn, &p, sizeof fn); /* code address to function pointer */
+    return fn();
+}
+
+bool jitmem_views_agree(sr_region *r)
+{
+    if (!r->two_views)
+        return true;
+    uint8_t *write, *p = jitmem_alloc(r, JITMEM_PROBE_BYTES, &write);
+    if (!p)
+        return false; /* no room: not proven */
+    /* Written, sealed, run, written again through jitmem_unseal and sealed
+     * again: what sr_emit and sr_patch_operand do, cache maintenance
+     * included. A translator that missed the second write runs the first. */
+    size_t len = probe_code(write, PROBE_BEFORE);
+    int before = -1, after = -1;
+    if (jitmem_seal(r, p, len)) {
+        before = run_probe(p);
+        uint8_t *again = jitmem_unseal(r, p, len);
+        if (again) {
+            probe_code(again, PROBE_AFTER);
+            if (jitmem_seal(r, p, len))
+                after = run_probe(p);
+        }
+    }
+    jitmem_release(r, p, len);
+    return before == PROBE_BEFORE && after == PROBE_AFTER;
+}
+#else
+bool jitmem_views_agree(sr_region *r)
+{
+    /* Windows has one view; for another CPU there is no probe code (and no
+     * stencils), so two views stay as configured. */
+    (void)r;
+    return true;
+}
+#endif
+
 #ifndef _WIN32 /* no fork() on Windows */
 /* ---- fork: the child's private copy of every two-view region.
  * The parent waits (on a pipe the child closes) until the child has its

@@ -140,8 +140,32 @@ void executor_announce_to_perf(sr_runtime *rt, const sr_executor *e)
 
 /* ---- the shim */
 
+/* The shim's arena of `size` bytes. With two views, first the proof that
+ * code rewritten through the writable view is the code that runs
+ * (jitmem_views_agree): where it is not (a translator such as qemu-user
+ * keeps running what it translated before), an executor emitted into a
+ * freed chunk, or patched, would run stale code, so JIT memory gets one view
+ * (config_views_stale: a warning, or SR_EUNSUPPORTED when `asked` named 2). */
+static sr_status map_shim_arena(sr_runtime *rt, const sr_config *asked, size_t size)
+{
+    bool probe = rt->cfg.code_views == 2;
+    rt->shim_arena = map_arena(rt, size + (probe ? JITMEM_PROBE_BYTES : 0));
+    if (rt->shim_arena && probe && !jitmem_views_agree(&rt->shim_arena->region)) {
+        free_arena(rt->shim_arena);
+        rt->shim_arena = NULL;
+        sr_status st = config_views_stale(asked, &rt->cfg);
+        if (st != SR_OK)
+            return st;
+        rt->views_reason = SR_VIEWS_STALE_CODE;
+        rt->shim_arena = map_arena(rt, size);
+    }
+    if (!rt->shim_arena)
+        return sr_fail(SR_ENOMEM, "cannot map memory for the shim: %s", jitmem_error(NULL, NULL));
+    return SR_OK;
+}
+
 /* Copy and patch the shim into an arena of its own, like a one-op executor. */
-static sr_status write_shim(sr_runtime *rt, sr_layout *l)
+static sr_status write_shim(sr_runtime *rt, const sr_config *asked, sr_layout *l)
 {
     sr_instr only = {0};
     sr_stencil_set one = *rt->set;
@@ -159,13 +183,10 @@ static sr_status write_shim(sr_runtime *rt, sr_layout *l)
     if (st == SR_OK)
         size += unwind_slack(rt, l->total, rt->set->shim_unwind_info_len);
 #endif
-    if (st == SR_OK) {
-        rt->shim_arena = map_arena(rt, size);
-        mem = rt->shim_arena ? jitmem_alloc(&rt->shim_arena->region, size, &write) : NULL;
-        if (!mem)
-            st = sr_fail(SR_ENOMEM, "cannot map memory for the shim: %s",
-                         jitmem_error(NULL, NULL));
-    }
+    if (st == SR_OK)
+        st = map_shim_arena(rt, asked, size);
+    if (st == SR_OK && !(mem = jitmem_alloc(&rt->shim_arena->region, size, &write)))
+        st = sr_fail(SR_ENOMEM, "cannot map memory for the shim: %s", jitmem_error(NULL, NULL));
     if (st == SR_OK)
         st = emit_write(&em, &only, 1, offsets, l, write, (uintptr_t)mem - (uintptr_t)write);
 #ifdef _WIN32
@@ -183,11 +204,11 @@ static sr_status write_shim(sr_runtime *rt, sr_layout *l)
     return st;
 }
 
-static sr_status place_shim(sr_runtime *rt)
+static sr_status place_shim(sr_runtime *rt, const sr_config *asked)
 {
     const sg_stencil *shim = rt->set->shim;
     sr_layout l;
-    sr_status st = write_shim(rt, &l);
+    sr_status st = write_shim(rt, asked, &l);
     if (st != SR_OK)
         return st;
     uint8_t *mem = rt->shim;
@@ -253,7 +274,8 @@ sr_status sr_runtime_create(const sr_stencil_set *set, const void *const *symbol
     if (!set || !set->stencils || !set->shim)
         return sr_fail(SR_EINVAL, "no stencil set");
     sr_config resolved;
-    sr_status st = config_resolve(cfg, &resolved);
+    sr_views_reason why;
+    sr_status st = config_resolve(cfg, &resolved, &why);
     if (st == SR_OK)
         st = target_check(set);
     if (st != SR_OK)
@@ -262,6 +284,7 @@ sr_status sr_runtime_create(const sr_stencil_set *set, const void *const *symbol
     if (!rt)
         return sr_fail(SR_ENOMEM, "out of memory");
     rt->cfg = resolved;
+    rt->views_reason = why;
     rt->set = set;
     rt->exec_prot = jitmem_exec_prot(set->landing_pads);
     rt->symbols = calloc(set->symbol_count ? set->symbol_count : 1, sizeof *rt->symbols);
@@ -284,7 +307,7 @@ sr_status sr_runtime_create(const sr_stencil_set *set, const void *const *symbol
     sr_registry_lock();
     if (rt->cfg.perf != SR_PERF_OFF)
         rt->perf = perf_open((sr_perf_mode)rt->cfg.perf, set);
-    st = place_shim(rt);
+    st = place_shim(rt, cfg);
     if (st == SR_OK && rt->cfg.registry == 1 && !(rt->reg = registry_add_runtime(rt)))
         st = sr_fail(SR_ENOMEM, "out of memory");
     sr_registry_unlock();
@@ -374,6 +397,11 @@ void *sr_shim_entry(const sr_runtime *rt)
 sr_config sr_runtime_config(const sr_runtime *rt)
 {
     return rt ? rt->cfg : (sr_config)SR_CONFIG_DEFAULT;
+}
+
+sr_views_reason sr_runtime_views_reason(const sr_runtime *rt)
+{
+    return rt ? rt->views_reason : SR_VIEWS_CONFIGURED;
 }
 
 /* A chunk of `bytes` from an existing arena or a new one: where it runs, and

@@ -137,8 +137,13 @@ typedef struct sr_config {
      * call. 1: mapped once, each executor's pages flipped from writable to
      * executable (two mprotect calls per emit). A debugger can set breakpoints
      * in JIT code only with 1 (ptrace cannot write to a shared view that is
-     * not writable); qemu-user and valgrind (without --smc-check=all) do not
-     * see code changed through the other view of 2. */
+     * not writable). qemu-user, valgrind (without --smc-check=all), FEX and
+     * box64 do not see code changed through the other view of 2, so before
+     * using two views sr_runtime_create checks that code rewritten through
+     * the writable view runs as rewritten; where it does not, a 2 left to the
+     * environment (or STENCILRT_CODE_VIEWS=2) becomes 1 with one warning on
+     * stderr per process, and code_views 2 here is SR_EUNSUPPORTED
+     * (sr_runtime_views_reason). */
     int code_views;
     /* STENCILRT_REGISTRY=1|0: publish executors in the registry that tools in
      * other processes read (stencilrt_registry.h). 1: published (the default),
@@ -221,7 +226,12 @@ typedef struct sr_executor sr_executor;
  * using it (the registry lock is reset in the child). */
 
 /* symbols[i] is the value of run-time symbol i (SG_SYM_*). cfg may be NULL.
- * Places the shim in JIT memory and registers its unwind information. */
+ * Places the shim in JIT memory and registers its unwind information. With
+ * two code views it first writes a tiny function through the writable view,
+ * runs it, rewrites it and runs it again (a few microseconds, mostly page
+ * faults the shim would take anyway; no system call): if the old code still
+ * runs, as under qemu-user, JIT memory gets one view instead (sr_config's
+ * code_views, sr_runtime_views_reason). */
 SR_API sr_status sr_runtime_create(const sr_stencil_set *set, const void *const *symbols,
                             const sr_config *cfg, sr_runtime **out);
 /* Frees every executor still alive, then the runtime; all registrations undone.
@@ -232,6 +242,17 @@ SR_API void sr_runtime_destroy(sr_runtime *rt);
 SR_API void *sr_shim_entry(const sr_runtime *rt);
 /* The effective configuration (after environment and defaults). */
 SR_API sr_config sr_runtime_config(const sr_runtime *rt);
+
+/* Why JIT memory has the code views sr_runtime_config(rt).code_views says. */
+typedef enum sr_views_reason {
+    SR_VIEWS_CONFIGURED = 0, /* as sr_config or STENCILRT_CODE_VIEWS said, or the default
+                                (2; 1 on Windows); also for a NULL runtime */
+    SR_VIEWS_DEBUGGER = 1,   /* 1: left to the environment, and a debugger was attached */
+    SR_VIEWS_STALE_CODE = 2, /* 1: two views were to be used, but code rewritten through
+                                the writable view still ran as before (an emulator such
+                                as qemu-user): sr_runtime_create fell back to one view */
+} sr_views_reason;
+SR_API sr_views_reason sr_runtime_views_reason(const sr_runtime *rt);
 
 /* Copy and patch the stencils of code[0..n) into executable memory. `name`
  * names the executor for debuggers and profilers. */

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
+#include <sys/ptrace.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -396,6 +397,88 @@ static void freed_code_stops(void)
     rt_result(sig == SIGSEGV, "one view: a jump into freed code faults at once", detail);
 }
 
+typedef struct views_result {
+    int views;           /* sr_runtime_config's code_views, or -1: create failed */
+    sr_views_reason why;
+    bool reused_right;   /* an executor emitted into a freed one's chunk ran as emitted */
+} views_result;
+
+/* Create with code_views `arg`, emit, free, emit different code into the
+ * same chunk and run it. */
+static void create_and_reuse(void *arg)
+{
+    views_result *r = arg;
+    sr_config c = SR_CONFIG_DEFAULT;
+    c.code_views = r->views;
+    r->views = -1;
+    sr_runtime *rt;
+    sr_executor *a, *b = NULL;
+    if (sr_runtime_create(&rt_set, rt_symbols, &c, &rt) != SR_OK)
+        return;
+    r->views = sr_runtime_config(rt).code_views;
+    r->why = sr_runtime_views_reason(rt);
+    static const sr_instr other[] = {
+        {SG_OP_push, 0, {7, 0, 0, 0}}, {SG_OP_addi, 0, {5, 0, 0, 0}}, {SG_OP_ret, 0, {0, 0, 0, 0}}};
+    if (sr_emit(rt, rt_answer, 3, "a", &a) == SR_OK && rt_run(rt, a) == 42) {
+        void *was = sr_executor_entry(a);
+        sr_executor_free(a);
+        r->reused_right = sr_emit(rt, other, 3, "b", &b) == SR_OK &&
+                          sr_executor_entry(b) == was && rt_run(rt, b) == 12;
+    }
+    sr_runtime_destroy(rt);
+}
+
+/* Natively, code written through the writable view is the code that runs:
+ * sr_runtime_create's probe passes silently and two views stay, whether
+ * asked for or the default (test_stress and test_aarch64_qemu run the
+ * probe where it fails). */
+static void code_views_probe(void)
+{
+    static const struct {
+        int asked, views;
+        const char *name;
+    } cases[] = {{-1, 2, "default: two views after the probe"},
+                 {2, 2, "code_views 2: two views after the probe"},
+                 {1, 1, "code_views 1: one view, no probe"}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        views_result r = {cases[i].asked, (sr_views_reason)-1, false};
+        const char *err = captured_stderr(create_and_reuse, &r);
+        char detail[512];
+        snprintf(detail, sizeof detail, "views %d (want %d), reason %d, reused code right %d, "
+                 "stderr: %.300s; %s", r.views, cases[i].views, (int)r.why, r.reused_right, err,
+                 r.views < 0 ? sr_last_error() : "");
+        rt_result(r.views == cases[i].views && r.why == SR_VIEWS_CONFIGURED && r.reused_right &&
+                      !*err,
+                  cases[i].name, detail);
+    }
+    rt_result(sr_runtime_views_reason(NULL) == SR_VIEWS_CONFIGURED,
+              "sr_runtime_views_reason(NULL)", "");
+}
+
+/* A process with a tracer (PTRACE_TRACEME: its parent) gets one view by
+ * default, and the reason says why; the child exits 0 if so. */
+static void traced_process_gets_one_view(void)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (ptrace(PTRACE_TRACEME, 0, NULL, NULL) != 0)
+            _exit(4);
+        sr_runtime *rt;
+        if (sr_runtime_create(&rt_set, rt_symbols, NULL, &rt) != SR_OK)
+            _exit(3);
+        bool ok = sr_runtime_config(rt).code_views == 1 &&
+                  sr_runtime_views_reason(rt) == SR_VIEWS_DEBUGGER;
+        sr_runtime_destroy(rt);
+        _exit(ok ? 0 : 1);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    char detail[64];
+    snprintf(detail, sizeof detail, "child status 0x%x (1: wrong views or reason)", status);
+    rt_result(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+              "traced: one view, reason SR_VIEWS_DEBUGGER", detail);
+}
+
 /* fork(): each process's code is its own. The child frees an executor made
  * before the fork (its bytes become traps) and emits another that may reuse
  * the chunk; the parent's executor still runs as emitted, and a child's
@@ -446,6 +529,8 @@ int main(void)
     patch_after_emit();
     patch_refusals_keep_the_code();
     freed_code_stops();
+    code_views_probe();
+    traced_process_gets_one_view();
     fork_keeps_code_apart();
     return rt_summary();
 }
