@@ -49,7 +49,7 @@ static void register_group(sr_runtime *rt, sr_group *g)
     if (!gdbjit_begin(&w, &rt->gdb_spares, rt->set->elf_machine, nrun, nsyms, names_size,
                       ehframe_table_size(eh, nrun)))
         return;
-    /* Then its contents: a member's names are one block (new_executor), the
+    /* Then its contents: a member's names are one block (executor_new), the
      * executor's first, in the order of its symbols here. */
     ehframe_table_cie(eh, w.eh_frame);
     size_t run = 0;

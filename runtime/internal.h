@@ -424,14 +424,14 @@ typedef struct sr_arena {
                                              holds (lookup.c) */
 } sr_arena;
 
-/* What an executor record's state says (records.c): only a record whose
+/* What an executor record's state says (executor.c): only a record whose
  * state is EXECUTOR_LIVE may be used; 0 is a record freed or never handed
  * out, so a zeroed record is not live. */
 #define EXECUTOR_LIVE 0x53524558u /* "SREX" */
 
 /* An emitted program: its chunk of JIT memory, and the names debuggers and
  * profilers give its parts. The record stays in its runtime's pool after
- * the executor is freed (records.c); `body` is what the free releases. */
+ * the executor is freed (executor.c); `body` is what the free releases. */
 struct sr_executor {
     atomic_uint state; /* EXECUTOR_LIVE from emit to free; read without the lock */
     sr_runtime *rt;
@@ -456,8 +456,9 @@ struct sr_executor {
 #endif
 };
 
-/* ---- records: executor records, kept by their runtime until it is destroyed
- * so that a freed executor can be told from a live one. Registry lock held. */
+/* ---- executor.c: executor records, kept by their runtime until it is
+ * destroyed so that a freed executor can be told from a live one; what a
+ * record holds besides the code. Registry lock held. */
 enum { RECORD_QUARANTINE = 256 }; /* freed records waiting before any is reused */
 
 typedef struct sr_record_pool {
@@ -466,11 +467,6 @@ typedef struct sr_record_pool {
     size_t waiting;
 } sr_record_pool;
 
-/* A record, not live: the oldest freed one if more than RECORD_QUARANTINE
- * wait, else a fresh one; NULL when out of memory. */
-struct sr_executor *record_get(sr_record_pool *p);
-/* Queue a freed record (its body already released) for reuse. */
-void record_put(sr_record_pool *p, struct sr_executor *e);
 /* Every record, live or not, goes: no executor pointer may be used after. */
 void record_pool_fini(sr_record_pool *p);
 
@@ -504,6 +500,12 @@ struct sr_runtime {
     sr_record_pool records;
 };
 
+/* A record for n instructions of `code` named `name` (NULL or "": "executor"),
+ * with its instruction names; not live until the emit makes it so. */
+sr_status executor_new(sr_runtime *rt, const sr_instr *code, size_t n, const char *name,
+                       sr_executor **out);
+/* Takes e off its arena's list of executors. */
+void executor_unlink(sr_executor *e);
 /* Frees an executor's body and returns its record to the pool (its code is
  * released by the caller). */
 void executor_destroy(sr_executor *e);

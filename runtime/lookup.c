@@ -11,9 +11,9 @@
  * O(log arenas + log instructions).
  *
  * A lookup counts itself in rt->lookups while it reads (so do the getters
- * that read an executor's body: runtime.c's pin). Memory it may be reading
+ * that read an executor's body: executor.c's pin). Memory it may be reading
  * (a replaced arena table, a freed executor's body, its record before the
- * pool may reuse it: records.c) is released only while that count is zero:
+ * pool may reuse it: executor.c) is released only while that count is zero:
  * otherwise it waits on a list until a later emit or free, or
  * sr_runtime_destroy. With every access sequentially
  * consistent, a lookup that started after a writer saw the count at zero
