@@ -72,7 +72,7 @@ static bool *ops_to_compile(const sg_run *run, const job_set *js, size_t *count)
 
 /* Ops per batch: --batch-ops, or else enough batches for every -j job to
  * have two, but at least BATCH_MIN ops each: a clang process costs about as
- * much as compiling 15 small ops (README, "Batched units"). */
+ * much as compiling 15 small ops (docs/build.md, "Batched units"). */
 #define BATCH_MIN 16
 static size_t batch_size(const sg_run *run, size_t count)
 {

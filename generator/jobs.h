@@ -1,5 +1,5 @@
 /* jobs.h - a run's compile jobs, one per target for the shim and each op
- * (or each batch of a file's ops, README "Batched units"): taken from the
+ * (or each batch of a file's ops, docs/build.md, "Batched units"): taken from the
  * cache, or compiled and each object checked into its stencil (verify.h). */
 #ifndef STENCILGEN_JOBS_H
 #define STENCILGEN_JOBS_H
@@ -30,7 +30,7 @@ typedef struct job_ref {
     bool solo;         /* ... which it is, in this run */
 } job_ref;
 
-/* Ops of one file compiled as one unit (README, "Batched units"). */
+/* Ops of one file compiled as one unit (docs/build.md, "Batched units"). */
 typedef struct op_batch {
     const sg_op **members; /* consecutive ops of one file that must compile, in order */
     size_t n;

@@ -16,7 +16,7 @@
 #include "stencil.h"
 #include "target.h"
 
-/* How ops are grouped into translation units (README, "Batched units"). */
+/* How ops are grouped into translation units (docs/build.md, "Batched units"). */
 typedef enum sg_units {
     SG_UNITS_PER_OP,  /* one unit and one compile per op */
     SG_UNITS_BATCHED, /* the ops of a file in batches, each batch one compile */

@@ -12,17 +12,17 @@
  *
  *   $ gdb -batch -nx -ex 'break tinyvm_breakpoint' -ex run -ex bt \
  *         --args build/stencils/tinyvm stencils/programs/reenter.tvm
- *   Breakpoint 1, tinyvm_breakpoint (v=50) at ../stencils/main.c:41
- *   #0  tinyvm_breakpoint (v=50) at ../stencils/main.c:41
+ *   Breakpoint 1, tinyvm_breakpoint (v=50) at ../stencils/natives.c
+ *   #0  tinyvm_breakpoint (v=50) at ../stencils/natives.c
  *   #1  0x00007ffff7cb0027 in native@inner[1] ()
- *   #2  0x0000555555557865 in vm_run (vm=<optimized out>, ...) at ../stencils/main.c:23
+ *   #2  0x0000555555557865 in vm_run (vm=<optimized out>, ...) at ../stencils/natives.c
  *   #3  0x00007ffff7cb105c in call@middle[3] ()
- *   #4  0x0000555555557865 in vm_run (vm=<optimized out>, ...) at ../stencils/main.c:23
+ *   #4  0x0000555555557865 in vm_run (vm=<optimized out>, ...) at ../stencils/natives.c
  *   #5  0x00007ffff7cb204b in call@outer[2] ()
- *   #6  0x0000555555557865 in vm_run (vm=<optimized out>, ...) at ../stencils/main.c:23
+ *   #6  0x0000555555557865 in vm_run (vm=<optimized out>, ...) at ../stencils/natives.c
  *   #7  0x00007ffff7cb3040 in call@main[1] ()
- *   #8  0x0000555555557865 in vm_run (vm=vm@entry=0x7fffffffe5c0, ...) at ../stencils/main.c:23
- *   #9  0x000055555555754c in main (argc=<optimized out>, ...) at ../stencils/main.c:119
+ *   #8  0x0000555555557865 in vm_run (vm=vm@entry=0x7fffffffe5c0, ...) at ../stencils/natives.c
+ *   #9  0x000055555555754c in main (argc=<optimized out>, ...) at ../stencils/main.c
  *
  * The symbols work wherever GDB takes an address (same session, frame 1):
  *

@@ -1,6 +1,6 @@
 /* perf.c - perf's two ways of learning about JIT code.
  *
- * Recipes (README, "Profiling with perf"). Names only, from the perf map:
+ * Recipes (docs/tools.md, "Profiling with perf"). Names only, from the perf map:
  *
  *   $ STENCILRT_PERF=map perf record -e cpu-clock -- \
  *         build/stencils/tinyvm --jit --repeat 20 stencils/programs/loop.tvm

@@ -27,7 +27,8 @@ only the cross sysroot.
   llvm-dwarfdump of the program) or of an executor: interrupted there, LLVM's
   libunwind 22 applies the row before, in the JIT's code and in compiled C
   code alike (at some C PCs its walk even faults). Those PCs are printed;
-  if LLVM ever agrees everywhere, the test says so, to update README.md.
+  if LLVM ever agrees everywhere, the test says so, to update docs/runtime.md
+  ("Registration with unwinders").
 
 Each has a control with STENCILRT_FRAMES=0 that must fail.
 

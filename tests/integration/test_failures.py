@@ -1,7 +1,7 @@
-"""Failure modes of the generator: every way a build can go wrong must end with
-the documented exit code (README, "The generator"), a diagnostic that points at
-the cause (file:line:col, op, target, relocation, offset ...) and - since outputs
-are published atomically - the previous outputs left exactly as they were.
+"""Failure modes of the generator: every way a build can go wrong must end with the
+documented exit code (docs/build.md, "Exit codes and diagnostics"), a diagnostic that
+points at the cause (file:line:col, op, target, relocation, offset ...) and - since
+outputs are published atomically - the previous outputs left exactly as they were.
 
 The pattern of almost every test (Scenario below): a private copy of the bundled
 project, an outdir holding the outputs of one successful build of it, a
@@ -585,8 +585,9 @@ def test_writable_static_data(ctx):
 
 
 def test_check_failure_names_instruction(ctx):
-    """Diagnostics name the op, the target and, for code, the offset and the
-    instruction (README, "The generator"). The relocation check is about code."""
+    """Diagnostics name the op, the target and, for code, the offset and the instruction
+    (docs/build.md, "Exit codes and diagnostics"). The relocation check is about
+    code."""
     s = Scenario(ctx)
     s.append("ops/stack.c", fixture("tls_op.c"))
     p = s.fails(EXIT_CHECK, "a thread-local read")

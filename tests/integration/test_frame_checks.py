@@ -1,5 +1,6 @@
-"""Unwind checks (README: "The unwind model"): the pinned-frame-pointer check on every op,
-the shim's frame shape, the expect_frame pin, and the unwind facts in the
+"""Unwind checks (docs/unwind.md; docs/ops.md, "What the frame-pointer check proves"):
+the pinned-frame-pointer check on every op, the shim's frame shape, the expect_frame
+pin, and the unwind facts in the
 header. Every expectation is derived independently of the generator:
 instruction offsets and texts from llvm-objdump-22, CFI rows from
 llvm-dwarfdump-22 and from a small DWARF CFA decoder in this file.

@@ -1,4 +1,4 @@
-"""GDB through JIT frames (README: "The runtime", "The unwind model"): GDB is
+"""GDB through JIT frames (docs/runtime.md, "GDB and LLDB"; docs/unwind.md): GDB is
 driven for real, in batch mode, with its Python API, against tinyvm and a host
 that dlopen()s a stripped libstencilrt.so. Programs and GDB scripts: tests/gdb/.
 

@@ -1,9 +1,9 @@
-"""Compiles by the clang the generator links run clang's driver and cc1 in a
-forked child of stencilgen instead of starting the executable (README, "The
-generator"). That must change nothing but the time: the same objects, byte for
-byte, the same headers, exit codes and messages as the clang executable's, on
-every manifest in the tree; and only that clang runs this way (a wrapper, a
-launcher or --exec-clang start the executable)."""
+"""Compiles by the clang the generator links run clang's driver and cc1 in a forked
+child of stencilgen instead of starting the executable (docs/build.md, "Compiles without
+starting clang"). That must change nothing but the time: the same objects, byte for
+byte, the same headers, exit codes and messages as the clang executable's, on every
+manifest in the tree; and only that clang runs this way (a wrapper, a launcher or
+--exec-clang start the executable)."""
 import glob
 import os
 import re

@@ -1,5 +1,5 @@
-"""`meson install` and the README's snippet for another meson project: the
-snippet is taken verbatim from README.md, built against the installed
+"""`meson install` and the docs' snippet for another meson project: the
+snippet is taken verbatim from docs/build.md, built against the installed
 stencilgen and stencilrt (pkg-config), and the JIT it builds runs."""
 import os
 import re
@@ -11,10 +11,11 @@ ASAN = False  # an install of the sanitized build adds nothing the plain one doe
 
 
 def readme_snippet(ctx):
-    text = read(ctx.path("README.md"))
-    m = re.search(r"### Using stencilgen from another meson project\n\n```meson\n(.*?)```", text,
+    text = read(ctx.path("docs", "build.md"))
+    m = re.search(r"## Using stencilgen from another meson project\n\n```meson\n(.*?)```", text,
                   re.S)
-    check(m, "README.md has no meson snippet under 'Using stencilgen from another meson project'")
+    check(m, "docs/build.md has no meson snippet under 'Using stencilgen from another meson "
+          "project'")
     return m.group(1)
 
 
@@ -65,4 +66,4 @@ symbols: [vm_call, vm_print, vm_native, vm_trap]
     check("(clang's driver and cc1 in forked children)" in p.stderr, "the installed stencilgen "
           "started clang for its compiles (its clang module not found?): %s", p.stderr[-800:])
     p = ctx.run([os.path.join(proj, "b", "myjit")], env=env, check=True)
-    check(p.stdout.strip() == "42", "the JIT built from the README snippet printed %r", p.stdout)
+    check(p.stdout.strip() == "42", "the JIT built from the docs' snippet printed %r", p.stdout)

@@ -1,4 +1,4 @@
-"""LLDB through JIT frames (README: "The runtime"): lldb-22 reads the runtime's
+"""LLDB through JIT frames (docs/runtime.md, "GDB and LLDB"): lldb-22 reads the runtime's
 GDB-JIT-interface objects once `plugin.jit-loader.gdb.enable` is on. Its Python
 API drives tinyvm: tests/lldb/stepcheck.py single-steps every instruction of
 the shim and of every executor of tests/gdb/step.tvm, re-entry and helpers

@@ -3,7 +3,7 @@
 exceptions go through libc++abi), as on Android, FreeBSD and macOS. LLVM's
 __register_frame takes one FDE, not an .eh_frame, so the runtime decides at
 run time which unwinders the process has and registers with each of them
-(README: "The runtime").
+(docs/runtime.md, "Registration with unwinders").
 
 The programs are tests/unwind/'s, built here with LLVM's toolchain against the
 plain build's libstencilrt.a:

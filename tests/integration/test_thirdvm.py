@@ -1,4 +1,4 @@
-"""A third VM written from README.md alone (tests/thirdvm: rvm, an
+"""A third VM written from the README alone, now docs/ (tests/thirdvm: rvm, an
 accumulator machine with a register file, its own op signature and a shim
 whose parameters come in another order), built like a project outside this
 repository: only the *installed* tree is used (`meson install --destdir`),
@@ -123,7 +123,7 @@ def generated(ctx):
 
 
 def compile_vm(ctx, cc, vm, gen, env, out):
-    """The README's recipe, with the compiler and pkg-config the env names.
+    """docs/build.md's recipe, with the compiler and pkg-config the env names.
     -rdynamic lets backtrace_symbols name the VM's C functions."""
     cmd = ("{cc} -std=c11 -O2 -g -Wall -Wextra -Werror -fno-omit-frame-pointer -rdynamic "
            "-I {gen} -I {vm} $(pkg-config --cflags stencilrt) {vm}/main.c "

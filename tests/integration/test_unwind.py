@@ -1,7 +1,7 @@
-"""libgcc's unwinder through JIT frames (README: "The unwind model" and "The runtime"): _Unwind_Backtrace
-at every single-stepped instruction, glibc backtrace() from helpers, C++
-exceptions thrown by a helper and caught below the shim, and the unwind rows
-libgcc actually holds for JIT code.
+"""libgcc's unwinder through JIT frames (docs/unwind.md, and docs/runtime.md,
+"Registration with unwinders"): _Unwind_Backtrace at every single-stepped instruction,
+glibc backtrace() from helpers, C++ exceptions thrown by a helper and caught below the
+shim, and the unwind rows libgcc actually holds for JIT code.
 
 The programs are under tests/unwind/ (each has its own VM glue over the
 bundled stencils, not tinyvm's sources); their own checks are described at the
