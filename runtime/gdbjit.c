@@ -37,10 +37,10 @@
  *
  * How it works:
  *
- * What GDB 13 does per registration (measured, see runtime.c): it rebuilds
- * and sorts its map of every allocated section of every object file, and
- * re-sets its internal breakpoints with minimal-symbol lookups in every object
- * file. So the cost of one registration grows with the allocated sections
+ * What GDB 13 does per registration (measured: docs/runtime.md, "GDB and
+ * LLDB", and the bench's registration rows): it rebuilds and sorts its map of
+ * every allocated section of every object file, and re-sets its internal
+ * breakpoints with minimal-symbol lookups in every object file. So the cost of one registration grows with the allocated sections
  * alive, and the objects alive: callers pass as few code ranges as they can,
  * and .eh_frame is not allocated (GDB finds it by name; an allocated one would
  * be one more section in that map, at a heap address). Real, distinct section

@@ -282,7 +282,7 @@ def test_aarch64_llvm_unwind_at_sampled_pcs(ctx):
           {k: sorted(hex(r) for r in v) for k, v in c_rows.items()}, "\n".join(stray))
     check(jit_pcs and c_pcs and any(w.startswith("shim+") for w in jit_pcs),
           "LLVM's libunwind agreed with libgcc at every sampled JIT PC (%s) or every C PC (%s): "
-          "if it now applies the row at an interrupted PC, update README.md (The runtime)",
+          "if it now applies the row at an interrupted PC, update docs/runtime.md (Registration with unwinders)",
           jit_pcs, c_pcs)
 
     # Control: with no registration LLVM's walk fails at every JIT sample.
