@@ -371,27 +371,17 @@ static int wait_child(pid_t pid, double timeout, int *status)
 
 int main(int argc, char **argv)
 {
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--forks") && i + 1 < argc)
-            forks = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--child-timeout") && i + 1 < argc)
-            child_timeout = atof(argv[++i]);
-        else if (!strcmp(argv[i], "--big") && i + 1 < argc)
-            big = (size_t)atol(argv[++i]);
-        else if (!strcmp(argv[i], "--seed") && i + 1 < argc)
-            seed = strtoull(argv[++i], NULL, 0);
-        else if (!strcmp(argv[i], "--debug-own-lock"))
-            own_lock = 1;
-        else if (!strcmp(argv[i], "--gdb-on-hang"))
-            gdb_on_hang = 1;
-        else if (!strcmp(argv[i], "--print-pids"))
-            print_pids = 1;
-        else {
-            fputs("usage: fork_stress [--forks N] [--child-timeout S] [--big N] [--seed N] "
-                  "[--debug-own-lock] [--gdb-on-hang] [--print-pids]\n", stderr);
-            return 2;
-        }
-    }
+    static const st_opt opts[] = {
+        ST_OPT_INT("--forks", &forks),
+        ST_OPT_SECONDS("--child-timeout", &child_timeout),
+        ST_OPT_SIZE("--big", &big),
+        ST_OPT_U64("--seed", &seed),
+        ST_OPT_FLAG("--debug-own-lock", &own_lock),
+        ST_OPT_FLAG("--gdb-on-hang", &gdb_on_hang),
+        ST_OPT_FLAG("--print-pids", &print_pids),
+    };
+    if (st_parse_options(argc, argv, opts, sizeof opts / sizeof opts[0]))
+        return 2;
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (big < 100)
         big = 100;

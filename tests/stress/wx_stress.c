@@ -162,21 +162,14 @@ static int check_freed(char *maps, const live *l, size_t page)
 
 int main(int argc, char **argv)
 {
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--seconds") && i + 1 < argc)
-            seconds = atof(argv[++i]);
-        else if (!strcmp(argv[i], "--seed") && i + 1 < argc)
-            seed = strtoull(argv[++i], NULL, 0);
-        else if (!strcmp(argv[i], "--debug-inject-wx"))
-            inject_wx = 1;
-        else if (!strcmp(argv[i], "--debug-reprotect"))
-            reprotect = 1;
-        else {
-            fputs("usage: wx_stress [--seconds S] [--seed N] [--debug-inject-wx] "
-                  "[--debug-reprotect]\n", stderr);
-            return 2;
-        }
-    }
+    static const st_opt opts[] = {
+        ST_OPT_SECONDS("--seconds", &seconds),
+        ST_OPT_U64("--seed", &seed),
+        ST_OPT_FLAG("--debug-inject-wx", &inject_wx),
+        ST_OPT_FLAG("--debug-reprotect", &reprotect),
+    };
+    if (st_parse_options(argc, argv, opts, sizeof opts / sizeof opts[0]))
+        return 2;
     setvbuf(stdout, NULL, _IOLBF, 0);
     const void *symbols[4] = {(const void *)h_call, (const void *)h_print,
                               (const void *)h_native, (const void *)h_trap};
