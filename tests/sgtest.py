@@ -164,6 +164,19 @@ def check(cond, msg, *args):
         raise TestFailure(msg % args if args else msg)
 
 
+def for_targets(*targets):
+    """Decorator for a check written once for several targets, fn(ctx, target):
+    adds one test per target to fn's module, test_<fn>_<target.name>, so each
+    target passes or fails on its own."""
+    def add(fn):
+        for target in targets:
+            test = (lambda t: lambda ctx: fn(ctx, t))(target)
+            test.__doc__ = fn.__doc__
+            fn.__globals__["test_%s_%s" % (fn.__name__, target.name)] = test
+        return fn
+    return add
+
+
 def read(path, mode="r"):
     with open(path, mode) as f:
         return f.read()
