@@ -39,6 +39,10 @@ static sr_runtime *rt;
 static st_shim_fn *shim;
 static double seconds = 3;
 static int runners = 2, churners = 2, off_by_one;
+static const st_opt options[] = {ST_OPT_SECONDS("--seconds", &seconds),
+                                 ST_OPT_INT("--runners", &runners),
+                                 ST_OPT_INT("--churners", &churners),
+                                 ST_OPT_FLAG("--debug-off-by-one", &off_by_one)};
 static atomic_int stop;
 
 static _Thread_local sr_executor *volatile running; /* set around the shim call */
@@ -173,13 +177,7 @@ static void *churner(void *arg)
 
 int main(int argc, char **argv)
 {
-    static const st_opt opts[] = {
-        ST_OPT_SECONDS("--seconds", &seconds),
-        ST_OPT_INT("--runners", &runners),
-        ST_OPT_INT("--churners", &churners),
-        ST_OPT_FLAG("--debug-off-by-one", &off_by_one),
-    };
-    if (st_parse_options(argc, argv, opts, sizeof opts / sizeof opts[0]))
+    if (ST_PARSE_OPTIONS(argc, argv, options))
         return 2;
     if (runners < 1 || runners > MAX_THREADS || churners > MAX_THREADS) {
         fprintf(stderr, "lookup_stress: --runners must be 1 to %d, --churners 0 to %d\n",

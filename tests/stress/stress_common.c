@@ -27,6 +27,41 @@ _Static_assert((int)ST__COUNT == (int)SG_OP__COUNT, "op count");
 _Static_assert(SG_SYM_vm_call == 0 && SG_SYM_vm_print == 1 && SG_SYM_vm_native == 2 &&
                    SG_SYM_vm_trap == 3 && SG_SYM__COUNT == 4, "run-time symbols");
 
+/* ---- run-time symbols for programs without calls */
+
+static vm_value leaf_call(vm_frame *f, vm_value fn, vm_value argc, vm_value *args)
+{
+    (void)f, (void)fn, (void)argc, (void)args;
+    fputs("FAIL: unexpected vm_call\n", stderr);
+    abort();
+}
+
+static vm_value leaf_print(vm_frame *f, vm_value v)
+{
+    (void)f;
+    return v ^ 0x5a;
+}
+
+static vm_value leaf_native(vm_frame *f, vm_value which, vm_value arg)
+{
+    (void)f;
+    if (which != ST_NATIVE_MIX) {
+        fputs("FAIL: unexpected vm_native\n", stderr);
+        abort();
+    }
+    return (vm_value)((uint64_t)arg * 3 + 1);
+}
+
+static void leaf_trap(vm_frame *f, const char *why)
+{
+    (void)f;
+    fprintf(stderr, "FAIL: vm_trap: %s\n", why);
+    abort();
+}
+
+const void *const st_leaf_symbols[4] = {(const void *)leaf_call, (const void *)leaf_print,
+                                        (const void *)leaf_native, (const void *)leaf_trap};
+
 /* ---- RNG */
 
 uint64_t st_next(st_rng *r)

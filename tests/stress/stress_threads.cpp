@@ -59,6 +59,14 @@ struct Options {
     int leak_malloc = 0;
 } opt;
 
+const st_opt options[] = {
+    ST_OPT_SECONDS("--seconds", &opt.seconds), ST_OPT_U64("--seed", &opt.seed),
+    ST_OPT_INT("--workers", &opt.workers), ST_OPT_INT("--unwinders", &opt.unwinders),
+    ST_OPT_SIZE("--arena-size", &opt.arena_size), ST_OPT_FLAG("--no-throw", &opt.no_throw),
+    ST_OPT_FLAG("--no-backtrace", &opt.no_backtrace),
+    ST_OPT_FLAG("--debug-leak-executor", &opt.leak_executor),
+    ST_OPT_FLAG("--debug-leak-malloc", &opt.leak_malloc)};
+
 struct Counters {
     std::atomic<long> iterations{0}, executors_created{0}, executors_freed{0}, runs{0},
         results_checked{0}, helper_calls{0}, prints{0}, reentries{0}, lib_replacements{0},
@@ -610,18 +618,7 @@ bool fde_known(uintptr_t pc)
 
 int main(int argc, char **argv)
 {
-    static const st_opt opts[] = {
-        ST_OPT_SECONDS("--seconds", &opt.seconds),
-        ST_OPT_U64("--seed", &opt.seed),
-        ST_OPT_INT("--workers", &opt.workers),
-        ST_OPT_INT("--unwinders", &opt.unwinders),
-        ST_OPT_SIZE("--arena-size", &opt.arena_size),
-        ST_OPT_FLAG("--no-throw", &opt.no_throw),
-        ST_OPT_FLAG("--no-backtrace", &opt.no_backtrace),
-        ST_OPT_FLAG("--debug-leak-executor", &opt.leak_executor),
-        ST_OPT_FLAG("--debug-leak-malloc", &opt.leak_malloc),
-    };
-    if (st_parse_options(argc, argv, opts, sizeof opts / sizeof opts[0]))
+    if (ST_PARSE_OPTIONS(argc, argv, options))
         return 2;
     setvbuf(stdout, nullptr, _IOLBF, 0);
     symbols[0] = (const void *)vm_call;
