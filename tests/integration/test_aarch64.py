@@ -4,14 +4,15 @@ relocations and section bytes from llvm-readelf-22, instruction offsets and
 texts from llvm-objdump-22, CFI rows from llvm-dwarfdump-22.
 
 The checks both targets share are written once and run for each: the holes
-differential in test_holes.py, the frame-pointer check (every write form,
-the controls, register pressure) in test_frame_checks.py.
+differential in test_holes.py; the frame-pointer check (every write form,
+the controls, register pressure), a shim without frame pointer and a wrong
+expect_frame pin in test_frame_checks.py.
 
 * relocations: one the target does not support (ABS32 in data) is exit 1;
   atomics stay inline (no libgcc helper to patch);
 * the shim: the derived frame shape equals the manifest's pin and the row
-  llvm-dwarfdump gives at the shim's `blr`; the header's rows are those rows;
-  a shim without frame pointer, and a wrong pin, are exit 1;
+  llvm-dwarfdump gives at the shim's `blr`; the header's rows are those rows
+  (a shim without frame pointer, and a wrong pin: test_frame_checks.py);
 * the headers compile as C11 for AArch64 (the dispatcher picks AArch64).
 
 The runtime side (qemu-user) is in test_aarch64_qemu.py."""
@@ -19,7 +20,8 @@ import os
 import re
 import shutil
 
-from sgtest import BUNDLED_OPS, BUNDLED_TRIPLES, Header, TestFailure, check, read, write
+from sgtest import (BUNDLED_OPS, BUNDLED_TRIPLES, Header, aarch64_register, check,
+                    dwarfdump_rows, read, write)
 
 ASAN = True
 
@@ -147,47 +149,6 @@ OP(fetch_add)
 
 # --- 2. the shim, the pin, the header ----------------------------------------------
 
-def dwarf_name(reg):
-    """llvm-dwarfdump's AArch64 register names (W29, WSP, B8) as the generator's."""
-    reg = reg.lower()
-    if reg == "wsp":
-        return "sp"
-    if re.match(r"^[wx]\d+$", reg):
-        return "x" + reg[1:]
-    if re.match(r"^[bhsdqv]\d+$", reg):
-        return "v" + reg[1:]
-    raise TestFailure("unknown register name %s" % reg)
-
-
-def dwarfdump_rows(ctx, obj):
-    """[(loc, end, row)] of the shim's FDE, spelled as the generator spells
-    rows, registers in DWARF order."""
-    out = ctx.run(["llvm-dwarfdump-22", "--eh-frame", obj], check=True, timeout=T).stdout
-    fdes = re.findall(r"^[0-9a-f]+ [0-9a-f]+ [0-9a-f]+ FDE cie=[0-9a-f]+ "
-                      r"pc=([0-9a-f]+)\.\.\.([0-9a-f]+)\n(.*?)(?=\n\n[0-9a-f]+ |\Z)",
-                      out, re.S | re.M)
-    check(len(fdes) == 1, "%s: %d FDEs, want 1:\n%s", obj, len(fdes), out)
-    start, end, body = fdes[0]
-    rows = []
-    for loc, cfa, regs in re.findall(r"^\s+0x([0-9a-f]+): CFA=(\S+?):?(?: (.*))?$", body, re.M):
-        m = re.match(r"(\w+)([+-]\d+)?$", cfa)
-        text = "CFA=%s%+d" % (dwarf_name(m.group(1)), int(m.group(2) or 0))
-        rules = []
-        for rule in filter(None, (regs or "").split(", ")):
-            r, val = rule.split("=", 1)
-            if r == "reg34":  # RA_SIGN_STATE (pointer authentication)
-                rules.append((34, "ra_sign_state=%s" % val))
-                continue
-            name = dwarf_name(r)
-            num = int(name[1:]) + (64 if name[0] == "v" else 0)
-            rules.append((num, "%s=%s" % (name, val)))
-        text += "".join(" " + r for _, r in sorted(rules))
-        rows.append([int(loc, 16), None, text])
-    for i, row in enumerate(rows):
-        row[1] = rows[i + 1][0] if i + 1 < len(rows) else int(end, 16)
-    return [tuple(r) for r in rows]
-
-
 def header_define(text, name):
     m = re.search(r"^#define %s (\S+)" % name, text, re.M)
     check(m, "the header has no #define %s", name)
@@ -206,7 +167,7 @@ def test_aarch64_frame_shape_header_and_dump(ctx):
     good_build(ctx, manifest, out)
     header = read(os.path.join(out, "jit_stencils-%s.h" % A64))
     shim_obj = os.path.join(objdir(out), "shim.o")
-    rows = dwarfdump_rows(ctx, shim_obj)
+    rows = dwarfdump_rows(ctx, shim_obj, aarch64_register)
     shim = disassemble(ctx, shim_obj)["tinyvm_shim"]
     calls = [(off, t) for off, t in shim if re.match(r"^blr x\d+$", t)]
     check(len(calls) == 1, "llvm-objdump: the shim's indirect calls are %s", calls)
@@ -244,41 +205,6 @@ def test_aarch64_frame_shape_header_and_dump(ctx):
     check(dumped == rows, "dump rows %s\nllvm-dwarfdump: %s", dumped, rows)
     check(re.search(r"^  frame shape: CFA=x29\+96, x29 saved at CFA-96, return address at "
                     r"CFA-88$", p.stdout, re.M), "dump lacks the frame shape line")
-
-
-def bundled_a64(ctx):
-    base = ctx.bundled_copy()
-    return base, os.path.join(base, "stencils", "stencils.yaml")
-
-
-def test_aarch64_pin_mismatch_and_shim_without_frame_pointer(ctx):
-    base, manifest = bundled_a64(ctx)
-    out = os.path.join(ctx.tmp, "out")
-    good_build(ctx, manifest, out)
-    before = {f: read(os.path.join(out, f), "rb") for f in os.listdir(out) if f.endswith(".h")}
-    # A shim without frame pointer: exit 1, the row found at the call is sp-based.
-    p = build(ctx, manifest, out, "--extra-shim-cflags=-fomit-frame-pointer")
-    check(p.returncode == 1, "no frame pointer: exit %d\n%s", p.returncode, p.stderr[-3000:])
-    check("shim tinyvm_shim (%s): the frame is not frame-pointer based at the call into JIT code"
-          % A64 in p.stderr, "no frame-shape error:\n%s", p.stderr)
-    found = re.search(r"^\s+found:\s+(CFA=\S+)", p.stderr, re.M)
-    check(found and found.group(1).startswith("CFA=sp+"), "found row: %s", p.stderr)
-    check(re.search(r"^\s+expected:\s+CFA=x29\+k, x29=\[CFA\+m\], x30=\[CFA\+n\]", p.stderr, re.M),
-          "no 'expected:' line:\n%s", p.stderr)
-    # A wrong pin: exit 1 with both shapes.
-    text = read(manifest)
-    write(manifest, text.replace("cfa_register: x29, cfa_offset: 96",
-                                 "cfa_register: x29, cfa_offset: 80"))
-    p = build(ctx, manifest, out)
-    check(p.returncode == 1, "wrong pin: exit %d\n%s", p.returncode, p.stderr[-3000:])
-    check("shim tinyvm_shim (%s): the shim's frame shape differs from expect_frame" % A64
-          in p.stderr, "no pin error:\n%s", p.stderr)
-    for key, derived, expected in (("cfa_register", "x29", "x29"), ("cfa_offset", "96", "80"),
-                                   ("fp_offset", "-96", "-96"), ("ra_offset", "-88", "-88")):
-        check(re.search(r"^\s+%s\s+%s\s+%s\s*$" % (key, derived, expected), p.stderr, re.M),
-              "no row '%s %s %s' in:\n%s", key, derived, expected, p.stderr)
-    after = {f: read(os.path.join(out, f), "rb") for f in os.listdir(out) if f.endswith(".h")}
-    check(after == before, "a failed build changed the previous headers")
 
 
 def test_aarch64_headers_compile_as_c11(ctx):

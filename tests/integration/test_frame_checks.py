@@ -12,17 +12,15 @@ Fixtures: tests/fixtures/fpcheck/ (ops) and tests/fixtures/shim/ (shims)."""
 import os
 import re
 
-from sgtest import (BUNDLED_TRIPLES, TRIPLE, TestFailure, check, for_targets, read, sleb, uleb,
-                    write)
+from sgtest import (BUNDLED_TRIPLES, TRIPLE, X86_64_DWARF_REGS, TestFailure, aarch64_register,
+                    check, dwarfdump_rows, for_targets, read, sleb, uleb, write, x86_64_register)
 
 ASAN = True
 
 T = 180  # seconds; one generator run takes well under 5 s, even under ASan
 OBJDUMP = ["llvm-objdump-22", "-d", "--no-show-raw-insn", "--no-print-imm-hex"]
 A64 = "aarch64-unknown-linux-gnu"
-# DWARF register numbers of x86-64 (psABI), as the generator names them.
-DWARF_REGS = ["rax", "rdx", "rcx", "rbx", "rsi", "rdi", "rbp", "rsp"] + \
-    ["r%d" % i for i in range(8, 16)] + ["rip"]
+DWARF_REGS = X86_64_DWARF_REGS
 
 
 # --- helpers -----------------------------------------------------------------
@@ -179,47 +177,27 @@ def failing_build(ctx, manifest, outdir, before, what, *extra, rc=1, triple=TRIP
     return p
 
 
-def indirect_calls(func):
-    """[(offset, text, via_reloc)] of the indirect calls of a disassembled function."""
+def indirect_calls(func, pattern=r"^call[qlw]? \*"):
+    """[(offset, text, via_reloc)] of the indirect calls of a disassembled
+    function (pattern: what an indirect call looks like; x86-64's by default)."""
     insns, relocs = func["insns"], func["relocs"]
     calls = []
     for i, (off, text) in enumerate(insns):
         end = insns[i + 1][0] if i + 1 < len(insns) else off + 16
-        if re.match(r"^call[qlw]? \*", text):
+        if re.match(pattern, text):
             calls.append((off, text, any(off <= r < end for r in relocs)))
     return calls
 
 
-def shim_func(ctx, outdir, name):
-    funcs = disassemble(ctx, os.path.join(objdir(outdir), "shim.o"))
+def shim_func(ctx, outdir, name, t=None):
+    """The shim function `name`, disassembled, of target t (x86-64 when None)."""
+    triple, comment = (t.triple, t.comment) if t else (TRIPLE, "#")
+    funcs = disassemble(ctx, os.path.join(objdir(outdir, triple), "shim.o"), comment)
     check(name in funcs, "shim.o has no function %s: %s", name, sorted(funcs))
     return funcs[name]
 
 
 # --- DWARF CFI, read independently ------------------------------------------
-
-def dwarfdump_rows(ctx, obj):
-    """[(loc, end, row)] of the (single) FDE in obj's .eh_frame, by
-    llvm-dwarfdump-22, with rows spelled as the generator spells them
-    ("CFA=rbp+16 rbp=[CFA-16] rip=[CFA-8]")."""
-    out = ctx.run(["llvm-dwarfdump-22", "--eh-frame", obj], check=True, timeout=T).stdout
-    fdes = re.findall(r"^[0-9a-f]+ [0-9a-f]+ [0-9a-f]+ FDE cie=[0-9a-f]+ "
-                      r"pc=([0-9a-f]+)\.\.\.([0-9a-f]+)\n(.*?)(?=\n\n[0-9a-f]+ |\Z)",
-                      out, re.S | re.M)
-    check(len(fdes) == 1, "%s: %d FDEs in llvm-dwarfdump output, want 1:\n%s", obj, len(fdes),
-          out)
-    start, end, body = fdes[0]
-    rows = []
-    for loc, cfa, regs in re.findall(r"^\s+0x([0-9a-f]+): CFA=(\S+?):?(?: (.*))?$", body, re.M):
-        text = "CFA=" + cfa.lower()
-        for rule in filter(None, (regs or "").split(", ")):
-            text += " " + rule.lower().replace("[cfa", "[CFA")
-        rows.append([int(loc, 16), None, text])
-    for i, row in enumerate(rows):
-        row[1] = rows[i + 1][0] if i + 1 < len(rows) else int(end, 16)
-    check(rows and rows[0][0] == int(start, 16), "%s: cannot read the FDE's rows:\n%s", obj, body)
-    return [tuple(r) for r in rows]
-
 
 def row_at(rows, pc):
     hit = [r for r in rows if r[0] <= pc < r[1]]
@@ -481,11 +459,15 @@ def a64_pressure_is_real(text):
 
 
 class FpTarget:
-    """What the frame-pointer checks need to know about one target."""
+    """What the frame-pointer and shim checks need to know about one target."""
 
     def __init__(self, name, triple, fixtures, comment, fp, fp_reg, forbidden, unpredictable,
-                 controls, control_decl, writes_fp, pressure_is_real, restore):
+                 controls, control_decl, writes_fp, pressure_is_real, restore, shim):
         self.name, self.triple, self.comment = name, triple, comment
+        # The bundled shim: its pin (stencils.yaml), the stack pointer's and
+        # return address's names, its call into JIT code, how llvm-dwarfdump
+        # names registers.
+        self.pin, self.sp, self.ra, self.call, self.register = shim
         self.fp, self.fp_reg = fp, re.compile(fp_reg)  # its name, any spelling of it
         self.fixtures = fixtures  # the fpcheck fixtures' folder
         self.forbidden, self.unpredictable = forbidden, unpredictable
@@ -510,11 +492,15 @@ class FpTarget:
 
 X86_64_FP = FpTarget("x86_64", TRIPLE, fixture("fpcheck"), "#", "rbp", r"%(?:rbp|ebp|bp|bpl)\b",
                      X86_FORBIDDEN, set(), X86_CONTROLS, r"^OP\((\w+)\)", writes_fp_text,
-                     x86_pressure_is_real, "pop")
+                     x86_pressure_is_real, "pop",
+                     (dict(cfa_register="rbp", cfa_offset=16, fp_offset=-16, ra_offset=-8), "rsp",
+                      "rip", r"^call[qlw]? \*", x86_64_register))
 AARCH64_FP = FpTarget("aarch64", A64, fixture("aarch64", "fpcheck"), "//", "x29", r"\b[xw]29\b",
                       A64_FORBIDDEN, A64_UNPREDICTABLE,
                       {op: re.escape(text) for op, text in A64_CONTROLS.items()},
-                      r"^USES_FP\((\w+),", writes_x29_text, a64_pressure_is_real, "ldp")
+                      r"^USES_FP\((\w+),", writes_x29_text, a64_pressure_is_real, "ldp",
+                      (dict(cfa_register="x29", cfa_offset=96, fp_offset=-96, ra_offset=-88), "sp",
+                       "x30", r"^blr x\d+$", aarch64_register))
 
 
 def fp_problems(ctx, t, out, stderr):
@@ -633,39 +619,83 @@ def bundled(ctx):
     return base, os.path.join(base, "stencils", "stencils.yaml")
 
 
-def test_shim_without_frame_pointer(ctx):
+def bundled_pin(t, text):
+    """(line number, the line) of target t's expect_frame in the bundled manifest."""
+    lines = text.splitlines()
+    start = lines.index("  - triple: %s" % t.triple)
+    line = next(i for i in range(start + 1, len(lines)) if re.match(r"\s*expect_frame:", lines[i]))
+    check(not any("- triple:" in l for l in lines[start + 1:line]),
+          "the bundled manifest has no expect_frame for %s", t.triple)
+    return line + 1, lines[line]
+
+
+@for_targets(X86_64_FP, AARCH64_FP)
+def shim_without_frame_pointer(ctx, t):
     # -fomit-frame-pointer alone is enough: it comes after the generator's
     # -fno-omit-frame-pointer, and the shim is not a leaf, so
     # -mno-omit-leaf-frame-pointer does not keep the frame.
     base, manifest = bundled(ctx)
     out = os.path.join(ctx.tmp, "out")
-    before = good_build(ctx, manifest, out)
+    # Every target is built: the other targets' headers must be left alone too.
+    before = good_build(ctx, manifest, out, triple=t.triple)
     p = failing_build(ctx, manifest, out, before, "shim built with -fomit-frame-pointer",
-                      "--extra-shim-cflags=-fomit-frame-pointer")
+                      "--extra-shim-cflags=-fomit-frame-pointer", triple=t.triple)
+    # The other targets fail too, in any order: read this target's own lines.
     err = p.stderr
-    check("shim tinyvm_shim (%s): the frame is not frame-pointer based at the call into JIT "
-          "code" % TRIPLE in err, "no frame-shape error:\n%s", err)
-    # The bundled manifest's AArch64 target fails too, in either order: read
-    # the x86-64 error's own lines.
-    err = err[err.index("shim tinyvm_shim (%s): the frame is not" % TRIPLE):]
-    found = re.search(r"^\s+found:\s+(CFA=\S+(?: \S+=\[CFA[-+]\d+\])*)\s+at shim\+0x([0-9a-f]+) "
-                      r"(.*)$", err, re.M)
+    head = ("shim tinyvm_shim (%s): the frame is not frame-pointer based at the call into JIT "
+            "code" % t.triple)
+    check(head in err, "no frame-shape error:\n%s", err)
+    err = err[err.index(head):]
+    found = re.search(r"^\s+found:\s+(CFA=.*?)\s+at shim\+0x([0-9a-f]+) (.*)$", err, re.M)
     check(found, "no 'found:' line with a row and the call:\n%s", err)
-    check(found.group(1).startswith("CFA=rsp+"), "found row not based on rsp: %s",
+    check(found.group(1).startswith("CFA=%s+" % t.sp), "found row not based on %s: %s", t.sp,
           found.group(1))
-    check(re.search(r"^\s+expected:\s+CFA=rbp\+k", err, re.M), "no 'expected:' line:\n%s", err)
+    check(re.search(r"^\s+expected:\s+CFA=%s\+k, %s=\[CFA\+m\], %s=\[CFA\+n\]"
+                    % (t.fp, t.fp, t.ra), err, re.M), "no 'expected:' line:\n%s", err)
     check(re.search(r"^\s+fix:\s+.*-fno-omit-frame-pointer", err, re.M), "no 'fix:' line:\n%s",
           err)
     # The row and the call, read independently from the object the build kept.
-    calls = indirect_calls(shim_func(ctx, out, "tinyvm_shim"))
+    calls = indirect_calls(shim_func(ctx, out, "tinyvm_shim", t), t.call)
     jit = [(off, text) for off, text, via_reloc in calls if not via_reloc]
     check(len(jit) == 1, "llvm-objdump: %s", calls)
-    check((int(found.group(2), 16), norm(found.group(3))) == jit[0],
+    check((int(found.group(2), 16), norm(found.group(3), t.comment)) == jit[0],
           "found line names +0x%s %s, llvm-objdump says %s", found.group(2), found.group(3),
           jit[0])
-    rows = dwarfdump_rows(ctx, os.path.join(objdir(out), "shim.o"))
+    rows = dwarfdump_rows(ctx, os.path.join(objdir(out, t.triple), "shim.o"), t.register)
     check(found.group(1) == row_at(rows, jit[0][0]),
           "found row %s, llvm-dwarfdump says %s", found.group(1), row_at(rows, jit[0][0]))
+
+
+@for_targets(X86_64_FP, AARCH64_FP)
+def expect_frame_mismatch(ctx, t):
+    """The bundled pin with a cfa_offset 8 too large: exit 1 at the pin's
+    '{', with the derived and expected shapes side by side."""
+    base, manifest = bundled(ctx)
+    out = os.path.join(ctx.tmp, "out")
+    before = good_build(ctx, manifest, out, triple=t.triple)  # every target: all are kept
+    text = read(manifest)
+    line, pin_line = bundled_pin(t, text)
+    m = re.search(r"expect_frame: \{(.*)\}", pin_line)
+    check(m, "%s's expect_frame is not a flow mapping: %s", t.triple, pin_line)
+    pinned = dict((k.strip(), v.strip()) for k, v in (kv.split(":") for kv in m.group(1).split(",")))
+    check(pinned == {k: str(v) for k, v in t.pin.items()}, "pin %s, want %s", pinned, t.pin)
+    col = pin_line.index("{") + 1  # where the flow mapping starts
+    lines = text.splitlines(True)
+    wrong = t.pin["cfa_offset"] + 8
+    lines[line - 1] = pin_line.replace("cfa_offset: %d" % t.pin["cfa_offset"],
+                                       "cfa_offset: %d" % wrong) + "\n"
+    write(manifest, "".join(lines))
+    p = failing_build(ctx, manifest, out, before, "expect_frame cfa_offset %d" % wrong,
+                      triple=t.triple)
+    want = ("%s:%d:%d: error: shim tinyvm_shim (%s): the shim's frame shape differs from "
+            "expect_frame" % (manifest, line, col, t.triple))
+    check(want in p.stderr, "want\n  %s\ngot:\n%s", want, p.stderr)
+    check(re.search(r"^\s+derived\s+expected\s*$", p.stderr, re.M), "no table header:\n%s",
+          p.stderr)
+    for key, derived in sorted(t.pin.items()):
+        expected = wrong if key == "cfa_offset" else derived
+        check(re.search(r"^\s+%s\s+%s\s+%s\s*$" % (key, derived, expected), p.stderr, re.M),
+              "no row '%s %s %s' in:\n%s", key, derived, expected, p.stderr)
 
 
 def test_shim_with_two_indirect_calls(ctx):
@@ -759,34 +789,6 @@ def test_shim_calls_to_c_through_the_got_on_both_targets(ctx):
           p.stderr)
 
 
-def test_expect_frame_mismatch(ctx):
-    base, manifest = bundled(ctx)
-    out = os.path.join(ctx.tmp, "out")
-    before = good_build(ctx, manifest, out)
-    text = read(manifest)
-    # The first pin is x86-64 Linux's (macOS x86-64 has the same shape).
-    first = text.index("expect_frame:")
-    check(text.find("cfa_offset: 16", first) == text.find("cfa_offset:", first),
-          "the bundled pin is not cfa_offset: 16")
-    with open(manifest, "w") as f:
-        f.write(text.replace("cfa_offset: 16", "cfa_offset: 24", 1))
-    # Where the expect_frame mapping starts (flow style: its '{').
-    lines = text.splitlines()
-    line = next(i for i, l in enumerate(lines, 1) if re.match(r"\s*expect_frame:", l))
-    check("{" in lines[line - 1], "the bundled expect_frame is not a flow mapping")
-    col = lines[line - 1].index("{") + 1
-    p = failing_build(ctx, manifest, out, before, "expect_frame cfa_offset 24")
-    want = ("%s:%d:%d: error: shim tinyvm_shim (%s): the shim's frame shape differs from "
-            "expect_frame" % (manifest, line, col, TRIPLE))
-    check(want in p.stderr, "want\n  %s\ngot:\n%s", want, p.stderr)
-    check(re.search(r"^\s+derived\s+expected\s*$", p.stderr, re.M), "no table header:\n%s",
-          p.stderr)
-    for key, derived, expected in (("cfa_register", "rbp", "rbp"), ("cfa_offset", "16", "24"),
-                                   ("fp_offset", "-16", "-16"), ("ra_offset", "-8", "-8")):
-        check(re.search(r"^\s+%s\s+%s\s+%s\s*$" % (key, derived, expected), p.stderr, re.M),
-              "no row '%s %s %s' in:\n%s", key, derived, expected, p.stderr)
-
-
 def test_shim_without_unwind_tables(ctx):
     base, manifest = bundled(ctx)
     out = os.path.join(ctx.tmp, "out")
@@ -808,7 +810,7 @@ def test_bundled_frame_shape_in_header_and_dump(ctx):
     good_build(ctx, manifest, out)  # the pin holds
     header = read(os.path.join(out, "jit_stencils-%s.h" % TRIPLE))
     shim_obj = os.path.join(objdir(out), "shim.o")
-    rows = dwarfdump_rows(ctx, shim_obj)
+    rows = dwarfdump_rows(ctx, shim_obj, x86_64_register)
 
     for line in ("#define SG_UNWIND_CFA_OFFSET 16", "#define SG_UNWIND_FP_OFFSET (-16)",
                  "#define SG_UNWIND_RA_OFFSET (-8)"):
