@@ -48,6 +48,8 @@ typedef vm_value shim_fn(vm_frame *frame, vm_value *sp, void *code);
 
 /* jit.c */
 bool vm_jit_runtime(struct vm *vm); /* the runtime and the shim, for both JIT modes */
+/* The same from another stencil set (a test's altered one: tests/windows/win_glue.c). */
+bool vm_jit_runtime_with(struct vm *vm, const sr_stencil_set *set);
 bool vm_jit_init(struct vm *vm);
 void vm_jit_fini(struct vm *vm);
 vm_value vm_jit_run(vm_frame *frame, vm_value *sp);

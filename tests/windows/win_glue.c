@@ -55,17 +55,10 @@ static bool jit_init(struct vm *vm)
     const char *how = getenv("WIN_TEST_MUTATE");
     if (how && *how)
         mutate(&stencil_set, how);
-    const void *symbols[SG_SYM__COUNT] = {
-        [SG_SYM_vm_call] = (const void *)vm_call,
-        [SG_SYM_vm_print] = (const void *)vm_print,
-        [SG_SYM_vm_native] = (const void *)vm_native,
-        [SG_SYM_vm_trap] = (const void *)vm_trap,
-    };
-    if (sr_runtime_create(&stencil_set, symbols, NULL, &vm->rt) != SR_OK) {
-        fprintf(stderr, "win_glue: %s\n", sr_last_error());
-        exit(1);
-    }
-    vm->shim = sr_shim_entry(vm->rt);
+    if (!vm_jit_runtime_with(vm, &stencil_set))
+        return false;
+    /* One sr_emit per function, where tinyvm's vm_jit_init emits one batch:
+     * these tests exercise sr_emit's own registration of each executor. */
     for (size_t i = 0; i < vm->nfunctions; i++) {
         vm_function *f = &vm->functions[i];
         if (sr_emit(vm->rt, f->code, f->n, f->name, &f->executor) != SR_OK) {
