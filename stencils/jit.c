@@ -7,7 +7,7 @@
 
 static const sr_stencil_set stencil_set = SR_STENCIL_SET_FROM_HEADER;
 
-bool vm_jit_runtime(struct vm *vm)
+bool vm_jit_runtime_with(struct vm *vm, const sr_stencil_set *set)
 {
     const void *symbols[SG_SYM__COUNT] = {
         [SG_SYM_vm_call] = (const void *)vm_call,
@@ -15,12 +15,17 @@ bool vm_jit_runtime(struct vm *vm)
         [SG_SYM_vm_native] = (const void *)vm_native,
         [SG_SYM_vm_trap] = (const void *)vm_trap,
     };
-    if (sr_runtime_create(&stencil_set, symbols, NULL, &vm->rt) != SR_OK) {
+    if (sr_runtime_create(set, symbols, NULL, &vm->rt) != SR_OK) {
         fprintf(stderr, "tinyvm: %s\n", sr_last_error());
         return false;
     }
     vm->shim = sr_shim_entry(vm->rt);
     return true;
+}
+
+bool vm_jit_runtime(struct vm *vm)
+{
+    return vm_jit_runtime_with(vm, &stencil_set);
 }
 
 bool vm_jit_init(struct vm *vm)

@@ -16,6 +16,8 @@
 
 #define MAX_TOKENS 4
 
+const char *const vm_native_names[NATIVE__COUNT] = {"backtrace", "breakpoint", "trap", "abort"};
+
 typedef struct label {
     char *name;
     size_t function, index;

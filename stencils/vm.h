@@ -31,7 +31,7 @@ struct vm {
     struct { size_t blocks, links, exits; } chain; /* chain mode's work, for --stats */
 };
 
-/* Natives callable with `native NAME` (operand = index). */
+/* Natives callable with `native NAME` (operand = index); loader.c names them. */
 enum vm_native_id { NATIVE_BACKTRACE, NATIVE_BREAKPOINT, NATIVE_TRAP, NATIVE_ABORT, NATIVE__COUNT };
 extern const char *const vm_native_names[NATIVE__COUNT];
 
@@ -48,6 +48,8 @@ typedef vm_value shim_fn(vm_frame *frame, vm_value *sp, void *code);
 
 /* jit.c */
 bool vm_jit_runtime(struct vm *vm); /* the runtime and the shim, for both JIT modes */
+/* The same from another stencil set (a test's altered one: tests/windows/win_glue.c). */
+bool vm_jit_runtime_with(struct vm *vm, const sr_stencil_set *set);
 bool vm_jit_init(struct vm *vm);
 void vm_jit_fini(struct vm *vm);
 vm_value vm_jit_run(vm_frame *frame, vm_value *sp);
@@ -57,7 +59,7 @@ bool vm_chain_init(struct vm *vm);
 void vm_chain_fini(struct vm *vm);
 vm_value vm_chain_run(vm_frame *frame, vm_value *sp);
 
-/* Run function `fn` with the given arguments (the entry point of both modes). */
+/* run.c: run function `fn` with the given arguments (the entry point of every mode). */
 vm_value vm_run(struct vm *vm, size_t fn, vm_value argc, const vm_value *args);
 
 /* A function GDB tests break on (native breakpoint). */

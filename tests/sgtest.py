@@ -15,6 +15,9 @@ TRIPLE = "x86_64-unknown-linux-gnu"
 
 # Ops in the bundled stencils (stencils/stencils.yaml), and its targets in order.
 BUNDLED_OPS = 22
+# DWARF register numbers of x86-64 (psABI), as the generator names them.
+X86_64_DWARF_REGS = ["rax", "rdx", "rcx", "rbx", "rsi", "rdi", "rbp", "rsp"] + \
+    ["r%d" % i for i in range(8, 16)] + ["rip"]
 BUNDLED_TRIPLES = [TRIPLE, "aarch64-unknown-linux-gnu", "x86_64-w64-windows-gnu",
                    "x86_64-apple-darwin", "aarch64-apple-darwin"]
 
@@ -164,6 +167,19 @@ def check(cond, msg, *args):
         raise TestFailure(msg % args if args else msg)
 
 
+def for_targets(*targets):
+    """Decorator for a check written once for several targets, fn(ctx, target):
+    adds one test per target to fn's module, test_<fn>_<target.name>, so each
+    target passes or fails on its own."""
+    def add(fn):
+        for target in targets:
+            test = (lambda t: lambda ctx: fn(ctx, t))(target)
+            test.__doc__ = fn.__doc__
+            fn.__globals__["test_%s_%s" % (fn.__name__, target.name)] = test
+        return fn
+    return add
+
+
 def read(path, mode="r"):
     with open(path, mode) as f:
         return f.read()
@@ -260,6 +276,54 @@ def sections_of(ctx, obj):
         if m:
             secs[m.group(1)] = (m.group(2), int(m.group(3), 16), m.group(4), int(m.group(5)))
     return secs
+
+
+def dwarfdump_rows(ctx, obj, register):
+    """[(loc, end, row)] of the single FDE in obj's .eh_frame, by
+    llvm-dwarfdump-22, spelled as the generator spells rows
+    ("CFA=rbp+16 rbp=[CFA-16] rip=[CFA-8]"). register(name as llvm-dwarfdump
+    prints it) is (DWARF number, the generator's name); rules go in number
+    order."""
+    out = ctx.run(["llvm-dwarfdump-22", "--eh-frame", obj], check=True, timeout=180).stdout
+    fdes = re.findall(r"^[0-9a-f]+ [0-9a-f]+ [0-9a-f]+ FDE cie=[0-9a-f]+ "
+                      r"pc=([0-9a-f]+)\.\.\.([0-9a-f]+)\n(.*?)(?=\n\n[0-9a-f]+ |\Z)",
+                      out, re.S | re.M)
+    check(len(fdes) == 1, "%s: %d FDEs in llvm-dwarfdump output, want 1:\n%s", obj, len(fdes),
+          out)
+    start, end, body = fdes[0]
+    rows = []
+    for loc, cfa, regs in re.findall(r"^\s+0x([0-9a-f]+): CFA=(\S+?):?(?: (.*))?$", body, re.M):
+        m = re.match(r"(\w+)([+-]\d+)?$", cfa)
+        text = "CFA=%s%+d" % (register(m.group(1))[1], int(m.group(2) or 0))
+        rules = sorted(register(r) + (val,) for r, val in
+                       (rule.split("=", 1) for rule in filter(None, (regs or "").split(", "))))
+        text += "".join(" %s=%s" % (name, val) for _, name, val in rules)
+        rows.append([int(loc, 16), None, text])
+    for i, row in enumerate(rows):
+        row[1] = rows[i + 1][0] if i + 1 < len(rows) else int(end, 16)
+    check(rows and rows[0][0] == int(start, 16), "%s: cannot read the FDE's rows:\n%s", obj, body)
+    return [tuple(r) for r in rows]
+
+
+def x86_64_register(name):
+    """llvm-dwarfdump's x86-64 register name (RBP) as (DWARF number, rbp)."""
+    name = name.lower()
+    return X86_64_DWARF_REGS.index(name), name
+
+
+def aarch64_register(name):
+    """llvm-dwarfdump's AArch64 register names (W29, WSP, B8, reg34) as
+    (DWARF number, the generator's name: x29, sp, v8, ra_sign_state)."""
+    name = name.lower()
+    if name == "reg34":  # RA_SIGN_STATE (pointer authentication)
+        return 34, "ra_sign_state"
+    if name == "wsp":
+        return 31, "sp"
+    if re.match(r"^[wx]\d+$", name):
+        return int(name[1:]), "x" + name[1:]
+    if re.match(r"^[bhsdqv]\d+$", name):
+        return 64 + int(name[1:]), "v" + name[1:]
+    raise TestFailure("unknown register name %s" % name)
 
 
 def value_of(symbol, symbols):

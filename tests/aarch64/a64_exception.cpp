@@ -54,13 +54,13 @@ int main(int argc, char **argv)
         vm_value depth = std::atoll(argv[i]);
         cleanups = 0;
         try {
-            vm_value r = a64_run(vm, "main", 1, &depth);
+            vm_value r = tvm_run(vm, "main", 1, &depth);
             std::printf("depth %lld result %lld\n", (long long)depth, (long long)r);
         } catch (const std::exception &e) {
             std::printf("depth %lld caught \"%s\" cleanups %d\n", (long long)depth, e.what(),
                         cleanups);
         }
     }
-    a64_unload(vm);
+    tvm_unload(vm);
     return 0;
 }

@@ -1,70 +1,26 @@
 /* a64_glue.c - see a64_glue.h. */
 #include "a64_glue.h"
 
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
 #include "vm.h"
-
-#define OPERAND_STACK 1024
 
 _Static_assert((int)A64_NATIVE_TRAP == (int)NATIVE_TRAP &&
                    (int)A64_NATIVE_BACKTRACE == (int)NATIVE_BACKTRACE,
                "native numbers");
 
-const char *const vm_native_names[NATIVE__COUNT] = {"backtrace", "breakpoint", "trap", "abort"};
-
-/* noinline: the unwinding tests look for vm_run's and vm_call's own frames
- * (clang would otherwise inline vm_run into its callers). */
-__attribute__((noinline)) vm_value vm_run(struct vm *vm, size_t fn, vm_value argc,
-                                          const vm_value *args)
-{
-    vm_frame frame = {.vm = vm, .function = (int32_t)fn};
-    vm_value stack[OPERAND_STACK];
-    for (vm_value i = 0; i < argc && i < VM_MAX_LOCALS; i++)
-        frame.locals[i] = args[i];
-    vm_value v = vm->mode == VM_JIT ? vm_jit_run(&frame, stack) : vm_interpret(&frame, stack);
-    __asm__ volatile("" ::: "memory"); /* keep vm_run's frame under the call */
-    return v;
-}
-
+/* vm_run is tinyvm's own (stencils/run.c). vm_call keeps a frame of its own:
+ * the unwinding tests look for vm_call's frame too (tinyvm's vm_call is a
+ * sibling call to vm_run). */
 __attribute__((noinline)) vm_value vm_call(vm_frame *caller, vm_value function, vm_value argc,
                                            vm_value *args)
 {
     vm_value v = vm_run(caller->vm, (size_t)function, argc, args);
-    __asm__ volatile("" ::: "memory");
+    __asm__ volatile("" ::: "memory"); /* not a tail call */
     return v;
 }
 
 struct vm *a64_load(const char *path, int jit)
 {
-    struct vm *vm = calloc(1, sizeof *vm);
-    if (!vm)
-        exit(1);
-    vm->mode = jit ? VM_JIT : VM_INTERP;
-    if (!vm_load(vm, path))
-        exit(1);
-    if (jit && !vm_jit_init(vm))
-        exit(1);
-    return vm;
-}
-
-vm_value a64_run(struct vm *vm, const char *name, vm_value argc, const vm_value *args)
-{
-    for (size_t i = 0; i < vm->nfunctions; i++)
-        if (!strcmp(vm->functions[i].name, name))
-            return vm_run(vm, i, argc, args);
-    fprintf(stderr, "no function '%s'\n", name);
-    exit(1);
-}
-
-void a64_unload(struct vm *vm)
-{
-    if (vm->mode == VM_JIT)
-        vm_jit_fini(vm);
-    vm_unload(vm);
-    free(vm);
+    return tvm_load(path, jit, vm_jit_init);
 }
 
 size_t a64_jit_ranges(const struct vm *vm, a64_range *out, size_t max)

@@ -1,8 +1,8 @@
-/* a64_glue.h - tinyvm for the AArch64 test programs: the VM's loader,
- * interpreter and JIT (stencils/loader.c, interp.c, jit.c) with the entry
- * points stencils/main.c would provide. Each program defines vm_print,
- * vm_native and vm_trap itself. Usable from C and C++ (the generated header
- * is C only, so this one does not include it). */
+/* a64_glue.h - tinyvm for the AArch64 test programs: tinyvm's own VM
+ * (tests/common/tvm_glue.h: tvm_run, tvm_unload) with a vm_call that keeps
+ * its frame. Each program defines vm_print, vm_native and vm_trap itself.
+ * Usable from C and C++ (the generated header is C only, so this one does
+ * not include it). */
 #ifndef A64_GLUE_H
 #define A64_GLUE_H
 
@@ -15,12 +15,11 @@ extern "C" {
 #endif
 
 #include "tinyvm.h"
+#include "tvm_glue.h"
 
-/* Load PROGRAM, JIT-compiled or interpreted; exits with a message on failure. */
+/* Load PROGRAM, JIT-compiled (tinyvm's vm_jit_init) or interpreted; exits
+ * with a message on failure. Run and unload with tvm_run, tvm_unload. */
 struct vm *a64_load(const char *path, int jit);
-/* Run the program's function `name` (exits if there is none). */
-vm_value a64_run(struct vm *vm, const char *name, vm_value argc, const vm_value *args);
-void a64_unload(struct vm *vm);
 
 /* The natives' numbers (stencils/vm.h), for vm_native. */
 enum { A64_NATIVE_BACKTRACE, A64_NATIVE_BREAKPOINT, A64_NATIVE_TRAP, A64_NATIVE_ABORT };

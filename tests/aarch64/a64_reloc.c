@@ -20,22 +20,17 @@
  *                            function, the far helper, or a raw value
  *   exec LABEL N DUMPLEN RUN an executor of N instructions follows (RUN 1:
  *                            run it through the shim with an empty stack)
- *   ins OP TARGET O0 O1 O2 O3  one instruction; operands are hex, or e+HEX /
- *                            e-HEX: relative to the last executor's entry
+ *   ins OP TARGET O0 O1 O2 O3  one instruction (tests/common/emit_plan.h)
  * A sym line is echoed as "sym INDEX HEXVALUE".
- * Output per executor:
- *   exec LABEL ok N CODESIZE
- *   addr I HEXADDR           for I in 0..N (N: the end of the code)
- *   mem HEXADDR HEXBYTES     the page run from the entry: up to DUMPLEN readable bytes
- *   result LABEL VALUE       (RUN 1) what the executor returned
- * or
- *   exec LABEL err STATUS MESSAGE */
+ * Output per executor: the exec, addr and mem lines of emit_plan.h, then
+ *   result LABEL VALUE       (RUN 1) what the executor returned */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 
+#include "emit_plan.h"
 #include "jit_stencils.h"
 #include "tinyvm.h"
 #include "stencilrt.h"
@@ -141,51 +136,6 @@ static sr_stencil_set make_set(void)
     return set;
 }
 
-/* An operand: HEX, or e+HEX / e-HEX relative to the entry of the last executor
- * emitted (for holes that need a value near the JIT memory). */
-static uint64_t operand(const char *text, uintptr_t last_entry)
-{
-    if (text[0] == 'e' && (text[1] == '+' || text[1] == '-')) {
-        uint64_t d = strtoull(text + 2, NULL, 16);
-        return text[1] == '+' ? last_entry + d : last_entry - d;
-    }
-    return strtoull(text, NULL, 16);
-}
-
-/* End of the readable mapping holding p (0 if not found). */
-static uintptr_t mapping_end(uintptr_t p)
-{
-    FILE *f = fopen("/proc/self/maps", "r");
-    if (!f)
-        return 0;
-    char line[512];
-    uintptr_t result = 0;
-    while (fgets(line, sizeof line, f)) {
-        uintptr_t lo, hi;
-        char perms[8];
-        if (sscanf(line, "%" SCNxPTR "-%" SCNxPTR " %7s", &lo, &hi, perms) == 3 && lo <= p &&
-            p < hi && perms[0] == 'r') {
-            result = hi;
-            break;
-        }
-    }
-    fclose(f);
-    return result;
-}
-
-/* "ADDR HEXBYTES": up to len readable bytes from p. */
-static void dump(const uint8_t *p, size_t len)
-{
-    uintptr_t end = mapping_end((uintptr_t)p);
-    size_t have = end > (uintptr_t)p ? (size_t)(end - (uintptr_t)p) : 0;
-    if (len > have)
-        len = have;
-    printf("%" PRIxPTR " ", (uintptr_t)p);
-    for (size_t i = 0; i < len; i++)
-        printf("%02x", p[i]);
-    printf("\n");
-}
-
 int main(int argc, char **argv)
 {
     if (argc == 2 && !strcmp(argv[1], "info")) {
@@ -236,40 +186,14 @@ int main(int argc, char **argv)
         }
         if (sscanf(line, "exec %255s %zu %zx %u", label, &n, &dumplen, &run) != 4)
             return fprintf(stderr, "bad plan line: %s", line), 2;
-        if (!rt) {
-            sr_config cfg = SR_CONFIG_DEFAULT;
-            cfg.gdb = 0;
-            cfg.perf = SR_PERF_OFF;
-            if (sr_runtime_create(&set, symbols, &cfg, &rt) != SR_OK)
-                return fprintf(stderr, "sr_runtime_create: %s\n", sr_last_error()), 1;
-        }
-        code = realloc(code, (n ? n : 1) * sizeof *code);
-        if (!code)
+        if (!rt && !(rt = ep_runtime(&set, symbols, -1)))
             return 1;
-        for (size_t i = 0; i < n; i++) {
-            char o[4][40];
-            unsigned op, target;
-            if (!fgets(line, sizeof line, stdin) ||
-                sscanf(line, "ins %u %u %39s %39s %39s %39s", &op, &target, o[0], o[1], o[2],
-                       o[3]) != 6)
-                return fprintf(stderr, "bad ins line for %s\n", label), 2;
-            code[i] = (sr_instr){op, target, {0}};
-            for (int k = 0; k < 4; k++)
-                code[i].operand[k] = operand(o[k], last_entry);
-        }
-        sr_executor *ex = NULL;
-        sr_status st = sr_emit(rt, code, n, label, &ex);
-        if (st == SR_OK)
-            last_entry = (uintptr_t)sr_executor_entry(ex);
-        if (st != SR_OK) {
-            printf("exec %s err %d %s\n", label, (int)st, sr_last_error());
+        if (ep_read_instrs(stdin, label, n, last_entry, &code))
+            return 2;
+        sr_executor *ex = ep_emit_and_print(rt, code, n, label, dumplen);
+        if (!ex)
             continue;
-        }
-        printf("exec %s ok %zu %zu\n", label, n, sr_executor_code_size(ex));
-        for (size_t i = 0; i <= n; i++)
-            printf("addr %zu %" PRIxPTR "\n", i, (uintptr_t)sr_executor_instr(ex, i));
-        printf("mem ");
-        dump(sr_executor_entry(ex), dumplen);
+        last_entry = (uintptr_t)sr_executor_entry(ex);
         if (run) {
             vm_frame frame = {0};
             vm_value stack[64];

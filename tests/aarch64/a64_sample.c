@@ -415,8 +415,8 @@ int main(int argc, char **argv)
         }
     }
     struct vm *vm = a64_load(path, 0);
-    vm_value want = a64_run(vm, "main", 0, NULL);
-    a64_unload(vm);
+    vm_value want = tvm_run(vm, "main", 0, NULL);
+    tvm_unload(vm);
 
     vm = a64_load(path, 1);
     nranges = a64_jit_ranges(vm, ranges, MAX_RANGES);
@@ -462,7 +462,7 @@ int main(int argc, char **argv)
     arm();
     for (double t = 0; t < 6 * seconds && samples < max_samples; t = now() - t0) {
         for (int i = 0; i < 20; i++) {
-            vm_value got = a64_run(vm, "main", 0, NULL);
+            vm_value got = tvm_run(vm, "main", 0, NULL);
             runs++;
             wrong += got != want;
         }
@@ -518,6 +518,6 @@ int main(int argc, char **argv)
             }
         }
     }
-    a64_unload(vm);
+    tvm_unload(vm);
     return bad || wrong ? 1 : 0;
 }

@@ -100,6 +100,7 @@ def build(ctx, name, sources, *flags, cxx=False):
     exe = os.path.join(ctx.tmp, name)
     cmd = ["clang++-22" if cxx else "clang-22", "--target=aarch64-linux-gnu", "-O2", "-g",
            "-D_GNU_SOURCE", "-I", ctx.path("stencils"), "-I", ctx.path("runtime"),
+           "-I", ctx.path("tests", "common"),
            "-I", os.path.join(xb, "stencils")]
     if cxx:
         cmd += ["-stdlib=libc++", "-nostdinc++", "-isystem", inc, "-fexceptions"]
@@ -221,7 +222,8 @@ def test_aarch64_llvm_unwind_at_sampled_pcs(ctx):
     # dladdr1): with -rdynamic the program would export LLVM's _Unwind_Find_FDE,
     # and libgcc_s's own calls to it would bind to LLVM's: no reference then.
     exe = build(ctx, "a64_sample_llvm",
-                ["tests/aarch64/a64_sample.c", "tests/aarch64/a64_glue.c", "stencils/loader.c",
+                ["tests/aarch64/a64_sample.c", "tests/aarch64/a64_glue.c",
+                 "tests/common/tvm_glue.c", "stencils/run.c", "stencils/loader.c",
                  "stencils/interp.c", "stencils/jit.c", "stencils/chain.c"],
                 "-Wno-sometimes-uninitialized", "-Wl,--export-dynamic-symbol=main",
                 "-Wl,--export-dynamic-symbol=vm_*")

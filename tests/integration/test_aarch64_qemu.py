@@ -100,15 +100,17 @@ def qemu(ctx, argv, timeout=T, env=None, input=None, singlestep=False, seed=None
 
 def fixture_program(ctx, manifest, name, *extra):
     """Generate manifest's AArch64 header with the host generator (extra: more
-    of its options) and build tests/aarch64/a64_reloc.c against it and the
-    cross-built runtime. Returns (program, header, outdir)."""
+    of its options) and build tests/aarch64/a64_reloc.c (with
+    tests/common/emit_plan.c) against it and the cross-built runtime. Returns (program, header, outdir)."""
     xb = cross_build(ctx)
     out = os.path.join(ctx.tmp, "gen-" + name)
     ctx.build_stencils(manifest, out, "--target", A64, *extra, timeout=T)
     exe = os.path.join(ctx.tmp, "a64_reloc-" + name)
     ctx.run([CC, "-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", "-D_GNU_SOURCE",
              "-I", out, "-I", ctx.path("runtime"), "-I", ctx.path("stencils"),
+             "-I", ctx.path("tests", "common"),
              ctx.path("tests", "aarch64", "a64_reloc.c"),
+             ctx.path("tests", "common", "emit_plan.c"),
              os.path.join(xb, "runtime", "libstencilrt.a"), "-lpthread", "-o", exe],
             check=True, timeout=T)
     header = Header(os.path.join(out, "jit_stencils-%s.h" % A64))

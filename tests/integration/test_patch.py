@@ -248,8 +248,9 @@ class StencilSet:
              if m.group(1) != "_COUNT"), key=lambda x: x[1])]
         self.exe = os.path.join(ctx.tmp, "patch_dump_" + label)
         ctx.run(["gcc", "-std=c11", "-O1", "-g", "-Wall", "-Wextra",
-                 "-I", self.out, "-I", ctx.path("runtime"),
+                 "-I", self.out, "-I", ctx.path("runtime"), "-I", ctx.path("tests", "common"),
                  ctx.path("tests", "patch", "patch_dump.c"),
+                 ctx.path("tests", "common", "emit_plan.c"),
                  os.path.join(ctx.build, "runtime", "libstencilrt.a"), "-lpthread",
                  "-Wl,--wrap=mmap,--wrap=mmap64", "-o", self.exe], timeout=120, check=True)
         info = ctx.run([self.exe, "info"], timeout=30, check=True).stdout

@@ -20,14 +20,9 @@
  * Plan lines:
  *   sym INDEX VALUE            run-time symbol value (hex), before the first exec
  *   exec LABEL N DUMPLEN       an executor of N instructions follows
- *   ins OP TARGET O0 O1 O2 O3  one instruction (hex operands)
+ *   ins OP TARGET O0 O1 O2 O3  one instruction (tests/common/emit_plan.h)
  *   shim DUMPLEN               dump the shim as the runtime placed it
- * Output per executor:
- *   exec LABEL ok N
- *   addr I HEXADDR             for I in 0..N (N: the end of the code)
- *   mem HEXADDR HEXBYTES       the run from the entry, up to DUMPLEN readable bytes
- * or
- *   exec LABEL err STATUS MESSAGE
+ * Output per executor: the exec, addr and mem lines of emit_plan.h;
  * and for the shim:
  *   shim HEXADDR HEXBYTES      from the start of its code, up to DUMPLEN readable bytes
  *
@@ -41,6 +36,7 @@
 #include <sys/mman.h>
 #include <sys/types.h>
 
+#include "emit_plan.h"
 #include "jit_stencils.h"
 #include "stencilrt.h"
 
@@ -104,40 +100,6 @@ static void info(void)
     printf("symbols %d\n", (int)SG_SYM__COUNT);
 }
 
-/* End of the readable mapping holding p (0 if not found). */
-static uintptr_t mapping_end(uintptr_t p)
-{
-    FILE *f = fopen("/proc/self/maps", "r");
-    if (!f)
-        return 0;
-    char line[512];
-    uintptr_t result = 0;
-    while (fgets(line, sizeof line, f)) {
-        uintptr_t lo, hi;
-        char perms[8];
-        if (sscanf(line, "%" SCNxPTR "-%" SCNxPTR " %7s", &lo, &hi, perms) == 3 && lo <= p &&
-            p < hi && perms[0] == 'r') {
-            result = hi;
-            break;
-        }
-    }
-    fclose(f);
-    return result;
-}
-
-/* Print "ADDR HEXBYTES": up to len readable bytes from p. */
-static void dump(const uint8_t *p, size_t len)
-{
-    uintptr_t end = mapping_end((uintptr_t)p);
-    size_t have = end > (uintptr_t)p ? (size_t)(end - (uintptr_t)p) : 0;
-    if (len > have)
-        len = have;
-    printf("%" PRIxPTR " ", (uintptr_t)p);
-    for (size_t i = 0; i < len; i++)
-        printf("%02x", p[i]);
-    printf("\n");
-}
-
 static int run(void)
 {
     sr_stencil_set set = make_set();
@@ -145,6 +107,7 @@ static int run(void)
     sr_runtime *rt = NULL;
     char line[1024];
     sr_instr *code = NULL;
+    uintptr_t last_entry = 0;
     while (fgets(line, sizeof line, stdin)) {
         unsigned idx;
         unsigned long long val;
@@ -163,47 +126,19 @@ static int run(void)
             fprintf(stderr, "bad plan line: %s", line);
             return 2;
         }
-        if (!rt) {
-            sr_config cfg = SR_CONFIG_DEFAULT;
-            cfg.frames = 0; /* patching only: no registrations to get in the way */
-            cfg.gdb = 0;
-            cfg.perf = SR_PERF_OFF;
-            sr_status st = sr_runtime_create(&set, symbols, &cfg, &rt);
-            if (st != SR_OK) {
-                fprintf(stderr, "sr_runtime_create: %s\n", sr_last_error());
-                return 1;
-            }
-        }
+        /* patching only: no unwind registrations to get in the way */
+        if (!rt && !(rt = ep_runtime(&set, symbols, 0)))
+            return 1;
         if (is_shim) {
             printf("shim ");
-            dump((const uint8_t *)sr_shim_entry(rt) - SG_SHIM_ENTRY, dumplen);
+            ep_dump((const uint8_t *)sr_shim_entry(rt) - SG_SHIM_ENTRY, dumplen);
             continue;
         }
-        code = realloc(code, (n ? n : 1) * sizeof *code);
-        if (!code)
-            return 1;
-        for (size_t i = 0; i < n; i++) {
-            unsigned long long o[4];
-            unsigned op, target;
-            if (!fgets(line, sizeof line, stdin) ||
-                sscanf(line, "ins %u %u %llx %llx %llx %llx", &op, &target, &o[0], &o[1], &o[2],
-                       &o[3]) != 6) {
-                fprintf(stderr, "bad ins line for %s\n", label);
-                return 2;
-            }
-            code[i] = (sr_instr){op, target, {o[0], o[1], o[2], o[3]}};
-        }
-        sr_executor *ex = NULL;
-        sr_status st = sr_emit(rt, code, n, label, &ex);
-        if (st != SR_OK) {
-            printf("exec %s err %d %s\n", label, (int)st, sr_last_error());
-            continue;
-        }
-        printf("exec %s ok %zu\n", label, n);
-        for (size_t i = 0; i <= n; i++)
-            printf("addr %zu %" PRIxPTR "\n", i, (uintptr_t)sr_executor_instr(ex, i));
-        printf("mem ");
-        dump(sr_executor_entry(ex), dumplen);
+        if (ep_read_instrs(stdin, label, n, last_entry, &code))
+            return 2;
+        sr_executor *ex = ep_emit_and_print(rt, code, n, label, dumplen);
+        if (ex)
+            last_entry = (uintptr_t)sr_executor_entry(ex);
     }
     free(code);
     sr_runtime_destroy(rt);

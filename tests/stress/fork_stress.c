@@ -63,6 +63,11 @@ static uint64_t seed = 7;
 static int own_lock;
 static int gdb_on_hang;
 static int print_pids;
+static const st_opt options[] = {
+    ST_OPT_INT("--forks", &forks), ST_OPT_SECONDS("--child-timeout", &child_timeout),
+    ST_OPT_SIZE("--big", &big), ST_OPT_U64("--seed", &seed),
+    ST_OPT_FLAG("--debug-own-lock", &own_lock), ST_OPT_FLAG("--gdb-on-hang", &gdb_on_hang),
+    ST_OPT_FLAG("--print-pids", &print_pids)};
 
 static sr_runtime *rt;
 static st_shim_fn *shim;
@@ -71,36 +76,6 @@ static atomic_int stop;
 static atomic_long a_emits, a_frees, a_failures;
 static _Atomic double a_emit_seconds; /* total time in sr_emit calls */
 static pthread_mutex_t test_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static vm_value h_call(vm_frame *f, vm_value fn, vm_value argc, vm_value *args)
-{
-    (void)f, (void)fn, (void)argc, (void)args;
-    fputs("FAIL: unexpected vm_call\n", stderr);
-    abort();
-}
-static vm_value h_print(vm_frame *f, vm_value v)
-{
-    (void)f;
-    return v ^ 0x5a;
-}
-static vm_value h_native(vm_frame *f, vm_value which, vm_value arg)
-{
-    (void)f;
-    if (which != ST_NATIVE_MIX) {
-        fputs("FAIL: unexpected vm_native\n", stderr);
-        abort();
-    }
-    return (vm_value)((uint64_t)arg * 3 + 1);
-}
-static void h_trap(vm_frame *f, const char *why)
-{
-    (void)f;
-    fprintf(stderr, "FAIL: vm_trap: %s\n", why);
-    abort();
-}
-
-static const void *symbols[4] = {(const void *)h_call, (const void *)h_print,
-                                 (const void *)h_native, (const void *)h_trap};
 
 static vm_value run(sr_executor *ex)
 {
@@ -277,7 +252,7 @@ static int child_work(int child_no, prog *pre, int npre)
 
     /* A second runtime works in the child. */
     sr_runtime *rt2;
-    CHECK(sr_runtime_create(&st_stencil_set, symbols, NULL, &rt2) == SR_OK,
+    CHECK(sr_runtime_create(&st_stencil_set, st_leaf_symbols, NULL, &rt2) == SR_OK,
           "second sr_runtime_create: %s", sr_last_error());
     sr_executor *ex2;
     random_prog(&r, &p);
@@ -371,33 +346,14 @@ static int wait_child(pid_t pid, double timeout, int *status)
 
 int main(int argc, char **argv)
 {
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--forks") && i + 1 < argc)
-            forks = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--child-timeout") && i + 1 < argc)
-            child_timeout = atof(argv[++i]);
-        else if (!strcmp(argv[i], "--big") && i + 1 < argc)
-            big = (size_t)atol(argv[++i]);
-        else if (!strcmp(argv[i], "--seed") && i + 1 < argc)
-            seed = strtoull(argv[++i], NULL, 0);
-        else if (!strcmp(argv[i], "--debug-own-lock"))
-            own_lock = 1;
-        else if (!strcmp(argv[i], "--gdb-on-hang"))
-            gdb_on_hang = 1;
-        else if (!strcmp(argv[i], "--print-pids"))
-            print_pids = 1;
-        else {
-            fputs("usage: fork_stress [--forks N] [--child-timeout S] [--big N] [--seed N] "
-                  "[--debug-own-lock] [--gdb-on-hang] [--print-pids]\n", stderr);
-            return 2;
-        }
-    }
+    if (ST_PARSE_OPTIONS(argc, argv, options))
+        return 2;
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (big < 100)
         big = 100;
     sr_config cfg = SR_CONFIG_DEFAULT;
     cfg.arena_size = (size_t)8 << 20; /* A's executors share one arena */
-    if (sr_runtime_create(&st_stencil_set, symbols, &cfg, &rt) != SR_OK) {
+    if (sr_runtime_create(&st_stencil_set, st_leaf_symbols, &cfg, &rt) != SR_OK) {
         fprintf(stderr, "FAIL: sr_runtime_create: %s\n", sr_last_error());
         return 1;
     }

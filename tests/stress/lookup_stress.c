@@ -39,6 +39,10 @@ static sr_runtime *rt;
 static st_shim_fn *shim;
 static double seconds = 3;
 static int runners = 2, churners = 2, off_by_one;
+static const st_opt options[] = {ST_OPT_SECONDS("--seconds", &seconds),
+                                 ST_OPT_INT("--runners", &runners),
+                                 ST_OPT_INT("--churners", &churners),
+                                 ST_OPT_FLAG("--debug-off-by-one", &off_by_one)};
 static atomic_int stop;
 
 static _Thread_local sr_executor *volatile running; /* set around the shim call */
@@ -173,23 +177,13 @@ static void *churner(void *arg)
 
 int main(int argc, char **argv)
 {
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--seconds") && i + 1 < argc)
-            seconds = atof(argv[++i]);
-        else if (!strcmp(argv[i], "--runners") && i + 1 < argc)
-            runners = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--churners") && i + 1 < argc)
-            churners = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--debug-off-by-one"))
-            off_by_one = 1;
-        else {
-            fputs("usage: lookup_stress [--seconds S] [--runners N] [--churners N] "
-                  "[--debug-off-by-one]\n", stderr);
-            return 2;
-        }
-    }
-    if (runners < 1 || runners > MAX_THREADS || churners < 0 || churners > MAX_THREADS)
+    if (ST_PARSE_OPTIONS(argc, argv, options))
         return 2;
+    if (runners < 1 || runners > MAX_THREADS || churners > MAX_THREADS) {
+        fprintf(stderr, "lookup_stress: --runners must be 1 to %d, --churners 0 to %d\n",
+                MAX_THREADS, MAX_THREADS);
+        return 2;
+    }
     const void *symbols[4] = {(const void *)h_call, (const void *)h_print,
                               (const void *)h_native, (const void *)h_trap};
     sr_config cfg = SR_CONFIG_DEFAULT;

@@ -1,9 +1,12 @@
 /* stress_common.c - see stress_common.h. */
 #include "stress_common.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +26,41 @@ SAME(side_exit);
 _Static_assert((int)ST__COUNT == (int)SG_OP__COUNT, "op count");
 _Static_assert(SG_SYM_vm_call == 0 && SG_SYM_vm_print == 1 && SG_SYM_vm_native == 2 &&
                    SG_SYM_vm_trap == 3 && SG_SYM__COUNT == 4, "run-time symbols");
+
+/* ---- run-time symbols for programs without calls */
+
+static vm_value leaf_call(vm_frame *f, vm_value fn, vm_value argc, vm_value *args)
+{
+    (void)f, (void)fn, (void)argc, (void)args;
+    fputs("FAIL: unexpected vm_call\n", stderr);
+    abort();
+}
+
+static vm_value leaf_print(vm_frame *f, vm_value v)
+{
+    (void)f;
+    return v ^ 0x5a;
+}
+
+static vm_value leaf_native(vm_frame *f, vm_value which, vm_value arg)
+{
+    (void)f;
+    if (which != ST_NATIVE_MIX) {
+        fputs("FAIL: unexpected vm_native\n", stderr);
+        abort();
+    }
+    return (vm_value)((uint64_t)arg * 3 + 1);
+}
+
+static void leaf_trap(vm_frame *f, const char *why)
+{
+    (void)f;
+    fprintf(stderr, "FAIL: vm_trap: %s\n", why);
+    abort();
+}
+
+const void *const st_leaf_symbols[4] = {(const void *)leaf_call, (const void *)leaf_print,
+                                        (const void *)leaf_native, (const void *)leaf_trap};
 
 /* ---- RNG */
 
@@ -528,4 +566,98 @@ double st_now(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* ---- command-line options */
+
+static const char *program_name(const char *argv0)
+{
+    const char *slash = strrchr(argv0, '/');
+    return slash ? slash + 1 : argv0;
+}
+
+static void usage(const char *prog, const st_opt *opts, size_t n)
+{
+    fprintf(stderr, "usage: %s", prog);
+    for (size_t i = 0; i < n; i++) {
+        static const char *const meta[] = {"", " N", " N", " N", " S"};
+        fprintf(stderr, " [%s%s]", opts[i].name, meta[opts[i].kind]);
+    }
+    fputc('\n', stderr);
+}
+
+/* A whole number >= 0: decimal, or hexadecimal after 0x. */
+static int whole(const char *text, uint64_t max, uint64_t *out)
+{
+    int hex = text[0] == '0' && (text[1] == 'x' || text[1] == 'X');
+    const char *digits = hex ? text + 2 : text;
+    char *end;
+    /* strtoull would take a sign or blanks first: only digits here */
+    if (!(hex ? isxdigit((unsigned char)*digits) : isdigit((unsigned char)*digits)))
+        return 0;
+    errno = 0;
+    unsigned long long v = strtoull(digits, &end, hex ? 16 : 10);
+    if (*end || errno || v > max)
+        return 0;
+    *out = v;
+    return 1;
+}
+
+/* Stores text into the option's variable; false if it is not a valid value. */
+static int set_value(const st_opt *o, const char *text)
+{
+    uint64_t v;
+    switch (o->kind) {
+    case ST_OPT_KIND_INT:
+        if (!whole(text, INT_MAX, &v))
+            return 0;
+        *(int *)o->value = (int)v;
+        return 1;
+    case ST_OPT_KIND_SIZE:
+        if (!whole(text, SIZE_MAX, &v))
+            return 0;
+        *(size_t *)o->value = (size_t)v;
+        return 1;
+    case ST_OPT_KIND_U64:
+        return whole(text, UINT64_MAX, (uint64_t *)o->value);
+    case ST_OPT_KIND_SECONDS: {
+        char *end;
+        errno = 0;
+        double d = strtod(text, &end);
+        if (end == text || *end || errno || !isfinite(d) || d < 0)
+            return 0;
+        *(double *)o->value = d;
+        return 1;
+    }
+    default: /* flags take no value */
+        return 0;
+    }
+}
+
+int st_parse_options(int argc, char **argv, const st_opt *opts, size_t n)
+{
+    const char *prog = program_name(argc > 0 ? argv[0] : "stress");
+    for (int i = 1; i < argc; i++) {
+        const st_opt *o = NULL;
+        for (size_t k = 0; k < n && !o; k++)
+            if (!strcmp(argv[i], opts[k].name))
+                o = &opts[k];
+        if (!o) {
+            fprintf(stderr, "%s: unknown argument '%s'\n", prog, argv[i]);
+        } else if (o->kind == ST_OPT_KIND_FLAG) {
+            *(int *)o->value = 1;
+            continue;
+        } else if (i + 1 >= argc) {
+            fprintf(stderr, "%s: %s needs a value\n", prog, o->name);
+        } else if (!set_value(o, argv[++i])) {
+            fprintf(stderr, "%s: %s: '%s' is not %s\n", prog, o->name, argv[i],
+                    o->kind == ST_OPT_KIND_SECONDS ? "a number of seconds >= 0"
+                                                   : "a whole number >= 0 (or 0x...) in range");
+        } else {
+            continue;
+        }
+        usage(prog, opts, n);
+        return 2;
+    }
+    return 0;
 }

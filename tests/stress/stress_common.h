@@ -34,6 +34,12 @@ enum st_native {
     ST_NATIVE_THROW = 2,     /* throw a C++ exception carrying arg (C++ program only) */
 };
 
+/* The run-time symbols (SG_SYM_* order) for programs that make no calls and
+ * use no native but ST_NATIVE_MIX (st_gen_opts with nlib 0, no backtrace, no
+ * throw): print and native compute what st_interpret does; a call, another
+ * native or a trap prints FAIL and aborts. */
+extern const void *const st_leaf_symbols[4];
+
 /* The shim's C type (stencils/shim.c). */
 typedef vm_value st_shim_fn(vm_frame *frame, vm_value *sp, void *code);
 
@@ -119,6 +125,52 @@ extern struct jit_descriptor __jit_debug_descriptor;
 int st_check_gdb_list(size_t *entries, size_t *executor_symbols, char *msg, size_t cap);
 
 double st_now(void);
+
+/* ---- command-line options
+ *
+ * Every stress program takes `--name VALUE` options and `--name` flags and
+ * nothing else. It lists them once, next to the variables they set, and
+ * st_parse_options reads argv and writes the usage line from that list:
+ *
+ *     static const st_opt options[] = {
+ *         ST_OPT_SECONDS("--seconds", &seconds),  // double, >= 0
+ *         ST_OPT_U64("--seed", &seed),            // uint64_t (0x... allowed)
+ *         ST_OPT_INT("--workers", &workers),      // int, >= 0
+ *         ST_OPT_SIZE("--arena-size", &arena),    // size_t
+ *         ST_OPT_FLAG("--debug-leak", &leak),     // int, set to 1
+ *     };
+ *     ...
+ *     if (ST_PARSE_OPTIONS(argc, argv, options))  // in main
+ *         return 2;
+ *
+ * The macros check each pointer's type at compile time. */
+typedef enum st_opt_kind {
+    ST_OPT_KIND_FLAG,
+    ST_OPT_KIND_INT,
+    ST_OPT_KIND_SIZE,
+    ST_OPT_KIND_U64,
+    ST_OPT_KIND_SECONDS
+} st_opt_kind;
+typedef struct st_opt {
+    const char *name; /* "--seconds" */
+    st_opt_kind kind;
+    void *value;      /* int, size_t, uint64_t or double, by kind */
+} st_opt;
+#define ST_OPT_(name, kind, type, p) {name, kind, (void *)(1 ? (p) : (type *)0)}
+#define ST_OPT_FLAG(name, p) ST_OPT_(name, ST_OPT_KIND_FLAG, int, p)
+#define ST_OPT_INT(name, p) ST_OPT_(name, ST_OPT_KIND_INT, int, p)
+#define ST_OPT_SIZE(name, p) ST_OPT_(name, ST_OPT_KIND_SIZE, size_t, p)
+#define ST_OPT_U64(name, p) ST_OPT_(name, ST_OPT_KIND_U64, uint64_t, p)
+#define ST_OPT_SECONDS(name, p) ST_OPT_(name, ST_OPT_KIND_SECONDS, double, p)
+
+/* Reads argv[1..argc) into opts[0..n). Numbers are whole (base 10, or 16
+ * after 0x) and not negative; seconds are decimal, finite and not negative.
+ * Returns 0, or 2 after printing on stderr what was wrong (an unknown
+ * argument, a missing or bad value, naming the option) and the usage line. */
+int st_parse_options(int argc, char **argv, const st_opt *opts, size_t n);
+/* st_parse_options on a whole array. */
+#define ST_PARSE_OPTIONS(argc, argv, array) \
+    st_parse_options(argc, argv, array, sizeof(array) / sizeof((array)[0]))
 
 #ifdef __cplusplus
 }

@@ -53,11 +53,19 @@ struct Options {
     int workers = 8;
     int unwinders = 2;
     size_t arena_size = 64 * 1024;
-    bool no_throw = false;
-    bool no_backtrace = false;
-    bool leak_executor = false;
-    bool leak_malloc = false;
+    int no_throw = 0; // flags: int, as st_parse_options sets them
+    int no_backtrace = 0;
+    int leak_executor = 0;
+    int leak_malloc = 0;
 } opt;
+
+const st_opt options[] = {
+    ST_OPT_SECONDS("--seconds", &opt.seconds), ST_OPT_U64("--seed", &opt.seed),
+    ST_OPT_INT("--workers", &opt.workers), ST_OPT_INT("--unwinders", &opt.unwinders),
+    ST_OPT_SIZE("--arena-size", &opt.arena_size), ST_OPT_FLAG("--no-throw", &opt.no_throw),
+    ST_OPT_FLAG("--no-backtrace", &opt.no_backtrace),
+    ST_OPT_FLAG("--debug-leak-executor", &opt.leak_executor),
+    ST_OPT_FLAG("--debug-leak-malloc", &opt.leak_malloc)};
 
 struct Counters {
     std::atomic<long> iterations{0}, executors_created{0}, executors_freed{0}, runs{0},
@@ -606,43 +614,12 @@ bool fde_known(uintptr_t pc)
     return _Unwind_Find_FDE((void *)pc, &b) != nullptr;
 }
 
-int usage()
-{
-    fputs("usage: stress_threads [--seconds S] [--seed N] [--workers N] [--unwinders N]\n"
-          "       [--arena-size BYTES] [--no-throw] [--no-backtrace]\n"
-          "       [--debug-leak-executor] [--debug-leak-malloc]\n",
-          stderr);
-    return 2;
-}
-
 } // namespace
 
 int main(int argc, char **argv)
 {
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : nullptr;
-        if (!strcmp(a, "--seconds") && v)
-            opt.seconds = atof(argv[++i]);
-        else if (!strcmp(a, "--seed") && v)
-            opt.seed = strtoull(argv[++i], nullptr, 0);
-        else if (!strcmp(a, "--workers") && v)
-            opt.workers = atoi(argv[++i]);
-        else if (!strcmp(a, "--unwinders") && v)
-            opt.unwinders = atoi(argv[++i]);
-        else if (!strcmp(a, "--arena-size") && v)
-            opt.arena_size = (size_t)strtoull(argv[++i], nullptr, 0);
-        else if (!strcmp(a, "--no-throw"))
-            opt.no_throw = true;
-        else if (!strcmp(a, "--no-backtrace"))
-            opt.no_backtrace = true;
-        else if (!strcmp(a, "--debug-leak-executor"))
-            opt.leak_executor = true;
-        else if (!strcmp(a, "--debug-leak-malloc"))
-            opt.leak_malloc = true;
-        else
-            return usage();
-    }
+    if (ST_PARSE_OPTIONS(argc, argv, options))
+        return 2;
     setvbuf(stdout, nullptr, _IOLBF, 0);
     symbols[0] = (const void *)vm_call;
     symbols[1] = (const void *)vm_print;

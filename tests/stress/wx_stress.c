@@ -39,35 +39,14 @@
 static double seconds = 3;
 static uint64_t seed = 11;
 static int inject_wx, reprotect;
+static const st_opt options[] = {
+    ST_OPT_SECONDS("--seconds", &seconds), ST_OPT_U64("--seed", &seed),
+    ST_OPT_FLAG("--debug-inject-wx", &inject_wx), ST_OPT_FLAG("--debug-reprotect", &reprotect)};
 
 static atomic_int stop;
 static atomic_uintptr_t span_lo = UINTPTR_MAX, span_hi = 0;
 static atomic_long scans, transient_rw, wx_violations, failures;
 static char wx_line[512];
-
-static vm_value h_call(vm_frame *f, vm_value fn, vm_value argc, vm_value *args)
-{
-    (void)f, (void)fn, (void)argc, (void)args;
-    abort();
-}
-static vm_value h_print(vm_frame *f, vm_value v)
-{
-    (void)f;
-    return v ^ 0x5a;
-}
-static vm_value h_native(vm_frame *f, vm_value which, vm_value arg)
-{
-    (void)f;
-    if (which != ST_NATIVE_MIX)
-        abort();
-    return (vm_value)((uint64_t)arg * 3 + 1);
-}
-static void h_trap(vm_frame *f, const char *why)
-{
-    (void)f;
-    fprintf(stderr, "FAIL: vm_trap: %s\n", why);
-    abort();
-}
 
 static void *scanner(void *arg)
 {
@@ -162,28 +141,13 @@ static int check_freed(char *maps, const live *l, size_t page)
 
 int main(int argc, char **argv)
 {
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--seconds") && i + 1 < argc)
-            seconds = atof(argv[++i]);
-        else if (!strcmp(argv[i], "--seed") && i + 1 < argc)
-            seed = strtoull(argv[++i], NULL, 0);
-        else if (!strcmp(argv[i], "--debug-inject-wx"))
-            inject_wx = 1;
-        else if (!strcmp(argv[i], "--debug-reprotect"))
-            reprotect = 1;
-        else {
-            fputs("usage: wx_stress [--seconds S] [--seed N] [--debug-inject-wx] "
-                  "[--debug-reprotect]\n", stderr);
-            return 2;
-        }
-    }
+    if (ST_PARSE_OPTIONS(argc, argv, options))
+        return 2;
     setvbuf(stdout, NULL, _IOLBF, 0);
-    const void *symbols[4] = {(const void *)h_call, (const void *)h_print,
-                              (const void *)h_native, (const void *)h_trap};
     sr_config cfg = SR_CONFIG_DEFAULT;
     cfg.arena_size = (size_t)64 << 20; /* one arena for the whole run */
     sr_runtime *rt;
-    if (sr_runtime_create(&st_stencil_set, symbols, &cfg, &rt) != SR_OK) {
+    if (sr_runtime_create(&st_stencil_set, st_leaf_symbols, &cfg, &rt) != SR_OK) {
         fprintf(stderr, "FAIL: sr_runtime_create: %s\n", sr_last_error());
         return 1;
     }

@@ -9,7 +9,6 @@
 
 #include "vm.h"
 
-#define OPERAND_STACK 1024
 #define VENEER_WINDOW 1024 /* bytes after an executor's code its veneers may take */
 
 _Static_assert((int)WIN_NATIVE_TRAP == (int)NATIVE_TRAP &&
@@ -17,30 +16,17 @@ _Static_assert((int)WIN_NATIVE_TRAP == (int)NATIVE_TRAP &&
                    (int)WIN_NATIVE_BREAKPOINT == (int)NATIVE_BREAKPOINT,
                "native numbers");
 
-const char *const vm_native_names[NATIVE__COUNT] = {"backtrace", "breakpoint", "trap", "abort"};
-
 WIN_TLS volatile int win_depth;
 
-/* noinline: the checks look for vm_run's own frame as the shim's caller. */
-__attribute__((noinline)) vm_value vm_run(struct vm *vm, size_t fn, vm_value argc,
-                                          const vm_value *args)
-{
-    vm_frame frame = {.vm = vm, .function = (int32_t)fn};
-    vm_value stack[OPERAND_STACK];
-    for (vm_value i = 0; i < argc && i < VM_MAX_LOCALS; i++)
-        frame.locals[i] = args[i];
-    win_depth++;
-    vm_value v = vm->mode == VM_JIT ? vm_jit_run(&frame, stack) : vm_interpret(&frame, stack);
-    win_depth--;
-    __asm__ volatile("" ::: "memory"); /* keep vm_run's frame under the call */
-    return v;
-}
-
+/* vm_run is tinyvm's own (stencils/run.c): every call of it is counted in
+ * win_depth, here and in win_run. vm_call keeps a frame of its own (the
+ * checks expect it between a JIT frame and the vm_run below it). */
 __attribute__((noinline)) vm_value vm_call(vm_frame *caller, vm_value function, vm_value argc,
                                            vm_value *args)
 {
+    win_depth++;
     vm_value v = vm_run(caller->vm, (size_t)function, argc, args);
-    __asm__ volatile("" ::: "memory");
+    win_depth--; /* also makes the call no tail call */
     return v;
 }
 
@@ -64,22 +50,15 @@ static void mutate(sr_stencil_set *set, const char *how)
 
 static sr_stencil_set stencil_set = SR_STENCIL_SET_FROM_HEADER;
 
-static void jit_init(struct vm *vm)
+static bool jit_init(struct vm *vm)
 {
     const char *how = getenv("WIN_TEST_MUTATE");
     if (how && *how)
         mutate(&stencil_set, how);
-    const void *symbols[SG_SYM__COUNT] = {
-        [SG_SYM_vm_call] = (const void *)vm_call,
-        [SG_SYM_vm_print] = (const void *)vm_print,
-        [SG_SYM_vm_native] = (const void *)vm_native,
-        [SG_SYM_vm_trap] = (const void *)vm_trap,
-    };
-    if (sr_runtime_create(&stencil_set, symbols, NULL, &vm->rt) != SR_OK) {
-        fprintf(stderr, "win_glue: %s\n", sr_last_error());
-        exit(1);
-    }
-    vm->shim = sr_shim_entry(vm->rt);
+    if (!vm_jit_runtime_with(vm, &stencil_set))
+        return false;
+    /* One sr_emit per function, where tinyvm's vm_jit_init emits one batch:
+     * these tests exercise sr_emit's own registration of each executor. */
     for (size_t i = 0; i < vm->nfunctions; i++) {
         vm_function *f = &vm->functions[i];
         if (sr_emit(vm->rt, f->code, f->n, f->name, &f->executor) != SR_OK) {
@@ -88,36 +67,20 @@ static void jit_init(struct vm *vm)
         }
         f->entry = sr_executor_entry(f->executor);
     }
+    return true;
 }
 
 struct vm *win_load(const char *path, int jit)
 {
-    struct vm *vm = calloc(1, sizeof *vm);
-    if (!vm)
-        exit(1);
-    vm->mode = jit ? VM_JIT : VM_INTERP;
-    if (!vm_load(vm, path))
-        exit(1);
-    if (jit)
-        jit_init(vm);
-    return vm;
+    return tvm_load(path, jit, jit_init);
 }
 
 vm_value win_run(struct vm *vm, const char *name, vm_value argc, const vm_value *args)
 {
-    for (size_t i = 0; i < vm->nfunctions; i++)
-        if (!strcmp(vm->functions[i].name, name))
-            return vm_run(vm, i, argc, args);
-    fprintf(stderr, "no function '%s'\n", name);
-    exit(1);
-}
-
-void win_unload(struct vm *vm)
-{
-    if (vm->mode == VM_JIT)
-        vm_jit_fini(vm);
-    vm_unload(vm);
-    free(vm);
+    win_depth++;
+    vm_value v = tvm_run(vm, name, argc, args);
+    win_depth--;
+    return v;
 }
 
 win_code win_locate(const struct vm *vm, uintptr_t pc)
@@ -254,7 +217,7 @@ int win_deregistration_check(struct vm *vm)
     }
     sr_runtime_destroy(vm->rt);
     vm->rt = NULL;
-    vm->mode = VM_INTERP; /* nothing left for win_unload to free */
+    vm->mode = VM_INTERP; /* nothing left for tvm_unload to free */
     dereg_expect(!has_table(shim), "runtime destroyed: %s table at the shim %p",
                  has_table(shim) ? "still a" : "no", shim);
     printf("dereg: %d failures\n", dereg_failures);

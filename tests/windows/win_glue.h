@@ -1,10 +1,9 @@
 /* win_glue.h - tinyvm for the Windows test programs (tests/windows, run under
- * Wine by tests/integration/test_windows.py): the VM's loader, interpreter and
- * JIT (stencils/loader.c, interp.c, jit.c) with the entry points
- * stencils/natives.c would provide, and what the unwind checks need to know
- * about the code. Each program defines vm_print, vm_native and vm_trap itself.
- * Usable from C and C++ (the generated header is C only, so this one does not
- * include it). */
+ * Wine by tests/integration/test_windows.py): tinyvm's own VM
+ * (tests/common/tvm_glue.h; unload with tvm_unload) with a vm_call that keeps
+ * its frame, and what the unwind checks need to know about the code. Each
+ * program defines vm_print, vm_native and vm_trap itself. Usable from C and
+ * C++ (the generated header is C only, so this one does not include it). */
 #ifndef WIN_GLUE_H
 #define WIN_GLUE_H
 
@@ -17,6 +16,7 @@ extern "C" {
 #endif
 
 #include "tinyvm.h"
+#include "tvm_glue.h"
 
 /* Load PROGRAM, JIT-compiled or interpreted; exits with a message on failure.
  * In JIT mode the environment variable WIN_TEST_MUTATE breaks the unwind
@@ -25,9 +25,9 @@ extern "C" {
  *   frame-offset  the executors' UNWIND_INFO with FrameOffset one more (the
  *                 frame register then points 16 bytes off the frame it names) */
 struct vm *win_load(const char *path, int jit);
-/* Run the program's function `name` (exits if there is none). */
+/* Run the program's function `name` (exits if there is none), counted in
+ * win_depth. */
 vm_value win_run(struct vm *vm, const char *name, vm_value argc, const vm_value *args);
-void win_unload(struct vm *vm);
 
 /* The natives' numbers (stencils/vm.h), for vm_native. */
 enum { WIN_NATIVE_BACKTRACE, WIN_NATIVE_BREAKPOINT, WIN_NATIVE_TRAP, WIN_NATIVE_ABORT };
@@ -72,7 +72,7 @@ void win_emit_and_free_copies(struct vm *vm);
  * after a failed batch emit, after each executor is freed (by then only the
  * shim's is left) and after the runtime is destroyed (none); the old PCs
  * must have no RUNTIME_FUNCTION. Prints a line per check; 1 on any failure.
- * The JIT is gone afterwards (win_unload then only frees the program). */
+ * The JIT is gone afterwards (tvm_unload then only frees the program). */
 int win_deregistration_check(struct vm *vm);
 
 /* Re-point every jump of every executor at the target it has (sr_patch_jump:
@@ -81,7 +81,8 @@ int win_deregistration_check(struct vm *vm);
  * than SR_EINVAL (an op without a jump target). */
 size_t win_repatch_jumps(struct vm *vm);
 
-/* vm_run itself (the shim's caller), for the checks' frame sequence. */
+/* vm_run itself (the shim's caller, stencils/run.c), for the checks' frame
+ * sequence. */
 vm_value vm_run(struct vm *vm, size_t fn, vm_value argc, const vm_value *args);
 
 #ifdef __cplusplus

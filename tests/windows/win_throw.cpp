@@ -106,6 +106,6 @@ int main(int argc, char **argv)
     int failed = 0;
     for (int i = 2; i < argc; i++)
         failed += !run_one(vm, std::atoll(argv[i]));
-    win_unload(vm);
+    tvm_unload(vm);
     return failed ? 1 : 0;
 }

@@ -452,6 +452,6 @@ int main(int argc, char **argv)
              : !strcmp(argv[1], "threads")   ? threads_mode()
              : !strcmp(argv[1], "dereg")     ? win_deregistration_check(vm)
                                              : seh_mode();
-    win_unload(vm);
+    tvm_unload(vm);
     return rc;
 }
