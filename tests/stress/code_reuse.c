@@ -103,30 +103,22 @@ static const char *views_reason(const sr_runtime *rt)
     return "?";
 }
 
-static int usage(void)
-{
-    fputs("usage: code_reuse [--rounds N] [--seed S] [--live K (1-64)] [--config-views V]\n",
-          stderr);
-    return 2;
-}
-
 int main(int argc, char **argv)
 {
-    long rounds = 768, nlive = 8;
+    int rounds = 768, nlive = 8;
     uint64_t seed = 7;
-    int views = -1;
-    for (int i = 1; i < argc; i++) {
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (v && !strcmp(argv[i], "--rounds") && (rounds = atol(v)) > 0)
-            i++;
-        else if (v && !strcmp(argv[i], "--seed"))
-            seed = strtoull(argv[++i], NULL, 0);
-        else if (v && !strcmp(argv[i], "--live") && (nlive = atol(v)) >= 1 && nlive <= MAX_LIVE)
-            i++;
-        else if (v && !strcmp(argv[i], "--config-views"))
-            views = atoi(argv[++i]);
-        else
-            return usage();
+    int views = -1; /* sr_config's "from the environment" unless --config-views */
+    const st_opt options[] = {
+        ST_OPT_INT("--rounds", &rounds),
+        ST_OPT_U64("--seed", &seed),
+        ST_OPT_INT("--live", &nlive),
+        ST_OPT_INT("--config-views", &views),
+    };
+    if (ST_PARSE_OPTIONS(argc, argv, options))
+        return 2;
+    if (nlive < 1 || nlive > MAX_LIVE) {
+        fprintf(stderr, "code_reuse: --live %d: must be 1 to %d\n", nlive, MAX_LIVE);
+        return 2;
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
     const void *symbols[4] = {(const void *)no_helper, (const void *)no_helper,
@@ -141,8 +133,8 @@ int main(int argc, char **argv)
     s.shim = (st_shim_fn *)sr_shim_entry(s.rt);
     st_rng r = {seed};
     live pool[MAX_LIVE];
-    long have = 0;
-    for (long round = 0; round < rounds; round++) {
+    int have = 0;
+    for (int round = 0; round < rounds; round++) {
         if (have == nlive) { /* run a random one again, then free it */
             size_t k = st_below(&r, (uint64_t)have);
             run_and_check(&s, &pool[k], "second run");
