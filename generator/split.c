@@ -293,37 +293,27 @@ static const char *held(const objfile *o, int sec)
     return o->secs[sec].name;
 }
 
-/* Section `sec` certainly holds one definition: COFF marks the sections
- * -fdata-sections makes (COMDAT, one each); an ELF section is known to only
- * when its one symbol spans it (a private object, .L__const.op_add.t say, has
- * none, and may share the section of constants of every function). */
-static bool one_definition(const objfile *o, int sec)
+/* How many objects section `sec` holds, as far as its symbols tell (a
+ * private one, a function's constants say, has none). */
+static int objects_in(const objfile *o, int sec)
 {
-    if (o->kind == OBJ_FORMAT_COFF)
-        return o->secs[sec].comdat;
     int n = 0;
-    bool spans = false;
-    for (size_t i = 0; i < o->nsyms; i++) {
-        const obj_symbol *y = &o->syms[i];
-        if (y->section != sec || !names_object(y))
-            continue;
-        n++;
-        spans = y->value == 0 && y->size == o->secs[sec].size;
-    }
-    return n == 1 && spans;
+    for (size_t i = 0; i < o->nsyms; i++)
+        n += o->syms[i].section == sec && names_object(&o->syms[i]);
+    return n;
 }
 
-/* The op's data, besides its constant pool, must be one object. Its own
- * unit lays several out in the order clang created them in its module: as
- * each was first referred to while the unit was compiled, in code the
- * optimizer may since have folded away. In a batch, another op's code,
- * folded or not, may have created them first, and in another order (two
- * tables each used by two ops, in opposite orders; a pointer table and the
- * tables it points to): the batch's object cannot tell that order, so the op
- * compiles alone. For the same reason a section other ops reach too must
- * hold that one object only: a section named in the source, or the
- * constants of every function (COFF keeps them in one .rdata), hold several,
- * which the op's own unit would not all have. */
+/* The op's data, besides its constant pool, must be one object of its own.
+ * Its own unit lays several out in the order clang created them in its
+ * module: as each was first referred to while the unit was compiled, in code
+ * the optimizer may since have folded away. In a batch, another op's code,
+ * folded or not, may have created them first and in another order (two
+ * tables used by two ops in opposite orders; a pointer table and the tables
+ * it points to), and its object cannot tell. An object other ops of the
+ * batch use too was optimized for all their uses, its own unit sees the
+ * op's alone: it may then make it a mergeable constant (.rodata.cst16), or
+ * keep it apart from an equal one the batch merged it with (and whose name
+ * the batch's relocations then carry). The op compiles alone. */
 static split_result one_data_object(splitter *s, int entry_sec)
 {
     const objfile *o = s->in;
@@ -339,22 +329,23 @@ static split_result one_data_object(splitter *s, int entry_sec)
                           "which its own unit lays out in the order it creates them, and "
                           "a batch of several ops cannot tell that order",
                           held(o, first), held(o, sec));
-        if (s->theirs[sec] && !one_definition(o, sec))
-            return refuse(s, SPLIT_ALONE, "its data section '%s' is reached by other ops of "
-                          "the batch too, and may hold what its own unit does not have",
+        if (s->theirs[sec] && !objects_in(o, sec))
+            return refuse(s, SPLIT_ALONE, "its data section '%s' holds other ops' data too "
+                          "(unnamed constants, which its own unit would not have)",
                           o->secs[sec].name);
+        if (s->theirs[sec])
+            return refuse(s, SPLIT_ALONE, "other ops of the batch use its data '%s' too, and "
+                          "its own unit, which sees its uses alone, may optimize it otherwise",
+                          held(o, sec));
+        if (objects_in(o, sec) > 1)
+            return refuse(s, SPLIT_ALONE, "its data section '%s' holds several objects, which "
+                          "its own unit lays out in the order it creates them, and a batch "
+                          "of several ops cannot tell that order", o->secs[sec].name);
         first = sec;
     }
     return SPLIT_OK;
 }
 
-/* The op's own unit makes its sections in this order: its code's (the
- * object's first), its constant pool's (before its code is emitted: one
- * section after another as its constants' indices first reach each, which a
- * batch's object need not follow, another op having made .rodata.cst16
- * before .rodata.cst8, say), what its asm pushes (as its code is emitted),
- * then its data. Pool blocks first, by their first constant's index, then
- * the rest in the batch's order. */
 static int cmp_member(const void *a, const void *b)
 {
     const member *x = a, *y = b;
@@ -419,13 +410,15 @@ static int add_symbol(objfile *out, obj_symbol sym)
 /* The op-object symbol for batch symbol `i`, and how much a relocation's
  * addend moves when it refers to it (a section symbol names the output
  * section, whose member may not start at 0). */
-/* A COFF string literal gets a section of its own under -fdata-sections,
- * named by a local ".str<n>" symbol; in the op's own unit it sits in .rdata
- * and is reached through the section's symbol, as the batch's is here. */
-static bool coff_string_label(const objfile *o, const obj_symbol *y)
+/* -fdata-sections gives a COFF private object (a string literal, a
+ * function's local constant array: .str.1, __const.op_add.t) a COMDAT
+ * section named .rdata (no '$' suffix) and a local symbol, for the COMDAT's
+ * sake; in the op's own unit it sits in .rdata, unnamed, and is reached
+ * through the section's symbol, as the batch's is here. */
+static bool coff_private_label(const objfile *o, const obj_symbol *y)
 {
-    return o->kind == OBJ_FORMAT_COFF && !y->global && !y->is_section &&
-           !strncmp(y->name, ".str", 4);
+    return o->kind == OBJ_FORMAT_COFF && !y->global && !y->is_section && y->section >= 0 &&
+           o->secs[y->section].comdat && !strchr(o->secs[y->section].name, '$');
 }
 
 static int map_symbol(const splitter *s, objfile *out, int *map, int i, int64_t *shift)
@@ -433,7 +426,7 @@ static int map_symbol(const splitter *s, objfile *out, int *map, int i, int64_t 
     const obj_symbol *y = &s->in->syms[i];
     int m = y->section >= 0 ? member_of(s, y->section) : -1;
     const member *mb = m >= 0 ? &s->members[m] : NULL;
-    bool as_section = y->is_section || coff_string_label(s->in, y);
+    bool as_section = y->is_section || coff_private_label(s->in, y);
     *shift = mb && as_section ? (int64_t)mb->at - (int64_t)mb->from +
                                     (int64_t)(y->is_section ? 0 : y->value)
                               : 0;
