@@ -329,23 +329,33 @@ static split_result one_data_object(splitter *s, int entry_sec)
                           "which its own unit lays out in the order it creates them, and "
                           "a batch of several ops cannot tell that order",
                           held(o, first), held(o, sec));
-        if (s->theirs[sec] && !objects_in(o, sec))
-            return refuse(s, SPLIT_ALONE, "its data section '%s' holds other ops' data too "
-                          "(unnamed constants, which its own unit would not have)",
-                          o->secs[sec].name);
-        if (s->theirs[sec])
-            return refuse(s, SPLIT_ALONE, "other ops of the batch use its data '%s' too, and "
-                          "its own unit, which sees its uses alone, may optimize it otherwise",
-                          held(o, sec));
-        if (objects_in(o, sec) > 1)
-            return refuse(s, SPLIT_ALONE, "its data section '%s' holds several objects, which "
-                          "its own unit lays out in the order it creates them, and a batch "
-                          "of several ops cannot tell that order", o->secs[sec].name);
         first = sec;
     }
+    if (first < 0)
+        return SPLIT_OK;
+    int objects = objects_in(o, first);
+    if (s->theirs[first] && !objects)
+        return refuse(s, SPLIT_ALONE, "its data section '%s' holds other ops' data too "
+                      "(unnamed constants, which its own unit would not have)",
+                      o->secs[first].name);
+    if (s->theirs[first])
+        return refuse(s, SPLIT_ALONE, "other ops of the batch use its data '%s' too, and its "
+                      "own unit, which sees its uses alone, may optimize it otherwise",
+                      held(o, first));
+    if (objects > 1)
+        return refuse(s, SPLIT_ALONE, "its data section '%s' holds several objects, which its "
+                      "own unit lays out in the order it creates them, and a batch of several "
+                      "ops cannot tell that order", o->secs[first].name);
     return SPLIT_OK;
 }
 
+/* The op's own unit makes its sections in this order: its code's (the
+ * object's first), its constant pool's (before its code is emitted: one
+ * section after another as its constants' indices first reach each, which a
+ * batch's object need not follow, another op having made .rodata.cst16
+ * before .rodata.cst8, say), what its asm pushes (as its code is emitted),
+ * then its data. Pool blocks first, by their first constant's index, then
+ * the rest in the batch's order. */
 static int cmp_member(const void *a, const void *b)
 {
     const member *x = a, *y = b;
