@@ -669,6 +669,19 @@ def data_shapes_project(ctx):
     return manifest
 
 
+def differing_ops(a, b):
+    """'header: op, op' for each header whose stencils differ, by op."""
+    out = []
+    for name in sorted(set(a) & set(b)):
+        if a[name] == b[name]:
+            continue
+        pa, pb = (dict(re.findall(rb"(?ms)^/\* (\w+) - ops/(.*?)(?=^/\* \w+ - ops/|\Z)", h))
+                  for h in (a[name], b[name]))
+        ops = sorted(op.decode() for op in set(pa) | set(pb) if pa.get(op) != pb.get(op))
+        out.append("%s: %s" % (name, ", ".join(ops) or "outside the stencils"))
+    return "; ".join(out)
+
+
 def shape_notes(stderr):
     """{op: why} for every op that compiled from its own unit."""
     return dict(re.findall(r"note: op (\w+) is compiled from its own unit: ([^\n]*)", stderr))
@@ -680,7 +693,8 @@ def test_batched_equals_per_op_on_generated_data_shapes(ctx):
     check(per_op[0].returncode == 0, "per-op build failed: %s", per_op[0].stderr[-3000:])
     check(len(per_op[1]) == 6, "per-op build wrote %s", sorted(per_op[1]))
     diff = differences(per_op, batched)
-    check(not diff, "batched units differ from per-op units: %s", "; ".join(diff))
+    check(not diff, "batched units differ from per-op units: %s (ops: %s)", "; ".join(diff),
+          differing_ops(per_op[1], batched[1]))
     notes = shape_notes(batched[0].stderr)
     split_alone = {op: notes[op] for op in SPLIT_SHAPES if op in notes}
     check(not split_alone, "ops a batch reproduces compiled alone: %s", split_alone)
@@ -712,5 +726,5 @@ def test_an_incremental_build_of_data_shapes_equals_a_clean_one(ctx):
         clean = os.path.join(ctx.tmp, "clean-" + units)
         q = build(ctx, manifest, clean, units)
         diff = differences((q, headers(clean)), incremental)
-        check(not diff, "the incremental build differs from a clean %s build: %s", units,
-              "; ".join(diff))
+        check(not diff, "the incremental build differs from a clean %s build: %s (ops: %s)",
+              units, "; ".join(diff), differing_ops(headers(clean), incremental[1]))
