@@ -675,7 +675,7 @@ def differing_ops(a, b):
     for name in sorted(set(a) & set(b)):
         if a[name] == b[name]:
             continue
-        pa, pb = (dict(re.findall(rb"(?ms)^/\* (\w+) - ops/(.*?)(?=^/\* \w+ - ops/|\Z)", h))
+        pa, pb = (dict(re.findall(rb"(?ms)^/\* (\w+) - ops/(.*?)(?=^/\*|\Z)", h))
                   for h in (a[name], b[name]))
         ops = sorted(op.decode() for op in set(pa) | set(pb) if pa.get(op) != pb.get(op))
         out.append("%s: %s" % (name, ", ".join(ops) or "outside the stencils"))
