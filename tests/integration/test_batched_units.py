@@ -5,7 +5,10 @@ bundled stencils, the golden manifest, the 300-op corpus and every fixture manif
 (for a failing fixture, the same exit code and the same error lines). Also:
 what a batch cannot reproduce compiles alone and says why, a one-op edit
 recompiles one batch, a file of many ops is cut into enough batches, and a
-compile error in a batch is reported against its op."""
+compile error in a batch is reported against its op. Generated shapes of
+read-only data (tables in several orders, pointer and jump tables, named
+sections, computed goto, strings, constant pools, shared tables) are built
+both ways on every target, and incrementally against clean builds."""
 import glob
 import itertools
 import os
@@ -556,13 +559,15 @@ def switch_shapes():
 def section_shapes():
     """Sections named in the source (through a macro, as a VM would): one
     named as -fdata-sections names its object's own (.rodata.tb holding tb),
-    one holding two tables of different ops, one beside a plain table."""
+    one holding two tables of different ops, one holding two of one op, one
+    beside a plain table."""
     text = ("#if defined(__APPLE__)\n#define SEC(elf, coff, macho) __attribute__((section(macho)))\n"
             "#elif defined(_WIN32)\n#define SEC(elf, coff, macho) __attribute__((section(coff)))\n"
             "#else\n#define SEC(elf, coff, macho) __attribute__((section(elf)))\n#endif\n")
     for name, n, base, sec in (("tb", 9, 500, "tb"), ("other", 5, 600, "other2"),
                                ("pair_a", 9, 700, "pair"), ("pair_b", 5, 800, "pair"),
-                               ("tc", 5, 850, "tc")):
+                               ("tc", 5, 850, "tc"), ("duo_a", 9, 870, "duo"),
+                               ("duo_b", 5, 880, "duo")):
         text += shape_table(name, n, base, ' SEC(".rodata.%s", ".rdata$%s", "__TEXT,__%s")'
                             % (sec, sec, sec))
     text += shape_table("plain", 9, 900) + shape_table("plain2", 9, 950)
@@ -573,6 +578,10 @@ def section_shapes():
     text += shape_op("sec_both", "    tos = pair_b[tos % 5] + pair_a[*--sp % 9];\n")
     text += shape_op("sec_and_plain", "    tos = plain[tos % 9] + tc[*--sp % 5];\n")
     text += shape_op("sec_plain_only", "    tos = plain2[tos % 9] - 1;\n")
+    # One section, two objects of one op, which another op's folded loads
+    # had clang create in the other order.
+    text += shape_op("sec_duo_fold", "    tos += duo_b[1] + duo_a[2];\n")
+    text += shape_op("sec_duo", "    tos = duo_a[tos % 9] + duo_b[*--sp % 5];\n")
     return text
 
 
@@ -644,13 +653,13 @@ DATA_SHAPES = {
 
 # Ops a batch must reproduce on every target that batches (no note that they
 # compiled alone), and ops it must compile alone, with why.
-SPLIT_SHAPES = ["f_fold", "fold_first", "goto_abs", "goto_rel", "ptr_alone", "sec_named_other",
+SPLIT_SHAPES = ["f_fold", "fold_first", "sec_duo_fold", "goto_abs", "goto_rel", "ptr_alone", "sec_named_other",
                 "sec_plain_only", "sec_tb", "str_after", "sw_code", "sw_values", "tab_local_only"]
 ALONE_SHAPES = {"tab_10": "several sections", "fold_user": "several sections ('u1' and 'u2')",
                 "ptr_rel": "several sections", "sec_and_plain": "several sections",
                 "tab_one": "use its data 't2' too", "same_1": "use its data",
                 "sh16_value": "use its data 'sh16' too", "sec_pair_a": "pair",
-                "str_trap": "string literal"}
+                "str_trap": "string literal", "sec_duo": "holds several objects"}
 # One op per file, edited for the incremental build.
 EDITED_SHAPES = ["tab_01", "fold_user", "ptr_rel", "sw_code", "sec_tb", "goto_rel", "str_table",
                  "pool_dbl_vec", "sh16_value"]
