@@ -335,9 +335,9 @@ static split_result one_data_object(splitter *s, int entry_sec)
         return SPLIT_OK;
     int objects = objects_in(o, first);
     if (s->theirs[first] && !objects)
-        return refuse(s, SPLIT_ALONE, "its data section '%s' holds other ops' data too "
-                      "(unnamed constants, which its own unit would not have)",
-                      o->secs[first].name);
+        return refuse(s, SPLIT_ALONE, "other ops of the batch use its data section '%s' too "
+                      "(unnamed: the constants of several functions, or one object they "
+                      "share), which its own unit would have otherwise", o->secs[first].name);
     if (s->theirs[first])
         return refuse(s, SPLIT_ALONE, "other ops of the batch use its data '%s' too, and its "
                       "own unit, which sees its uses alone, may optimize it otherwise",

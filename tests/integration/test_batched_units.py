@@ -633,7 +633,8 @@ def pool_shapes():
 def shared_shapes():
     """Tables several ops share: one read by four; two equal ones (the batch's
     optimizer merges them); a 16-byte one whose address one op compares (in
-    the other's own unit it becomes a mergeable constant)."""
+    the other's own unit it becomes a mergeable constant); an inlined
+    helper's local array (an unnamed object) two ops share."""
     text = shape_table("sh", 9, 40) + shape_table("same_a", 9, 60) + shape_table("same_b", 9, 60)
     text += shape_table("sh16", 2, 70)
     for i in range(4):
@@ -642,6 +643,11 @@ def shared_shapes():
     text += shape_op("same_2", "    tos = same_b[tos % 9] + 1;\n")
     text += shape_op("sh16_value", "    tos = sh16[tos & 1];\n")
     text += shape_op("sh16_address", "    tos = (vm_value)(&sh16[tos & 1] == (const vm_value *)*--sp);\n")
+    # An inlined helper's local constant array: one unnamed object, shared.
+    text += ("static inline vm_value sh_helper(vm_value x)\n{\n"
+             "    const vm_value l[9] = {9, 8, 7, 6, 5, 4, 3, 2, 1};\n    return l[x % 9];\n}\n\n")
+    text += shape_op("sh_local_1", "    tos = sh_helper(tos) + 1;\n")
+    text += shape_op("sh_local_2", "    tos = sh_helper(tos) * 3;\n")
     return text
 
 
