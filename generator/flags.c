@@ -165,6 +165,11 @@ void flags_op(sg_argv *a, const sg_flag_inputs *in, const sg_op *op)
 void flags_batch(sg_argv *a, const sg_flag_inputs *in, const char *source)
 {
     add_op_common(a, in, source);
+    /* ELF: each section below is named as the op's own unit names the one
+     * it folds into (.text, .rodata, .data.rel.ro), not .rodata.<name>, which
+     * a section named in the source (section(".rodata.tb")) can be too:
+     * split.c keeps every ELF name as it is. */
+    argv_add(a, "-fno-unique-section-names");
     /* Each function and each object in a section of its own: an op's stencil
      * is then the sections its function reaches (split.c). Neither changes
      * the code: sections are the assembler's business, not the optimizer's. */

@@ -184,6 +184,9 @@ bool read_sections(const ObjectFile &obj, objfile *out, std::vector<uint64_t> &i
             o->name = dup_string(*name);
             o->kind = classify_section(obj, s, *name);
         }
+        if (const auto *coff = dyn_cast<COFFObjectFile>(&obj))
+            o->comdat = (coff->getCOFFSection(s)->Characteristics &
+                         COFF::IMAGE_SCN_LNK_COMDAT) != 0;
         if (isa<ELFObjectFileBase>(obj)) { // COFF has no mergeable sections
             uint64_t flags = ELFSectionRef(s).getFlags();
             o->merge = (flags & ELF::SHF_MERGE) != 0;

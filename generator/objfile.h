@@ -36,6 +36,10 @@ typedef struct obj_section {
      * symbols name, not one object (split.c takes pieces). */
     bool merge;
     bool strings;
+    /* COFF IMAGE_SCN_LNK_COMDAT: a section -ffunction-sections or
+     * -fdata-sections made for one definition (.rdata$table), where a section
+     * named in the source (section(".rdata$x")) has none (split.c). */
+    bool comdat;
 } obj_section;
 
 typedef struct obj_symbol {

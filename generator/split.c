@@ -19,6 +19,7 @@ typedef struct member {
     bool whole;        /* the whole section (a pool block has no relocations of its own) */
     int group;         /* the output section */
     uint64_t at;       /* where `from` lands in it */
+    long pool_first;   /* a pool block: the index of its first constant; -1: not a pool */
 } member;
 
 typedef struct splitter {
@@ -26,6 +27,7 @@ typedef struct splitter {
     member *members;
     size_t nmembers, cap;
     long pool_function; /* n of the .LCPI<n>_ labels of the op's constants; -1: none yet */
+    bool *theirs;       /* per batch section: another op of the batch reaches it */
     char *why;
     size_t whysz;
 } splitter;
@@ -38,37 +40,24 @@ static int member_of(const splitter *s, int sec)
     return -1;
 }
 
-/* The object an op's own unit makes names each kind of section once: the
- * per-function and per-object sections of -ffunction-sections
- * -fdata-sections (.text.op_add, .rodata.op_add.table: the kind, a dot and
- * the name of what the section holds; COFF: .text$op_add, .rdata$table, a
- * dollar sign) fold back into the section they come from. A section named in
- * the source (section("...")) keeps its name, even when it starts like one of
- * these. Longer prefixes first. */
-static const char *const output_sections[] = {
-    ".data.rel.ro.local", ".data.rel.ro", ".rodata", ".rdata", ".data", ".bss", ".text",
-    ".tdata", ".tbss", ".lrodata", ".ldata", ".lbss", ".ltext", NULL,
-};
-
-static bool holds_symbol(const objfile *o, int sec, const char *name)
-{
-    for (size_t i = 0; i < o->nsyms; i++)
-        if (o->syms[i].section == sec && !o->syms[i].is_section && !strcmp(o->syms[i].name, name))
-            return true;
-    return false;
-}
+/* COFF: -ffunction-sections and -fdata-sections give each definition a
+ * COMDAT section named after the kind of section and the definition
+ * (.text$op_add, .rdata$table), which folds back into the kind's section in
+ * the op's own unit. A section named in the source (section(".rdata$x")) is
+ * no COMDAT and keeps its name, as it does there. (ELF names need no folding:
+ * flags_batch compiles with -fno-unique-section-names, so a definition's
+ * section is named .rodata, .text, .data.rel.ro, as in its own unit, and
+ * one named in the source, .rodata.tb say, keeps that name.) */
+static const char *const coff_kinds[] = {".rdata", ".data", ".bss", ".text", NULL};
 
 static const char *output_name(const objfile *o, int sec)
 {
     const char *name = o->secs[sec].name;
-    if (o->secs[sec].merge)
-        return name; /* .rodata.cst16 is a name of its own, in both modes */
-    for (const char *const *p = output_sections; *p; p++) {
+    if (o->kind != OBJ_FORMAT_COFF || !o->secs[sec].comdat)
+        return name;
+    for (const char *const *p = coff_kinds; *p; p++) {
         size_t n = strlen(*p);
-        if (strncmp(name, *p, n)) /* first: name may be shorter than *p */
-            continue;
-        char sep = o->kind == OBJ_FORMAT_COFF ? '$' : '.';
-        if (!name[n] || (name[n] == sep && holds_symbol(o, sec, name + n + 1)))
+        if (!strncmp(name, *p, n) && name[n] == '$')
             return *p;
     }
     return name;
@@ -94,6 +83,7 @@ static void add_pool_block(splitter *s, int sec, long n)
 {
     const objfile *o = s->in;
     uint64_t from = UINT64_MAX, last = 0;
+    long first = -1;
     for (size_t i = 0; i < o->nsyms; i++) {
         long m;
         const char *k;
@@ -101,13 +91,15 @@ static void add_pool_block(splitter *s, int sec, long n)
             continue;
         from = o->syms[i].value < from ? o->syms[i].value : from;
         last = o->syms[i].value > last ? o->syms[i].value : last;
+        long index = strtol(k, NULL, 10);
+        first = first < 0 || index < first ? index : first;
     }
     uint64_t to = o->secs[sec].size;
     for (size_t i = 0; i < o->nsyms; i++)
         if (o->syms[i].section == sec && !o->syms[i].is_section && o->syms[i].value > last &&
             o->syms[i].value < to)
             to = o->syms[i].value;
-    member m = {sec, from, to, false, 0, 0};
+    member m = {sec, from, to, false, 0, 0, first};
     ARRAY_PUSH(s->members, s->nmembers, s->cap, m);
 }
 
@@ -152,7 +144,7 @@ static split_result follow(splitter *s, const obj_reloc *r, int entry_sec)
         return refuse(s, SPLIT_ALONE, "it calls '%s', which the compiler did not inline (in "
                       "the op's own unit it may be)", sym->name);
     if (member_of(s, sym->section) < 0) {
-        member m = {sym->section, 0, t->size, true, 0, 0};
+        member m = {sym->section, 0, t->size, true, 0, 0, -1};
         ARRAY_PUSH(s->members, s->nmembers, s->cap, m);
     }
     return SPLIT_OK;
@@ -204,15 +196,9 @@ static bool loaded(const obj_section *sec)
 static split_result adopt_orphans(splitter *s, int entry)
 {
     const objfile *o = s->in;
-    bool *mine = xcalloc(o->nsecs, sizeof *mine), *theirs = xcalloc(o->nsecs, sizeof *theirs);
+    const bool *theirs = s->theirs;
+    bool *mine = xcalloc(o->nsecs, sizeof *mine);
     mark_reached(o, o->syms[entry].section, mine);
-    for (size_t i = 0; i < o->nsyms; i++) {
-        const obj_symbol *y = &o->syms[i];
-        if ((int)i != entry && y->global && !y->undefined && y->section >= 0 &&
-            !strncmp(y->name, SPLIT_ENTRY_PREFIX, strlen(SPLIT_ENTRY_PREFIX)) &&
-            y->section != o->syms[entry].section)
-            mark_reached(o, y->section, theirs);
-    }
     split_result res = SPLIT_OK;
     for (size_t sec = 0; sec < o->nsecs && res == SPLIT_OK; sec++) {
         if (!loaded(&o->secs[sec]) || mine[sec] || theirs[sec])
@@ -224,7 +210,7 @@ static split_result adopt_orphans(splitter *s, int entry)
             to_theirs |= t >= 0 && theirs[t];
         }
         if (to_mine && !to_theirs) {
-            member m = {(int)sec, 0, o->secs[sec].size, true, 0, 0};
+            member m = {(int)sec, 0, o->secs[sec].size, true, 0, 0, -1};
             ARRAY_PUSH(s->members, s->nmembers, s->cap, m);
         } else if (to_mine || !to_theirs) {
             res = refuse(s, SPLIT_ALONE, "section '%s' holds what no op's code refers to, and "
@@ -232,8 +218,21 @@ static split_result adopt_orphans(splitter *s, int entry)
         }
     }
     free(mine);
-    free(theirs);
     return res;
+}
+
+/* Every section the other ops of the batch reach (s->theirs). */
+static bool *reached_by_others(const objfile *o, int entry)
+{
+    bool *theirs = xcalloc(o->nsecs ? o->nsecs : 1, sizeof *theirs);
+    for (size_t i = 0; i < o->nsyms; i++) {
+        const obj_symbol *y = &o->syms[i];
+        if ((int)i != entry && y->global && !y->undefined && y->section >= 0 &&
+            !strncmp(y->name, SPLIT_ENTRY_PREFIX, strlen(SPLIT_ENTRY_PREFIX)) &&
+            y->section != o->syms[entry].section)
+            mark_reached(o, y->section, theirs);
+    }
+    return theirs;
 }
 
 /* Every section the entry's section (and the orphans it adopts) reach,
@@ -242,7 +241,7 @@ static split_result closure(splitter *s, int entry)
 {
     const objfile *o = s->in;
     int entry_sec = o->syms[entry].section;
-    member first = {entry_sec, 0, o->secs[entry_sec].size, true, 0, 0};
+    member first = {entry_sec, 0, o->secs[entry_sec].size, true, 0, 0, -1};
     ARRAY_PUSH(s->members, s->nmembers, s->cap, first);
     split_result adopted = adopt_orphans(s, entry);
     if (adopted != SPLIT_OK)
@@ -275,32 +274,96 @@ static split_result no_shared_externals(splitter *s)
     return SPLIT_OK;
 }
 
-/* -fdata-sections gives each COFF object a section of its own, all named
- * .rdata; the op's own unit puts them in one .rdata in the order clang emits
- * them there, which need not be their order in the batch (an op's pointer
- * table before the table it points into, say). With two, the op compiles
- * alone. (ELF names them apart: .rodata, .data.rel.ro, .rodata.str.) */
-static split_result one_coff_data_section(splitter *s)
+/* A symbol naming an object (not a section, nor an AArch64 ELF mapping
+ * symbol: $d, $x, $d.<n> mark data and code in a section, not objects). */
+static bool names_object(const obj_symbol *y)
+{
+    const char *n = y->name;
+    bool mapping = n[0] == '$' && n[1] && strchr("adtx", n[1]) && (!n[2] || n[2] == '.');
+    return !y->is_section && n[0] && !mapping;
+}
+
+/* The name of what section `sec` holds, for a message: its symbol, or the
+ * section's own name. */
+static const char *held(const objfile *o, int sec)
+{
+    for (size_t i = 0; i < o->nsyms; i++)
+        if (o->syms[i].section == sec && names_object(&o->syms[i]))
+            return o->syms[i].name;
+    return o->secs[sec].name;
+}
+
+/* How many objects section `sec` holds, as far as its symbols tell (a
+ * private one, a function's constants say, has none). */
+static int objects_in(const objfile *o, int sec)
+{
+    int n = 0;
+    for (size_t i = 0; i < o->nsyms; i++)
+        n += o->syms[i].section == sec && names_object(&o->syms[i]);
+    return n;
+}
+
+/* The op's data, besides its constant pool, must be one object of its own.
+ * Its own unit lays several out in the order clang created them in its
+ * module: as each was first referred to while the unit was compiled, in code
+ * the optimizer may since have folded away. In a batch, another op's code,
+ * folded or not, may have created them first and in another order (two
+ * tables used by two ops in opposite orders; a pointer table and the tables
+ * it points to), and its object cannot tell. An object other ops of the
+ * batch use too was optimized for all their uses, its own unit sees the
+ * op's alone: it may then make it a mergeable constant (.rodata.cst16), or
+ * keep it apart from an equal one the batch merged it with (and whose name
+ * the batch's relocations then carry). The op compiles alone. */
+static split_result one_data_object(splitter *s, int entry_sec)
 {
     const objfile *o = s->in;
-    if (o->kind != OBJ_FORMAT_COFF)
-        return SPLIT_OK;
-    const member *first = NULL;
+    int first = -1;
     for (size_t i = 0; i < s->nmembers; i++) {
-        const obj_section *sec = &o->secs[s->members[i].sec];
-        if (sec->kind != OBJ_SEC_RODATA)
+        int sec = s->members[i].sec;
+        obj_sec_kind k = o->secs[sec].kind;
+        if (sec == entry_sec || !s->members[i].whole ||
+            (k != OBJ_SEC_RODATA && k != OBJ_SEC_DATA && k != OBJ_SEC_BSS))
             continue;
-        if (first && !strcmp(output_name(o, first->sec), output_name(o, s->members[i].sec)))
-            return refuse(s, SPLIT_ALONE, "its read-only data is in several '%s' sections, "
-                          "whose order in its own unit the batch cannot tell", sec->name);
-        first = first ? first : &s->members[i];
+        if (first >= 0)
+            return refuse(s, SPLIT_ALONE, "its data is in several sections ('%s' and '%s'), "
+                          "which its own unit lays out in the order it creates them, and "
+                          "a batch of several ops cannot tell that order",
+                          held(o, first), held(o, sec));
+        first = sec;
     }
+    if (first < 0)
+        return SPLIT_OK;
+    int objects = objects_in(o, first);
+    if (s->theirs[first] && !objects)
+        return refuse(s, SPLIT_ALONE, "other ops of the batch use its data section '%s' too "
+                      "(unnamed: the constants of several functions, or one object they "
+                      "share), which its own unit would have otherwise", o->secs[first].name);
+    if (s->theirs[first])
+        return refuse(s, SPLIT_ALONE, "other ops of the batch use its data '%s' too, and its "
+                      "own unit, which sees its uses alone, may optimize it otherwise",
+                      held(o, first));
+    if (objects > 1)
+        return refuse(s, SPLIT_ALONE, "its data section '%s' holds several objects, which its "
+                      "own unit lays out in the order it creates them, and a batch of several "
+                      "ops cannot tell that order", o->secs[first].name);
     return SPLIT_OK;
 }
 
+/* The op's own unit makes its sections in this order: its code's (the
+ * object's first), its constant pool's (before its code is emitted: one
+ * section after another as its constants' indices first reach each, which a
+ * batch's object need not follow, another op having made .rodata.cst16
+ * before .rodata.cst8, say), what its asm pushes (as its code is emitted),
+ * then its data. Pool blocks first, by their first constant's index, then
+ * the rest in the batch's order. */
 static int cmp_member(const void *a, const void *b)
 {
     const member *x = a, *y = b;
+    bool xp = x->pool_first >= 0, yp = y->pool_first >= 0;
+    if (xp != yp)
+        return yp - xp;
+    if (xp && x->pool_first != y->pool_first)
+        return (x->pool_first > y->pool_first) - (x->pool_first < y->pool_first);
     return (x->sec > y->sec) - (x->sec < y->sec);
 }
 
@@ -309,8 +372,8 @@ static uint64_t align_to(uint64_t v, uint64_t align)
     return align > 1 ? (v + align - 1) / align * align : v;
 }
 
-/* Output sections in the order their first member has in the batch object
- * (the entry's first, as in its own object), members packed as an assembler
+/* Output sections in the order their first member has (cmp_member; the
+ * entry's first, as in its own object), members packed as an assembler
  * packs objects into one section. */
 static void lay_out_groups(splitter *s, int entry_sec, objfile *out)
 {
@@ -357,13 +420,15 @@ static int add_symbol(objfile *out, obj_symbol sym)
 /* The op-object symbol for batch symbol `i`, and how much a relocation's
  * addend moves when it refers to it (a section symbol names the output
  * section, whose member may not start at 0). */
-/* A COFF string literal gets a section of its own under -fdata-sections,
- * named by a local ".str<n>" symbol; in the op's own unit it sits in .rdata
- * and is reached through the section's symbol, as the batch's is here. */
-static bool coff_string_label(const objfile *o, const obj_symbol *y)
+/* -fdata-sections gives a COFF private object (a string literal, a
+ * function's local constant array: .str.1, __const.op_add.t) a COMDAT
+ * section named .rdata (no '$' suffix) and a local symbol, for the COMDAT's
+ * sake; in the op's own unit it sits in .rdata, unnamed, and is reached
+ * through the section's symbol, as the batch's is here. */
+static bool coff_private_label(const objfile *o, const obj_symbol *y)
 {
-    return o->kind == OBJ_FORMAT_COFF && !y->global && !y->is_section &&
-           !strncmp(y->name, ".str", 4);
+    return o->kind == OBJ_FORMAT_COFF && !y->global && !y->is_section && y->section >= 0 &&
+           o->secs[y->section].comdat && !strchr(o->secs[y->section].name, '$');
 }
 
 static int map_symbol(const splitter *s, objfile *out, int *map, int i, int64_t *shift)
@@ -371,7 +436,7 @@ static int map_symbol(const splitter *s, objfile *out, int *map, int i, int64_t 
     const obj_symbol *y = &s->in->syms[i];
     int m = y->section >= 0 ? member_of(s, y->section) : -1;
     const member *mb = m >= 0 ? &s->members[m] : NULL;
-    bool as_section = y->is_section || coff_string_label(s->in, y);
+    bool as_section = y->is_section || coff_private_label(s->in, y);
     *shift = mb && as_section ? (int64_t)mb->at - (int64_t)mb->from +
                                     (int64_t)(y->is_section ? 0 : y->value)
                               : 0;
@@ -430,16 +495,18 @@ split_result split_op_object(const objfile *batch, const char *entry, objfile *o
                              size_t whysz)
 {
     *out = (objfile){0};
-    splitter s = {batch, NULL, 0, 0, -1, why, whysz};
+    splitter s = {batch, NULL, 0, 0, -1, NULL, why, whysz};
     int e = objfile_find_defined(batch, entry);
     if (e < 0 || !batch->syms[e].global || batch->secs[batch->syms[e].section].kind != OBJ_SEC_CODE)
         return refuse(&s, SPLIT_BAD, "the batch's object defines no function '%s'", entry);
     int entry_sec = batch->syms[e].section;
+    s.theirs = reached_by_others(batch, e);
     split_result r = no_shared_externals(&s);
     if (r == SPLIT_OK)
         r = closure(&s, e);
     if (r == SPLIT_OK)
-        r = one_coff_data_section(&s);
+        r = one_data_object(&s, entry_sec);
+    free(s.theirs);
     if (r != SPLIT_OK) {
         free(s.members);
         return r;

@@ -7,15 +7,20 @@
  * takes, as a linker's section garbage collection would, the op's function
  * section and every section its relocations reach, transitively (its tables,
  * its constant pool), and renames them as its own unit's object names them
- * (.text, .rodata, .LCPI0_<n>, _JIT_ENTRY): everything after it (the
+ * (.text, .rodata, .LCPI0_<n>, _JIT_ENTRY; ELF batches are compiled with
+ * -fno-unique-section-names, so their sections already carry those names, and
+ * a section named in the source keeps its own): everything after it (the
  * extraction, the checks, the header's comments) is the same in both modes.
  *
  * What a batch cannot reproduce is refused rather than guessed (SPLIT_ALONE):
  * a call to a static function the compiler did not inline (in the op's own
  * unit it has one caller and may well be inlined), string literals (their
- * merged section's order is the module's, not the op's), and a file that
- * defines external symbols (every op's own unit carries them). Such an op is
- * compiled from its own unit instead.
+ * merged section's order is the module's, not the op's), data in more than
+ * one object (its own unit lays them out in the order clang created them,
+ * which the batch's object cannot tell), data other ops of the batch use too
+ * (optimized for all their uses), and a file that defines external symbols
+ * (every op's own unit carries them). Such an op is compiled from its own
+ * unit instead.
  */
 #ifndef STENCILGEN_SPLIT_H
 #define STENCILGEN_SPLIT_H

@@ -5,8 +5,12 @@ bundled stencils, the golden manifest, the 300-op corpus and every fixture manif
 (for a failing fixture, the same exit code and the same error lines). Also:
 what a batch cannot reproduce compiles alone and says why, a one-op edit
 recompiles one batch, a file of many ops is cut into enough batches, and a
-compile error in a batch is reported against its op."""
+compile error in a batch is reported against its op. Generated shapes of
+read-only data (tables in several orders, pointer and jump tables, named
+sections, computed goto, strings, constant pools, shared tables) are built
+both ways on every target, and incrementally against clean builds."""
 import glob
+import itertools
 import os
 import re
 import sys
@@ -439,3 +443,288 @@ def test_a_failing_compiler_fails_the_batch_and_caches_nothing(ctx):
     build(ctx, manifest, clean, "per-op", "--target", TRIPLE)
     check(headers(out) == headers(clean), "after failed batches, the header differs from a "
           "clean per-op build's")
+
+
+# Generated shapes of read-only data, on every target of the bundled manifest
+# (x86-64 and AArch64 ELF, COFF, both Mach-O, which compile every op alone),
+# jump tables on the ELF targets (-fjump-tables). An explicit list, so every
+# run builds the same sources; each file is one batch. What a batch cannot
+# reproduce it must compile alone; what it can, it must reproduce byte for
+# byte, and an incremental build must equal a clean one.
+
+def shape_table(name, n, base, attrs=""):
+    values = ", ".join(str(base + 7 * i) for i in range(n))
+    return "static const vm_value %s[%d]%s = {%s};\n" % (name, n, attrs, values)
+
+
+def shape_op(name, body):
+    return "OP(%s)\n{\n%s    CONTINUE();\n}\n\n" % (name, body)
+
+
+def tables_shapes():
+    """Four tables (9 and 5 entries: no size a mergeable-constant section
+    takes), used in every order of two and in orders of three and four, so
+    that the batch creates them in an order most ops' own units do not; a
+    function's local constant array (a private object); a static local."""
+    text = "".join(shape_table("t%d" % i, 5 if i % 2 else 9, 100 * (i + 1)) for i in range(4))
+    text += shape_op("f_fold", "    tos += t3[1] + t2[2] + t1[0];\n")
+    orders = list(itertools.permutations(range(4), 2)) + [(2, 0, 1), (1, 2, 0), (3, 1, 2, 0)]
+    for order in orders:
+        terms = " + ".join("t%d[(tos >> %d) %% %d]" % (t, 3 * j, 5 if t % 2 else 9)
+                           for j, t in enumerate(order))
+        text += shape_op("tab_%s" % "".join(map(str, order)), "    tos = %s;\n" % terms)
+    text += shape_op("tab_one", "    tos = t2[tos % 9] * 3;\n")
+    text += shape_op("tab_local", "    const vm_value l[9] = {9, 8, 7, 6, 5, 4, 3, 2, 1};\n"
+                                  "    tos = l[tos % 9] + t0[*--sp % 9];\n")
+    text += shape_op("tab_local_only", "    const vm_value l[9] = {19, 18, 17, 16, 15, 14, 13, "
+                                       "12, 11};\n    tos = l[tos % 9];\n")
+    text += shape_op("tab_static_local", "    static const vm_value s[7] = {1, 3, 5, 7, 9, 11, "
+                                         "13};\n    tos = s[tos % 7] + t1[tos % 5];\n")
+    return text
+
+
+def folded_shapes():
+    """fold_first reads both tables at constant indices only: the optimizer
+    folds the loads away, but clang created u2 before u1 for it, and the
+    object no longer says so. fold_user's own unit creates u1 first."""
+    text = shape_table("u1", 9, 300) + shape_table("u2", 5, 400)
+    text += shape_op("fold_first", "    tos += u2[3] + u1[4];\n")
+    text += shape_op("fold_user", "    tos = u1[tos % 9] + u2[*--sp % 5];\n")
+    return text
+
+
+# Mach-O stencils take no relative table (SUBTRACTOR relocations): there the
+# table's address goes through an asm, and the table stays one of pointers.
+POINTER_TABLE = (
+    "#ifdef __APPLE__\n"
+    "#define PT(t) __extension__({ const void *p_ = (t); __asm__(\"\" : \"+r\"(p_)); "
+    "(__typeof__(&(t)[0]))p_; })\n"
+    "#else\n#define PT(t) (t)\n#endif\n")
+
+
+def pointer_shapes():
+    """Tables of pointers to tables: made relative (the optimizer's relative
+    lookup tables) when one op uses them, kept absolute when two do, and one
+    pointer table used with its target directly."""
+    text = POINTER_TABLE
+    text += "".join(shape_table("p%d" % i, 5 if i % 2 else 9, 1000 * (i + 1)) for i in range(3))
+    text += ("static const vm_value *const rel_one[3] = {p0, p1, p2};\n"
+             "static const vm_value *const rel_two[3] = {p2, p0, p1};\n"
+             "static const vm_value *const abs_shared[2] = {p1, p2};\n"
+             "static const vm_value only0[9] = {5, 4, 3, 2, 1, 0, 1, 2, 3};\n"
+             "static const vm_value *const rel_alone[1] = {only0};\n")
+    text += shape_op("ptr_rel", "    tos = PT(rel_one)[tos % 3][*--sp % 5];\n")
+    text += shape_op("ptr_rel_direct", "    tos = p1[tos % 5] + PT(rel_two)[tos % 3][1];\n")
+    text += shape_op("ptr_shared_a", "    tos = PT(abs_shared)[tos & 1][2];\n")
+    text += shape_op("ptr_shared_b", "    tos = PT(abs_shared)[(tos >> 1) & 1][3] + p0[tos % 9];\n")
+    text += shape_op("ptr_alone", "    tos = PT(rel_alone)[0][tos % 9] + PT(rel_alone)[tos & 0][1];\n")
+    return text
+
+
+def switch_shapes():
+    """Switches: jump tables (where -fjump-tables allows them), one beside a
+    table, values a lookup could serve."""
+    cases = "".join("    case %d: tos = %d; break;\n" % (i, 31 * i + 5) for i in range(12))
+    text = shape_op("sw_values", "    switch (tos) {\n%s    default: tos = -1;\n    }\n" % cases)
+    code = "".join("    case %d: tos = tos * %d + *--sp; break;\n" % (i, i + 3) for i in range(9))
+    text += shape_op("sw_code", "    switch (tos & 15) {\n%s    default: tos ^= 77;\n    }\n" % code)
+    text += "static const vm_value sw_t[9] = {3, 1, 4, 1, 5, 9, 2, 6, 5};\n"
+    code = "".join("    case %d: tos = *--sp + %d; break;\n" % (i, 17 * i) for i in range(7))
+    text += shape_op("sw_and_table", "    switch (tos & 7) {\n%s    default: tos = sw_t[tos %% 9];"
+                                     "\n    }\n" % code)
+    cases = "".join("    case %d: tos = %d; break;\n" % (i, 3 * i + 1) for i in range(10))
+    text += shape_op("sw_table_first", "    tos = sw_t[tos %% 9];\n    switch (tos) {\n%s    "
+                                       "default: break;\n    }\n" % cases)
+    return text
+
+
+def section_shapes():
+    """Sections named in the source (through a macro, as a VM would): one
+    named as -fdata-sections names its object's own (.rodata.tb holding tb),
+    one holding two tables of different ops, one holding two of one op, one
+    beside a plain table."""
+    text = ("#if defined(__APPLE__)\n#define SEC(elf, coff, macho) __attribute__((section(macho)))\n"
+            "#elif defined(_WIN32)\n#define SEC(elf, coff, macho) __attribute__((section(coff)))\n"
+            "#else\n#define SEC(elf, coff, macho) __attribute__((section(elf)))\n#endif\n")
+    for name, n, base, sec in (("tb", 9, 500, "tb"), ("other", 5, 600, "other2"),
+                               ("pair_a", 9, 700, "pair"), ("pair_b", 5, 800, "pair"),
+                               ("tc", 5, 850, "tc"), ("duo_a", 9, 870, "duo"),
+                               ("duo_b", 5, 880, "duo")):
+        text += shape_table(name, n, base, ' SEC(".rodata.%s", ".rdata$%s", "__TEXT,__%s")'
+                            % (sec, sec, sec))
+    text += shape_table("plain", 9, 900) + shape_table("plain2", 9, 950)
+    text += shape_op("sec_tb", "    tos = tb[tos % 9];\n")
+    text += shape_op("sec_named_other", "    tos = other[tos % 5] * 3;\n")
+    text += shape_op("sec_pair_a", "    tos = pair_a[tos % 9];\n")
+    text += shape_op("sec_pair_b", "    tos = pair_b[tos % 5];\n")
+    text += shape_op("sec_both", "    tos = pair_b[tos % 5] + pair_a[*--sp % 9];\n")
+    text += shape_op("sec_and_plain", "    tos = plain[tos % 9] + tc[*--sp % 5];\n")
+    text += shape_op("sec_plain_only", "    tos = plain2[tos % 9] - 1;\n")
+    # One section, two objects of one op, which another op's folded loads
+    # had clang create in the other order.
+    text += shape_op("sec_duo_fold", "    tos += duo_b[1] + duo_a[2];\n")
+    text += shape_op("sec_duo", "    tos = duo_a[tos % 9] + duo_b[*--sp % 5];\n")
+    return text
+
+
+def goto_shapes():
+    """Computed goto: a table of label addresses (data holes against the
+    op's code) and one of label differences."""
+    text = shape_op("goto_abs", "    static const void *const where[4] = {&&l0, &&l1, &&l2, &&l3};\n"
+                    "    goto *where[tos & 3];\nl0:\n    tos += 1;\n    CONTINUE();\nl1:\n"
+                    "    tos *= 3;\n    CONTINUE();\nl2:\n    tos = *--sp;\n    CONTINUE();\nl3:\n"
+                    "    tos ^= 5;\n")
+    text += shape_op("goto_rel", "    static const int offs[3] = {0, &&m1 - &&m0, &&m2 - &&m0};\n"
+                     "    goto *(&&m0 + offs[tos % 3]);\nm0:\n    tos -= 1;\n    CONTINUE();\nm1:\n"
+                     "    tos *= 7;\n    CONTINUE();\nm2:\n    tos = *--sp + tos;\n")
+    return text
+
+
+def string_shapes():
+    text = POINTER_TABLE + "static const char *const names[3] = {\"zero\", \"one\", \"two\"};\n"
+    text += shape_op("str_trap", "    if (tos == 0)\n        vm_trap(frame, \"str_trap: zero\");\n")
+    text += shape_op("str_table", "    if (tos < 0)\n        vm_trap(frame, PT(names)[*--sp % 3]);\n")
+    text += shape_op("str_after", "    tos += 2;\n")
+    return text
+
+
+def pool_shapes():
+    """Constant pools: floating-point and vector constants, in both orders in
+    one op (its own unit makes .rodata.cst8 and .rodata.cst16 in the order of
+    its constants; the batch, after pool_vec, the other way round)."""
+    text = ("typedef int v4si __attribute__((vector_size(16)));\n"
+            "typedef float v4sf __attribute__((vector_size(16)));\n")
+    vec = ("    v4si v = {(int)tos, (int)(tos >> 8), (int)(tos >> 16), (int)(tos >> 24)};\n"
+           "    v = v * (v4si){%d, 3, 5, 7} + (v4si){11, 13, 17, %d};\n")
+    dbl = "    double d = (double)tos;\n    d = d * %s + 2.5;\n"
+    text += shape_op("pool_vec", vec % (9, 19) + "    tos = v[0] + v[1] + v[2] + v[3];\n")
+    text += shape_op("pool_dbl", dbl % "1.2345" + "    tos = (vm_value)d;\n")
+    text += shape_op("pool_dbl_vec", dbl % "7.25" + vec % (21, 23) +
+                     "    tos = (vm_value)d + v[0] + v[3];\n")
+    text += shape_op("pool_vec_dbl", vec % (25, 27) + dbl % "0.3125" +
+                     "    tos = v[1] + v[2] + (vm_value)d;\n")
+    text += shape_op("pool_float", "    float f = (float)tos * 1.75f - 0.5f;\n"
+                     "    v4sf w = {f, 2.0f, f, 3.0f};\n"
+                     "    w = w * (v4sf){0.5f, 1.5f, 2.5f, 3.5f};\n"
+                     "    tos = (vm_value)(w[0] + w[1] + w[2] + w[3]);\n")
+    text += "static const vm_value pool_t[9] = {2, 7, 1, 8, 2, 8, 1, 8, 2};\n"
+    text += shape_op("pool_and_table", dbl % "3.75" + "    tos = (vm_value)d + pool_t[tos % 9];\n")
+    return text
+
+
+def shared_shapes():
+    """Tables several ops share: one read by four; two equal ones (the batch's
+    optimizer merges them); a 16-byte one whose address one op compares (in
+    the other's own unit it becomes a mergeable constant); an inlined
+    helper's local array (an unnamed object) two ops share."""
+    text = shape_table("sh", 9, 40) + shape_table("same_a", 9, 60) + shape_table("same_b", 9, 60)
+    text += shape_table("sh16", 2, 70)
+    for i in range(4):
+        text += shape_op("sh_%d" % i, "    tos = sh[(tos + %d) %% 9] * %d;\n" % (i, i + 2))
+    text += shape_op("same_1", "    tos = same_a[tos % 9];\n")
+    text += shape_op("same_2", "    tos = same_b[tos % 9] + 1;\n")
+    text += shape_op("sh16_value", "    tos = sh16[tos & 1];\n")
+    text += shape_op("sh16_address", "    tos = (vm_value)(&sh16[tos & 1] == (const vm_value *)*--sp);\n")
+    # An inlined helper's local constant array: one unnamed object, shared.
+    text += ("static inline vm_value sh_helper(vm_value x)\n{\n"
+             "    const vm_value l[9] = {9, 8, 7, 6, 5, 4, 3, 2, 1};\n    return l[x % 9];\n}\n\n")
+    text += shape_op("sh_local_1", "    tos = sh_helper(tos) + 1;\n")
+    text += shape_op("sh_local_2", "    tos = sh_helper(tos) * 3;\n")
+    return text
+
+
+DATA_SHAPES = {
+    "tables.c": tables_shapes, "folded.c": folded_shapes, "pointers.c": pointer_shapes,
+    "switch.c": switch_shapes, "sections.c": section_shapes, "goto.c": goto_shapes,
+    "strings.c": string_shapes, "pools.c": pool_shapes, "shared.c": shared_shapes,
+}
+
+# Ops a batch must reproduce on every target that batches (no note that they
+# compiled alone), and ops it must compile alone, with why.
+SPLIT_SHAPES = ["f_fold", "fold_first", "sec_duo_fold", "goto_abs", "goto_rel", "ptr_alone", "sec_named_other",
+                "sec_plain_only", "sec_tb", "str_after", "sw_code", "sw_values", "tab_local_only"]
+ALONE_SHAPES = {"tab_10": "several sections", "fold_user": "several sections ('u1' and 'u2')",
+                "ptr_rel": "several sections", "sec_and_plain": "several sections",
+                "tab_one": "use its data 't2' too", "same_1": "use its data",
+                "sh16_value": "use its data 'sh16' too", "sec_pair_a": "pair",
+                "str_trap": "string literal", "sec_duo": "holds several objects"}
+# One op per file, edited for the incremental build.
+EDITED_SHAPES = ["tab_01", "fold_user", "ptr_rel", "sw_code", "sec_tb", "goto_rel", "str_table",
+                 "pool_dbl_vec", "sh16_value"]
+
+
+def data_shapes_project(ctx):
+    manifest = project(ctx, {name: make() for name, make in DATA_SHAPES.items()})
+    text = read(manifest)
+    # Jump tables where stencils take them (COFF stencils do not: relocations
+    # in .rdata against the code).
+    for triple_flags in ("[-fcf-protection=full]", "[-mbranch-protection=standard]"):
+        check("    cflags: %s\n" % triple_flags in text, "no %s in %s", triple_flags, manifest)
+        text = text.replace("    cflags: %s\n" % triple_flags,
+                            "    cflags: %s, -fjump-tables]\n" % triple_flags[:-1])
+    write(manifest, text)
+    return manifest
+
+
+def differing_ops(a, b):
+    """'header: op, op' for each header whose stencils differ, by op."""
+    out = []
+    for name in sorted(set(a) & set(b)):
+        if a[name] == b[name]:
+            continue
+        pa, pb = (dict(re.findall(rb"(?ms)^/\* (\w+) - ops/(.*?)(?=^/\*|\Z)", h))
+                  for h in (a[name], b[name]))
+        ops = sorted(op.decode() for op in set(pa) | set(pb) if pa.get(op) != pb.get(op))
+        out.append("%s: %s" % (name, ", ".join(ops) or "outside the stencils"))
+    return "; ".join(out)
+
+
+def shape_notes(stderr):
+    """{op: why} for every op that compiled from its own unit."""
+    return dict(re.findall(r"note: op (\w+) is compiled from its own unit: ([^\n]*)", stderr))
+
+
+def test_batched_equals_per_op_on_generated_data_shapes(ctx):
+    manifest = data_shapes_project(ctx)
+    per_op, batched = both_ways(ctx, manifest, "shapes")
+    check(per_op[0].returncode == 0, "per-op build failed: %s", per_op[0].stderr[-3000:])
+    check(len(per_op[1]) == 6, "per-op build wrote %s", sorted(per_op[1]))
+    diff = differences(per_op, batched)
+    check(not diff, "batched units differ from per-op units: %s (ops: %s)", "; ".join(diff),
+          differing_ops(per_op[1], batched[1]))
+    notes = shape_notes(batched[0].stderr)
+    split_alone = {op: notes[op] for op in SPLIT_SHAPES if op in notes}
+    check(not split_alone, "ops a batch reproduces compiled alone: %s", split_alone)
+    for op, why in ALONE_SHAPES.items():
+        check(why in notes.get(op, ""), "op %s: want a note that it compiled alone (%s), got %r",
+              op, why, notes.get(op))
+
+
+def test_an_incremental_build_of_data_shapes_equals_a_clean_one(ctx):
+    """Built batched, one op of each file edited, built again (each edited
+    op alone in its batch): the headers must be those of a clean build of
+    the edited sources, batched and per-op."""
+    manifest = data_shapes_project(ctx)
+    out = os.path.join(ctx.tmp, "incremental")
+    p = build(ctx, manifest, out, "batched")
+    check(p.returncode == 0, "batched build failed: %s", p.stderr[-3000:])
+    ops = os.path.join(os.path.dirname(manifest), "ops")
+    for op in EDITED_SHAPES:
+        path = next(os.path.join(ops, f) for f in DATA_SHAPES
+                    if "OP(%s)\n" % op in read(os.path.join(ops, f)))
+        edit_op(path, op, "tos ^= 0x5a;")
+    p = build(ctx, manifest, out, "batched")
+    check(p.returncode == 0, "incremental build failed: %s", p.stderr[-3000:])
+    n, compiled, _ = summary(p.stdout)
+    check(compiled == len(EDITED_SHAPES), "the incremental build compiled %d of %d ops, want "
+          "the %d edited", compiled, n, len(EDITED_SHAPES))
+    incremental = (p, headers(out))
+    failures = []
+    for units in ("batched", "per-op"):
+        clean = os.path.join(ctx.tmp, "clean-" + units)
+        q = build(ctx, manifest, clean, units)
+        diff = differences((q, headers(clean)), incremental)
+        if diff:
+            failures.append("from a clean %s build: %s (ops: %s)" % (
+                units, "; ".join(diff), differing_ops(headers(clean), incremental[1])))
+    check(not failures, "the incremental build differs %s", "\n".join(failures))
