@@ -92,7 +92,8 @@ static int discover_all(sg_run *run)
     int rc = SG_EXIT_OK;
     for (size_t i = 0; i < m->op_sources.count && rc == SG_EXIT_OK; i++) {
         size_t before = run->ops.count;
-        rc = inc_discover(&run->inc, m->op_sources.items[i], &a, &run->ops);
+        inc_probe_run probe = {&run->rundir, run->opt.compile_timeout};
+        rc = inc_discover(&run->inc, m->op_sources.items[i], &a, &probe, &run->ops);
         if (rc == SG_EXIT_OK && run->ops.count == before) {
             sg_loc l = m->op_sources.locs[i];
             diag_error_at(m->path, l.line, l.col,
@@ -288,6 +289,7 @@ static int prepare(sg_run *run)
 static void run_finish(sg_run *run, bool remove_workdir)
 {
     rundir_remove(&run->rundir);
+    inc_close(&run->inc);
     cache_close(run->cache); /* before removing a temporary workdir: it writes there */
     run->cache = NULL;
     if (remove_workdir && run->workdir)
