@@ -260,10 +260,13 @@ static void drop_ops_after(sg_oplist *ops, size_t count)
 /* The paths a preprocess of `source` with discovery's arguments looks for
  * and does not find, listed by clang's driver and cc1 from the clang module
  * in a forked child: libclang's parse cannot list them. The parse and the
- * preprocess search the same directories for the same names. */
+ * preprocess search the same directories for the same names, unless a file
+ * appeared in between: then the preprocess read a file the parse did not
+ * (listed in `deps`), and the paths are not the parse's. */
 static bool probe_discovery(const char *source, const sg_argv *a, const inc_probe_run *pr,
-                            uint8_t **text, size_t *size)
+                            uint8_t **text, size_t *size, const sg_pathlist *deps)
 {
+    *text = NULL;
     const char *clang = lb_clang_path();
     if (!clang || !rundir_open(pr->rundir))
         return false;
@@ -271,20 +274,42 @@ static bool probe_discovery(const char *source, const sg_argv *a, const inc_prob
     argv_add(&cmd, clang);
     for (size_t i = 0; i < a->count; i++)
         argv_add(&cmd, a->items[i]);
+    char *base = xasprintf("%s/discover-%016llx", pr->rundir->path,
+                           (unsigned long long)hash64(source, strlen(source), 0));
+    char *depfile = xasprintf("%s.d", base);
+    argv_add(&cmd, "-MD");
+    argv_add(&cmd, "-MF");
+    argv_add(&cmd, depfile);
     argv_add(&cmd, "-E");
     argv_add(&cmd, source);
     argv_add(&cmd, "-o");
     argv_add(&cmd, "/dev/null");
-    char *base = xasprintf("%s/discover-%016llx", pr->rundir->path,
-                           (unsigned long long)hash64(source, strlen(source), 0));
     sg_job job = {.argv = argv_finish(&cmd), .output = "/dev/null",
                   .log = xasprintf("%s.log", base), .probes = xasprintf("%s.probes", base),
                   .label = xasprintf("ops of %s (the paths its parse looks for)", source)};
     sg_compile_opts co = {.parallel = 1, .timeout = pr->timeout, .in_process = true,
                           .quiet = true};
     bool spawn_failed;
+    uint8_t *dtext = NULL;
+    size_t dsize = 0;
     bool ok = compile_run(&job, 1, &co, NULL, NULL, &spawn_failed) == 0 &&
-              read_file(job.probes, text, size);
+              read_file(depfile, &dtext, &dsize) && read_file(job.probes, text, size);
+    sg_pathlist read = {0};
+    if (ok)
+        outputs_parse_deps(dtext, dsize, &read.items, &read.count, &read.cap);
+    for (size_t i = 0; ok && i < read.count; i++) {
+        bool known = false;
+        for (size_t k = 0; k < deps->count && !known; k++)
+            known = !strcmp(read.items[i], deps->items[k]);
+        ok = known;
+    }
+    if (!ok) {
+        free(*text);
+        *text = NULL;
+    }
+    pathlist_free(&read);
+    free(dtext);
+    free(depfile);
     argv_free(job.argv);
     free(job.log);
     free(job.probes);
@@ -333,7 +358,7 @@ int inc_discover(sg_incremental *inc, const char *source, const sg_argv *a,
     int rc = discover_ops(source, (const char *const *)a->items, a->count, ops, &deps);
     uint8_t *missing = NULL;
     size_t nmissing = 0;
-    if (rc == SG_EXIT_OK && probe_discovery(source, a, probe, &missing, &nmissing) &&
+    if (rc == SG_EXIT_OK && probe_discovery(source, a, probe, &missing, &nmissing, &deps) &&
         store_absent(inc, missing, nmissing, &absent)) {
         strbuf sb = {0};
         for (size_t i = before; i < ops->count; i++)
