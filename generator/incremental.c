@@ -135,10 +135,13 @@ void inc_open(sg_incremental *inc, sg_cache *cache, const char *clang, const cha
     inc->environment_mingw = environment_hash(ENV_MINGW);
     inc->verdicts = NULL;
     inc->nverdicts = inc->verdicts_cap = 0;
+    inc->pending = NULL;
+    inc->npending = inc->pending_cap = 0;
 }
 
 void inc_close(sg_incremental *inc)
 {
+    inc_discover_finish(inc, NULL, 0); /* what never ran is not recorded */
     free(inc->verdicts);
     inc->verdicts = NULL;
     inc->nverdicts = inc->verdicts_cap = 0;
@@ -257,71 +260,125 @@ static void drop_ops_after(sg_oplist *ops, size_t count)
     }
 }
 
-/* The paths a preprocess of `source` with discovery's arguments looks for
- * and does not find, listed by clang's driver and cc1 from the clang module
- * in a forked child: libclang's parse cannot list them. The parse and the
- * preprocess search the same directories for the same names, unless a file
- * appeared in between: then the preprocess read a file the parse did not
- * (listed in `deps`), and the paths are not the parse's. */
-static bool probe_discovery(const char *source, const sg_argv *a, const inc_probe_run *pr,
-                            uint8_t **text, size_t *size, const sg_pathlist *deps)
+/* A discovery that missed, waiting for its preprocess (inc_discovery_jobs):
+ * the paths that lists as missing complete its record. */
+struct inc_pending {
+    char *slot;
+    uint64_t args;
+    char *source;
+    char **argv; /* discovery's arguments */
+    sg_pathlist deps; /* what the parse read */
+    struct timespec since;
+    strbuf ops;
+    char *depfile;
+    sg_job job;
+};
+
+static void pending_free(inc_pending *p)
 {
-    *text = NULL;
-    const char *clang = lb_clang_path();
-    if (!clang || !rundir_open(pr->rundir))
-        return false;
+    free(p->slot);
+    free(p->source);
+    argv_free(p->argv);
+    pathlist_free(&p->deps);
+    sb_free(&p->ops);
+    free(p->depfile);
+    argv_free(p->job.argv);
+    free(p->job.log);
+    free(p->job.probes);
+    free(p->job.label);
+}
+
+/* The preprocess of a pending discovery's source, with its arguments, by
+ * clang's driver and cc1 from the clang module in a forked child: libclang's
+ * parse cannot list the paths it looked for. The parse and the preprocess
+ * search the same directories for the same names. */
+static void pending_job(inc_pending *p, const char *clang, const char *dir)
+{
     sg_argv cmd = {0};
     argv_add(&cmd, clang);
-    for (size_t i = 0; i < a->count; i++)
-        argv_add(&cmd, a->items[i]);
-    char *base = xasprintf("%s/discover-%016llx", pr->rundir->path,
-                           (unsigned long long)hash64(source, strlen(source), 0));
-    char *depfile = xasprintf("%s.d", base);
+    for (char **a = p->argv; *a; a++)
+        argv_add(&cmd, *a);
+    char *base = xasprintf("%s/discover-%016llx", dir,
+                           (unsigned long long)hash64(p->source, strlen(p->source), 0));
+    p->depfile = xasprintf("%s.d", base);
     argv_add(&cmd, "-MD");
     argv_add(&cmd, "-MF");
-    argv_add(&cmd, depfile);
+    argv_add(&cmd, p->depfile);
     argv_add(&cmd, "-E");
-    argv_add(&cmd, source);
+    argv_add(&cmd, p->source);
     argv_add(&cmd, "-o");
     argv_add(&cmd, "/dev/null");
-    sg_job job = {.argv = argv_finish(&cmd), .output = "/dev/null",
-                  .log = xasprintf("%s.log", base), .probes = xasprintf("%s.probes", base),
-                  .label = xasprintf("ops of %s (the paths its parse looks for)", source)};
-    sg_compile_opts co = {.parallel = 1, .timeout = pr->timeout, .in_process = true,
-                          .quiet = true};
-    bool spawn_failed;
-    uint8_t *dtext = NULL;
-    size_t dsize = 0;
-    bool ok = compile_run(&job, 1, &co, NULL, NULL, &spawn_failed) == 0 &&
-              read_file(depfile, &dtext, &dsize) && read_file(job.probes, text, size);
+    p->job = (sg_job){.argv = argv_finish(&cmd), .output = "/dev/null", .status = -1,
+                      .log = xasprintf("%s.log", base), .probes = xasprintf("%s.probes", base),
+                      .label = xasprintf("ops of %s (the paths its parse looks for)", p->source)};
+    free(base);
+}
+
+size_t inc_discovery_jobs(sg_incremental *inc, const sg_rundir *rundir, sg_job **jobs)
+{
+    const char *clang = inc->npending ? lb_clang_path() : NULL;
+    if (!clang)
+        return 0;
+    *jobs = xcalloc(inc->npending, sizeof **jobs);
+    for (size_t i = 0; i < inc->npending; i++) {
+        pending_job(&inc->pending[i], clang, rundir->path);
+        (*jobs)[i] = inc->pending[i].job;
+    }
+    return inc->npending;
+}
+
+/* The files the preprocess read must be files the parse read: else one
+ * appeared in between, and the missing paths are not the parse's. */
+static bool read_no_more(const inc_pending *p, const uint8_t *dtext, size_t dsize)
+{
     sg_pathlist read = {0};
-    if (ok)
-        outputs_parse_deps(dtext, dsize, &read.items, &read.count, &read.cap);
+    outputs_parse_deps(dtext, dsize, &read.items, &read.count, &read.cap);
+    bool ok = true;
     for (size_t i = 0; ok && i < read.count; i++) {
         bool known = false;
-        for (size_t k = 0; k < deps->count && !known; k++)
-            known = !strcmp(read.items[i], deps->items[k]);
+        for (size_t k = 0; k < p->deps.count && !known; k++)
+            known = !strcmp(read.items[i], p->deps.items[k]);
         ok = known;
     }
-    if (!ok) {
-        free(*text);
-        *text = NULL;
-    }
     pathlist_free(&read);
-    free(dtext);
-    free(depfile);
-    argv_free(job.argv);
-    free(job.log);
-    free(job.probes);
-    free(job.label);
-    free(base);
     return ok;
 }
 
+static void record_discovery(sg_incremental *inc, inc_pending *p)
+{
+    uint8_t *dtext = NULL, *missing = NULL;
+    size_t dsize = 0, nmissing = 0;
+    sg_key absent, key;
+    bool ok = p->job.argv && p->job.status == 0 && read_file(p->depfile, &dtext, &dsize) &&
+              read_file(p->job.probes, &missing, &nmissing) && read_no_more(p, dtext, dsize) &&
+              store_absent(inc, missing, nmissing, &absent);
+    if (ok && cache_record(inc->cache, p->slot, p->args, 0, p->deps.items, p->deps.count,
+                           &absent, &p->since, &key))
+        cache_put(inc->cache, &key, "ops", p->ops.data ? p->ops.data : "", p->ops.len);
+    else if (!ok && inc->verbose)
+        diag_note("%s: its ops are not cached: the paths its parse looked for are unknown",
+                  p->source);
+    free(dtext);
+    free(missing);
+}
+
+void inc_discover_finish(sg_incremental *inc, const sg_job *jobs, size_t n)
+{
+    for (size_t i = 0; i < inc->npending; i++) {
+        if (i < n)
+            inc->pending[i].job.status = jobs[i].status;
+        record_discovery(inc, &inc->pending[i]);
+        pending_free(&inc->pending[i]);
+    }
+    free(inc->pending);
+    inc->pending = NULL;
+    inc->npending = inc->pending_cap = 0;
+}
+
 /* Discovery costs a libclang parse per source; its result is cached under the
- * contents of every file that parse read, and the paths it did not find. */
-int inc_discover(sg_incremental *inc, const char *source, const sg_argv *a,
-                 const inc_probe_run *probe, sg_oplist *ops)
+ * contents of every file that parse read, and the paths it did not find
+ * (recorded by inc_discover_finish). */
+int inc_discover(sg_incremental *inc, const char *source, const sg_argv *a, sg_oplist *ops)
 {
     sg_argv copy = {0};
     for (size_t i = 0; i < a->count; i++)
@@ -329,7 +386,6 @@ int inc_discover(sg_incremental *inc, const char *source, const sg_argv *a,
     char **argv = argv_finish(&copy);
     uint64_t args = hash64(lb_llvm_version(), strlen(lb_llvm_version()),
                            cache_hash_args(argv, (const char *const[]){NULL}));
-    argv_free(argv);
     const char *triple = "";
     for (size_t i = 0; i < a->count; i++)
         if (!strncmp(a->items[i], "--target=", 9))
@@ -348,32 +404,22 @@ int inc_discover(sg_incremental *inc, const char *source, const sg_argv *a,
         free(text);
         if (ok) {
             free(slot);
+            argv_free(argv);
             return SG_EXIT_OK;
         }
         drop_ops_after(ops, before); /* a damaged entry: discover afresh */
     }
-    sg_pathlist deps = {0};
-    struct timespec since;
-    cache_now(&since);
-    int rc = discover_ops(source, (const char *const *)a->items, a->count, ops, &deps);
-    uint8_t *missing = NULL;
-    size_t nmissing = 0;
-    if (rc == SG_EXIT_OK && probe_discovery(source, a, probe, &missing, &nmissing, &deps) &&
-        store_absent(inc, missing, nmissing, &absent)) {
-        strbuf sb = {0};
-        for (size_t i = before; i < ops->count; i++)
-            sb_printf(&sb, "%s %u %u %u %u\n", ops->items[i].name, ops->items[i].line,
-                      ops->items[i].col, ops->items[i].begin, ops->items[i].end);
-        if (cache_record(inc->cache, slot, args, 0, deps.items, deps.count, &absent, &since, &key))
-            cache_put(inc->cache, &key, "ops", sb.data ? sb.data : "", sb.len);
-        sb_free(&sb);
-    } else if (rc == SG_EXIT_OK && inc->verbose) {
-        diag_note("%s: its ops are not cached: the paths its parse looked for are unknown "
-                  "(no clang module to list them)", source);
+    inc_pending p = {.slot = slot, .args = args, .source = xstrdup(source), .argv = argv};
+    cache_now(&p.since);
+    int rc = discover_ops(source, (const char *const *)a->items, a->count, ops, &p.deps);
+    if (rc != SG_EXIT_OK) {
+        pending_free(&p);
+        return rc;
     }
-    free(missing);
-    pathlist_free(&deps);
-    free(slot);
+    for (size_t i = before; i < ops->count; i++)
+        sb_printf(&p.ops, "%s %u %u %u %u\n", ops->items[i].name, ops->items[i].line,
+                  ops->items[i].col, ops->items[i].begin, ops->items[i].end);
+    ARRAY_PUSH(inc->pending, inc->npending, inc->pending_cap, p);
     return rc;
 }
 

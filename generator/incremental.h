@@ -62,6 +62,8 @@ typedef struct sg_incremental {
     uint64_t environment_mingw;   /* and for MinGW targets alone */
     inc_absent_verdict *verdicts; /* each set of missing paths checked this run */
     size_t nverdicts, verdicts_cap;
+    struct inc_pending *pending; /* discoveries whose record waits for a preprocess */
+    size_t npending, pending_cap;
 } sg_incremental;
 
 void inc_open(sg_incremental *inc, sg_cache *cache, const char *clang, const char *launcher,
@@ -73,19 +75,22 @@ void inc_close(sg_incremental *inc);
 bool inc_compiler_verified(sg_incremental *inc);
 void inc_compiler_verdict(sg_incremental *inc);
 
-/* Where and how discovery's preprocess runs (the run's directory, made
- * when first needed, and the compile timeout). */
-typedef struct inc_probe_run {
-    sg_rundir *rundir;
-    double timeout;
-} inc_probe_run;
+typedef struct inc_pending inc_pending;
 
 /* The ops of `source` for a parse with `args` (from the cache, or by
- * discover_ops, whose result is then stored, under the files the parse read
- * and the paths a preprocess with `args` looked for and did not find).
- * Returns an exit code. */
-int inc_discover(sg_incremental *inc, const char *source, const sg_argv *args,
-                 const inc_probe_run *probe, sg_oplist *ops);
+ * discover_ops). A parse's result is stored by inc_discover_finish, under
+ * the files the parse read and the paths a preprocess of the source with
+ * `args` looked for and did not find. Returns an exit code. */
+int inc_discover(sg_incremental *inc, const char *source, const sg_argv *args, sg_oplist *ops);
+
+/* Those preprocesses, as jobs for compile_run in forked children (the clang
+ * module lists what they looked for; without it, none: the results are not
+ * stored), writing their files in `rundir` (made). They run beside the run's
+ * compiles, so that an edit's rebuild does not wait for them. */
+size_t inc_discovery_jobs(sg_incremental *inc, const sg_rundir *rundir, sg_job **jobs);
+/* Record the parses, given those jobs as run (n of them; a job not run, or
+ * failed, leaves its parse unrecorded). */
+void inc_discover_finish(sg_incremental *inc, const sg_job *jobs, size_t n);
 
 typedef struct inc_unit {
     char *slot;          /* "<triple>/<object name>" */

@@ -399,6 +399,8 @@ static bool on_compiled(sg_job *job, void *vctx)
 {
     done_ctx *ctx = vctx;
     job_ref *ref = job->user;
+    if (!ref)
+        return true; /* a discovery's preprocess (compile_with_discovery) */
     uint8_t *bytes, *dtext;
     size_t size, dsize;
     char *dfile = xasprintf("%s.d", job->output);
@@ -766,7 +768,7 @@ static void note_batch_errors(const sg_job *job, void *data)
 {
     const done_ctx *ctx = data;
     const job_ref *ref = job->user;
-    if (!ref->leader || job->status <= 0 || ref->extract_failed)
+    if (!ref || !ref->leader || job->status <= 0 || ref->extract_failed)
         return;
     const op_batch *b = &ctx->js->batches[ref->batch];
     uint8_t *log;
@@ -806,6 +808,47 @@ static bool compiles_in_process(const sg_run *run)
     free(a);
     free(b);
     return same;
+}
+
+/* The run's compiles, and beside them the preprocesses that complete the
+ * cache records of this run's discoveries (inc_discovery_jobs): both in
+ * forked children when the compiles are, else the preprocesses alone first.
+ * Returns the compiles' failures. */
+static size_t compile_with_discovery(sg_run *run, job_set *js, const sg_compile_opts *co,
+                                     done_ctx *ctx, bool *spawn_failed)
+{
+    sg_job *djobs = NULL;
+    size_t nd = run->inc.npending && make_run_dirs(run)
+                    ? inc_discovery_jobs(&run->inc, &run->rundir, &djobs) : 0;
+    bool together = nd && co->in_process;
+    if (nd && !together) {
+        sg_compile_opts o = *co;
+        o.in_process = o.quiet = true;
+        o.progress = false;
+        o.failed = NULL;
+        bool ignored;
+        compile_run(djobs, nd, &o, NULL, NULL, &ignored);
+    }
+    sg_job *all = js->jobs;
+    if (together) {
+        all = xcalloc(js->count + nd, sizeof *all);
+        memcpy(all, js->jobs, js->count * sizeof *all);
+        memcpy(all + js->count, djobs, nd * sizeof *all);
+    }
+    size_t failures = compile_run(all, js->count + (together ? nd : 0), co, on_compiled, ctx,
+                                  spawn_failed);
+    if (together) {
+        memcpy(js->jobs, all, js->count * sizeof *all);
+        memcpy(djobs, all + js->count, nd * sizeof *all);
+        size_t theirs = 0; /* not the compiles' failures: those that ran and failed */
+        for (size_t i = 0; i < nd; i++)
+            theirs += djobs[i].status != 0 && (djobs[i].started.tv_sec || djobs[i].started.tv_nsec);
+        failures = failures > theirs ? failures - theirs : 0;
+        free(all);
+    }
+    inc_discover_finish(&run->inc, djobs, nd);
+    free(djobs);
+    return failures;
 }
 
 int jobs_run(sg_run *run, job_set *js)
@@ -855,7 +898,7 @@ int jobs_run(sg_run *run, job_set *js)
     name_probe_files(js->jobs, js->count);
     if (must_compile)
         probe_executable_compiles(run, js->jobs, js->count, &co);
-    failures += compile_run(js->jobs, js->count, &co, on_compiled, &ctx, &spawn_failed);
+    failures += compile_with_discovery(run, js, &co, &ctx, &spawn_failed);
     for (size_t i = 0; i < js->count; i++) /* riders' own failed checks */
         failures += js->refs[i].rides && js->jobs[i].status != 0;
     /* Whatever other ops' checks said, as every op of a per-op build is

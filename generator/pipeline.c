@@ -92,8 +92,7 @@ static int discover_all(sg_run *run)
     int rc = SG_EXIT_OK;
     for (size_t i = 0; i < m->op_sources.count && rc == SG_EXIT_OK; i++) {
         size_t before = run->ops.count;
-        inc_probe_run probe = {&run->rundir, run->opt.compile_timeout};
-        rc = inc_discover(&run->inc, m->op_sources.items[i], &a, &probe, &run->ops);
+        rc = inc_discover(&run->inc, m->op_sources.items[i], &a, &run->ops);
         if (rc == SG_EXIT_OK && run->ops.count == before) {
             sg_loc l = m->op_sources.locs[i];
             diag_error_at(m->path, l.line, l.col,
