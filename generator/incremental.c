@@ -523,10 +523,34 @@ inc_hit inc_lookup(sg_incremental *inc, inc_unit *u, const char *label, gen_sten
  * paths it did not find, unless one of the files changed after the compile
  * started (then the object may be of other bytes than the key names), or
  * the paths are unknown. */
+/* The missing paths of an op's compile, less those beside its unit (a
+ * quoted include looks there first): the unit's directory is this run's
+ * own, and gone with it. */
+static strbuf absent_outside_unit(const inc_unit *u, const uint8_t *text, size_t size)
+{
+    strbuf sb = {0};
+    char *dir = u->tu_path ? path_dirname(u->tu_path) : NULL;
+    size_t dlen = dir ? strlen(dir) : 0;
+    for (const char *p = (const char *)text, *end = p + size, *nl; p < end; p = nl + 1) {
+        nl = memchr(p, '\n', (size_t)(end - p));
+        if (!nl)
+            break;
+        if (!dir || (size_t)(nl - p) <= dlen || memcmp(p, dir, dlen) || p[dlen] != '/')
+            sb_putn(&sb, p, (size_t)(nl + 1 - p));
+    }
+    free(dir);
+    return sb;
+}
+
 static bool store_object(sg_incremental *inc, inc_unit *u, const inc_output *out)
 {
     sg_key absent;
-    if (!out->absent || !store_absent(inc, out->absent, out->absent_size, &absent)) {
+    strbuf kept = out->absent ? absent_outside_unit(u, out->absent, out->absent_size)
+                              : (strbuf){0};
+    bool listed = out->absent && store_absent(inc, (const uint8_t *)(kept.data ? kept.data : ""),
+                                              kept.len, &absent);
+    sb_free(&kept);
+    if (!listed) {
         if (inc->verbose)
             diag_note("%s: not cached: the paths its compile looked for and did not find are "
                       "unknown (clang's executable compiled it)", u->slot);
