@@ -12,6 +12,8 @@
 // find (ProbeFS): a header added there later (earlier in the search path, a
 // __has_include'd file, a config file) changes the compile, and the cache
 // (incremental.c) must see that, which the depfile's found files cannot say.
+// A command left to the executable is first run here as a preprocess, for
+// that list alone (probe_by_preprocess).
 #include <clang/Basic/Diagnostic.h>
 #include <clang/Basic/DiagnosticFrontend.h>
 #include <clang/Basic/DiagnosticOptions.h>
@@ -37,6 +39,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <algorithm>
 #include <string>
@@ -180,6 +183,53 @@ static void exit_at_once(int status, void *)
     _exit(status);
 }
 
+static int compile_here(char *const *argv, const char *probes);
+
+// What makes a command the executable's (needs_the_executable) without
+// changing where headers are looked for: left out of its preprocess.
+static bool left_out_of_preprocess(const char *a)
+{
+    static const char *const prefixes[] = {"-###", "-save-temps", "--save-temps", "-ftime-report",
+                                           "-ftime-trace", "-print", "--print", "-ccc-",
+                                           "-fcrash-diagnostics", "-gen-reproducer",
+                                           "--driver-mode", "-no-canonical-prefixes", nullptr};
+    for (const char *const *p = prefixes; *p; p++)
+        if (starts_with(a, *p))
+            return true;
+    return !strcmp(a, "-v") || !strcmp(a, "--verbose") || !strcmp(a, "-MD");
+}
+
+// A command the executable runs lists no missing paths itself: the same
+// command as a preprocess, compiled here in a child of its own whose messages
+// go nowhere (the executable prints the compile's), lists them first.
+static void probe_by_preprocess(char *const *argv, const char *probes)
+{
+    std::vector<char *> pp{argv[0]};
+    for (char *const *a = argv + 1; *a; a++) {
+        bool valued = !strcmp(*a, "-o") || !strcmp(*a, "-MF") || !strcmp(*a, "-mllvm");
+        if (valued && !a[1])
+            break;
+        if (!strcmp(*a, "-o")) {
+            pp.push_back(const_cast<char *>("-o"));
+            pp.push_back(const_cast<char *>("/dev/null"));
+        } else if (!valued && !left_out_of_preprocess(*a)) {
+            pp.push_back(strcmp(*a, "-c") ? *a : const_cast<char *>("-E"));
+        }
+        a += valued;
+    }
+    pp.push_back(nullptr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        if (null >= 0)
+            dup2(null, 2);
+        _exit(compile_here(pp.data(), probes));
+    }
+    int status;
+    while (pid > 0 && waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        continue;
+}
+
 extern "C" int lb_clang_main(char *const *argv, const char *probes)
 {
     on_exit(exit_at_once, nullptr);
@@ -188,8 +238,17 @@ extern "C" int lb_clang_main(char *const *argv, const char *probes)
     llvm::InitializeAllTargetMCs();
     llvm::InitializeAllAsmPrinters();
     llvm::InitializeAllAsmParsers();
-    if (needs_the_executable(argv))
+    if (needs_the_executable(argv)) {
+        if (probes)
+            probe_by_preprocess(argv, probes);
         return run_the_executable(argv);
+    }
+    return compile_here(argv, probes);
+}
+
+// The driver and the one cc1 job of a plain compile, here.
+static int compile_here(char *const *argv, const char *probes)
+{
     std::vector<const char *> args{SG_CLANG_PATH};
     for (char *const *p = argv + 1; *p; p++)
         args.push_back(*p);

@@ -553,7 +553,7 @@ static bool store_object(sg_incremental *inc, inc_unit *u, const inc_output *out
     if (!listed) {
         if (inc->verbose)
             diag_note("%s: not cached: the paths its compile looked for and did not find are "
-                      "unknown (clang's executable compiled it)", u->slot);
+                      "unknown (no clang module to list them)", u->slot);
         return false;
     }
     char **deps = NULL;

@@ -25,8 +25,9 @@
  *     lists them: an include directory searched before the one a header was
  *     found in, a __has_include'd or #include_next'ed file, a file beside the
  *     including one, a clang config file): a hit needs each still missing.
- *     A compile with no such list (a command clang's executable ran, and no
- *     clang module to list them in a preprocess) is not stored.
+ *     Commands clang's executable runs (a launcher, --exec-clang, options
+ *     only the executable handles) are preprocessed by the clang module to
+ *     list them; a compile with no list (no clang module) is not stored.
  * Discovery's key is the same, less the unit and position; its list of
  * missing paths comes from a preprocess of the source with the same arguments
  * (inc_discover). */

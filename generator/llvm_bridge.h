@@ -61,8 +61,8 @@ void lb_clang_preload_done(void);
  * lists what), runs the executable instead. For a forked child only:
  * it returns clang's exit code, and a fatal error ends the process.
  * `probes` (or NULL): a successful compile writes there every path its
- * driver and cc1 looked for and did not find, absolute, one a line; a
- * command run by the executable writes nothing there. */
+ * driver and cc1 looked for and did not find, absolute, one a line; for a
+ * command the executable runs, a preprocess of it run here first does. */
 int lb_clang_main(char *const *argv, const char *probes);
 
 /* LLVM version string, e.g. "22.1.0" (for cache keys and --version): the one

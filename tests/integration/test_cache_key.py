@@ -190,16 +190,19 @@ def test_header_added_earlier_changes_which_ops_exist(ctx):
 def test_unchanged_rebuild_is_all_hits(ctx):
     """The new checks cause no false misses: a rebuild with nothing changed
     compiles nothing and takes every checked stencil from the cache, on every
-    bundled target, also under keyed environment variables and with
-    --exec-clang; and a rebuild under another value of such a variable
-    compiles again."""
+    bundled target, also under keyed environment variables, with
+    --exec-clang, and under CCC_OVERRIDE_OPTIONS (which makes the in-process
+    compiles run clang's executable); and a rebuild under another value of
+    such a variable compiles again."""
     proj = ctx.bundled_copy()
     sten = os.path.join(proj, "stencils")
     os.makedirs(os.path.join(sten, "first"))
     include_dirs(proj, ["first", "."])
     for name, extra, env in (("default", [], None), ("exec", ["--exec-clang"], None),
                              ("env", [], {"CPATH": os.path.join(ctx.tmp, "nowhere"),
-                                          "SOURCE_DATE_EPOCH": "12345"})):
+                                          "SOURCE_DATE_EPOCH": "12345"}),
+                             # clang's executable compiles (clang_main.cpp)
+                             ("override", [], {"CCC_OVERRIDE_OPTIONS": "+-DUNUSED_HERE=1"})):
         out = os.path.join(proj, "out-" + name)
         args = ["--manifest", manifest_of(proj), "--outdir", out, "-v"] + extra
         p = ctx.generator("build", *args, env=env, timeout=TIMEOUT)
