@@ -61,7 +61,7 @@ def include_dirs(proj, dirs):
     edit(manifest_of(proj), "include_dirs: [.]", "include_dirs: [%s]" % ", ".join(dirs))
 
 
-def add_op(text, out_triple=TRIPLE):
+def add_op(text):
     """Op add's part of a header."""
     start = text.index("/* op add ")
     return text[start:text.index("/* op ", start + 1)]
