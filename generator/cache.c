@@ -34,6 +34,7 @@ typedef struct file_hash {
 typedef struct record {
     char *slot;
     uint64_t args;
+    sg_key absent; /* the set of paths that were missing (cache.h) */
     char *deps; /* one path a line */
     bool fresh; /* recorded by this run */
 } record;
@@ -72,9 +73,29 @@ static char *index_path(const sg_cache *c)
     return xasprintf("%s/records.idx", c->dir);
 }
 
-/* Index format: for each record, "slot <name>\nargs <hex>\n", its dependency
- * paths one a line, then ".\n". A torn index loses records (misses), never
- * yields a wrong key. */
+/* "absent <16 hex><16 hex>", as save_records writes it. */
+static bool parse_absent(const char *line, size_t n, sg_key *out)
+{
+    if (n != 7 + 32 || strncmp(line, "absent ", 7))
+        return false;
+    for (size_t lane = 0; lane < 2; lane++) {
+        uint64_t v = 0;
+        for (size_t i = 0; i < 16; i++) {
+            char ch = line[7 + lane * 16 + i];
+            int d = ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1;
+            if (d < 0)
+                return false;
+            v = v << 4 | (uint64_t)d;
+        }
+        out->h[lane] = v;
+    }
+    return true;
+}
+
+/* Index format: for each record, "slot <name>\nargs <hex>\nabsent <hex><hex>\n",
+ * its dependency paths one a line, then ".\n". A torn index loses records
+ * (misses), never yields a wrong key; a record without its absent line (an
+ * older stencilgen's) is dropped. */
 static void load_records(const char *path, record_list *out)
 {
     uint8_t *data;
@@ -95,8 +116,15 @@ static void load_records(const char *path, record_list *out)
         if (strncmp(p, "slot ", 5) || !end || !args_end || args_end > end || !hex_end ||
             hex_end == nl + 6 || hex_end != args_end)
             break;
-        record r = {xstrndup(p + 5, (size_t)(nl - p - 5)), args,
-                    xstrndup(args_end + 1, (size_t)(end - args_end)), false};
+        char *absent_end = strchr(args_end + 1, '\n');
+        sg_key absent;
+        if (!absent_end || absent_end > end ||
+            !parse_absent(args_end + 1, (size_t)(absent_end - args_end - 1), &absent)) {
+            p = end + 3;
+            continue;
+        }
+        record r = {xstrndup(p + 5, (size_t)(nl - p - 5)), args, absent,
+                    xstrndup(absent_end + 1, (size_t)(end - absent_end)), false};
         ARRAY_PUSH(out->items, out->count, out->cap, r);
         p = end + 3;
     }
@@ -159,8 +187,10 @@ static void save_records(sg_cache *c)
     trim_slots(&merged);
     strbuf sb = {0};
     for (size_t i = 0; i < merged.count; i++)
-        sb_printf(&sb, "slot %s\nargs %llx\n%s.\n", merged.items[i].slot,
-                  (unsigned long long)merged.items[i].args, merged.items[i].deps);
+        sb_printf(&sb, "slot %s\nargs %llx\nabsent %016llx%016llx\n%s.\n", merged.items[i].slot,
+                  (unsigned long long)merged.items[i].args,
+                  (unsigned long long)merged.items[i].absent.h[0],
+                  (unsigned long long)merged.items[i].absent.h[1], merged.items[i].deps);
     write_file_atomic(path, sb.data ? sb.data : "", sb.len);
     sb_free(&sb);
     free(path);
@@ -173,7 +203,7 @@ static void save_records(sg_cache *c)
  * last hit finds the next one at once instead of after hundreds of strcmps. */
 static record *find_record(sg_cache *c, const char *slot, uint64_t args)
 {
-    record want = {(char *)slot, args, NULL, false};
+    record want = {(char *)slot, args, {{0, 0}}, NULL, false};
     for (size_t k = 0; k < c->records.count; k++) {
         size_t i = (c->next_record + k) % c->records.count;
         if (same_record(&c->records.items[i], &want)) {
@@ -283,11 +313,12 @@ static bool stable_since(const file_hash *f, const struct timespec *since)
 }
 
 static bool key_of(sg_cache *c, uint64_t args, uint64_t position, char *const *deps, size_t n,
-                   const struct timespec *since, sg_key *key)
+                   const sg_key *absent, const struct timespec *since, sg_key *key)
 {
     bool positional = false;
     key->h[0] = args;
     key->h[1] = ~args;
+    mix(key->h, absent->h, sizeof absent->h);
     for (size_t i = 0; i < n; i++) {
         const file_hash *f = hash_file(c, deps[i]);
         if (!f->ok || (since && !stable_since(f, since)))
@@ -314,29 +345,32 @@ static char **split_deps(char *text, size_t *n)
     return deps;
 }
 
-bool cache_key_for(sg_cache *c, const char *slot, uint64_t args, uint64_t position, sg_key *key)
+bool cache_key_for(sg_cache *c, const char *slot, uint64_t args, uint64_t position, sg_key *key,
+                   sg_key *absent)
 {
     const record *r = find_record(c, slot, args);
     if (!r)
         return false;
+    *absent = r->absent;
     char *text = xstrdup(r->deps);
     size_t n;
     char **deps = split_deps(text, &n);
-    bool ok = key_of(c, args, position, deps, n, NULL, key);
+    bool ok = key_of(c, args, position, deps, n, absent, NULL, key);
     free(deps);
     free(text);
     return ok;
 }
 
 bool cache_record(sg_cache *c, const char *slot, uint64_t args, uint64_t position,
-                  char *const *deps, size_t n, const struct timespec *since, sg_key *key)
+                  char *const *deps, size_t n, const sg_key *absent,
+                  const struct timespec *since, sg_key *key)
 {
-    if (!key_of(c, args, position, deps, n, since, key))
+    if (!key_of(c, args, position, deps, n, absent, since, key))
         return false;
     strbuf sb = {0};
     for (size_t i = 0; i < n; i++)
         sb_printf(&sb, "%s\n", deps[i]);
-    record nr = {xstrdup(slot), args, sb.data ? sb.data : xstrdup(""), true};
+    record nr = {xstrdup(slot), args, *absent, sb.data ? sb.data : xstrdup(""), true};
     record *old = find_record(c, slot, args);
     if (old) { /* the newest goes last */
         record_free(old);

@@ -6,7 +6,10 @@
  * previous run found it depended on. A "record" per slot and argument hash
  * (e.g. "x86_64-unknown-linux-gnu/op_add.o" built with these flags from this
  * unit) remembers that file list, so the next run recomputes the key from the
- * files' current contents without running anything. A slot keeps its few most
+ * files' current contents without running anything. A record also names the
+ * set of paths the work looked for and did not find (an "absent" blob, stored
+ * by incremental.c, which checks that they are still missing before it trusts
+ * the key); its id is part of the key. A slot keeps its few most
  * recent records, so two checkouts sharing one cache directory (worktrees, CI
  * jobs) do not evict each other.
  *
@@ -45,14 +48,17 @@ void cache_close(sg_cache *c);
 uint64_t cache_hash_args(char *const *argv, const char *const *skip_next);
 
 /* The key for `slot` from its record, if one was made with the same arguments
- * and every file it lists still exists. */
-bool cache_key_for(sg_cache *c, const char *slot, uint64_t args, uint64_t position, sg_key *key);
+ * and every file it lists still exists; *absent: the id of its set of paths
+ * that must still be missing. */
+bool cache_key_for(sg_cache *c, const char *slot, uint64_t args, uint64_t position, sg_key *key,
+                   sg_key *absent);
 /* Record `slot` and return the key its files hash to now; false, recording
  * nothing, when a file is missing, or changed at or after `since` (the time the
  * work that read them started) or after this run hashed it: the result may not
  * be of the bytes the key would name. */
 bool cache_record(sg_cache *c, const char *slot, uint64_t args, uint64_t position,
-                  char *const *deps, size_t n, const struct timespec *since, sg_key *key);
+                  char *const *deps, size_t n, const sg_key *absent,
+                  const struct timespec *since, sg_key *key);
 
 /* Stored blobs, verified on read. `kind` is a file suffix such as "o" or "d". */
 bool cache_get(sg_cache *c, const sg_key *key, const char *kind, uint8_t **data, size_t *size);

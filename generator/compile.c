@@ -128,7 +128,7 @@ static pid_t fork_job(sg_job *job, int log, const sigset_t *child_mask)
         if (null != 0)
             close(null);
         sigprocmask(SIG_SETMASK, child_mask, NULL);
-        _exit(lb_clang_main(job->argv));
+        _exit(lb_clang_main(job->argv, job->probes));
     }
     if (pid < 0)
         diag_error("%s: cannot start a compile (fork): %s", job->label, strerror(errno));
@@ -241,7 +241,8 @@ static bool conclude(sg_job *job, const sg_compile_opts *opts, size_t finished, 
     progress_line(opts, finished, total, job->label);
     bool ok = job->status == 0;
     strbuf *outer = diag_capture(messages);
-    show_log(job, !ok, opts->timeout);
+    if (!opts->quiet)
+        show_log(job, !ok, opts->timeout);
     if (!ok && opts->failed)
         opts->failed(job, ctx);
     if (ok && done && !done(job, ctx)) {

@@ -11,6 +11,10 @@ typedef struct sg_job {
     char *output;  /* object file the command writes */
     char *log;     /* file that receives the command's stderr */
     char *label;   /* "op add (x86_64-unknown-linux-gnu)", for messages */
+    /* In a forked child (sg_compile_opts.in_process), the file that receives
+     * the paths the compile looked for and did not find (lb_clang_main); a
+     * compile the executable runs leaves it unwritten. NULL: not asked. */
+    char *probes;
     bool skip;     /* already up to date (cache hit): not run */
     int status;    /* 0 ok; otherwise the exit status, or -1 spawn/timeout failure */
     int term_signal; /* the signal that killed the compiler, or 0 */
@@ -33,6 +37,9 @@ typedef struct sg_compile_opts {
      * a small unit). */
     bool in_process;
     sg_job_failed *failed; /* or NULL */
+    /* Failures are not reported: the caller knows what one means (a
+     * preprocess run for the paths it looks for, whose compile reports). */
+    bool quiet;
 } sg_compile_opts;
 
 /* Called in the parent as soon as a job finishes successfully, so reading its

@@ -9,10 +9,82 @@
 
 #include "diag.h"
 #include "llvm_bridge.h"
+#include "rundir.h"
 #include "opunit.h"
 #include "outputs.h"
 #include "stencil_blob.h"
 #include "util.h"
+
+/* Bumped when what a key is made of changes (incremental.h lists it), so
+ * that no record made by an older stencilgen is found: 2 added the missing
+ * paths and the environment. */
+#define KEY_VERSION 2
+
+/* The environment variables clang reads that can change an object (or which
+ * ops a source holds), from clang's driver and its toolchains. The value of
+ * each, or its absence, is part of every key of the targets it applies to.
+ * None is cleared for the compiles: a build that sets one means it (CPATH is
+ * a way to pass include directories), and the stencils must stay what the
+ * user's own clang makes of the same command. Not keyed, as no object
+ * depends on them: TMPDIR (temporaries), CC_PRINT_OPTIONS, CC_PRINT_HEADERS,
+ * CC_LOG_DIAGNOSTICS, CC_PRINT_PROC_STAT, CC_PRINT_INTERNAL_STAT and their
+ * *_FILE companions (logs on the side; clang_main.cpp hands such commands
+ * to the executable), CLANG_SPAWN_CC1 (whether cc1 runs in a process of its
+ * own), LIBRARY_PATH (linking; stencils are not linked). */
+typedef enum env_scope { ENV_ALL, ENV_DARWIN, ENV_MINGW } env_scope;
+
+static const struct keyed_env {
+    const char *name;
+    env_scope scope;
+    const char *why; /* for the reader (and the README's table) */
+} keyed_env[] = {
+    {"CPATH", ENV_ALL, "include directories after the command's -I, for every language"},
+    {"C_INCLUDE_PATH", ENV_ALL, "include directories after the command's -isystem, for C"},
+    {"CPLUS_INCLUDE_PATH", ENV_ALL, "the same for C++ (units are C: keyed, not relied on)"},
+    {"OBJC_INCLUDE_PATH", ENV_ALL, "the same for Objective-C (likewise)"},
+    {"OBJCPLUS_INCLUDE_PATH", ENV_ALL, "the same for Objective-C++ (likewise)"},
+    {"CCC_OVERRIDE_OPTIONS", ENV_ALL, "edits clang's command line"},
+    {"SOURCE_DATE_EPOCH", ENV_ALL, "the date and time __DATE__, __TIME__, __TIMESTAMP__ give"},
+    {"CLANG_NO_DEFAULT_CONFIG", ENV_ALL, "whether clang reads its default configuration files"},
+    {"COMPILER_PATH", ENV_ALL, "directories the driver searches first, as -B does"},
+    {"SDKROOT", ENV_DARWIN, "the SDK (sysroot, so the include directories) without -isysroot"},
+    {"MACOSX_DEPLOYMENT_TARGET", ENV_DARWIN, "the OS and version the code is for"},
+    {"IPHONEOS_DEPLOYMENT_TARGET", ENV_DARWIN, "likewise"},
+    {"TVOS_DEPLOYMENT_TARGET", ENV_DARWIN, "likewise"},
+    {"WATCHOS_DEPLOYMENT_TARGET", ENV_DARWIN, "likewise"},
+    {"BRIDGEOS_DEPLOYMENT_TARGET", ENV_DARWIN, "likewise"},
+    {"DRIVERKIT_DEPLOYMENT_TARGET", ENV_DARWIN, "likewise"},
+    {"XROS_DEPLOYMENT_TARGET", ENV_DARWIN, "likewise"},
+    {"RC_DEBUG_OPTIONS", ENV_DARWIN, "puts the command line in debug information"},
+    {"RC_DEBUG_PREFIX_MAP", ENV_DARWIN, "a prefix map for debug information"},
+    {"PATH", ENV_MINGW, "the MinGW sysroot (include directories) is where the "
+                        "x86_64-w64-mingw32-gcc found on PATH lives"},
+};
+
+/* The keyed variables of one scope: each name with its value, or unset. */
+static uint64_t environment_hash(env_scope scope)
+{
+    uint64_t h = KEY_VERSION;
+    for (size_t i = 0; i < sizeof keyed_env / sizeof keyed_env[0]; i++) {
+        if (keyed_env[i].scope != scope)
+            continue;
+        const char *v = getenv(keyed_env[i].name);
+        h = hash64(keyed_env[i].name, strlen(keyed_env[i].name) + 1, h);
+        h = v ? hash64(v, strlen(v) + 1, h) : hash64("", 0, ~h);
+    }
+    return h;
+}
+
+/* What of the environment a compile or a parse for `triple` depends on. */
+static uint64_t environment_for(const sg_incremental *inc, const char *triple)
+{
+    uint64_t h = inc->environment;
+    if (strstr(triple, "-apple-"))
+        h = hash64(&inc->environment_darwin, sizeof inc->environment_darwin, h);
+    if (strstr(triple, "-windows-gnu") || strstr(triple, "-mingw"))
+        h = hash64(&inc->environment_mingw, sizeof inc->environment_mingw, h);
+    return h;
+}
 
 /* The compiler's identity for cache keys: its path, size and modification time
  * (stat only: a no-op build must not run the compiler). */
@@ -58,6 +130,80 @@ void inc_open(sg_incremental *inc, sg_cache *cache, const char *clang, const cha
     inc->stencils = generator_identity(symbols, nsymbols, &inc->generator);
     inc->nsymbols = nsymbols;
     inc->verbose = verbose;
+    inc->environment = environment_hash(ENV_ALL);
+    inc->environment_darwin = environment_hash(ENV_DARWIN);
+    inc->environment_mingw = environment_hash(ENV_MINGW);
+    inc->verdicts = NULL;
+    inc->nverdicts = inc->verdicts_cap = 0;
+    inc->pending = NULL;
+    inc->npending = inc->pending_cap = 0;
+}
+
+void inc_close(sg_incremental *inc)
+{
+    inc_discover_finish(inc, NULL, 0); /* what never ran is not recorded */
+    free(inc->verdicts);
+    inc->verdicts = NULL;
+    inc->nverdicts = inc->verdicts_cap = 0;
+}
+
+/* ---- paths looked for and not found
+ *
+ * A compile's list of them (lb_clang_main) is stored once as an "absent"
+ * blob under the hash of its text: a target's ops mostly share one, so a run
+ * reads and checks each list once, with one stat per path. */
+
+static inc_absent_verdict *verdict_of(sg_incremental *inc, const sg_key *id)
+{
+    for (size_t i = 0; i < inc->nverdicts; i++)
+        if (inc->verdicts[i].id.h[0] == id->h[0] && inc->verdicts[i].id.h[1] == id->h[1])
+            return &inc->verdicts[i];
+    return NULL;
+}
+
+static void remember_verdict(sg_incremental *inc, const sg_key *id, bool holds)
+{
+    inc_absent_verdict v = {*id, holds};
+    ARRAY_PUSH(inc->verdicts, inc->nverdicts, inc->verdicts_cap, v);
+}
+
+/* Whether every path of the list `id` is still missing (a damaged or lost
+ * list: no). */
+static bool still_absent(sg_incremental *inc, const sg_key *id)
+{
+    const inc_absent_verdict *known = verdict_of(inc, id);
+    if (known)
+        return known->holds;
+    uint8_t *text;
+    size_t size;
+    bool holds = cache_get(inc->cache, id, "absent", &text, &size);
+    if (holds) {
+        char *copy = xstrndup((const char *)text, size);
+        free(text);
+        struct stat st;
+        for (char *p = copy, *nl; holds && (nl = strchr(p, '\n')); p = nl + 1) {
+            *nl = '\0';
+            holds = stat(p, &st) != 0;
+        }
+        free(copy);
+    }
+    remember_verdict(inc, id, holds);
+    return holds;
+}
+
+/* Store a list of missing paths; *id names it in a record. */
+static bool store_absent(sg_incremental *inc, const uint8_t *text, size_t size, sg_key *id)
+{
+    static const uint64_t seed = 0x616273656e74ull; /* "absent" */
+    id->h[0] = seed;
+    id->h[1] = ~seed;
+    hash128(text, size, id->h);
+    if (verdict_of(inc, id))
+        return true; /* read or written already in this run */
+    if (!cache_put(inc->cache, id, "absent", text, size))
+        return false;
+    remember_verdict(inc, id, true);
+    return true;
 }
 
 /* ---- the compiler's version check, once per compiler */
@@ -115,8 +261,124 @@ static void drop_ops_after(sg_oplist *ops, size_t count)
     }
 }
 
+/* A discovery that missed, waiting for its preprocess (inc_discovery_jobs):
+ * the paths that lists as missing complete its record. */
+struct inc_pending {
+    char *slot;
+    uint64_t args;
+    char *source;
+    char **argv; /* discovery's arguments */
+    sg_pathlist deps; /* what the parse read */
+    struct timespec since;
+    strbuf ops;
+    char *depfile;
+    sg_job job;
+};
+
+static void pending_free(inc_pending *p)
+{
+    free(p->slot);
+    free(p->source);
+    argv_free(p->argv);
+    pathlist_free(&p->deps);
+    sb_free(&p->ops);
+    free(p->depfile);
+    argv_free(p->job.argv);
+    free(p->job.log);
+    free(p->job.probes);
+    free(p->job.label);
+}
+
+/* The preprocess of a pending discovery's source, with its arguments, by
+ * clang's driver and cc1 from the clang module in a forked child: libclang's
+ * parse cannot list the paths it looked for. The parse and the preprocess
+ * search the same directories for the same names. */
+static void pending_job(inc_pending *p, const char *clang, const char *dir)
+{
+    sg_argv cmd = {0};
+    argv_add(&cmd, clang);
+    for (char **a = p->argv; *a; a++)
+        argv_add(&cmd, *a);
+    char *base = xasprintf("%s/discover-%016llx", dir,
+                           (unsigned long long)hash64(p->source, strlen(p->source), 0));
+    p->depfile = xasprintf("%s.d", base);
+    argv_add(&cmd, "-MD");
+    argv_add(&cmd, "-MF");
+    argv_add(&cmd, p->depfile);
+    argv_add(&cmd, "-E");
+    argv_add(&cmd, p->source);
+    argv_add(&cmd, "-o");
+    argv_add(&cmd, "/dev/null");
+    p->job = (sg_job){.argv = argv_finish(&cmd), .output = "/dev/null", .status = -1,
+                      .log = xasprintf("%s.log", base), .probes = xasprintf("%s.probes", base),
+                      .label = xasprintf("ops of %s (the paths its parse looks for)", p->source)};
+    free(base);
+}
+
+size_t inc_discovery_jobs(sg_incremental *inc, const sg_rundir *rundir, sg_job **jobs)
+{
+    const char *clang = inc->npending ? lb_clang_path() : NULL;
+    if (!clang)
+        return 0;
+    *jobs = xcalloc(inc->npending, sizeof **jobs);
+    for (size_t i = 0; i < inc->npending; i++) {
+        pending_job(&inc->pending[i], clang, rundir->path);
+        (*jobs)[i] = inc->pending[i].job;
+    }
+    return inc->npending;
+}
+
+/* The files the preprocess read must be files the parse read: else one
+ * appeared in between, and the missing paths are not the parse's. */
+static bool read_no_more(const inc_pending *p, const uint8_t *dtext, size_t dsize)
+{
+    sg_pathlist read = {0};
+    outputs_parse_deps(dtext, dsize, &read.items, &read.count, &read.cap);
+    bool ok = true;
+    for (size_t i = 0; ok && i < read.count; i++) {
+        bool known = false;
+        for (size_t k = 0; k < p->deps.count && !known; k++)
+            known = !strcmp(read.items[i], p->deps.items[k]);
+        ok = known;
+    }
+    pathlist_free(&read);
+    return ok;
+}
+
+static void record_discovery(sg_incremental *inc, inc_pending *p)
+{
+    uint8_t *dtext = NULL, *missing = NULL;
+    size_t dsize = 0, nmissing = 0;
+    sg_key absent, key;
+    bool ok = p->job.argv && p->job.status == 0 && read_file(p->depfile, &dtext, &dsize) &&
+              read_file(p->job.probes, &missing, &nmissing) && read_no_more(p, dtext, dsize) &&
+              store_absent(inc, missing, nmissing, &absent);
+    if (ok && cache_record(inc->cache, p->slot, p->args, 0, p->deps.items, p->deps.count,
+                           &absent, &p->since, &key))
+        cache_put(inc->cache, &key, "ops", p->ops.data ? p->ops.data : "", p->ops.len);
+    else if (!ok && inc->verbose)
+        diag_note("%s: its ops are not cached: the paths its parse looked for are unknown",
+                  p->source);
+    free(dtext);
+    free(missing);
+}
+
+void inc_discover_finish(sg_incremental *inc, const sg_job *jobs, size_t n)
+{
+    for (size_t i = 0; i < inc->npending; i++) {
+        if (i < n)
+            inc->pending[i].job.status = jobs[i].status;
+        record_discovery(inc, &inc->pending[i]);
+        pending_free(&inc->pending[i]);
+    }
+    free(inc->pending);
+    inc->pending = NULL;
+    inc->npending = inc->pending_cap = 0;
+}
+
 /* Discovery costs a libclang parse per source; its result is cached under the
- * contents of every file that parse read. */
+ * contents of every file that parse read, and the paths it did not find
+ * (recorded by inc_discover_finish). */
 int inc_discover(sg_incremental *inc, const char *source, const sg_argv *a, sg_oplist *ops)
 {
     sg_argv copy = {0};
@@ -125,39 +387,41 @@ int inc_discover(sg_incremental *inc, const char *source, const sg_argv *a, sg_o
     char **argv = argv_finish(&copy);
     uint64_t args = hash64(lb_llvm_version(), strlen(lb_llvm_version()),
                            cache_hash_args(argv, (const char *const[]){NULL}));
-    argv_free(argv);
+    const char *triple = "";
+    for (size_t i = 0; i < a->count; i++)
+        if (!strncmp(a->items[i], "--target=", 9))
+            triple = a->items[i] + 9;
+    uint64_t env = environment_for(inc, triple);
+    args = hash64(&env, sizeof env, args);
     char *slot = xasprintf("discover/%016llx",
                            (unsigned long long)hash64(source, strlen(source), 0));
     size_t before = ops->count;
-    sg_key key;
+    sg_key key, absent;
     uint8_t *text;
     size_t size;
-    if (cache_key_for(inc->cache, slot, args, 0, &key) &&
+    if (cache_key_for(inc->cache, slot, args, 0, &key, &absent) && still_absent(inc, &absent) &&
         cache_get(inc->cache, &key, "ops", &text, &size)) {
         bool ok = parse_cached_ops(text, size, source, ops);
         free(text);
         if (ok) {
             free(slot);
+            argv_free(argv);
             return SG_EXIT_OK;
         }
         drop_ops_after(ops, before); /* a damaged entry: discover afresh */
     }
-    sg_pathlist deps = {0};
-    struct timespec since;
-    cache_now(&since);
-    int rc = discover_ops(source, (const char *const *)a->items, a->count, ops, &deps);
-    if (rc == SG_EXIT_OK) {
-        strbuf sb = {0};
-        for (size_t i = before; i < ops->count; i++)
-            sb_printf(&sb, "%s %u %u %u %u %u\n", ops->items[i].name,
-                      (unsigned)ops->items[i].prefixed, ops->items[i].line,
-                      ops->items[i].col, ops->items[i].begin, ops->items[i].end);
-        if (cache_record(inc->cache, slot, args, 0, deps.items, deps.count, &since, &key))
-            cache_put(inc->cache, &key, "ops", sb.data ? sb.data : "", sb.len);
-        sb_free(&sb);
+    inc_pending p = {.slot = slot, .args = args, .source = xstrdup(source), .argv = argv};
+    cache_now(&p.since);
+    int rc = discover_ops(source, (const char *const *)a->items, a->count, ops, &p.deps);
+    if (rc != SG_EXIT_OK) {
+        pending_free(&p);
+        return rc;
     }
-    pathlist_free(&deps);
-    free(slot);
+    for (size_t i = before; i < ops->count; i++)
+        sb_printf(&p.ops, "%s %u %u %u %u %u\n", ops->items[i].name,
+                  (unsigned)ops->items[i].prefixed, ops->items[i].line, ops->items[i].col,
+                  ops->items[i].begin, ops->items[i].end);
+    ARRAY_PUSH(inc->pending, inc->npending, inc->pending_cap, p);
     return rc;
 }
 
@@ -175,6 +439,8 @@ void inc_unit_init(const sg_incremental *inc, inc_unit *u, const char *triple, c
     u->slot = xasprintf("%s/%s", triple, base ? base + 1 : job->output);
     u->args = hash64(&inc->compiler, sizeof inc->compiler,
                      cache_hash_args(job->argv, u->op ? op_paths : shim_paths));
+    uint64_t env = environment_for(inc, triple);
+    u->args = hash64(&env, sizeof env, u->args);
     if (tu_key) {
         u->args = hash64(tu_key, strlen(tu_key), u->args);
         if (text_mentions_position(tu_key, strlen(tu_key)))
@@ -237,7 +503,9 @@ inc_hit inc_lookup(sg_incremental *inc, inc_unit *u, const char *label, gen_sten
 {
     uint8_t *dtext;
     size_t dsize;
-    u->keyed = cache_key_for(inc->cache, u->slot, u->args, u->position, &u->key);
+    sg_key absent;
+    u->keyed = cache_key_for(inc->cache, u->slot, u->args, u->position, &u->key, &absent) &&
+               still_absent(inc, &absent);
     if (!u->keyed)
         return INC_MISS;
     if (cached_stencil(inc, u, label, stencil, deps, unwind, unwind_size))
@@ -253,11 +521,43 @@ inc_hit inc_lookup(sg_incremental *inc, inc_unit *u, const char *label, gen_sten
     return INC_OBJECT;
 }
 
-/* Store a fresh object under the key of the files its compile read, unless
- * one of them changed after the compile started (then the object may be of
- * other bytes than the key names). */
+/* Store a fresh object under the key of the files its compile read and the
+ * paths it did not find, unless one of the files changed after the compile
+ * started (then the object may be of other bytes than the key names), or
+ * the paths are unknown. */
+/* The missing paths of an op's compile, less those beside its unit (a
+ * quoted include looks there first): the unit's directory is this run's
+ * own, and gone with it. */
+static strbuf absent_outside_unit(const inc_unit *u, const uint8_t *text, size_t size)
+{
+    strbuf sb = {0};
+    char *dir = u->tu_path ? path_dirname(u->tu_path) : NULL;
+    size_t dlen = dir ? strlen(dir) : 0;
+    for (const char *p = (const char *)text, *end = p + size, *nl; p < end; p = nl + 1) {
+        nl = memchr(p, '\n', (size_t)(end - p));
+        if (!nl)
+            break;
+        if (!dir || (size_t)(nl - p) <= dlen || memcmp(p, dir, dlen) || p[dlen] != '/')
+            sb_putn(&sb, p, (size_t)(nl + 1 - p));
+    }
+    free(dir);
+    return sb;
+}
+
 static bool store_object(sg_incremental *inc, inc_unit *u, const inc_output *out)
 {
+    sg_key absent;
+    strbuf kept = out->absent ? absent_outside_unit(u, out->absent, out->absent_size)
+                              : (strbuf){0};
+    bool listed = out->absent && store_absent(inc, (const uint8_t *)(kept.data ? kept.data : ""),
+                                              kept.len, &absent);
+    sb_free(&kept);
+    if (!listed) {
+        if (inc->verbose)
+            diag_note("%s: not cached: the paths its compile looked for and did not find are "
+                      "unknown (no clang module to list them)", u->slot);
+        return false;
+    }
     char **deps = NULL;
     size_t n = 0, cap = 0;
     outputs_parse_deps(out->deps, out->deps_size, &deps, &n, &cap);
@@ -270,8 +570,8 @@ static bool store_object(sg_incremental *inc, inc_unit *u, const inc_output *out
             }
         }
     }
-    bool ok = cache_record(inc->cache, u->slot, u->args, u->position, deps, n, out->started,
-                           &u->key) &&
+    bool ok = cache_record(inc->cache, u->slot, u->args, u->position, deps, n, &absent,
+                           out->started, &u->key) &&
               (out->key_only ||
                (cache_put(inc->cache, &u->key, "d", out->deps, out->deps_size) &&
                cache_put(inc->cache, &u->key, "o", out->object, out->size)));

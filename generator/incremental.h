@@ -11,7 +11,26 @@
  *                 are derived from), which stands in for every step after the
  *                 compile: a run with nothing to compile reads no object;
  *   inc_store     after compiling (and checking): the object under the key of
- *                 the files the compile read, and the checked stencil. */
+ *                 the files the compile read, and the checked stencil.
+ *
+ * What a key is made of (each one is here, in incremental.c; cache.c stores):
+ *   - KEY_VERSION, bumped when the ingredients change (older records miss);
+ *   - the compiler's identity (path, size, mtime; and the launcher's name);
+ *   - the exact command, less the paths of this run's own files;
+ *   - an op's unit text, and its position when the code compiles one in;
+ *   - the environment variables clang reads that can change an object
+ *     (keyed_env in incremental.c, each with its reason);
+ *   - the contents of every file the compile read (its depfile);
+ *   - the paths the compile looked for and did not find (clang_main.cpp
+ *     lists them: an include directory searched before the one a header was
+ *     found in, a __has_include'd or #include_next'ed file, a file beside the
+ *     including one, a clang config file): a hit needs each still missing.
+ *     Commands clang's executable runs (a launcher, --exec-clang, options
+ *     only the executable handles) are preprocessed by the clang module to
+ *     list them; a compile with no list (no clang module) is not stored.
+ * Discovery's key is the same, less the unit and position; its list of
+ * missing paths comes from a preprocess of the source with the same arguments
+ * (inc_discover). */
 #ifndef STENCILGEN_INCREMENTAL_H
 #define STENCILGEN_INCREMENTAL_H
 
@@ -23,7 +42,14 @@
 #include "cache.h"
 #include "compile.h"
 #include "discover.h"
+#include "rundir.h"
 #include "stencil.h"
+
+/* A set of missing paths found still missing, or not, in this run. */
+typedef struct inc_absent_verdict {
+    sg_key id;
+    bool holds;
+} inc_absent_verdict;
 
 typedef struct sg_incremental {
     sg_cache *cache;
@@ -32,19 +58,40 @@ typedef struct sg_incremental {
     uint64_t generator; /* this generator build, the LLVM it links and the symbol list */
     size_t nsymbols;
     bool verbose;       /* say why a cached stencil was not used */
+    uint64_t environment;         /* keyed_env's variables, for every target */
+    uint64_t environment_darwin;  /* and those read for Darwin targets alone */
+    uint64_t environment_mingw;   /* and for MinGW targets alone */
+    inc_absent_verdict *verdicts; /* each set of missing paths checked this run */
+    size_t nverdicts, verdicts_cap;
+    struct inc_pending *pending; /* discoveries whose record waits for a preprocess */
+    size_t npending, pending_cap;
 } sg_incremental;
 
 void inc_open(sg_incremental *inc, sg_cache *cache, const char *clang, const char *launcher,
               char *const *symbols, size_t nsymbols, bool verbose);
+void inc_close(sg_incremental *inc);
 
 /* Whether this compiler (by its identity) was already found to be clang 22 or
  * newer; inc_compiler_verdict records that it was. */
 bool inc_compiler_verified(sg_incremental *inc);
 void inc_compiler_verdict(sg_incremental *inc);
 
+typedef struct inc_pending inc_pending;
+
 /* The ops of `source` for a parse with `args` (from the cache, or by
- * discover_ops, whose result is then stored). Returns an exit code. */
+ * discover_ops). A parse's result is stored by inc_discover_finish, under
+ * the files the parse read and the paths a preprocess of the source with
+ * `args` looked for and did not find. Returns an exit code. */
 int inc_discover(sg_incremental *inc, const char *source, const sg_argv *args, sg_oplist *ops);
+
+/* Those preprocesses, as jobs for compile_run in forked children (the clang
+ * module lists what they looked for; without it, none: the results are not
+ * stored), writing their files in `rundir` (made). They run beside the run's
+ * compiles, so that an edit's rebuild does not wait for them. */
+size_t inc_discovery_jobs(sg_incremental *inc, const sg_rundir *rundir, sg_job **jobs);
+/* Record the parses, given those jobs as run (n of them; a job not run, or
+ * failed, leaves its parse unrecorded). */
+void inc_discover_finish(sg_incremental *inc, const sg_job *jobs, size_t n);
 
 typedef struct inc_unit {
     char *slot;          /* "<triple>/<object name>" */
@@ -74,11 +121,14 @@ inc_hit inc_lookup(sg_incremental *inc, inc_unit *u, const char *label, gen_sten
                    uint8_t **object, size_t *size, char **deps, uint8_t **unwind,
                    size_t *unwind_size);
 
-/* A compile's output: its object and its depfile's text. */
+/* A compile's output: its object, its depfile's text and its list of
+ * missing paths. */
 typedef struct inc_output {
     const struct timespec *started; /* when the compile started */
     const uint8_t *deps;
     size_t deps_size;
+    const uint8_t *absent; /* one path a line (lb_clang_main); NULL: unknown */
+    size_t absent_size;
     const uint8_t *object;
     size_t size;
     /* Another op of the same batched unit stores this object: record the key
@@ -88,6 +138,7 @@ typedef struct inc_output {
 } inc_output;
 
 /* After a compile (`fresh`), or after checking an INC_OBJECT hit (fresh NULL).
+ * A fresh result whose missing paths are unknown is not stored.
  * `checked`: the stencil as checked, NULL when it failed a check; `deps`: the
  * depfile text, kept with the stencil; `unwind`: the shim's
  * unwind_cache_encode (NULL for ops). A result whose inputs changed after its

@@ -31,9 +31,7 @@ static lb_disasm *open_disasm(const sg_target *t)
  * first compile needs them (a run that compiles nothing writes no file). */
 static bool make_run_dirs(sg_run *run)
 {
-    if (run->rundir.lock_fd >= 0)
-        return true;
-    if (!rundir_open(&run->rundir)) {
+    if (!rundir_open(&run->rundir)) { /* made once, maybe by discovery already */
         diag_error("cannot create the run directory '%s': %s", run->rundir.path,
                    strerror(errno));
         return false;
@@ -198,6 +196,7 @@ void jobs_free(job_set *js)
         free(js->refs[i].op_label);
         argv_free(js->jobs[i].argv);
         free(js->jobs[i].output);
+        free(js->jobs[i].probes);
         free(js->jobs[i].log);
         free(js->jobs[i].label);
     }
@@ -346,8 +345,10 @@ static void keep_for_inspection(const sg_run *run, const job_set *js, const job_
  * in the cache (an op its batch cannot stand for is neither: it compiles
  * alone next). */
 static bool take_object(done_ctx *ctx, sg_job *job, const sg_job *compile, const objfile *batch,
-                        const uint8_t *bytes, size_t size, const uint8_t *dtext, size_t dsize)
+                        const inc_output *fresh)
 {
+    const uint8_t *dtext = fresh->deps, *bytes = fresh->object;
+    size_t dsize = fresh->deps_size, size = fresh->size;
     job_ref *ref = job->user;
     ref->deps = xstrndup((const char *)dtext, dsize);
     bool ok = batch ? process_parsed(ctx, job, batch) : process_object(ctx, job, bytes, size);
@@ -359,7 +360,8 @@ static bool take_object(done_ctx *ctx, sg_job *job, const sg_job *compile, const
     if (ref->op)
         ref->result->compiled++;
     /* A rider's own job never ran; its leader stores the object. */
-    inc_output out = {&compile->started, dtext, dsize, bytes, size, job != compile};
+    inc_output out = *fresh;
+    out.key_only = job != compile;
     store_checked(ctx, ref, &out, ok);
     return ok;
 }
@@ -367,23 +369,22 @@ static bool take_object(done_ctx *ctx, sg_job *job, const sg_job *compile, const
 /* A batch's object, read once, for its leader and each of its riders. A
  * rider's failed check is its own (status -1), not its leader's; an object
  * that cannot be read fails them all. */
-static bool take_batch(done_ctx *ctx, sg_job *job, const uint8_t *bytes, size_t size,
-                       const uint8_t *dtext, size_t dsize)
+static bool take_batch(done_ctx *ctx, sg_job *job, const inc_output *fresh)
 {
     job_set *js = ctx->js;
     job_ref *ref = job->user;
     objfile obj;
     sg_verify_in in = verify_inputs(ctx->run, ref, job);
-    bool read = have_disasm(ctx, ref) && verify_read(bytes, size, &in, &obj);
+    bool read = have_disasm(ctx, ref) && verify_read(fresh->object, fresh->size, &in, &obj);
     verify_inputs_free(&in);
-    bool ok = read ? take_object(ctx, job, job, &obj, bytes, size, dtext, dsize)
+    bool ok = read ? take_object(ctx, job, job, &obj, fresh)
                    : verdict(ctx, ref, false);
     /* Members need not be neighbours: ops between them may have been cached. */
     for (size_t i = (size_t)(ref - js->refs) + 1; i < js->count && js->refs[i].result == ref->result;
          i++) {
         if (!js->refs[i].rides || js->refs[i].batch != ref->batch)
             continue;
-        if (read ? !take_object(ctx, &js->jobs[i], job, &obj, bytes, size, dtext, dsize)
+        if (read ? !take_object(ctx, &js->jobs[i], job, &obj, fresh)
                  : !verdict(ctx, &js->refs[i], false))
             js->jobs[i].status = -1;
     }
@@ -398,6 +399,8 @@ static bool on_compiled(sg_job *job, void *vctx)
 {
     done_ctx *ctx = vctx;
     job_ref *ref = job->user;
+    if (!ref)
+        return true; /* a discovery's preprocess (compile_with_discovery) */
     uint8_t *bytes, *dtext;
     size_t size, dsize;
     char *dfile = xasprintf("%s.d", job->output);
@@ -410,8 +413,15 @@ static bool on_compiled(sg_job *job, void *vctx)
     if (!have)
         return false; /* status -1 without extract_failed: exit 3 */
     ctx->compiles++;
-    bool ok = ref->leader ? take_batch(ctx, job, bytes, size, dtext, dsize)
-                          : take_object(ctx, job, job, NULL, bytes, size, dtext, dsize);
+    /* The paths the compile looked for and did not find: none listed (clang's
+     * executable ran it) leaves the result uncached (incremental.h). */
+    uint8_t *absent = NULL;
+    size_t asize = 0;
+    if (!read_file(job->probes, &absent, &asize))
+        absent = NULL;
+    inc_output fresh = {&job->started, dtext, dsize, absent, asize, bytes, size, false};
+    bool ok = ref->leader ? take_batch(ctx, job, &fresh) : take_object(ctx, job, job, NULL, &fresh);
+    free(absent);
     free(dtext);
     free(bytes);
     keep_for_inspection(ctx->run, ctx->js, ref, job);
@@ -636,6 +646,77 @@ static void assign_batch_compiles(sg_run *run, job_set *js)
     free(leader);
 }
 
+/* Each compile lists the paths it looked for and did not find in
+ * <object>.probes (lb_clang_main, incremental.h); named once the objects
+ * are, and removed first, so that a list is always this compile's. */
+static void name_probe_files(sg_job *jobs, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (jobs[i].skip)
+            continue;
+        free(jobs[i].probes);
+        jobs[i].probes = xasprintf("%s.probes", jobs[i].output);
+        unlink(jobs[i].probes);
+    }
+}
+
+/* A compile's command as a preprocess for the clang module: the same
+ * driver, flags and input, no launcher, no object and no depfile. */
+static char **preprocess_command(char *const *argv, bool launcher, const char *clang)
+{
+    sg_argv a = {0};
+    argv_add(&a, clang);
+    for (char *const *p = argv + (launcher ? 2 : 1); *p; p++) {
+        if (!strcmp(*p, "-MF") || !strcmp(*p, "-o")) {
+            if (!p[1])
+                break;
+            if (!strcmp(*p, "-o")) {
+                argv_add(&a, "-o");
+                argv_add(&a, "/dev/null");
+            }
+            p++;
+        } else if (strcmp(*p, "-MD") != 0) {
+            argv_add(&a, strcmp(*p, "-c") ? *p : "-E");
+        }
+    }
+    return argv_finish(&a);
+}
+
+/* Compiles that clang's executable runs (under a launcher, --exec-clang,
+ * another clang) cannot list the paths they looked for: a preprocess of each
+ * command, by the clang module in forked children, lists them first. Without
+ * the module their results are not cached. */
+static void probe_executable_compiles(const sg_run *run, sg_job *jobs, size_t n,
+                                      const sg_compile_opts *co)
+{
+    const char *clang = co->in_process ? NULL : lb_clang_path();
+    if (!clang)
+        return;
+    sg_job *pp = xcalloc(n ? n : 1, sizeof *pp);
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (jobs[i].skip)
+            continue;
+        pp[m++] = (sg_job){.argv = preprocess_command(jobs[i].argv, run->opt.launcher != NULL,
+                                                      clang),
+                           .output = "/dev/null",
+                           .log = xasprintf("%s.probes.log", jobs[i].output),
+                           .label = jobs[i].label,
+                           .probes = jobs[i].probes};
+    }
+    sg_compile_opts o = *co;
+    o.in_process = o.quiet = true;
+    o.verbose = o.progress = false;
+    o.failed = NULL;
+    bool spawn_failed;
+    compile_run(pp, m, &o, NULL, NULL, &spawn_failed);
+    for (size_t k = 0; k < m; k++) {
+        argv_free(pp[k].argv);
+        free(pp[k].log);
+    }
+    free(pp);
+}
+
 /* Ops whose batch, once compiled, could not stand for them: compiled from
  * their own units, in a second round. Returns the number of failures. */
 static size_t compile_the_alone(sg_run *run, job_set *js, done_ctx *ctx,
@@ -658,6 +739,9 @@ static size_t compile_the_alone(sg_run *run, job_set *js, done_ctx *ctx,
     sg_job *round = xcalloc(n ? n : 1, sizeof *round);
     for (size_t k = 0; k < n; k++)
         round[k] = js->jobs[from[k]]; /* user still points at its ref */
+    name_probe_files(round, n);
+    if (n)
+        probe_executable_compiles(run, round, n, co);
     if (n)
         failures += compile_run(round, n, co, on_compiled, ctx, spawn_failed);
     for (size_t k = 0; k < n; k++)
@@ -684,7 +768,7 @@ static void note_batch_errors(const sg_job *job, void *data)
 {
     const done_ctx *ctx = data;
     const job_ref *ref = job->user;
-    if (!ref->leader || job->status <= 0 || ref->extract_failed)
+    if (!ref || !ref->leader || job->status <= 0 || ref->extract_failed)
         return;
     const op_batch *b = &ctx->js->batches[ref->batch];
     uint8_t *log;
@@ -724,6 +808,47 @@ static bool compiles_in_process(const sg_run *run)
     free(a);
     free(b);
     return same;
+}
+
+/* The run's compiles, and beside them the preprocesses that complete the
+ * cache records of this run's discoveries (inc_discovery_jobs): both in
+ * forked children when the compiles are, else the preprocesses alone first.
+ * Returns the compiles' failures. */
+static size_t compile_with_discovery(sg_run *run, job_set *js, const sg_compile_opts *co,
+                                     done_ctx *ctx, bool *spawn_failed)
+{
+    sg_job *djobs = NULL;
+    size_t nd = run->inc.npending && make_run_dirs(run)
+                    ? inc_discovery_jobs(&run->inc, &run->rundir, &djobs) : 0;
+    bool together = nd && co->in_process;
+    if (nd && !together) {
+        sg_compile_opts o = *co;
+        o.in_process = o.quiet = true;
+        o.progress = false;
+        o.failed = NULL;
+        bool ignored;
+        compile_run(djobs, nd, &o, NULL, NULL, &ignored);
+    }
+    sg_job *all = js->jobs;
+    if (together) {
+        all = xcalloc(js->count + nd, sizeof *all);
+        memcpy(all, js->jobs, js->count * sizeof *all);
+        memcpy(all + js->count, djobs, nd * sizeof *all);
+    }
+    size_t failures = compile_run(all, js->count + (together ? nd : 0), co, on_compiled, ctx,
+                                  spawn_failed);
+    if (together) {
+        memcpy(js->jobs, all, js->count * sizeof *all);
+        memcpy(djobs, all + js->count, nd * sizeof *all);
+        size_t theirs = 0; /* not the compiles' failures: those that ran and failed */
+        for (size_t i = 0; i < nd; i++)
+            theirs += djobs[i].status != 0 && (djobs[i].started.tv_sec || djobs[i].started.tv_nsec);
+        failures = failures > theirs ? failures - theirs : 0;
+        free(all);
+    }
+    inc_discover_finish(&run->inc, djobs, nd);
+    free(djobs);
+    return failures;
 }
 
 int jobs_run(sg_run *run, job_set *js)
@@ -770,7 +895,10 @@ int jobs_run(sg_run *run, job_set *js)
         inc_compiler_verdict(&run->inc);
     }
     bool spawn_failed, spawn_failed2 = false;
-    failures += compile_run(js->jobs, js->count, &co, on_compiled, &ctx, &spawn_failed);
+    name_probe_files(js->jobs, js->count);
+    if (must_compile)
+        probe_executable_compiles(run, js->jobs, js->count, &co);
+    failures += compile_with_discovery(run, js, &co, &ctx, &spawn_failed);
     for (size_t i = 0; i < js->count; i++) /* riders' own failed checks */
         failures += js->refs[i].rides && js->jobs[i].status != 0;
     /* Whatever other ops' checks said, as every op of a per-op build is

@@ -59,8 +59,11 @@ void lb_clang_preload_done(void);
  * the driver builds the one cc1 job of a compile, which runs here. A command
  * that is not one cc1 job, or asks for more than a compile (clang_main.cpp
  * lists what), runs the executable instead. For a forked child only:
- * it returns clang's exit code, and a fatal error ends the process. */
-int lb_clang_main(char *const *argv);
+ * it returns clang's exit code, and a fatal error ends the process.
+ * `probes` (or NULL): a successful compile writes there every path its
+ * driver and cc1 looked for and did not find, absolute, one a line; for a
+ * command the executable runs, a preprocess of it run here first does. */
+int lb_clang_main(char *const *argv, const char *probes);
 
 /* LLVM version string, e.g. "22.1.0" (for cache keys and --version): the one
  * the generator was built with, known without loading LLVM (llvm_version.c). */

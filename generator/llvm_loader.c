@@ -170,9 +170,9 @@ const char *lb_clang_path(void)
 }
 
 /* Only called once lb_clang_path() has answered: the module is loaded. */
-int lb_clang_main(char *const *argv)
+int lb_clang_main(char *const *argv, const char *probes)
 {
-    return clang_api()->clang_main(argv);
+    return clang_api()->clang_main(argv, probes);
 }
 
 int discover_ops(const char *source, const char *const *args, size_t nargs, sg_oplist *out,

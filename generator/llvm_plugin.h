@@ -36,13 +36,13 @@ typedef const sg_llvm_api *sg_llvm_api_get_fn(void);
 
 /* The second module, clang's driver and cc1 (clang_main.cpp), found the same
  * way and loaded by the first compile that runs in a forked child. */
-#define SG_CLANG_API_VERSION 1
+#define SG_CLANG_API_VERSION 2
 
 typedef struct sg_clang_api {
     int version;
     const char *llvm_version;
     const char *(*clang_path)(void);
-    int (*clang_main)(char *const *argv);
+    int (*clang_main)(char *const *argv, const char *probes);
 } sg_clang_api;
 
 #define SG_CLANG_API_SYMBOL "sg_clang_api_get"

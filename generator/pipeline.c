@@ -288,6 +288,7 @@ static int prepare(sg_run *run)
 static void run_finish(sg_run *run, bool remove_workdir)
 {
     rundir_remove(&run->rundir);
+    inc_close(&run->inc);
     cache_close(run->cache); /* before removing a temporary workdir: it writes there */
     run->cache = NULL;
     if (remove_workdir && run->workdir)
