@@ -312,23 +312,22 @@ static bool stable_since(const file_hash *f, const struct timespec *since)
            !modified_since(&f->mtime, since);
 }
 
-static bool key_of(sg_cache *c, uint64_t args, uint64_t position, char *const *deps, size_t n,
-                   const sg_key *absent, const struct timespec *since, sg_key *key)
+/* The key of `args` and the files' names and contents; *positional: whether
+ * one of them mentions a source position (text_mentions_position). */
+static bool key_of(sg_cache *c, uint64_t args, char *const *deps, size_t n,
+                   const struct timespec *since, sg_key *key, bool *positional)
 {
-    bool positional = false;
+    *positional = false;
     key->h[0] = args;
     key->h[1] = ~args;
-    mix(key->h, absent->h, sizeof absent->h);
     for (size_t i = 0; i < n; i++) {
         const file_hash *f = hash_file(c, deps[i]);
         if (!f->ok || (since && !stable_since(f, since)))
             return false;
-        positional |= f->positional;
+        *positional |= f->positional;
         mix(key->h, deps[i], strlen(deps[i]) + 1);
         mix(key->h, f->h, sizeof f->h);
     }
-    if (positional)
-        mix(key->h, &position, sizeof position);
     return true;
 }
 
@@ -345,8 +344,8 @@ static char **split_deps(char *text, size_t *n)
     return deps;
 }
 
-bool cache_key_for(sg_cache *c, const char *slot, uint64_t args, uint64_t position, sg_key *key,
-                   sg_key *absent)
+bool cache_key_for(sg_cache *c, const char *slot, uint64_t args, sg_key *key, sg_key *absent,
+                   bool *positional)
 {
     const record *r = find_record(c, slot, args);
     if (!r)
@@ -355,17 +354,17 @@ bool cache_key_for(sg_cache *c, const char *slot, uint64_t args, uint64_t positi
     char *text = xstrdup(r->deps);
     size_t n;
     char **deps = split_deps(text, &n);
-    bool ok = key_of(c, args, position, deps, n, absent, NULL, key);
+    bool ok = key_of(c, args, deps, n, NULL, key, positional);
     free(deps);
     free(text);
     return ok;
 }
 
-bool cache_record(sg_cache *c, const char *slot, uint64_t args, uint64_t position,
-                  char *const *deps, size_t n, const sg_key *absent,
-                  const struct timespec *since, sg_key *key)
+bool cache_record(sg_cache *c, const char *slot, uint64_t args, char *const *deps, size_t n,
+                  const sg_key *absent, const struct timespec *since, sg_key *key,
+                  bool *positional)
 {
-    if (!key_of(c, args, position, deps, n, absent, since, key))
+    if (!key_of(c, args, deps, n, since, key, positional))
         return false;
     strbuf sb = {0};
     for (size_t i = 0; i < n; i++)

@@ -47,18 +47,21 @@ void cache_close(sg_cache *c);
  * (an output path) must not count. */
 uint64_t cache_hash_args(char *const *argv, const char *const *skip_next);
 
-/* The key for `slot` from its record, if one was made with the same arguments
- * and every file it lists still exists; *absent: the id of its set of paths
- * that must still be missing. */
-bool cache_key_for(sg_cache *c, const char *slot, uint64_t args, uint64_t position, sg_key *key,
-                   sg_key *absent);
-/* Record `slot` and return the key its files hash to now; false, recording
- * nothing, when a file is missing, or changed at or after `since` (the time the
- * work that read them started) or after this run hashed it: the result may not
- * be of the bytes the key would name. */
-bool cache_record(sg_cache *c, const char *slot, uint64_t args, uint64_t position,
-                  char *const *deps, size_t n, const sg_key *absent,
-                  const struct timespec *since, sg_key *key);
+/* The key of `args` and the contents of the files `slot`'s record lists, if
+ * one was made with the same arguments and every file it lists still exists;
+ * *absent: the id of the set of paths it stored with the record;
+ * *positional: whether one of the files mentions a source position. What a
+ * key is made of is incremental.c's business: this is the store's part. */
+bool cache_key_for(sg_cache *c, const char *slot, uint64_t args, sg_key *key, sg_key *absent,
+                   bool *positional);
+/* Record `slot` (its files, and the id of a set of paths `absent`) and return
+ * the key its files hash to now, as cache_key_for; false, recording nothing,
+ * when a file is missing, or changed at or after `since` (the time the work
+ * that read them started) or after this run hashed it: the result may not be
+ * of the bytes the key would name. */
+bool cache_record(sg_cache *c, const char *slot, uint64_t args, char *const *deps, size_t n,
+                  const sg_key *absent, const struct timespec *since, sg_key *key,
+                  bool *positional);
 
 /* Stored blobs, verified on read. `kind` is a file suffix such as "o" or "d". */
 bool cache_get(sg_cache *c, const sg_key *key, const char *kind, uint8_t **data, size_t *size);

@@ -432,3 +432,31 @@ int compile_check_clang(const char *clang, const char *dir, const sg_compile_opt
     free(label);
     return rc;
 }
+
+/* Whether compiles by `clang` can run clang's main in a forked child: it is
+ * the executable the clang module links (the same file, whatever the path
+ * given), and nothing else (`exec`: a launcher, --exec-clang) must start. */
+bool compile_can_fork(const char *clang, bool exec)
+{
+    const char *own = exec ? NULL : lb_clang_path();
+    char *a = own ? realpath(clang, NULL) : NULL, *b = own ? realpath(own, NULL) : NULL;
+    bool same = a && b && !strcmp(a, b);
+    free(a);
+    free(b);
+    return same;
+}
+
+/* A compiler that reports success must have written both files; anything
+ * else is a toolchain failure, never a reason to read an older file. */
+bool compile_read_output(const sg_job *job, const char *path, const char *what, uint8_t **data,
+                         size_t *size)
+{
+    if (read_file(path, data, size))
+        return true;
+    if (errno == ENOENT)
+        diag_error("%s: the compiler exited with status 0 but wrote no %s ('%s')", job->label,
+                   what, path);
+    else
+        diag_error("%s: cannot read the %s '%s': %s", job->label, what, path, strerror(errno));
+    return false;
+}

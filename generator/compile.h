@@ -4,6 +4,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <time.h>
 
 typedef struct sg_job {
@@ -74,5 +75,17 @@ void argv_free(char **argv);
 
 /* Resolve a program name through PATH; NULL if it is not an executable. */
 char *find_program(const char *name);
+
+/* Whether compiles by `clang` may run in forked children (in_process):
+ * `clang` is the clang the module links and `exec` (a launcher, --exec-clang)
+ * does not ask for the executable. */
+bool compile_can_fork(const char *clang, bool exec);
+
+/* A job's output file `path` (`what`: "object", "depfile") read into *data:
+ * a compiler that reported success must have written it, so a missing or
+ * unreadable one is a toolchain failure, said here, never a reason to read
+ * an older file. */
+bool compile_read_output(const sg_job *job, const char *path, const char *what, uint8_t **data,
+                         size_t *size);
 
 #endif

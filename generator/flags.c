@@ -11,6 +11,13 @@
 #include "diag.h"
 #include "util.h"
 
+const char *const sg_elf_pic_cflags[] = {
+    /* A stencil runs wherever the runtime copies it. */
+    "-fPIC",
+    /* Calls to run-time symbols go through GOT slots the runtime fills: there is no PLT. */
+    "-fno-plt", NULL,
+};
+
 /* templates/stencil_op.h, embedded at build time (embed.py). */
 extern const char sg_stencil_op_h[];
 extern const size_t sg_stencil_op_h_size;
@@ -191,4 +198,57 @@ void flags_shim(sg_argv *a, const sg_flag_inputs *in)
         add_strlist(a, &in->mt->shim_cflags, "");
     if (in->extra_shim_cflags)
         argv_add_split(a, in->extra_shim_cflags);
+}
+
+/* ---- whole command lines */
+
+sg_flag_inputs flags_inputs(const sg_run *run, const sg_target_result *r)
+{
+    return (sg_flag_inputs){&run->manifest, r->target, r->mt, run->opt.extra_cflags,
+                            run->opt.extra_shim_cflags, run->op_template_dir};
+}
+
+char **flags_command(const sg_run *run, const sg_target_result *r, const sg_op *op, bool batch,
+                     const char *output, const char *unit)
+{
+    sg_argv a = {0};
+    if (run->opt.launcher)
+        argv_add(&a, run->opt.launcher);
+    argv_add(&a, run->clang);
+    sg_flag_inputs in = flags_inputs(run, r);
+    if (op && batch)
+        flags_batch(&a, &in, op->source);
+    else if (op)
+        flags_op(&a, &in, op);
+    else
+        flags_shim(&a, &in);
+    /* The headers it read, for the cache's key and the build's depfile. */
+    argv_add(&a, "-MD");
+    argv_add(&a, "-MF");
+    argv_addf(&a, "%s.d", output);
+    argv_add(&a, "-c");
+    argv_add(&a, op ? unit : run->manifest.shim_source);
+    argv_add(&a, "-o");
+    argv_add(&a, output);
+    return argv_finish(&a);
+}
+
+char **flags_preprocess(char *const *argv, bool launcher, const char *clang)
+{
+    sg_argv a = {0};
+    argv_add(&a, clang);
+    for (char *const *p = argv + (launcher ? 2 : 1); *p; p++) {
+        if (!strcmp(*p, "-MF") || !strcmp(*p, "-o")) {
+            if (!p[1])
+                break;
+            if (!strcmp(*p, "-o")) {
+                argv_add(&a, "-o");
+                argv_add(&a, "/dev/null");
+            }
+            p++;
+        } else if (strcmp(*p, "-MD") != 0) {
+            argv_add(&a, strcmp(*p, "-c") ? *p : "-E");
+        }
+    }
+    return argv_finish(&a);
 }

@@ -1,11 +1,13 @@
 /* flags.h - the clang command lines of a run: discovery's parse, every op's
- * compile and the shim's, each flag with the reason it is there. */
+ * compile and the shim's (whole: launcher, compiler, flags, depfile, input and
+ * object), and a compile's preprocess, each flag with the reason it is there. */
 #ifndef STENCILGEN_FLAGS_H
 #define STENCILGEN_FLAGS_H
 
 #include "compile.h"
 #include "discover.h"
 #include "manifest.h"
+#include "run.h"
 #include "target.h"
 
 /* What the flags depend on besides the source. */
@@ -33,5 +35,16 @@ void flags_op(sg_argv *a, const sg_flag_inputs *in, const sg_op *op);
 void flags_batch(sg_argv *a, const sg_flag_inputs *in, const char *source);
 /* Compiling the shim. */
 void flags_shim(sg_argv *a, const sg_flag_inputs *in);
+
+/* The inputs of the run's command lines for target r. */
+sg_flag_inputs flags_inputs(const sg_run *run, const sg_target_result *r);
+/* A compile's whole command (NULL-terminated; argv_free): [launcher] clang,
+ * the shim's flags (op NULL), an op's own unit's or its batch's (batch), then
+ * its depfile OUTPUT.d, its input (the shim's source, or `unit`) and OUTPUT. */
+char **flags_command(const sg_run *run, const sg_target_result *r, const sg_op *op, bool batch,
+                     const char *output, const char *unit);
+/* A compile's command (flags_command's) as a preprocess for the clang
+ * module's driver `clang`: no launcher, no object and no depfile. */
+char **flags_preprocess(char *const *argv, bool launcher, const char *clang);
 
 #endif

@@ -6,8 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "diag.h"
+#include "flags.h"
 #include "llvm_bridge.h"
 #include "rundir.h"
 #include "opunit.h"
@@ -17,8 +19,8 @@
 
 /* Bumped when what a key is made of changes (incremental.h lists it), so
  * that no record made by an older stencilgen is found: 2 added the missing
- * paths and the environment. */
-#define KEY_VERSION 2
+ * paths and the environment; 3 the batched mark as an ingredient of its own. */
+#define KEY_VERSION 3
 
 /* The environment variables clang reads that can change an object (or which
  * ops a source holds), from clang's driver and its toolchains. The value of
@@ -206,6 +208,94 @@ static bool store_absent(sg_incremental *inc, const uint8_t *text, size_t size, 
     return true;
 }
 
+/* Each compile lists the paths it looked for and did not find in
+ * <object>.probes (lb_clang_main, incremental.h); named once the objects
+ * are, and removed first, so that a list is always this compile's. */
+void inc_name_probes(sg_job *jobs, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (jobs[i].skip)
+            continue;
+        free(jobs[i].probes);
+        jobs[i].probes = xasprintf("%s.probes", jobs[i].output);
+        unlink(jobs[i].probes);
+    }
+}
+
+/* Compiles that clang's executable runs (under a launcher, --exec-clang,
+ * another clang) cannot list the paths they looked for: a preprocess of each
+ * command, by the clang module in forked children, lists them first. Without
+ * the module their results are not cached. */
+void inc_probe_compiles(sg_job *jobs, size_t n, const sg_compile_opts *co, bool launcher)
+{
+    const char *clang = co->in_process ? NULL : lb_clang_path();
+    if (!clang)
+        return;
+    sg_job *pp = xcalloc(n ? n : 1, sizeof *pp);
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (jobs[i].skip)
+            continue;
+        pp[m++] = (sg_job){.argv = flags_preprocess(jobs[i].argv, launcher, clang),
+                           .output = "/dev/null",
+                           .log = xasprintf("%s.probes.log", jobs[i].output),
+                           .label = jobs[i].label,
+                           .probes = jobs[i].probes};
+    }
+    sg_compile_opts o = *co;
+    o.in_process = o.quiet = true;
+    o.verbose = o.progress = false;
+    o.failed = NULL;
+    bool spawn_failed;
+    compile_run(pp, m, &o, NULL, NULL, &spawn_failed);
+    for (size_t k = 0; k < m; k++) {
+        argv_free(pp[k].argv);
+        free(pp[k].log);
+    }
+    free(pp);
+}
+
+/* ---- the key: cache.c hashes the command's and the files' part
+ * (cache_key_for, cache_record); the paths that must stay missing, and the
+ * position when a file read mentions one, are mixed in here. */
+
+static void mix_key(sg_key *key, const void *data, size_t size)
+{
+    key->h[0] = hash64(data, size, key->h[0]);
+    key->h[1] = hash64(data, size, key->h[1] ^ 0x6b6579ull /* "key" */);
+}
+
+static void finish_key(sg_key *key, const sg_key *absent, bool positional, uint64_t position)
+{
+    mix_key(key, absent->h, sizeof absent->h);
+    if (positional)
+        mix_key(key, &position, sizeof position);
+}
+
+/* The key of `slot`'s record (see cache_key_for); *absent: its set of paths
+ * that must still be missing. */
+static bool key_for(sg_incremental *inc, const char *slot, uint64_t args, uint64_t position,
+                    sg_key *key, sg_key *absent)
+{
+    bool positional;
+    if (!cache_key_for(inc->cache, slot, args, key, absent, &positional))
+        return false;
+    finish_key(key, absent, positional, position);
+    return true;
+}
+
+/* Record `slot` (see cache_record) and give its key. */
+static bool record_key(sg_incremental *inc, const char *slot, uint64_t args, uint64_t position,
+                       char *const *deps, size_t n, const sg_key *absent,
+                       const struct timespec *since, sg_key *key)
+{
+    bool positional;
+    if (!cache_record(inc->cache, slot, args, deps, n, absent, since, key, &positional))
+        return false;
+    finish_key(key, absent, positional, position);
+    return true;
+}
+
 /* ---- the compiler's version check, once per compiler */
 
 static sg_key compiler_key(const sg_incremental *inc)
@@ -353,8 +443,8 @@ static void record_discovery(sg_incremental *inc, inc_pending *p)
     bool ok = p->job.argv && p->job.status == 0 && read_file(p->depfile, &dtext, &dsize) &&
               read_file(p->job.probes, &missing, &nmissing) && read_no_more(p, dtext, dsize) &&
               store_absent(inc, missing, nmissing, &absent);
-    if (ok && cache_record(inc->cache, p->slot, p->args, 0, p->deps.items, p->deps.count,
-                           &absent, &p->since, &key))
+    if (ok && record_key(inc, p->slot, p->args, 0, p->deps.items, p->deps.count, &absent,
+                         &p->since, &key))
         cache_put(inc->cache, &key, "ops", p->ops.data ? p->ops.data : "", p->ops.len);
     else if (!ok && inc->verbose)
         diag_note("%s: its ops are not cached: the paths its parse looked for are unknown",
@@ -374,6 +464,42 @@ void inc_discover_finish(sg_incremental *inc, const sg_job *jobs, size_t n)
     free(inc->pending);
     inc->pending = NULL;
     inc->npending = inc->pending_cap = 0;
+}
+
+size_t inc_compile_with_discovery(sg_incremental *inc, const sg_rundir *rd, sg_job *jobs,
+                                  size_t n, const sg_compile_opts *co, sg_job_done *done,
+                                  void *ctx, bool *spawn_failed)
+{
+    sg_job *djobs = NULL;
+    size_t nd = inc->npending && rd ? inc_discovery_jobs(inc, rd, &djobs) : 0;
+    bool together = nd && co->in_process;
+    if (nd && !together) {
+        sg_compile_opts o = *co;
+        o.in_process = o.quiet = true;
+        o.progress = false;
+        o.failed = NULL;
+        bool ignored;
+        compile_run(djobs, nd, &o, NULL, NULL, &ignored);
+    }
+    sg_job *all = jobs;
+    if (together) {
+        all = xcalloc(n + nd, sizeof *all);
+        memcpy(all, jobs, n * sizeof *all);
+        memcpy(all + n, djobs, nd * sizeof *all);
+    }
+    size_t failures = compile_run(all, n + (together ? nd : 0), co, done, ctx, spawn_failed);
+    if (together) {
+        memcpy(jobs, all, n * sizeof *all);
+        memcpy(djobs, all + n, nd * sizeof *all);
+        size_t theirs = 0; /* not the compiles' failures: those that ran and failed */
+        for (size_t i = 0; i < nd; i++)
+            theirs += djobs[i].status != 0 && (djobs[i].started.tv_sec || djobs[i].started.tv_nsec);
+        failures = failures > theirs ? failures - theirs : 0;
+        free(all);
+    }
+    inc_discover_finish(inc, djobs, nd);
+    free(djobs);
+    return failures;
 }
 
 /* Discovery costs a libclang parse per source; its result is cached under the
@@ -399,7 +525,7 @@ int inc_discover(sg_incremental *inc, const char *source, const sg_argv *a, sg_o
     sg_key key, absent;
     uint8_t *text;
     size_t size;
-    if (cache_key_for(inc->cache, slot, args, 0, &key, &absent) && still_absent(inc, &absent) &&
+    if (key_for(inc, slot, args, 0, &key, &absent) && still_absent(inc, &absent) &&
         cache_get(inc->cache, &key, "ops", &text, &size)) {
         bool ok = parse_cached_ops(text, size, source, ops);
         free(text);
@@ -428,23 +554,29 @@ int inc_discover(sg_incremental *inc, const char *source, const sg_argv *a, sg_o
 /* ---- compiles */
 
 void inc_unit_init(const sg_incremental *inc, inc_unit *u, const char *triple, const sg_job *job,
-                   const char *tu_key, uint64_t position, const char *tu_path)
+                   const inc_op_unit *op, const char *tu_path)
 {
     /* Paths of this run's own files do not count: an op's unit (after -c) is
      * hashed by its text, its object and depfile are outputs. */
     static const char *const shim_paths[] = {"-o", "-MF", NULL};
     static const char *const op_paths[] = {"-o", "-MF", "-c", NULL};
     const char *base = strrchr(job->output, '/');
-    *u = (inc_unit){.position = position, .tu_path = tu_path, .op = tu_key != NULL};
+    *u = (inc_unit){.tu_path = tu_path, .op = op != NULL};
     u->slot = xasprintf("%s/%s", triple, base ? base + 1 : job->output);
     u->args = hash64(&inc->compiler, sizeof inc->compiler,
                      cache_hash_args(job->argv, u->op ? op_paths : shim_paths));
     uint64_t env = environment_for(inc, triple);
     u->args = hash64(&env, sizeof env, u->args);
-    if (tu_key) {
-        u->args = hash64(tu_key, strlen(tu_key), u->args);
-        if (text_mentions_position(tu_key, strlen(tu_key)))
-            u->args = hash64(&position, sizeof position, u->args);
+    if (op) {
+        /* A batched op is marked so: its entry keeps its batch's object. */
+        if (op->batched)
+            u->args = hash64("batched", 8, u->args);
+        u->args = hash64(op->text, strlen(op->text), u->args);
+        /* Code that compiles its position in (__LINE__, __FILE__, also through
+         * a header's macro: then the header mentions one, see finish_key). */
+        u->position = hash64(op->file, strlen(op->file) + 1, op->lines);
+        if (text_mentions_position(op->text, strlen(op->text)))
+            u->args = hash64(&u->position, sizeof u->position, u->args);
     }
     u->context = hash64(triple, strlen(triple) + 1, inc->generator);
 }
@@ -504,7 +636,7 @@ inc_hit inc_lookup(sg_incremental *inc, inc_unit *u, const char *label, gen_sten
     uint8_t *dtext;
     size_t dsize;
     sg_key absent;
-    u->keyed = cache_key_for(inc->cache, u->slot, u->args, u->position, &u->key, &absent) &&
+    u->keyed = key_for(inc, u->slot, u->args, u->position, &u->key, &absent) &&
                still_absent(inc, &absent);
     if (!u->keyed)
         return INC_MISS;
@@ -521,10 +653,6 @@ inc_hit inc_lookup(sg_incremental *inc, inc_unit *u, const char *label, gen_sten
     return INC_OBJECT;
 }
 
-/* Store a fresh object under the key of the files its compile read and the
- * paths it did not find, unless one of the files changed after the compile
- * started (then the object may be of other bytes than the key names), or
- * the paths are unknown. */
 /* The missing paths of an op's compile, less those beside its unit (a
  * quoted include looks there first): the unit's directory is this run's
  * own, and gone with it. */
@@ -544,6 +672,10 @@ static strbuf absent_outside_unit(const inc_unit *u, const uint8_t *text, size_t
     return sb;
 }
 
+/* Store a fresh object under the key of the files its compile read and the
+ * paths it did not find, unless one of the files changed after the compile
+ * started (then the object may be of other bytes than the key names), or
+ * the paths are unknown. */
 static bool store_object(sg_incremental *inc, inc_unit *u, const inc_output *out)
 {
     sg_key absent;
@@ -570,8 +702,8 @@ static bool store_object(sg_incremental *inc, inc_unit *u, const inc_output *out
             }
         }
     }
-    bool ok = cache_record(inc->cache, u->slot, u->args, u->position, deps, n, &absent,
-                           out->started, &u->key) &&
+    bool ok = record_key(inc, u->slot, u->args, u->position, deps, n, &absent, out->started,
+                         &u->key) &&
               (out->key_only ||
                (cache_put(inc->cache, &u->key, "d", out->deps, out->deps_size) &&
                cache_put(inc->cache, &u->key, "o", out->object, out->size)));

@@ -93,6 +93,22 @@ size_t inc_discovery_jobs(sg_incremental *inc, const sg_rundir *rundir, sg_job *
  * failed, leaves its parse unrecorded). */
 void inc_discover_finish(sg_incremental *inc, const sg_job *jobs, size_t n);
 
+/* Run the compiles `jobs` (compile_run, with `done` and `ctx`) and, beside
+ * them, the preprocesses that complete the cache records of this run's
+ * discoveries (their lists of missing paths, written in `rd`; NULL: none can
+ * run, and those discoveries are not recorded): in forked children with the
+ * compiles when those are, else alone first. Returns the compiles' failures. */
+size_t inc_compile_with_discovery(sg_incremental *inc, const sg_rundir *rd, sg_job *jobs,
+                                  size_t n, const sg_compile_opts *co, sg_job_done *done,
+                                  void *ctx, bool *spawn_failed);
+
+/* Every job that runs lists the paths its compile looked for and did not
+ * find in <object>.probes (removed first, so a list is always this run's). */
+void inc_name_probes(sg_job *jobs, size_t n);
+/* Compiles that clang's executable runs (not co->in_process) cannot list
+ * them: a preprocess of each job's command by the clang module does, first. */
+void inc_probe_compiles(sg_job *jobs, size_t n, const sg_compile_opts *co, bool launcher);
+
 typedef struct inc_unit {
     char *slot;          /* "<triple>/<object name>" */
     uint64_t args;       /* the command, the compiler, and an op's unit text */
@@ -104,9 +120,18 @@ typedef struct inc_unit {
     sg_key key;
 } inc_unit;
 
-/* `tu_key`: an op's unit without #line directives, NULL for the shim. */
+/* What an op's key takes from its translation unit (opunit.h): the unit
+ * as the key sees it, and where it sits. */
+typedef struct inc_op_unit {
+    const char *text; /* its own unit without #line directives */
+    uint64_t lines;   /* its unit's lines (op_unit's position) */
+    const char *file; /* its file as __FILE__ names it (relative to the manifest) */
+    bool batched;     /* compiled in a batch (its entry keeps the batch's object) */
+} inc_op_unit;
+
+/* `op`: NULL for the shim. */
 void inc_unit_init(const sg_incremental *inc, inc_unit *u, const char *triple, const sg_job *job,
-                   const char *tu_key, uint64_t position, const char *tu_path);
+                   const inc_op_unit *op, const char *tu_path);
 void inc_unit_free(inc_unit *u);
 
 typedef enum inc_hit {

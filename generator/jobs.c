@@ -6,10 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
-#include "cache.h"
+#include "batch.h"
 #include "diag.h"
 #include "flags.h"
 #include "llvm_bridge.h"
@@ -17,6 +16,8 @@
 #include "split.h"
 #include "util.h"
 #include "verify.h"
+
+/* ---- the jobs: one per target for the shim and each op */
 
 static lb_disasm *open_disasm(const sg_target *t)
 {
@@ -51,110 +52,6 @@ static bool make_run_dirs(sg_run *run)
     return true;
 }
 
-/* Which ops compile in this run: those that missed the cache on some target
- * and may stand in a batch (per op: true). */
-static bool *ops_to_compile(const sg_run *run, const job_set *js, size_t *count)
-{
-    bool *must = xcalloc(run->ops.count ? run->ops.count : 1, sizeof *must);
-    *count = 0;
-    for (size_t i = 0; i < js->count; i++) {
-        const job_ref *ref = &js->refs[i]; /* batched: an op, never the shim */
-        if (!ref->batched || js->jobs[i].skip || ref->alone[0])
-            continue;
-        size_t k = (size_t)(ref->op - run->ops.items);
-        *count += !must[k];
-        must[k] = true;
-    }
-    return must;
-}
-
-/* Ops per batch: --batch-ops, or else enough batches for every -j job to
- * have two, but at least BATCH_MIN ops each: a clang process costs about as
- * much as compiling 15 small ops (docs/build.md, "Batched units"). */
-#define BATCH_MIN 16
-static size_t batch_size(const sg_run *run, size_t count)
-{
-    if (run->opt.batch_ops)
-        return run->opt.batch_ops;
-    size_t parts = 2 * (size_t)(run->opt.jobs > 0 ? run->opt.jobs : 1);
-    size_t size = (count + parts - 1) / parts;
-    return size < BATCH_MIN ? BATCH_MIN : size;
-}
-
-static op_batch *new_batch(sg_run *run, job_set *js, size_t *cap, const sg_op *const *ops,
-                           size_t n)
-{
-    grow_array((void **)&js->batches, cap, js->nbatches + 1, sizeof *js->batches);
-    op_batch *b = &js->batches[js->nbatches++];
-    *b = (op_batch){.n = n};
-    b->members = xcalloc(n, sizeof *b->members);
-    memcpy(b->members, ops, n * sizeof *ops);
-    b->name = xasprintf("batch_%s", ops[0]->name);
-    b->tu_path = xasprintf("%s/tu/%s/unit.c", run->rundir.path, b->name);
-    return b;
-}
-
-/* The ops that must compile, cut into batches: each file's, in source order,
- * in as few batches of about equal size as `batch_size` allows. The cache
- * keys each op by its own unit, so what a batch held never matters to a
- * later run: a one-op edit compiles one op. */
-static void plan_batches(sg_run *run, job_set *js)
-{
-    size_t count, cap = 0;
-    bool *must = ops_to_compile(run, js, &count);
-    size_t size = batch_size(run, count);
-    long *batch_of = xcalloc(run->ops.count ? run->ops.count : 1, sizeof *batch_of);
-    const sg_op **file = xcalloc(run->ops.count ? run->ops.count : 1, sizeof *file);
-    for (size_t i = 0; i < run->ops.count;) { /* a file's ops are consecutive */
-        size_t end = i, m = 0;
-        for (; end < run->ops.count && !strcmp(run->ops.items[end].source,
-                                               run->ops.items[i].source); end++) {
-            batch_of[end] = -1;
-            if (must[end])
-                file[m++] = &run->ops.items[end];
-        }
-        size_t nb = (m + size - 1) / size;
-        for (size_t k = 0; k < nb; k++) {
-            size_t from = k * m / nb, to = (k + 1) * m / nb;
-            new_batch(run, js, &cap, file + from, to - from);
-            for (size_t x = from; x < to; x++)
-                batch_of[file[x] - run->ops.items] = (long)js->nbatches - 1;
-        }
-        i = end;
-    }
-    for (size_t i = 0; i < js->count; i++)
-        if (js->refs[i].op)
-            js->refs[i].batch = batch_of[js->refs[i].op - run->ops.items];
-    free(file);
-    free(batch_of);
-    free(must);
-}
-
-/* A job's command: the shim's, an op's own unit's, or its batch's. */
-static char **job_command(sg_run *run, sg_target_result *r, const sg_op *op, bool batch,
-                          const char *output, const char *unit)
-{
-    sg_argv a = {0};
-    if (run->opt.launcher)
-        argv_add(&a, run->opt.launcher);
-    argv_add(&a, run->clang);
-    sg_flag_inputs in = run_flag_inputs(run, r);
-    if (op && batch)
-        flags_batch(&a, &in, op->source);
-    else if (op)
-        flags_op(&a, &in, op);
-    else
-        flags_shim(&a, &in);
-    argv_add(&a, "-MD");
-    argv_add(&a, "-MF");
-    argv_addf(&a, "%s.d", output);
-    argv_add(&a, "-c");
-    argv_add(&a, op ? unit : run->manifest.shim_source);
-    argv_add(&a, "-o");
-    argv_add(&a, output);
-    return argv_finish(&a);
-}
-
 static void add_job(job_set *js, sg_run *run, sg_target_result *r, const sg_op *op)
 {
     const char *name = op ? op->name : "shim";
@@ -172,7 +69,7 @@ static void add_job(job_set *js, sg_run *run, sg_target_result *r, const sg_op *
      * sibling unit. A batch is known once the cache has been asked: until
      * then the paths are the op's own (the cache does not hash them). */
     char *tu_path = op ? xasprintf("%s/tu/%s/unit.c", run->rundir.path, op->name) : NULL;
-    job.argv = job_command(run, r, op, batched, job.output, tu_path);
+    job.argv = flags_command(run, r, op, batched, job.output, tu_path);
     size_t cap = js->cap;
     grow_array((void **)&js->jobs, &js->cap, js->count + 1, sizeof *js->jobs);
     grow_array((void **)&js->refs, &cap, js->count + 1, sizeof *js->refs);
@@ -192,6 +89,7 @@ void jobs_free(job_set *js)
         inc_unit_free(&js->refs[i].unit);
         free(js->refs[i].deps);
         free(js->refs[i].tu_key);
+        free(js->refs[i].tu_file);
         free(js->refs[i].tu_path);
         free(js->refs[i].op_label);
         argv_free(js->jobs[i].argv);
@@ -209,6 +107,8 @@ void jobs_free(job_set *js)
     }
     free(js->batches);
 }
+
+/* ---- a finished compile: its object checked into stencils, and cached */
 
 typedef struct done_ctx {
     sg_run *run;
@@ -300,45 +200,14 @@ static void store_checked(done_ctx *ctx, job_ref *ref, const inc_output *fresh, 
     sb_free(&unwind);
 }
 
-/* A compiler that reports success must have written both files; anything
- * else is a toolchain failure, never a reason to read an older file. */
-static bool read_compiler_output(const sg_job *job, const char *path, const char *what,
-                                 uint8_t **data, size_t *size)
-{
-    if (read_file(path, data, size))
-        return true;
-    if (errno == ENOENT)
-        diag_error("%s: the compiler exited with status 0 but wrote no %s ('%s')", job->label,
-                   what, path);
-    else
-        diag_error("%s: cannot read the %s '%s': %s", job->label, what, path, strerror(errno));
-    return false;
-}
-
 /* The last object built for each op stays in WORKDIR/<triple>/, and its unit
- * in WORKDIR/tu/<op>/unit.c, for people, tests and benchmarks to inspect; the
- * generator itself never reads them back. */
+ * in WORKDIR/tu/<unit>/unit.c (rundir_keep). */
 static void keep_for_inspection(const sg_run *run, const job_set *js, const job_ref *ref,
                                 const sg_job *job)
 {
-    const char *base = strrchr(job->output, '/');
-    char *dest = xasprintf("%s/%s%s", run->workdir, ref->result->target->triple, base);
-    rename(job->output, dest);
-    free(dest);
-    if (!ref->op)
-        return;
-    /* Linked, not moved: every target's job compiles the same unit. */
-    const char *name = ref->leader ? js->batches[ref->batch].name : ref->op->name;
-    char *unit = xasprintf("%s/tu/%s/unit.c", run->workdir, name);
-    char *fresh = xasprintf("%s.%ld", unit, (long)getpid());
-    char *dir = path_dirname(unit);
-    if (mkdir_p(dir) && link(ref->tu_path, fresh) == 0) {
-        rename(fresh, unit);
-        unlink(fresh); /* left when unit already was this file (rename does nothing then) */
-    }
-    free(dir);
-    free(fresh);
-    free(unit);
+    const char *unit = !ref->op ? NULL : ref->leader ? js->batches[ref->batch].name
+                                                     : ref->op->name;
+    rundir_keep(run->workdir, ref->result->target->triple, job->output, unit, ref->tu_path);
 }
 
 /* One op's share of a finished compile: its stencil, checked, and stored
@@ -404,8 +273,8 @@ static bool on_compiled(sg_job *job, void *vctx)
     uint8_t *bytes, *dtext;
     size_t size, dsize;
     char *dfile = xasprintf("%s.d", job->output);
-    bool have = read_compiler_output(job, job->output, "object", &bytes, &size);
-    if (have && !read_compiler_output(job, dfile, "dependency file", &dtext, &dsize)) {
+    bool have = compile_read_output(job, job->output, "object", &bytes, &size);
+    if (have && !compile_read_output(job, dfile, "dependency file", &dtext, &dsize)) {
         free(bytes);
         have = false;
     }
@@ -428,11 +297,13 @@ static bool on_compiled(sg_job *job, void *vctx)
     return ok;
 }
 
-/* Every op's cache key: its own unit's text (the file without the other
- * ops), and its position (the file name as __FILE__ gives it, and the lines)
- * for code that compiles positions in. A batched op is keyed the same way,
- * marked as batched (its entry keeps its batch's object): an edit to one op
- * of a batch misses that op alone, and only it compiles. */
+/* ---- translation units, the cache, and the compiles */
+
+/* What every op's cache key takes from its own unit (the file without the
+ * other ops): its text, and its position (the file name as __FILE__ gives it,
+ * and the lines), composed by inc_unit_init. A batched op is keyed by its own
+ * unit too: an edit to one op of a batch misses that op alone, and only it
+ * compiles. */
 static void key_translation_units(sg_run *run, job_set *js, op_sources *texts)
 {
     /* Discovery lists each file's ops together, and an op's unit is cut from
@@ -460,15 +331,9 @@ static void key_translation_units(sg_run *run, job_set *js, op_sources *texts)
         size_t k = (size_t)(ref->op - all->items);
         sg_oplist file = {all->items + first[k], end[k] - first[k], end[k] - first[k]};
         op_unit u = op_unit_for(texts, together ? &file : all, ref->op, false);
-        char *rel = manifest_relpath(&run->manifest, ref->op->source);
-        ref->position = hash64(rel, strlen(rel) + 1, u.position);
-        free(rel);
-        if (ref->batched) {
-            ref->tu_key = xasprintf("batched\n%s", u.key.data);
-            sb_free(&u.key);
-        } else {
-            ref->tu_key = u.key.data;
-        }
+        ref->tu_file = manifest_relpath(&run->manifest, ref->op->source);
+        ref->tu_lines = u.position;
+        ref->tu_key = u.key.data;
         sb_free(&u.unit);
     }
     free(first);
@@ -514,8 +379,9 @@ static bool try_cached(done_ctx *ctx, sg_job *job)
     sg_run *run = ctx->run;
     uint8_t *obj;
     size_t size;
-    inc_unit_init(&run->inc, &ref->unit, ref->result->target->triple, job, ref->tu_key,
-                  ref->position, ref->tu_path);
+    inc_op_unit op = {ref->tu_key, ref->tu_lines, ref->tu_file, ref->batched};
+    inc_unit_init(&run->inc, &ref->unit, ref->result->target->triple, job,
+                  ref->op ? &op : NULL, ref->tu_path);
     uint8_t *unwind = NULL;
     size_t unwind_size = 0;
     switch (inc_lookup(&run->inc, &ref->unit, job->label, ref->stencil, &obj, &size,
@@ -563,160 +429,6 @@ static bool try_cached(done_ctx *ctx, sg_job *job)
     return true;
 }
 
-/* An op its batch cannot stand for compiles from its own unit (its cache
- * entry keeps that unit's object). */
-static void compile_alone(sg_run *run, job_set *js, size_t i)
-{
-    job_ref *ref = &js->refs[i];
-    sg_job *job = &js->jobs[i];
-    if (run->opt.verbose)
-        diag_note_at(ref->op->source, ref->op->line, ref->op->col,
-                     "op %s is compiled from its own unit: %s", ref->op->name, ref->alone);
-    if (ref->op_label) { /* it led its batch: its job is its own again */
-        free(job->label);
-        job->label = ref->op_label;
-        ref->op_label = NULL;
-    }
-    ref->leader = ref->rides = false;
-    ref->solo = true;
-    free(job->output);
-    job->output = xasprintf("%s/%s/op_%s.o", run->rundir.path, ref->result->target->triple,
-                            ref->op->name);
-    free(ref->tu_path);
-    ref->tu_path = xasprintf("%s/tu/%s/unit.c", run->rundir.path, ref->op->name);
-    ref->unit.tu_path = ref->tu_path; /* the unit is not a dependency to record */
-    argv_free(job->argv);
-    job->argv = job_command(run, ref->result, ref->op, false, job->output, ref->tu_path);
-    job->skip = false;
-    job->status = 0;
-}
-
-/* A batched op compiles from its batch's unit: the cache must not record
- * that unit as one of its inputs (it is hashed as text). */
-static void compile_in_batch(job_ref *ref, const op_batch *b)
-{
-    free(ref->tu_path);
-    ref->tu_path = xstrdup(b->tu_path);
-    ref->unit.tu_path = ref->tu_path;
-}
-
-/* Per target and batch, the first of its ops that must compile leads: its
- * job compiles the batch's unit, for it and for the other members (riders,
- * whose own jobs do not run). */
-static void assign_batch_compiles(sg_run *run, job_set *js)
-{
-    plan_batches(run, js);
-    long *leader = xcalloc(js->nbatches ? js->nbatches : 1, sizeof *leader);
-    const sg_target_result *target = NULL;
-    for (size_t i = 0; i < js->count; i++) {
-        job_ref *ref = &js->refs[i];
-        sg_job *job = &js->jobs[i];
-        if (ref->result != target) {
-            target = ref->result;
-            for (size_t b = 0; b < js->nbatches; b++)
-                leader[b] = -1;
-        }
-        if (job->skip || !ref->batched)
-            continue;
-        if (ref->alone[0]) {
-            compile_alone(run, js, i);
-            continue;
-        }
-        compile_in_batch(ref, &js->batches[ref->batch]);
-        if (leader[ref->batch] >= 0) {
-            ref->rides = job->skip = true;
-            continue;
-        }
-        leader[ref->batch] = (long)i;
-        const op_batch *b = &js->batches[ref->batch];
-        ref->leader = true;
-        ref->op_label = job->label;
-        char *rel = manifest_relpath(&run->manifest, b->members[0]->source);
-        const sg_op *first = b->members[0], *last = b->members[b->n - 1];
-        job->label = first == last ? xasprintf("op %s of %s (%s)", first->name, rel,
-                                               target->target->triple)
-                                   : xasprintf("ops %s..%s of %s (%s)", first->name, last->name,
-                                               rel, target->target->triple);
-        free(rel);
-        free(job->output);
-        job->output = xasprintf("%s/%s/%s.o", run->rundir.path, target->target->triple, b->name);
-        argv_free(job->argv);
-        job->argv = job_command(run, ref->result, ref->op, true, job->output, ref->tu_path);
-    }
-    free(leader);
-}
-
-/* Each compile lists the paths it looked for and did not find in
- * <object>.probes (lb_clang_main, incremental.h); named once the objects
- * are, and removed first, so that a list is always this compile's. */
-static void name_probe_files(sg_job *jobs, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        if (jobs[i].skip)
-            continue;
-        free(jobs[i].probes);
-        jobs[i].probes = xasprintf("%s.probes", jobs[i].output);
-        unlink(jobs[i].probes);
-    }
-}
-
-/* A compile's command as a preprocess for the clang module: the same
- * driver, flags and input, no launcher, no object and no depfile. */
-static char **preprocess_command(char *const *argv, bool launcher, const char *clang)
-{
-    sg_argv a = {0};
-    argv_add(&a, clang);
-    for (char *const *p = argv + (launcher ? 2 : 1); *p; p++) {
-        if (!strcmp(*p, "-MF") || !strcmp(*p, "-o")) {
-            if (!p[1])
-                break;
-            if (!strcmp(*p, "-o")) {
-                argv_add(&a, "-o");
-                argv_add(&a, "/dev/null");
-            }
-            p++;
-        } else if (strcmp(*p, "-MD") != 0) {
-            argv_add(&a, strcmp(*p, "-c") ? *p : "-E");
-        }
-    }
-    return argv_finish(&a);
-}
-
-/* Compiles that clang's executable runs (under a launcher, --exec-clang,
- * another clang) cannot list the paths they looked for: a preprocess of each
- * command, by the clang module in forked children, lists them first. Without
- * the module their results are not cached. */
-static void probe_executable_compiles(const sg_run *run, sg_job *jobs, size_t n,
-                                      const sg_compile_opts *co)
-{
-    const char *clang = co->in_process ? NULL : lb_clang_path();
-    if (!clang)
-        return;
-    sg_job *pp = xcalloc(n ? n : 1, sizeof *pp);
-    size_t m = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (jobs[i].skip)
-            continue;
-        pp[m++] = (sg_job){.argv = preprocess_command(jobs[i].argv, run->opt.launcher != NULL,
-                                                      clang),
-                           .output = "/dev/null",
-                           .log = xasprintf("%s.probes.log", jobs[i].output),
-                           .label = jobs[i].label,
-                           .probes = jobs[i].probes};
-    }
-    sg_compile_opts o = *co;
-    o.in_process = o.quiet = true;
-    o.verbose = o.progress = false;
-    o.failed = NULL;
-    bool spawn_failed;
-    compile_run(pp, m, &o, NULL, NULL, &spawn_failed);
-    for (size_t k = 0; k < m; k++) {
-        argv_free(pp[k].argv);
-        free(pp[k].log);
-    }
-    free(pp);
-}
-
 /* Ops whose batch, once compiled, could not stand for them: compiled from
  * their own units, in a second round. Returns the number of failures. */
 static size_t compile_the_alone(sg_run *run, job_set *js, done_ctx *ctx,
@@ -726,7 +438,7 @@ static size_t compile_the_alone(sg_run *run, job_set *js, done_ctx *ctx,
     size_t *from = xcalloc(js->count ? js->count : 1, sizeof *from);
     for (size_t i = 0; i < js->count; i++) {
         if (js->refs[i].batch >= 0 && js->refs[i].alone[0] && !js->refs[i].solo) {
-            compile_alone(run, js, i);
+            batch_compile_alone(run, js, i);
             from[n++] = i;
         }
     }
@@ -739,9 +451,9 @@ static size_t compile_the_alone(sg_run *run, job_set *js, done_ctx *ctx,
     sg_job *round = xcalloc(n ? n : 1, sizeof *round);
     for (size_t k = 0; k < n; k++)
         round[k] = js->jobs[from[k]]; /* user still points at its ref */
-    name_probe_files(round, n);
+    inc_name_probes(round, n);
     if (n)
-        probe_executable_compiles(run, round, n, co);
+        inc_probe_compiles(round, n, co, run->opt.launcher != NULL);
     if (n)
         failures += compile_run(round, n, co, on_compiled, ctx, spawn_failed);
     for (size_t k = 0; k < n; k++)
@@ -751,104 +463,11 @@ static size_t compile_the_alone(sg_run *run, job_set *js, done_ctx *ctx,
     return failures;
 }
 
-/* The op compiled in batch b whose lines hold `line` (they are in source
- * order), or NULL for the text before the first. */
-static const sg_op *op_at_line(const op_batch *b, unsigned line)
-{
-    const sg_op *found = NULL;
-    for (size_t i = 0; i < b->n && b->members[i]->line <= line; i++)
-        found = b->members[i];
-    return found;
-}
-
-/* A batch that does not compile fails all its ops; the compiler's messages
- * point at the source (#line), and a note under them says which op, on which
- * target, each error is in. */
+/* A batch that does not compile fails all its ops; its errors are told
+ * which op each is in (sg_job_failed, compile.h). */
 static void note_batch_errors(const sg_job *job, void *data)
 {
-    const done_ctx *ctx = data;
-    const job_ref *ref = job->user;
-    if (!ref || !ref->leader || job->status <= 0 || ref->extract_failed)
-        return;
-    const op_batch *b = &ctx->js->batches[ref->batch];
-    uint8_t *log;
-    size_t size;
-    if (!read_file(job->log, &log, &size))
-        return;
-    const char *src = b->members[0]->source;
-    size_t n = strlen(src);
-    for (char *p = (char *)log, *end = p + size; p < end;) {
-        char *nl = memchr(p, '\n', (size_t)(end - p));
-        char *eol = nl ? nl : end;
-        unsigned line, col;
-        int used = 0;
-        if ((size_t)(eol - p) > n && !memcmp(p, src, n) && p[n] == ':' &&
-            sscanf(p + n, ":%u:%u: error:%n", &line, &col, &used) == 2 && used) {
-            const sg_op *op = op_at_line(b, line);
-            if (op)
-                diag_note_at(src, line, col, "this error is in op %s (%s; compiled in one unit "
-                             "with %s..%s)", op->name, ref->result->target->triple,
-                             b->members[0]->name, b->members[b->n - 1]->name);
-        }
-        p = eol + 1;
-    }
-    free(log);
-}
-
-/* Whether the run's compiles can run clang's main in a forked child: its clang
- * is the executable the clang module links (the same file, whatever the path
- * given), and no launcher wraps it. */
-static bool compiles_in_process(const sg_run *run)
-{
-    if (run->opt.exec_clang || run->opt.launcher)
-        return false;
-    const char *own = lb_clang_path();
-    char *a = own ? realpath(run->clang, NULL) : NULL, *b = own ? realpath(own, NULL) : NULL;
-    bool same = a && b && !strcmp(a, b);
-    free(a);
-    free(b);
-    return same;
-}
-
-/* The run's compiles, and beside them the preprocesses that complete the
- * cache records of this run's discoveries (inc_discovery_jobs): both in
- * forked children when the compiles are, else the preprocesses alone first.
- * Returns the compiles' failures. */
-static size_t compile_with_discovery(sg_run *run, job_set *js, const sg_compile_opts *co,
-                                     done_ctx *ctx, bool *spawn_failed)
-{
-    sg_job *djobs = NULL;
-    size_t nd = run->inc.npending && make_run_dirs(run)
-                    ? inc_discovery_jobs(&run->inc, &run->rundir, &djobs) : 0;
-    bool together = nd && co->in_process;
-    if (nd && !together) {
-        sg_compile_opts o = *co;
-        o.in_process = o.quiet = true;
-        o.progress = false;
-        o.failed = NULL;
-        bool ignored;
-        compile_run(djobs, nd, &o, NULL, NULL, &ignored);
-    }
-    sg_job *all = js->jobs;
-    if (together) {
-        all = xcalloc(js->count + nd, sizeof *all);
-        memcpy(all, js->jobs, js->count * sizeof *all);
-        memcpy(all + js->count, djobs, nd * sizeof *all);
-    }
-    size_t failures = compile_run(all, js->count + (together ? nd : 0), co, on_compiled, ctx,
-                                  spawn_failed);
-    if (together) {
-        memcpy(js->jobs, all, js->count * sizeof *all);
-        memcpy(djobs, all + js->count, nd * sizeof *all);
-        size_t theirs = 0; /* not the compiles' failures: those that ran and failed */
-        for (size_t i = 0; i < nd; i++)
-            theirs += djobs[i].status != 0 && (djobs[i].started.tv_sec || djobs[i].started.tv_nsec);
-        failures = failures > theirs ? failures - theirs : 0;
-        free(all);
-    }
-    inc_discover_finish(&run->inc, djobs, nd);
-    free(djobs);
-    return failures;
+    batch_note_errors(((const done_ctx *)data)->js, job);
 }
 
 int jobs_run(sg_run *run, job_set *js)
@@ -876,7 +495,7 @@ int jobs_run(sg_run *run, job_set *js)
     for (size_t i = 0; i < js->count; i++)
         if (try_cached(&ctx, &js->jobs[i]))
             failures += js->jobs[i].status != 0;
-    assign_batch_compiles(run, js);
+    batch_assign(run, js);
     bool must_compile = false;
     for (size_t i = 0; i < js->count; i++)
         must_compile |= !js->jobs[i].skip;
@@ -885,7 +504,7 @@ int jobs_run(sg_run *run, job_set *js)
         return SG_EXIT_TOOLCHAIN;
     }
     failures += write_translation_units(run, js, &texts);
-    co.in_process = run->compiled_in_process = must_compile && compiles_in_process(run);
+    co.in_process = run->compiled_in_process = must_compile && compile_can_fork(run->clang, run->opt.exec_clang || run->opt.launcher);
     /* Once per compiler: the verdict is cached under its identity. */
     if (must_compile && !inc_compiler_verified(&run->inc)) {
         if (compile_check_clang(run->clang, run->rundir.path, &co) != SG_EXIT_OK) {
@@ -895,10 +514,12 @@ int jobs_run(sg_run *run, job_set *js)
         inc_compiler_verdict(&run->inc);
     }
     bool spawn_failed, spawn_failed2 = false;
-    name_probe_files(js->jobs, js->count);
+    inc_name_probes(js->jobs, js->count);
     if (must_compile)
-        probe_executable_compiles(run, js->jobs, js->count, &co);
-    failures += compile_with_discovery(run, js, &co, &ctx, &spawn_failed);
+        inc_probe_compiles(js->jobs, js->count, &co, run->opt.launcher != NULL);
+    const sg_rundir *rd = run->inc.npending && make_run_dirs(run) ? &run->rundir : NULL;
+    failures += inc_compile_with_discovery(&run->inc, rd, js->jobs, js->count, &co, on_compiled,
+                                           &ctx, &spawn_failed);
     for (size_t i = 0; i < js->count; i++) /* riders' own failed checks */
         failures += js->refs[i].rides && js->jobs[i].status != 0;
     /* Whatever other ops' checks said, as every op of a per-op build is

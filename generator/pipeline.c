@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "diag.h"
+#include "flags.h"
 #include "jobs.h"
 #include "outputs.h"
 #include "util.h"
@@ -41,12 +42,6 @@ static bool resolve_targets(sg_run *run)
         }
     }
     return true;
-}
-
-sg_flag_inputs run_flag_inputs(const sg_run *run, const sg_target_result *r)
-{
-    return (sg_flag_inputs){&run->manifest, r->target, r->mt, run->opt.extra_cflags,
-                            run->opt.extra_shim_cflags, run->op_template_dir};
 }
 
 static int by_name_then_order(const void *a, const void *b)
@@ -87,7 +82,7 @@ static int discover_all(sg_run *run)
 {
     const sg_manifest *m = &run->manifest;
     sg_argv a = {0};
-    sg_flag_inputs in = run_flag_inputs(run, &run->results[0]);
+    sg_flag_inputs in = flags_inputs(run, &run->results[0]);
     flags_discover(&a, &in);
     int rc = SG_EXIT_OK;
     for (size_t i = 0; i < m->op_sources.count && rc == SG_EXIT_OK; i++) {

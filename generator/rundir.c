@@ -108,3 +108,25 @@ void rundir_remove(sg_rundir *r)
     free(r->path);
     *r = (sg_rundir){NULL, -1};
 }
+
+void rundir_keep(const char *workdir, const char *triple, const char *object,
+                 const char *unit_name, const char *unit)
+{
+    const char *base = strrchr(object, '/');
+    char *dest = xasprintf("%s/%s%s", workdir, triple, base ? base : "/");
+    rename(object, dest);
+    free(dest);
+    if (!unit_name)
+        return;
+    /* Linked, not moved: every target's job compiles the same unit. */
+    char *kept = xasprintf("%s/tu/%s/unit.c", workdir, unit_name);
+    char *fresh = xasprintf("%s.%ld", kept, (long)getpid());
+    char *dir = path_dirname(kept);
+    if (mkdir_p(dir) && link(unit, fresh) == 0) {
+        rename(fresh, kept);
+        unlink(fresh); /* left when kept already was this file (rename does nothing then) */
+    }
+    free(dir);
+    free(fresh);
+    free(kept);
+}

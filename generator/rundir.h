@@ -22,6 +22,12 @@ void rundir_reserve(const char *workdir, sg_rundir *out);
 /* Create (and lock) the reserved directory, once; false with errno set when
  * it cannot be created. */
 _Bool rundir_open(sg_rundir *r);
+/* The last object built for each op stays in WORKDIR/<triple>/ (moved
+ * there from `object`), and the unit it compiled (`unit`, for an op: NULL
+ * for the shim) in WORKDIR/tu/<unit_name>/unit.c, for people, tests and
+ * benchmarks to inspect; the generator itself never reads them back. */
+void rundir_keep(const char *workdir, const char *triple, const char *object,
+                 const char *unit_name, const char *unit);
 /* Remove it (if it was made) and release the lock. */
 void rundir_remove(sg_rundir *r);
 

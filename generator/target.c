@@ -5,13 +5,6 @@
 
 #include "util.h"
 
-const char *const sg_elf_pic_cflags[] = {
-    /* A stencil runs wherever the runtime copies it. */
-    "-fPIC",
-    /* Calls to run-time symbols go through GOT slots the runtime fills: there is no PLT. */
-    "-fno-plt", NULL,
-};
-
 static const sg_target *const registry[] = {
     &sg_target_x86_64_linux,
     &sg_target_aarch64_linux,

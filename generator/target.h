@@ -60,7 +60,7 @@ const sg_target *target_lookup(const char *triple);
 /* The supported triples, comma-separated, for error messages (caller frees). */
 char *target_supported_list(void);
 
-/* -fPIC -fno-plt, for every ELF target (target.c). */
+/* -fPIC -fno-plt, for every ELF target (flags.c, with their reasons). */
 extern const char *const sg_elf_pic_cflags[];
 
 /* Per-architecture tables (target_<arch>.c). */

@@ -1,0 +1,77 @@
+/* run.h - what one run of the generator holds and produces, target by
+ * target: data only. pipeline.c fills it stage by stage; jobs.c and the
+ * modules it drives read and fill their parts. */
+#ifndef STENCILGEN_RUN_H
+#define STENCILGEN_RUN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "discover.h"
+#include "frame_shape.h"
+#include "incremental.h"
+#include "llvm_bridge.h"
+#include "manifest.h"
+#include "rundir.h"
+#include "stencil.h"
+#include "target.h"
+
+/* How ops are grouped into translation units (docs/build.md, "Batched units"). */
+typedef enum sg_units {
+    SG_UNITS_PER_OP,  /* one unit and one compile per op */
+    SG_UNITS_BATCHED, /* the ops of a file in batches, each batch one compile */
+} sg_units;
+
+typedef struct sg_options {
+    const char *command;   /* "build", "check" or "dump" */
+    const char *manifest;
+    const char **targets;  /* --target (empty: the manifest's) */
+    size_t ntargets;
+    const char *outdir;
+    int jobs;
+    const char *cache_dir;
+    const char *depfile;
+    const char *clang;
+    const char *launcher;
+    bool exec_clang; /* start the clang executable even for the clang the generator links */
+    const char *compile_commands;
+    const char *extra_cflags;
+    const char *extra_shim_cflags;
+    const char *dump_op;
+    double compile_timeout; /* seconds per compile */
+    sg_units units;
+    unsigned batch_ops; /* batched units: ops a batch holds (0: spread over the -j jobs) */
+    int verbose; /* -v: counts and phase times; -vv: also every compiler command */
+} sg_options;
+
+typedef struct sg_target_result {
+    const sg_target *target;
+    const sg_manifest_target *mt;
+    gen_stencil *ops;  /* one per discovered op, in op order */
+    gen_stencil shim;
+    sg_unwind unwind; /* derived from the shim */
+    bool landing_pads; /* every op and the shim start with one (verify_landing_pads) */
+    lb_disasm *disasm;
+    size_t compiled;  /* ops compiled for this target in this run */
+    size_t cached;    /* ops taken from the cache */
+    size_t stencils_cached; /* of those, ops whose checked stencil was cached (no object read) */
+} sg_target_result;
+
+typedef struct sg_run {
+    sg_options opt;
+    sg_manifest manifest;
+    sg_oplist ops;
+    sg_target_result *results;
+    size_t nresults;
+    char *workdir;    /* the cache lives here (--cache-dir, else OUTDIR/.stencilgen) */
+    sg_rundir rundir; /* this run's own files: units, objects, logs */
+    char *clang;      /* resolved compiler path */
+    char *op_template_dir; /* WORKDIR/include: stencil_op.h for every compile */
+    struct sg_cache *cache;
+    sg_incremental inc; /* the cache protocol, over `cache` */
+    size_t compiles;    /* compiler runs that produced an object (ops, batches, the shim) */
+    bool compiled_in_process; /* ... by clang's main in forked children (compile.h) */
+} sg_run;
+
+#endif
