@@ -1,6 +1,6 @@
 /* objfile.h - a format-neutral view of one relocatable object file.
  *
- * Filled by llvm_bridge.cpp from LLVM's object library; everything after this
+ * Filled by llvm/objreader.cpp from LLVM's object library; everything after this
  * stage works on these plain structs only. */
 #ifndef STENCILGEN_OBJFILE_H
 #define STENCILGEN_OBJFILE_H

@@ -1,6 +1,6 @@
 /* fuzz_objfile.c - libFuzzer target for the object reader: objfile_parse
  * (generator/objfile.c), that is LLVM's object library and the normalisation
- * in generator/llvm_bridge.cpp (COFF and Mach-O implicit addends,
+ * in generator/llvm/objreader.cpp (COFF and Mach-O implicit addends,
  * ARM64_RELOC_ADDEND pairs, __eh_frame SUBTRACTOR pairs resolved in place,
  * section, symbol and relocation tables, symbol sizes).
  *
@@ -16,9 +16,9 @@
  * objfile_find_defined for every symbol's name).
  *
  * Known crashes, kept out (elf_known_crash): ELF inputs that abort in LLVM
- * before llvm_bridge.cpp can refuse them. A section whose sh_addralign is
+ * before objreader.cpp can refuse them. A section whose sh_addralign is
  * not a power of two fails an assertion in SectionRef::getAlignment (an
- * inline of llvm/Object/ObjectFile.h compiled into llvm_bridge.cpp's
+ * inline of llvm/Object/ObjectFile.h compiled into objreader.cpp's
  * read_sections; meson builds it without NDEBUG). ELFObjectFile's symbol and
  * relocation accessors call report_fatal_error (abort) on a symbol table or a
  * REL/RELA table that is not an array of whole entries inside the file, or a

@@ -49,10 +49,10 @@ TARGETS = {
                      ["generator/win64_unwind.c", "generator/cfi.c", "generator/util.c"],
                      "tests/fuzz/make_win64_unwind_seeds.c", []),
     # an object file, as the compiler or the cache hands it to the generator:
-    # LLVM's object library and llvm_bridge.cpp's normalisation (C++, linked
+    # LLVM's object library and objreader.cpp's normalisation (C++, linked
     # with libLLVM, see build_cxx_target); the seeds are compiled by clang-22
     "objfile": ("tests/fuzz/fuzz_objfile.c",
-                ["generator/objfile.c", "generator/util.c", "generator/llvm_bridge.cpp"],
+                ["generator/objfile.c", "generator/util.c", "generator/llvm/objreader.cpp"],
                 "tests/fuzz/make_objfile_seeds.py", []),
 }
 
@@ -65,7 +65,7 @@ BRIEF_RUNS = {"cfi": 900000, "stencil_blob": 5000000, "manifest": 700000, "regis
 def include_flags(build):
     """What every target and seed maker may include: the generator's and the
     reader's headers, the runtime's, and the bundled stencils' (generated)."""
-    dirs = [os.path.join(ROOT, d) for d in ("generator", "tools/stack", "runtime", "stencils")]
+    dirs = [os.path.join(ROOT, d) for d in ("generator", "generator/llvm", "tools/stack", "runtime", "stencils")]
     return sum((["-I", d] for d in dirs + [os.path.join(build, "stencils")]), [])
 
 
@@ -86,7 +86,7 @@ def llvm_config(*args):
 
 
 def build_cxx_target(files, inc, fuzzer):
-    """A target with C++ sources (llvm_bridge.cpp): each is compiled as
+    """A target with C++ sources (objreader.cpp): each is compiled as
     generator/meson.build does (LLVM's flags, no RTTI, no exceptions) under
     the same sanitizers, and everything is linked by clang++-22 with libLLVM."""
     objs = []

@@ -1,4 +1,4 @@
-/* llvm_plugin.h - the generator's LLVM and libclang half (llvm_bridge.cpp,
+/* llvm_plugin.h - the generator's LLVM and libclang half (objreader.cpp, disasm.cpp,
  * discover.c) is a module loaded on first use, so that a run with nothing to
  * discover, compile or read never maps libLLVM and libclang (loading them
  * was about half of a no-op rebuild). llvm_loader.c forwards llvm_bridge.h's
