@@ -14,7 +14,7 @@
 
 /* Which ops compile in this run: those that missed the cache on some target
  * and may stand in a batch (per op: true). */
-static bool *ops_to_compile(const sg_run *run, const job_set *js, size_t *count)
+static bool *ops_to_compile(const gen_run *run, const job_set *js, size_t *count)
 {
     bool *must = xcalloc(run->ops.count ? run->ops.count : 1, sizeof *must);
     *count = 0;
@@ -33,7 +33,7 @@ static bool *ops_to_compile(const sg_run *run, const job_set *js, size_t *count)
  * have two, but at least BATCH_MIN ops each: a clang process costs about as
  * much as compiling 15 small ops (docs/build.md, "Batched units"). */
 #define BATCH_MIN 16
-static size_t batch_size(const sg_run *run, size_t count)
+static size_t batch_size(const gen_run *run, size_t count)
 {
     if (run->opt.batch_ops)
         return run->opt.batch_ops;
@@ -42,7 +42,7 @@ static size_t batch_size(const sg_run *run, size_t count)
     return size < BATCH_MIN ? BATCH_MIN : size;
 }
 
-static op_batch *new_batch(sg_run *run, job_set *js, size_t *cap, const sg_op *const *ops,
+static op_batch *new_batch(gen_run *run, job_set *js, size_t *cap, const gen_op *const *ops,
                            size_t n)
 {
     grow_array((void **)&js->batches, cap, js->nbatches + 1, sizeof *js->batches);
@@ -59,13 +59,13 @@ static op_batch *new_batch(sg_run *run, job_set *js, size_t *cap, const sg_op *c
  * in as few batches of about equal size as `batch_size` allows. The cache
  * keys each op by its own unit, so what a batch held never matters to a
  * later run: a one-op edit compiles one op. */
-static void plan_batches(sg_run *run, job_set *js)
+static void plan_batches(gen_run *run, job_set *js)
 {
     size_t count, cap = 0;
     bool *must = ops_to_compile(run, js, &count);
     size_t size = batch_size(run, count);
     long *batch_of = xcalloc(run->ops.count ? run->ops.count : 1, sizeof *batch_of);
-    const sg_op **file = xcalloc(run->ops.count ? run->ops.count : 1, sizeof *file);
+    const gen_op **file = xcalloc(run->ops.count ? run->ops.count : 1, sizeof *file);
     for (size_t i = 0; i < run->ops.count;) { /* a file's ops are consecutive */
         size_t end = i, m = 0;
         for (; end < run->ops.count && !strcmp(run->ops.items[end].source,
@@ -95,10 +95,10 @@ static void plan_batches(sg_run *run, job_set *js)
 
 /* An op its batch cannot stand for compiles from its own unit (its cache
  * entry keeps that unit's object). */
-void batch_compile_alone(sg_run *run, job_set *js, size_t i)
+void batch_compile_alone(gen_run *run, job_set *js, size_t i)
 {
     job_ref *ref = &js->refs[i];
-    sg_job *job = &js->jobs[i];
+    gen_job *job = &js->jobs[i];
     if (run->opt.verbose)
         diag_note_at(ref->op->source, ref->op->line, ref->op->col,
                      "op %s is compiled from its own unit: %s", ref->op->name, ref->alone);
@@ -133,14 +133,14 @@ static void compile_in_batch(job_ref *ref, const op_batch *b)
 /* Per target and batch, the first of its ops that must compile leads: its
  * job compiles the batch's unit, for it and for the other members (riders,
  * whose own jobs do not run). */
-void batch_assign(sg_run *run, job_set *js)
+void batch_assign(gen_run *run, job_set *js)
 {
     plan_batches(run, js);
     long *leader = xcalloc(js->nbatches ? js->nbatches : 1, sizeof *leader);
-    const sg_target_result *target = NULL;
+    const gen_target_result *target = NULL;
     for (size_t i = 0; i < js->count; i++) {
         job_ref *ref = &js->refs[i];
-        sg_job *job = &js->jobs[i];
+        gen_job *job = &js->jobs[i];
         if (ref->result != target) {
             target = ref->result;
             for (size_t b = 0; b < js->nbatches; b++)
@@ -162,7 +162,7 @@ void batch_assign(sg_run *run, job_set *js)
         ref->leader = true;
         ref->op_label = job->label;
         char *rel = manifest_relpath(&run->manifest, b->members[0]->source);
-        const sg_op *first = b->members[0], *last = b->members[b->n - 1];
+        const gen_op *first = b->members[0], *last = b->members[b->n - 1];
         job->label = first == last ? xasprintf("op %s of %s (%s)", first->name, rel,
                                                target->target->triple)
                                    : xasprintf("ops %s..%s of %s (%s)", first->name, last->name,
@@ -180,9 +180,9 @@ void batch_assign(sg_run *run, job_set *js)
 
 /* The op compiled in batch b whose lines hold `line` (they are in source
  * order), or NULL for the text before the first. */
-static const sg_op *op_at_line(const op_batch *b, unsigned line)
+static const gen_op *op_at_line(const op_batch *b, unsigned line)
 {
-    const sg_op *found = NULL;
+    const gen_op *found = NULL;
     for (size_t i = 0; i < b->n && b->members[i]->line <= line; i++)
         found = b->members[i];
     return found;
@@ -191,7 +191,7 @@ static const sg_op *op_at_line(const op_batch *b, unsigned line)
 /* A batch that does not compile fails all its ops; the compiler's messages
  * point at the source (#line), and a note under them says which op, on which
  * target, each error is in. */
-void batch_note_errors(const job_set *js, const sg_job *job)
+void batch_note_errors(const job_set *js, const gen_job *job)
 {
     const job_ref *ref = job->user;
     if (!ref || !ref->leader || job->status <= 0 || ref->extract_failed)
@@ -210,7 +210,7 @@ void batch_note_errors(const job_set *js, const sg_job *job)
         int used = 0;
         if ((size_t)(eol - p) > n && !memcmp(p, src, n) && p[n] == ':' &&
             sscanf(p + n, ":%u:%u: error:%n", &line, &col, &used) == 2 && used) {
-            const sg_op *op = op_at_line(b, line);
+            const gen_op *op = op_at_line(b, line);
             if (op)
                 diag_note_at(src, line, col, "this error is in op %s (%s; compiled in one unit "
                              "with %s..%s)", op->name, ref->result->target->triple,

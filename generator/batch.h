@@ -13,12 +13,12 @@
  * (js->batches), and make each target's first member that must compile lead
  * its batch's compile; the other members ride on it. An op marked alone
  * compiles from its own unit (batch_compile_alone). */
-void batch_assign(sg_run *run, job_set *js);
+void batch_assign(gen_run *run, job_set *js);
 /* Job i compiles its op from the op's own unit, which its batch cannot
  * stand for (ref->alone says why; -v notes it). */
-void batch_compile_alone(sg_run *run, job_set *js, size_t i);
+void batch_compile_alone(gen_run *run, job_set *js, size_t i);
 /* For a batch whose compile failed: a note under each of the compiler's
  * errors naming the op and target it is in. */
-void batch_note_errors(const job_set *js, const sg_job *job);
+void batch_note_errors(const job_set *js, const gen_job *job);
 
 #endif

@@ -34,7 +34,7 @@ typedef struct file_hash {
 typedef struct record {
     char *slot;
     uint64_t args;
-    sg_key absent; /* the set of paths that were missing (cache.h) */
+    gen_key absent; /* the set of paths that were missing (cache.h) */
     char *deps; /* one path a line */
     bool fresh; /* recorded by this run */
 } record;
@@ -44,7 +44,7 @@ typedef struct record_list {
     size_t count, cap;
 } record_list;
 
-struct sg_cache {
+struct gen_cache {
     char *dir;
     char *path_buf;
     file_hash *files; /* contents hashed once per run */
@@ -68,13 +68,13 @@ static void records_free(record_list *l)
     *l = (record_list){0};
 }
 
-static char *index_path(const sg_cache *c)
+static char *index_path(const gen_cache *c)
 {
     return xasprintf("%s/records.idx", c->dir);
 }
 
 /* "absent <16 hex><16 hex>", as save_records writes it. */
-static bool parse_absent(const char *line, size_t n, sg_key *out)
+static bool parse_absent(const char *line, size_t n, gen_key *out)
 {
     if (n != 7 + 32 || strncmp(line, "absent ", 7))
         return false;
@@ -117,7 +117,7 @@ static void load_records(const char *path, record_list *out)
             hex_end == nl + 6 || hex_end != args_end)
             break;
         char *absent_end = strchr(args_end + 1, '\n');
-        sg_key absent;
+        gen_key absent;
         if (!absent_end || absent_end > end ||
             !parse_absent(args_end + 1, (size_t)(absent_end - args_end - 1), &absent)) {
             p = end + 3;
@@ -154,7 +154,7 @@ static void trim_slots(record_list *l)
 
 /* The index on disk is the truth for every record this run did not make:
  * concurrent runs' records are kept, and this run's own come last (newest). */
-static void save_records(sg_cache *c)
+static void save_records(gen_cache *c)
 {
     if (!c->records_dirty || !mkdir_p(c->dir))
         return;
@@ -201,7 +201,7 @@ static void save_records(sg_cache *c)
 
 /* Runs look slots up in the order they recorded them: searching on from the
  * last hit finds the next one at once instead of after hundreds of strcmps. */
-static record *find_record(sg_cache *c, const char *slot, uint64_t args)
+static record *find_record(gen_cache *c, const char *slot, uint64_t args)
 {
     record want = {(char *)slot, args, {{0, 0}}, NULL, false};
     for (size_t k = 0; k < c->records.count; k++) {
@@ -214,9 +214,9 @@ static record *find_record(sg_cache *c, const char *slot, uint64_t args)
     return NULL;
 }
 
-sg_cache *cache_open(const char *dir)
+gen_cache *cache_open(const char *dir)
 {
-    sg_cache *c = xcalloc(1, sizeof *c);
+    gen_cache *c = xcalloc(1, sizeof *c);
     c->dir = xstrdup(dir);
     char *path = index_path(c);
     load_records(path, &c->records);
@@ -224,7 +224,7 @@ sg_cache *cache_open(const char *dir)
     return c;
 }
 
-void cache_close(sg_cache *c)
+void cache_close(gen_cache *c)
 {
     if (!c)
         return;
@@ -264,7 +264,7 @@ uint64_t cache_hash_args(char *const *argv, const char *const *skip_next)
     return h;
 }
 
-static const file_hash *hash_file(sg_cache *c, const char *path)
+static const file_hash *hash_file(gen_cache *c, const char *path)
 {
     for (size_t i = 0; i < c->nfiles; i++)
         if (!strcmp(c->files[i].path, path))
@@ -286,7 +286,7 @@ static const file_hash *hash_file(sg_cache *c, const char *path)
     return &c->files[c->nfiles - 1];
 }
 
-static const char *cache_path(sg_cache *c, const sg_key *key, const char *kind)
+static const char *cache_path(gen_cache *c, const gen_key *key, const char *kind)
 {
     free(c->path_buf);
     c->path_buf = xasprintf("%s/blobs/%016llx%016llx.%s", c->dir, (unsigned long long)key->h[0],
@@ -314,8 +314,8 @@ static bool stable_since(const file_hash *f, const struct timespec *since)
 
 /* The key of `args` and the files' names and contents; *positional: whether
  * one of them mentions a source position (text_mentions_position). */
-static bool key_of(sg_cache *c, uint64_t args, char *const *deps, size_t n,
-                   const struct timespec *since, sg_key *key, bool *positional)
+static bool key_of(gen_cache *c, uint64_t args, char *const *deps, size_t n,
+                   const struct timespec *since, gen_key *key, bool *positional)
 {
     *positional = false;
     key->h[0] = args;
@@ -344,7 +344,7 @@ static char **split_deps(char *text, size_t *n)
     return deps;
 }
 
-bool cache_key_for(sg_cache *c, const char *slot, uint64_t args, sg_key *key, sg_key *absent,
+bool cache_key_for(gen_cache *c, const char *slot, uint64_t args, gen_key *key, gen_key *absent,
                    bool *positional)
 {
     const record *r = find_record(c, slot, args);
@@ -360,8 +360,8 @@ bool cache_key_for(sg_cache *c, const char *slot, uint64_t args, sg_key *key, sg
     return ok;
 }
 
-bool cache_record(sg_cache *c, const char *slot, uint64_t args, char *const *deps, size_t n,
-                  const sg_key *absent, const struct timespec *since, sg_key *key,
+bool cache_record(gen_cache *c, const char *slot, uint64_t args, char *const *deps, size_t n,
+                  const gen_key *absent, const struct timespec *since, gen_key *key,
                   bool *positional)
 {
     if (!key_of(c, args, deps, n, since, key, positional))
@@ -385,7 +385,7 @@ typedef struct trailer {
     uint64_t magic, size, sum;
 } trailer;
 
-bool cache_get(sg_cache *c, const sg_key *key, const char *kind, uint8_t **data, size_t *size)
+bool cache_get(gen_cache *c, const gen_key *key, const char *kind, uint8_t **data, size_t *size)
 {
     uint8_t *buf;
     size_t n;
@@ -409,7 +409,7 @@ bool cache_get(sg_cache *c, const sg_key *key, const char *kind, uint8_t **data,
 
 /* Written to a temporary and renamed: a reader (this run or another sharing
  * the directory) sees the old entry or the new one, never half of one. */
-bool cache_put(sg_cache *c, const sg_key *key, const char *kind, const void *data, size_t size)
+bool cache_put(gen_cache *c, const gen_key *key, const char *kind, const void *data, size_t size)
 {
     trailer t = {TRAILER_MAGIC, size, hash64(data, size, key->h[0])};
     strbuf sb = {0};

@@ -32,16 +32,16 @@
 #include <stdint.h>
 #include <time.h>
 
-typedef struct sg_key {
+typedef struct gen_key {
     uint64_t h[2];
-} sg_key;
+} gen_key;
 
-typedef struct sg_cache sg_cache;
+typedef struct gen_cache gen_cache;
 
 /* NULL only on out-of-memory; a cache whose directory cannot be created simply misses. */
-sg_cache *cache_open(const char *dir);
+gen_cache *cache_open(const char *dir);
 /* Merges this run's records into the index on disk (under a lock) and frees. */
-void cache_close(sg_cache *c);
+void cache_close(gen_cache *c);
 
 /* Hash of an argument vector; `skip_next` names options whose following argument
  * (an output path) must not count. */
@@ -52,20 +52,20 @@ uint64_t cache_hash_args(char *const *argv, const char *const *skip_next);
  * *absent: the id of the set of paths it stored with the record;
  * *positional: whether one of the files mentions a source position. What a
  * key is made of is incremental.c's business: this is the store's part. */
-bool cache_key_for(sg_cache *c, const char *slot, uint64_t args, sg_key *key, sg_key *absent,
+bool cache_key_for(gen_cache *c, const char *slot, uint64_t args, gen_key *key, gen_key *absent,
                    bool *positional);
 /* Record `slot` (its files, and the id of a set of paths `absent`) and return
  * the key its files hash to now, as cache_key_for; false, recording nothing,
  * when a file is missing, or changed at or after `since` (the time the work
  * that read them started) or after this run hashed it: the result may not be
  * of the bytes the key would name. */
-bool cache_record(sg_cache *c, const char *slot, uint64_t args, char *const *deps, size_t n,
-                  const sg_key *absent, const struct timespec *since, sg_key *key,
+bool cache_record(gen_cache *c, const char *slot, uint64_t args, char *const *deps, size_t n,
+                  const gen_key *absent, const struct timespec *since, gen_key *key,
                   bool *positional);
 
 /* Stored blobs, verified on read. `kind` is a file suffix such as "o" or "d". */
-bool cache_get(sg_cache *c, const sg_key *key, const char *kind, uint8_t **data, size_t *size);
-bool cache_put(sg_cache *c, const sg_key *key, const char *kind, const void *data, size_t size);
+bool cache_get(gen_cache *c, const gen_key *key, const char *kind, uint8_t **data, size_t *size);
+bool cache_put(gen_cache *c, const gen_key *key, const char *kind, const void *data, size_t size);
 
 /* A timestamp comparable with file modification times (which the kernel takes
  * from its coarse clock): any write after this call has an mtime >= it. */

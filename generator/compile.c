@@ -23,12 +23,12 @@
 
 extern char **environ;
 
-void argv_add(sg_argv *a, const char *s)
+void argv_add(gen_argv *a, const char *s)
 {
     ARRAY_PUSH(a->items, a->count, a->cap, xstrdup(s));
 }
 
-void argv_addf(sg_argv *a, const char *fmt, ...)
+void argv_addf(gen_argv *a, const char *fmt, ...)
 {
     strbuf sb = {0};
     va_list ap;
@@ -38,7 +38,7 @@ void argv_addf(sg_argv *a, const char *fmt, ...)
     ARRAY_PUSH(a->items, a->count, a->cap, sb.data);
 }
 
-void argv_add_split(sg_argv *a, const char *flags)
+void argv_add_split(gen_argv *a, const char *flags)
 {
     const char *p = flags;
     while (*p) {
@@ -62,11 +62,11 @@ void argv_add_split(sg_argv *a, const char *flags)
     }
 }
 
-char **argv_finish(sg_argv *a)
+char **argv_finish(gen_argv *a)
 {
     ARRAY_PUSH(a->items, a->count, a->cap, NULL);
     char **r = a->items;
-    *a = (sg_argv){0};
+    *a = (gen_argv){0};
     return r;
 }
 
@@ -116,7 +116,7 @@ typedef struct running {
  * clang's main from the clang module, which the parent has loaded. stdio is
  * flushed first, so that nothing buffered is written twice; the child itself
  * ends with _exit (lb_clang_main). */
-static pid_t fork_job(sg_job *job, int log, const sigset_t *child_mask)
+static pid_t fork_job(gen_job *job, int log, const sigset_t *child_mask)
 {
     clock_gettime(CLOCK_REALTIME_COARSE, &job->started);
     fflush(NULL);
@@ -138,7 +138,7 @@ static pid_t fork_job(sg_job *job, int log, const sigset_t *child_mask)
 
 /* The log is opened here, not by posix_spawn, so a log that cannot be created
  * is reported as such rather than as a failure to run the compiler. */
-static pid_t spawn_job(sg_job *job, sigset_t *child_mask, bool in_process)
+static pid_t spawn_job(gen_job *job, sigset_t *child_mask, bool in_process)
 {
     int log = open(job->log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (log < 0) {
@@ -171,7 +171,7 @@ static pid_t spawn_job(sg_job *job, sigset_t *child_mask, bool in_process)
 
 /* Print what the command wrote to stderr, if anything, under its label; a
  * failure says how the compiler ended even when it printed nothing. */
-static void show_log(const sg_job *job, bool failed, double timeout)
+static void show_log(const gen_job *job, bool failed, double timeout)
 {
     uint8_t *text = NULL;
     size_t size = 0;
@@ -193,7 +193,7 @@ static void show_log(const sg_job *job, bool failed, double timeout)
     free(text);
 }
 
-static void print_command(const sg_job *job)
+static void print_command(const gen_job *job)
 {
     strbuf sb = {0};
     for (char **p = job->argv; *p; p++)
@@ -202,7 +202,7 @@ static void print_command(const sg_job *job)
     sb_free(&sb);
 }
 
-static void progress_line(const sg_compile_opts *o, size_t done, size_t total, const char *label)
+static void progress_line(const gen_compile_opts *o, size_t done, size_t total, const char *label)
 {
     if (o->progress)
         fprintf(stderr, "\r\033[K[%zu/%zu] %s", done, total, label);
@@ -223,7 +223,7 @@ static void wait_for_child(const sigset_t *chld, const running *run, size_t nrun
     sigtimedwait(chld, NULL, &ts);
 }
 
-static void finish_job(sg_job *job, int wstatus)
+static void finish_job(gen_job *job, int wstatus)
 {
     if (WIFEXITED(wstatus)) {
         job->status = WEXITSTATUS(wstatus);
@@ -235,8 +235,8 @@ static void finish_job(sg_job *job, int wstatus)
 
 /* Report a finished job and hand it to `done`, collecting what either says
  * into `messages`; returns whether it succeeded. */
-static bool conclude(sg_job *job, const sg_compile_opts *opts, size_t finished, size_t total,
-                     sg_job_done *done, void *ctx, strbuf *messages)
+static bool conclude(gen_job *job, const gen_compile_opts *opts, size_t finished, size_t total,
+                     gen_job_done *done, void *ctx, strbuf *messages)
 {
     progress_line(opts, finished, total, job->label);
     bool ok = job->status == 0;
@@ -261,7 +261,7 @@ typedef struct in_order {
     size_t next;      /* the first job not printed yet */
 } in_order;
 
-static void print_ready(in_order *o, const sg_job *jobs, size_t n, const sg_compile_opts *opts)
+static void print_ready(in_order *o, const gen_job *jobs, size_t n, const gen_compile_opts *opts)
 {
     for (; o->next < n && (o->ready[o->next] || jobs[o->next].skip); o->next++) {
         strbuf *m = &o->messages[o->next];
@@ -276,12 +276,12 @@ static void print_ready(in_order *o, const sg_job *jobs, size_t n, const sg_comp
 
 /* Reap every finished (or overdue) child into done[]; returns how many.
  * *timed_out is set when a compile had to be killed. */
-static size_t reap(sg_job *jobs, running *run, size_t *nrun, size_t *done_jobs,
+static size_t reap(gen_job *jobs, running *run, size_t *nrun, size_t *done_jobs,
                    bool *timed_out)
 {
     size_t ndone = 0;
     for (size_t i = 0; i < *nrun;) {
-        sg_job *job = &jobs[run[i].job];
+        gen_job *job = &jobs[run[i].job];
         int wstatus;
         pid_t r = waitpid(run[i].pid, &wstatus, WNOHANG);
         if (r == 0 && now_seconds() > run[i].deadline) {
@@ -302,7 +302,7 @@ static size_t reap(sg_job *jobs, running *run, size_t *nrun, size_t *done_jobs,
     return ndone;
 }
 
-static void notice_slow(const sg_job *jobs, running *run, size_t nrun, const sg_compile_opts *o)
+static void notice_slow(const gen_job *jobs, running *run, size_t nrun, const gen_compile_opts *o)
 {
     double after = o->timeout / 2 < SLOW_NOTICE_S ? o->timeout / 2 : SLOW_NOTICE_S;
     double now = now_seconds();
@@ -317,7 +317,7 @@ static void notice_slow(const sg_job *jobs, running *run, size_t nrun, const sg_
     }
 }
 
-size_t compile_run(sg_job *jobs, size_t n, const sg_compile_opts *opts, sg_job_done *done,
+size_t compile_run(gen_job *jobs, size_t n, const gen_compile_opts *opts, gen_job_done *done,
                    void *ctx, bool *spawn_failed)
 {
     sigset_t chld, old, child_mask;
@@ -341,7 +341,7 @@ size_t compile_run(sg_job *jobs, size_t n, const sg_compile_opts *opts, sg_job_d
          * compiler slots stay busy while the generator does its own work.
          * After a compiler could not start or hung, nothing more starts. */
         while (nrun < parallel && next < n && !*spawn_failed && !timed_out) {
-            sg_job *job = &jobs[next];
+            gen_job *job = &jobs[next];
             if (job->skip) {
                 next++;
                 continue;
@@ -396,14 +396,14 @@ size_t compile_run(sg_job *jobs, size_t n, const sg_compile_opts *opts, sg_job_d
  * preserve_none (19 on). */
 #define MIN_CLANG_MAJOR 22
 
-int compile_check_clang(const char *clang, const char *dir, const sg_compile_opts *co)
+int compile_check_clang(const char *clang, const char *dir, const gen_compile_opts *co)
 {
     char *out = path_join(dir, "compiler-macros.h");
     char *argv[] = {(char *)clang, "-dM", "-E", "-x", "c", "/dev/null", "-o", out, NULL};
     char *log = path_join(dir, "compiler-check.log");
     char *label = xasprintf("the C compiler '%s' (asked for its version)", clang);
-    sg_job job = {.argv = argv, .output = out, .log = log, .label = label};
-    sg_compile_opts o = *co;
+    gen_job job = {.argv = argv, .output = out, .log = log, .label = label};
+    gen_compile_opts o = *co;
     o.in_process = false; /* the executable itself answers for what it is */
     o.failed = NULL;
     bool spawn_failed;
@@ -448,7 +448,7 @@ bool compile_can_fork(const char *clang, bool exec)
 
 /* A compiler that reports success must have written both files; anything
  * else is a toolchain failure, never a reason to read an older file. */
-bool compile_read_output(const sg_job *job, const char *path, const char *what, uint8_t **data,
+bool compile_read_output(const gen_job *job, const char *path, const char *what, uint8_t **data,
                          size_t *size)
 {
     if (read_file(path, data, size))

@@ -7,12 +7,12 @@
 #include <stdint.h>
 #include <time.h>
 
-typedef struct sg_job {
+typedef struct gen_job {
     char **argv;   /* NULL-terminated: [launcher] clang args... */
     char *output;  /* object file the command writes */
     char *log;     /* file that receives the command's stderr */
     char *label;   /* "op add (x86_64-unknown-linux-gnu)", for messages */
-    /* In a forked child (sg_compile_opts.in_process), the file that receives
+    /* In a forked child (gen_compile_opts.in_process), the file that receives
      * the paths the compile looked for and did not find (lb_clang_main); a
      * compile the executable runs leaves it unwritten. NULL: not asked. */
     char *probes;
@@ -22,13 +22,13 @@ typedef struct sg_job {
     bool timed_out;  /* killed at the deadline */
     struct timespec started; /* when it was started (coarse realtime, as file mtimes) */
     void *user;
-} sg_job;
+} gen_job;
 
 /* Called after a failed job's compiler output is shown, with the same ctx as
- * sg_job_done, so that what it says is printed with the job's messages. */
-typedef void sg_job_failed(const sg_job *job, void *ctx);
+ * gen_job_done, so that what it says is printed with the job's messages. */
+typedef void gen_job_failed(const gen_job *job, void *ctx);
 
-typedef struct sg_compile_opts {
+typedef struct gen_compile_opts {
     int parallel;
     double timeout; /* seconds per command; after the first timeout no new job starts */
     bool verbose;   /* print every command */
@@ -37,40 +37,40 @@ typedef struct sg_compile_opts {
      * instead of starting the executable (the same compile, twice as fast for
      * a small unit). */
     bool in_process;
-    sg_job_failed *failed; /* or NULL */
+    gen_job_failed *failed; /* or NULL */
     /* Failures are not reported: the caller knows what one means (a
      * preprocess run for the paths it looks for, whose compile reports). */
     bool quiet;
-} sg_compile_opts;
+} gen_compile_opts;
 
 /* Called in the parent as soon as a job finishes successfully, so reading its
  * object overlaps the remaining compiles. Returns false to record a failure. */
-typedef bool sg_job_done(sg_job *job, void *ctx);
+typedef bool gen_job_done(gen_job *job, void *ctx);
 
 /* Run every job not marked skip. Each job's stderr is printed (prefixed with its
  * label) when it fails or produced warnings, together with what `done` says,
  * in job order whatever order the jobs finish in. Returns the number of failures.
  * *spawn_failed is set when a command could not be started at all. */
-size_t compile_run(sg_job *jobs, size_t n, const sg_compile_opts *opts, sg_job_done *done,
+size_t compile_run(gen_job *jobs, size_t n, const gen_compile_opts *opts, gen_job_done *done,
                    void *ctx, bool *spawn_failed);
 
 /* Ask `clang` for the macros it predefines (vendors reword --version, never
  * __clang_major__) before compiling anything with it, in directory `dir`: one
  * clear error instead of one per op. Returns an exit code (3: not clang 22 or
  * newer, or it could not say). */
-int compile_check_clang(const char *clang, const char *dir, const sg_compile_opts *co);
+int compile_check_clang(const char *clang, const char *dir, const gen_compile_opts *co);
 
 /* argv helpers */
-typedef struct sg_argv {
+typedef struct gen_argv {
     char **items;
     size_t count, cap;
-} sg_argv;
+} gen_argv;
 
-void argv_add(sg_argv *a, const char *s);
-void argv_addf(sg_argv *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void argv_add(gen_argv *a, const char *s);
+void argv_addf(gen_argv *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Split a flags string on blanks (single/double quotes group words). */
-void argv_add_split(sg_argv *a, const char *flags);
-char **argv_finish(sg_argv *a); /* NULL-terminates and hands the array over */
+void argv_add_split(gen_argv *a, const char *flags);
+char **argv_finish(gen_argv *a); /* NULL-terminates and hands the array over */
 void argv_free(char **argv);
 
 /* Resolve a program name through PATH; NULL if it is not an executable. */
@@ -85,7 +85,7 @@ bool compile_can_fork(const char *clang, bool exec);
  * a compiler that reported success must have written it, so a missing or
  * unreadable one is a toolchain failure, said here, never a reason to read
  * an older file. */
-bool compile_read_output(const sg_job *job, const char *path, const char *what, uint8_t **data,
+bool compile_read_output(const gen_job *job, const char *path, const char *what, uint8_t **data,
                          size_t *size);
 
 #endif

@@ -77,7 +77,7 @@ void diag_note_at(const char *file, unsigned line, unsigned col, const char *fmt
 }
 
 /* `where` is what follows the label: ": " or " at +0x12: ". */
-static void emit_in(const sg_where *w, const char *where, const char *fmt, va_list ap)
+static void emit_in(const gen_where *w, const char *where, const char *fmt, va_list ap)
 {
     if (w->file && w->line && w->col)
         put("%s:%u:%u: ", w->file, w->line, w->col);
@@ -88,7 +88,7 @@ static void emit_in(const sg_where *w, const char *where, const char *fmt, va_li
     put("\n");
 }
 
-void diag_error_in(const sg_where *w, const char *fmt, ...)
+void diag_error_in(const gen_where *w, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -96,7 +96,7 @@ void diag_error_in(const sg_where *w, const char *fmt, ...)
     va_end(ap);
 }
 
-void diag_error_in_code(const sg_where *w, uint64_t offset, const char *fmt, ...)
+void diag_error_in_code(const gen_where *w, uint64_t offset, const char *fmt, ...)
 {
     char where[32];
     va_list ap;

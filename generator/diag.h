@@ -21,17 +21,17 @@ void diag_error_at(const char *file, unsigned line, unsigned col, const char *fm
 void diag_note_at(const char *file, unsigned line, unsigned col, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 /* Where a diagnostic about an op or the shim points: its source when known. */
-typedef struct sg_where {
+typedef struct gen_where {
     const char *file; /* NULL: no source location */
     unsigned line, col;
     const char *label; /* "op add (x86_64-unknown-linux-gnu)" */
-} sg_where;
+} gen_where;
 
 /* "file:line:col: error: LABEL: ..." when w has a file, else
  * "stencilgen: error: LABEL: ...". */
-void diag_error_in(const sg_where *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void diag_error_in(const gen_where *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* The same about the instruction at `offset` in the code: "... error: LABEL at +0xOFF: ...". */
-void diag_error_in_code(const sg_where *w, uint64_t offset, const char *fmt, ...)
+void diag_error_in_code(const gen_where *w, uint64_t offset, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 /* "stencilgen: error: ..." */

@@ -54,7 +54,7 @@ static const char *const op_flags[] = {
     /* Stencils are the JIT's code: as fast as clang makes them. */
     "-O3", NULL,
 };
-/* Then the target's position-independence flags (sg_target.pic_cflags), then: */
+/* Then the target's position-independence flags (gen_target.pic_cflags), then: */
 static const char *const op_flags_rest[] = {
     /* A jump table would be data with a relocation per entry for every switch. */
     "-fno-jump-tables",
@@ -91,22 +91,22 @@ static const char *const shim_flags_rest[] = {
     "-DNDEBUG", NULL,
 };
 
-static void add_list(sg_argv *a, const char *const *flags)
+static void add_list(gen_argv *a, const char *const *flags)
 {
     for (; *flags; flags++)
         argv_add(a, *flags);
 }
 
-static void add_strlist(sg_argv *a, const sg_strlist *l, const char *prefix)
+static void add_strlist(gen_argv *a, const gen_strlist *l, const char *prefix)
 {
     for (size_t i = 0; i < l->count; i++)
         argv_addf(a, "%s%s", prefix, l->items[i]);
 }
 
 /* Shared by all three: the target, the template, the manifest's -I and -D. */
-static void add_common(sg_argv *a, const sg_flag_inputs *in)
+static void add_common(gen_argv *a, const gen_flag_inputs *in)
 {
-    const sg_manifest *m = in->manifest;
+    const gen_manifest *m = in->manifest;
     argv_addf(a, "--target=%s", in->target->triple);
     argv_add(a, "-include");
     argv_add(a, m->template_path);
@@ -119,7 +119,7 @@ static void add_common(sg_argv *a, const sg_flag_inputs *in)
     argv_addf(a, "-ffile-prefix-map=%s=.", m->dir);
 }
 
-void flags_discover(sg_argv *a, const sg_flag_inputs *in)
+void flags_discover(gen_argv *a, const gen_flag_inputs *in)
 {
     argv_add(a, "-x");
     argv_add(a, "c");
@@ -138,7 +138,7 @@ void flags_discover(sg_argv *a, const sg_flag_inputs *in)
 }
 
 /* What an op's unit and a batch's have in common; `source` is their file. */
-static void add_op_common(sg_argv *a, const sg_flag_inputs *in, const char *source)
+static void add_op_common(gen_argv *a, const gen_flag_inputs *in, const char *source)
 {
     /* The unit is compiled from the run directory: quoted includes must still
      * find what they find beside the op's own source, first. */
@@ -162,14 +162,14 @@ static void add_op_common(sg_argv *a, const sg_flag_inputs *in, const char *sour
     argv_add(a, "-Wno-unused-const-variable");
 }
 
-void flags_op(sg_argv *a, const sg_flag_inputs *in, const sg_op *op)
+void flags_op(gen_argv *a, const gen_flag_inputs *in, const gen_op *op)
 {
     add_op_common(a, in, op->source);
     /* The template makes _JIT_ENTRY an alias of this op. */
     argv_addf(a, "-DSTENCILGEN_OP=%s", op->name);
 }
 
-void flags_batch(sg_argv *a, const sg_flag_inputs *in, const char *source)
+void flags_batch(gen_argv *a, const gen_flag_inputs *in, const char *source)
 {
     add_op_common(a, in, source);
     /* ELF: each section below is named as the op's own unit names the one
@@ -187,7 +187,7 @@ void flags_batch(sg_argv *a, const sg_flag_inputs *in, const char *source)
     argv_add(a, "-DSTENCILGEN_BATCH");
 }
 
-void flags_shim(sg_argv *a, const sg_flag_inputs *in)
+void flags_shim(gen_argv *a, const gen_flag_inputs *in)
 {
     add_list(a, shim_flags);
     add_list(a, in->target->pic_cflags);
@@ -202,20 +202,20 @@ void flags_shim(sg_argv *a, const sg_flag_inputs *in)
 
 /* ---- whole command lines */
 
-sg_flag_inputs flags_inputs(const sg_run *run, const sg_target_result *r)
+gen_flag_inputs flags_inputs(const gen_run *run, const gen_target_result *r)
 {
-    return (sg_flag_inputs){&run->manifest, r->target, r->mt, run->opt.extra_cflags,
+    return (gen_flag_inputs){&run->manifest, r->target, r->mt, run->opt.extra_cflags,
                             run->opt.extra_shim_cflags, run->op_template_dir};
 }
 
-char **flags_command(const sg_run *run, const sg_target_result *r, const sg_op *op, bool batch,
+char **flags_command(const gen_run *run, const gen_target_result *r, const gen_op *op, bool batch,
                      const char *output, const char *unit)
 {
-    sg_argv a = {0};
+    gen_argv a = {0};
     if (run->opt.launcher)
         argv_add(&a, run->opt.launcher);
     argv_add(&a, run->clang);
-    sg_flag_inputs in = flags_inputs(run, r);
+    gen_flag_inputs in = flags_inputs(run, r);
     if (op && batch)
         flags_batch(&a, &in, op->source);
     else if (op)
@@ -235,7 +235,7 @@ char **flags_command(const sg_run *run, const sg_target_result *r, const sg_op *
 
 char **flags_preprocess(char *const *argv, bool launcher, const char *clang)
 {
-    sg_argv a = {0};
+    gen_argv a = {0};
     argv_add(&a, clang);
     for (char *const *p = argv + (launcher ? 2 : 1); *p; p++) {
         if (!strcmp(*p, "-MF") || !strcmp(*p, "-o")) {

@@ -11,14 +11,14 @@
 #include "target.h"
 
 /* What the flags depend on besides the source. */
-typedef struct sg_flag_inputs {
-    const sg_manifest *manifest;
-    const sg_target *target;
-    const sg_manifest_target *mt;  /* the manifest's entry for the target, or NULL */
+typedef struct gen_flag_inputs {
+    const gen_manifest *manifest;
+    const gen_target *target;
+    const gen_manifest_target *mt;  /* the manifest's entry for the target, or NULL */
     const char *extra_cflags;      /* --extra-cflags, or NULL */
     const char *extra_shim_cflags; /* --extra-shim-cflags, or NULL */
     const char *op_template_dir;   /* holds stencil_op.h (flags_op_template_dir) */
-} sg_flag_inputs;
+} gen_flag_inputs;
 
 /* WORKDIR/include, holding the generic op template stencil_op.h as this
  * generator carries it (written when absent or different), for every compile
@@ -27,21 +27,21 @@ typedef struct sg_flag_inputs {
 char *flags_op_template_dir(const char *workdir);
 
 /* libclang's parse of an op source, to find its ops. */
-void flags_discover(sg_argv *a, const sg_flag_inputs *in);
+void flags_discover(gen_argv *a, const gen_flag_inputs *in);
 /* Compiling `op` from its translation unit (the caller adds -c UNIT). */
-void flags_op(sg_argv *a, const sg_flag_inputs *in, const sg_op *op);
+void flags_op(gen_argv *a, const gen_flag_inputs *in, const gen_op *op);
 /* A batched unit of ops from `source`: the op flags, each function and
  * object in its own section, and -DSTENCILGEN_BATCH. */
-void flags_batch(sg_argv *a, const sg_flag_inputs *in, const char *source);
+void flags_batch(gen_argv *a, const gen_flag_inputs *in, const char *source);
 /* Compiling the shim. */
-void flags_shim(sg_argv *a, const sg_flag_inputs *in);
+void flags_shim(gen_argv *a, const gen_flag_inputs *in);
 
 /* The inputs of the run's command lines for target r. */
-sg_flag_inputs flags_inputs(const sg_run *run, const sg_target_result *r);
+gen_flag_inputs flags_inputs(const gen_run *run, const gen_target_result *r);
 /* A compile's whole command (NULL-terminated; argv_free): [launcher] clang,
  * the shim's flags (op NULL), an op's own unit's or its batch's (batch), then
  * its depfile OUTPUT.d, its input (the shim's source, or `unit`) and OUTPUT. */
-char **flags_command(const sg_run *run, const sg_target_result *r, const sg_op *op, bool batch,
+char **flags_command(const gen_run *run, const gen_target_result *r, const gen_op *op, bool batch,
                      const char *output, const char *unit);
 /* A compile's command (flags_command's) as a preprocess for the clang
  * module's driver `clang`: no launcher, no object and no depfile. */

@@ -10,14 +10,14 @@
 #include "util.h"
 
 static bool restores_saved_fp(const gen_stencil *s, size_t i);
-static bool is_fp_lr_restore(const gen_stencil *s, const sg_insn *in);
+static bool is_fp_lr_restore(const gen_stencil *s, const gen_insn *in);
 
-static bool writes_nothing_it_should_not(const gen_stencil *s, const sg_target *t,
-                                         const sg_where *where)
+static bool writes_nothing_it_should_not(const gen_stencil *s, const gen_target *t,
+                                         const gen_where *where)
 {
     bool ok = true;
     for (size_t i = 0; i < s->ninsns; i++) {
-        const sg_insn *in = &s->insns[i];
+        const gen_insn *in = &s->insns[i];
         if (!in->decoded) {
             diag_error_in_code(where, in->offset,
                                "cannot decode the instruction (byte 0x%02x), so cannot "
@@ -40,7 +40,7 @@ static bool writes_nothing_it_should_not(const gen_stencil *s, const sg_target *
 }
 
 /* The instruction whose bytes hold `offset` (s->insns is in offset order). */
-static const sg_insn *insn_at(const gen_stencil *s, int64_t offset)
+static const gen_insn *insn_at(const gen_stencil *s, int64_t offset)
 {
     size_t lo = 0, hi = s->ninsns;
     while (lo < hi) {
@@ -55,7 +55,7 @@ static const sg_insn *insn_at(const gen_stencil *s, int64_t offset)
 
 /* Whether a hole patches any byte of the instruction: then its target is
  * whatever the runtime writes there, not what the bytes say now. */
-static bool patched(const gen_stencil *s, const sg_insn *in)
+static bool patched(const gen_stencil *s, const gen_insn *in)
 {
     for (size_t i = 0; i < s->ncode_holes; i++)
         if (s->code_holes[i].offset >= in->offset &&
@@ -70,11 +70,11 @@ static bool lands_on_an_instruction(const gen_stencil *s, int64_t target)
 {
     if (target == (int64_t)s->code_size)
         return true;
-    const sg_insn *at = insn_at(s, target);
+    const gen_insn *at = insn_at(s, target);
     return at && at->offset == target;
 }
 
-static bool check_target(const gen_stencil *s, const sg_where *where, const char *what,
+static bool check_target(const gen_stencil *s, const gen_where *where, const char *what,
                          uint32_t from, int64_t target, const char *text)
 {
     if (target < 0 || target > (int64_t)s->code_size) {
@@ -87,7 +87,7 @@ static bool check_target(const gen_stencil *s, const sg_where *where, const char
     }
     if (lands_on_an_instruction(s, target))
         return true;
-    const sg_insn *at = insn_at(s, target);
+    const gen_insn *at = insn_at(s, target);
     diag_error_in_code(where, from,
                        "%s: %s +0x%" PRIx64 ", inside the instruction "
                        "at +0x%" PRIx32 " (%s), so the check cannot see what runs there",
@@ -99,11 +99,11 @@ static bool check_target(const gen_stencil *s, const sg_where *where, const char
  * absolute code address in the stencil's data must name the start of an
  * instruction the sweep decoded: then whatever such control flow reaches is
  * exactly what writes_nothing_it_should_not looked at. */
-static bool control_stays_on_checked_code(const gen_stencil *s, const sg_where *where)
+static bool control_stays_on_checked_code(const gen_stencil *s, const gen_where *where)
 {
     bool ok = true;
     for (size_t i = 0; i < s->ninsns; i++) {
-        const sg_insn *in = &s->insns[i];
+        const gen_insn *in = &s->insns[i];
         if (!in->has_target || patched(s, in))
             continue;
         if (!in->target_is_branch && (in->target < 0 || in->target >= (int64_t)s->code_size))
@@ -117,7 +117,7 @@ static bool control_stays_on_checked_code(const gen_stencil *s, const sg_where *
                         h->patch == SG_PATCH_ABS32S;
         if (h->value != SG_VALUE_CODE || !absolute || lands_on_an_instruction(s, h->addend))
             continue;
-        const sg_insn *at = insn_at(s, h->addend);
+        const gen_insn *at = insn_at(s, h->addend);
         diag_error_in(where,
                       "data at +0x%" PRIx32 " holds the code address +0x%" PRIx64
                       "%s%s%s, so the check cannot see what runs there",
@@ -130,7 +130,7 @@ static bool control_stays_on_checked_code(const gen_stencil *s, const sg_where *
 }
 
 /* The little-endian word of a 4-byte instruction. */
-static uint32_t word_of(const gen_stencil *s, const sg_insn *in)
+static uint32_t word_of(const gen_stencil *s, const gen_insn *in)
 {
     return in->size == 4 ? (uint32_t)load_le(s->code + in->offset, 4) : 0;
 }
@@ -141,7 +141,7 @@ static uint32_t word_of(const gen_stencil *s, const sg_insn *in)
 static bool entered_inside(const gen_stencil *s, uint32_t from, uint32_t to)
 {
     for (size_t i = 0; i < s->ninsns; i++) {
-        const sg_insn *in = &s->insns[i];
+        const gen_insn *in = &s->insns[i];
         bool inside_range = in->offset >= from && in->offset < to;
         if (in->has_target && in->target > (int64_t)from && in->target <= (int64_t)to &&
             (!in->target_is_branch || !inside_range))
@@ -157,7 +157,7 @@ static bool entered_inside(const gen_stencil *s, uint32_t from, uint32_t to)
 
 enum { STP_FP_LR_PRE = 0xa9bf7bfdu, LDP_FP_LR_POST = 0xa8c17bfdu };
 
-static bool is_fp_lr_restore(const gen_stencil *s, const sg_insn *in)
+static bool is_fp_lr_restore(const gen_stencil *s, const gen_insn *in)
 {
     return word_of(s, in) == LDP_FP_LR_POST;
 }
@@ -168,7 +168,7 @@ static bool restores_saved_fp(const gen_stencil *s, size_t i)
     if (!is_fp_lr_restore(s, &s->insns[i]))
         return false;
     for (size_t j = i; j-- > 0;) {
-        const sg_insn *in = &s->insns[j];
+        const gen_insn *in = &s->insns[j];
         if (word_of(s, in) == STP_FP_LR_PRE)
             return !entered_inside(s, in->offset, s->insns[i].offset);
         /* sp moved, x29 written, or a store that may hit the slot at [sp]. */
@@ -180,7 +180,7 @@ static bool restores_saved_fp(const gen_stencil *s, size_t i)
     return false;
 }
 
-bool fp_check(const gen_stencil *s, const sg_target *t, const sg_where *where)
+bool fp_check(const gen_stencil *s, const gen_target *t, const gen_where *where)
 {
     return writes_nothing_it_should_not(s, t, where) && control_stays_on_checked_code(s, where);
 }

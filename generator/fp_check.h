@@ -25,6 +25,6 @@
  * instruction writes sp or stores at sp, and no branch, code address or
  * entry reaches past the stp from outside.
  * Returns false if anything failed (exit code 1). */
-bool fp_check(const gen_stencil *s, const sg_target *t, const sg_where *where);
+bool fp_check(const gen_stencil *s, const gen_target *t, const gen_where *where);
 
 #endif

@@ -17,7 +17,7 @@
 #define ELSEWHERE ((uint64_t)1 << 40)
 
 static bool apply_relocs(const objfile *obj, int eh, int entry_sec, uint64_t eh_addr,
-                         const sg_target *t, const sg_where *where, uint8_t *bytes)
+                         const gen_target *t, const gen_where *where, uint8_t *bytes)
 {
     const obj_section *sec = &obj->secs[eh];
     for (size_t i = 0; i < obj->nrelocs; i++) {
@@ -52,7 +52,7 @@ static bool apply_relocs(const objfile *obj, int eh, int entry_sec, uint64_t eh_
 }
 
 uint8_t *eh_frame_relocated(const objfile *obj, int code_sec, uint64_t code_size,
-                            const sg_target *t, const sg_where *where, cfi_section *out)
+                            const gen_target *t, const gen_where *where, cfi_section *out)
 {
     int eh = -1;
     for (size_t i = 0; i < obj->nsecs; i++)
@@ -142,7 +142,7 @@ static bool encode_row(const cfi_row *row, int64_t data_align, strbuf *sb)
     return true;
 }
 
-static const char *reg_name(const sg_target *t, uint32_t r, char *buf, size_t n)
+static const char *reg_name(const gen_target *t, uint32_t r, char *buf, size_t n)
 {
     const char *s = t->reg_name(r);
     if (s)
@@ -153,7 +153,7 @@ static const char *reg_name(const sg_target *t, uint32_t r, char *buf, size_t n)
 
 /* Whether instruction `in` loads a run-time symbol's address from its GOT
  * slot: one of its holes is a GOT kind naming a symbol. */
-static bool loads_symbol_from_got(const gen_stencil *shim, const sg_insn *in)
+static bool loads_symbol_from_got(const gen_stencil *shim, const gen_insn *in)
 {
     for (size_t h = 0; h < shim->ncode_holes; h++) {
         const gen_hole *hole = &shim->code_holes[h];
@@ -171,15 +171,15 @@ static bool loads_symbol_from_got(const gen_stencil *shim, const sg_insn *in)
  * it calls through was last written by a load from the slot (AArch64 with
  * -fno-plt: `adrp x8, :got:sym; ldr x8, [x8, :got_lo12:sym]; blr x8`, as for
  * __stack_chk_fail). The code argument reaches the call some other way. */
-static bool find_jit_call(const gen_stencil *shim, const cfi_fde *fde, const sg_where *where,
-                          sg_unwind *u)
+static bool find_jit_call(const gen_stencil *shim, const cfi_fde *fde, const gen_where *where,
+                          gen_unwind *u)
 {
     strbuf found = {0}, others = {0};
     size_t n = 0;
     uint64_t end = fde->pc_begin + fde->pc_range;
-    const sg_insn *last_def[64] = {0}; /* per DWARF register, in the sweep's order */
+    const gen_insn *last_def[64] = {0}; /* per DWARF register, in the sweep's order */
     for (size_t k = 0; k < shim->ninsns; k++) {
-        const sg_insn *in = &shim->insns[k];
+        const gen_insn *in = &shim->insns[k];
         const char *text = stencil_insn_text(shim, in);
         if (in->offset < fde->pc_begin || in->offset >= end)
             continue;
@@ -218,8 +218,8 @@ static bool find_jit_call(const gen_stencil *shim, const cfi_fde *fde, const sg_
     return n == 1;
 }
 
-static bool check_shape(const cfi_row *row, const sg_target *t, uint32_t ra, const sg_where *where,
-                        const sg_unwind *u, sg_frame_shape *shape)
+static bool check_shape(const cfi_row *row, const gen_target *t, uint32_t ra, const gen_where *where,
+                        const gen_unwind *u, gen_frame_shape *shape)
 {
     char rowtext[512], a[16], b[16], c[16];
     cfi_format_row(row, t->reg_name, rowtext, sizeof rowtext);
@@ -250,7 +250,7 @@ static bool check_shape(const cfi_row *row, const sg_target *t, uint32_t ra, con
                       problem, rowtext, u->call_offset, u->call_text, fp, fp, ran);
         return false;
     }
-    *shape = (sg_frame_shape){row->cfa.reg, row->cfa.offset, row->regs[t->fp_reg].offset,
+    *shape = (gen_frame_shape){row->cfa.reg, row->cfa.offset, row->regs[t->fp_reg].offset,
                               row->regs[ra].offset};
     return true;
 }
@@ -259,7 +259,7 @@ static bool check_shape(const cfi_row *row, const sg_target *t, uint32_t ra, con
  * every executor frame too: say so in their CFI, so unwinders authenticate
  * it. The runtime's CIE has no 'B' augmentation, so only the A key can be
  * expressed. */
-static bool sign_state(const cfi_row *row, const cfi_cie *cie, const sg_where *where,
+static bool sign_state(const cfi_row *row, const cfi_cie *cie, const gen_where *where,
                        strbuf *enc)
 {
     if (!row->ra_signed)
@@ -284,7 +284,7 @@ static uint8_t *copy_insns(const uint8_t *p, size_t n, size_t *len)
     return r;
 }
 
-static bool locate_fde(const cfi_section *sec, uint64_t entry, const sg_where *where, cfi_cie *cie,
+static bool locate_fde(const cfi_section *sec, uint64_t entry, const gen_where *where, cfi_cie *cie,
                        cfi_fde *fde)
 {
     size_t cursor = 0;
@@ -306,8 +306,8 @@ static bool locate_fde(const cfi_section *sec, uint64_t entry, const sg_where *w
 }
 
 /* The rows of the shim's FDE, from the section. */
-static bool run_rows(const cfi_section *sec, uint64_t entry, const sg_where *where,
-                     cfi_cie *cie, cfi_fde *fde, sg_unwind *u)
+static bool run_rows(const cfi_section *sec, uint64_t entry, const gen_where *where,
+                     cfi_cie *cie, cfi_fde *fde, gen_unwind *u)
 {
     cfi_error err = {0};
     if (!locate_fde(sec, entry, where, cie, fde))
@@ -322,8 +322,8 @@ static bool run_rows(const cfi_section *sec, uint64_t entry, const sg_where *whe
 
 /* Given the rows and the call into JIT code: the row there, its checks, and
  * everything the header carries. */
-static bool derive(const cfi_cie *cie, const cfi_fde *fde, const sg_target *t,
-                   const sg_where *where, sg_unwind *u)
+static bool derive(const cfi_cie *cie, const cfi_fde *fde, const gen_target *t,
+                   const gen_where *where, gen_unwind *u)
 {
     u->call_row = cfi_row_at(&u->rows, u->call_offset);
     if (!u->call_row) {
@@ -382,7 +382,7 @@ static bool pdata_field(const objfile *obj, int pdata, uint64_t off, int *sec, u
 
 /* The shim's RUNTIME_FUNCTION: the one whose start is the shim's entry. */
 static bool win64_function(const objfile *obj, int entry_sec, uint64_t entry,
-                           const sg_where *where, sg_unwind *u, int *xdata, uint64_t *xoff)
+                           const gen_where *where, gen_unwind *u, int *xdata, uint64_t *xoff)
 {
     for (size_t p = 0; p < obj->nsecs; p++) {
         if (obj->secs[p].kind != OBJ_SEC_PDATA)
@@ -413,7 +413,7 @@ static bool win64_function(const objfile *obj, int entry_sec, uint64_t entry,
 }
 
 /* The rows of the shim's UNWIND_INFO (u->win64_info). */
-static bool win64_rows(const sg_unwind *u, const sg_where *where, w64_info *info,
+static bool win64_rows(const gen_unwind *u, const gen_where *where, w64_info *info,
                        cfi_table *rows)
 {
     cfi_error err = {0};
@@ -428,8 +428,8 @@ static bool win64_rows(const sg_unwind *u, const sg_where *where, w64_info *info
 
 /* The COFF counterpart of derive(): the row at the call, its checks, and the
  * executors' UNWIND_INFO. */
-static bool derive_win64(const sg_target *t, const sg_where *where, const w64_info *info,
-                         sg_unwind *u)
+static bool derive_win64(const gen_target *t, const gen_where *where, const w64_info *info,
+                         gen_unwind *u)
 {
     if (u->call_offset < u->fde_start + info->prolog_size) {
         diag_error_in(where, "the call into JIT code at shim+0x%zx (%s) is inside the shim's "
@@ -455,7 +455,7 @@ static bool derive_win64(const sg_target *t, const sg_where *where, const w64_in
 }
 
 static bool analyze_win64(const objfile *obj, const gen_stencil *shim, int entry,
-                          const sg_target *t, const sg_where *where, sg_unwind *u)
+                          const gen_target *t, const gen_where *where, gen_unwind *u)
 {
     int xdata;
     uint64_t xoff;
@@ -476,10 +476,10 @@ static bool analyze_win64(const objfile *obj, const gen_stencil *shim, int entry
            derive_win64(t, where, &info, u);
 }
 
-bool frame_shape_analyze(const objfile *obj, const gen_stencil *shim, const sg_target *t,
-                         const sg_where *where, sg_unwind *u)
+bool frame_shape_analyze(const objfile *obj, const gen_stencil *shim, const gen_target *t,
+                         const gen_where *where, gen_unwind *u)
 {
-    *u = (sg_unwind){0};
+    *u = (gen_unwind){0};
     int entry = objfile_find_defined(obj, shim->name);
     if (entry < 0) {
         diag_error_in(where, "the object defines no function '%s'", shim->name);
@@ -512,7 +512,7 @@ bool frame_shape_analyze(const objfile *obj, const gen_stencil *shim, const sg_t
  * fields, then the bytes. */
 enum { UNWIND_CACHE_VERSION = 2, NFIELDS = 8 };
 
-void unwind_cache_encode(strbuf *out, const sg_unwind *u)
+void unwind_cache_encode(strbuf *out, const gen_unwind *u)
 {
     bool win64 = u->win64_info != NULL;
     uint64_t fields[NFIELDS] = {UNWIND_CACHE_VERSION, u->eh_frame_addr, u->eh_addr_size,
@@ -527,7 +527,7 @@ void unwind_cache_encode(strbuf *out, const sg_unwind *u)
 }
 
 static bool win64_from_cache(const uint8_t *bytes, size_t size, uint64_t begin, uint64_t len,
-                             const sg_target *t, const sg_where *where, sg_unwind *u)
+                             const gen_target *t, const gen_where *where, gen_unwind *u)
 {
     w64_info info;
     u->win64_info = copy_insns(bytes, size, &u->win64_info_len);
@@ -537,9 +537,9 @@ static bool win64_from_cache(const uint8_t *bytes, size_t size, uint64_t begin, 
 }
 
 bool frame_shape_from_cache(const uint8_t *buf, size_t size, const gen_stencil *shim,
-                            const sg_target *t, const sg_where *where, sg_unwind *u)
+                            const gen_target *t, const gen_where *where, gen_unwind *u)
 {
-    *u = (sg_unwind){0};
+    *u = (gen_unwind){0};
     enum { HEAD = 8 * NFIELDS + sizeof u->call_text };
     bool win64 = t->object_format == OBJ_FORMAT_COFF;
     uint64_t f[NFIELDS] = {0};
@@ -566,7 +566,7 @@ bool frame_shape_from_cache(const uint8_t *buf, size_t size, const gen_stencil *
     return run_rows(&sec, shim->entry, where, &cie, &fde, u) && derive(&cie, &fde, t, where, u);
 }
 
-void unwind_free(sg_unwind *u)
+void unwind_free(gen_unwind *u)
 {
     free(u->eh_frame);
     free(u->cie_insns);
@@ -575,5 +575,5 @@ void unwind_free(sg_unwind *u)
     free(u->win64_info);
     free(u->executor_win64_info);
     cfi_table_free(&u->rows);
-    *u = (sg_unwind){0};
+    *u = (gen_unwind){0};
 }

@@ -19,14 +19,14 @@
 #include "stencil.h"
 #include "target.h"
 
-typedef struct sg_frame_shape {
+typedef struct gen_frame_shape {
     uint32_t cfa_reg;
     int64_t cfa_offset;
     int64_t fp_offset; /* FP saved at [CFA + fp_offset] */
     int64_t ra_offset; /* return address saved at [CFA + ra_offset] */
-} sg_frame_shape;
+} gen_frame_shape;
 
-typedef struct sg_unwind {
+typedef struct gen_unwind {
     /* From the shim's CIE. */
     uint64_t code_align;
     int64_t data_align;
@@ -41,7 +41,7 @@ typedef struct sg_unwind {
     /* The call into JIT code and the row in force there. */
     size_t call_offset, call_size;
     char call_text[128];
-    sg_frame_shape shape;
+    gen_frame_shape shape;
     const cfi_row *call_row; /* points into rows */
     /* The call row re-encoded as CFA instructions (every register rule), for
      * the runtime's executor FDE. */
@@ -62,27 +62,27 @@ typedef struct sg_unwind {
     size_t eh_frame_size;
     uint64_t eh_frame_addr;
     uint8_t eh_addr_size;
-} sg_unwind;
+} gen_unwind;
 
 /* A copy of the object's .eh_frame with its relocations applied, as a linker
  * would lay it out: section `code_sec` at address 0 (code_size bytes), the
  * .eh_frame right after it (out->addr). NULL after a diagnostic. Caller frees. */
 uint8_t *eh_frame_relocated(const objfile *obj, int code_sec, uint64_t code_size,
-                            const sg_target *t, const sg_where *where, cfi_section *out);
+                            const gen_target *t, const gen_where *where, cfi_section *out);
 
 /* Analyse the compiled shim. `shim` is its stencil (code as placed at 0,
  * decoded by stencil_disassemble). */
-bool frame_shape_analyze(const objfile *obj, const gen_stencil *shim, const sg_target *t,
-                         const sg_where *where, sg_unwind *out);
+bool frame_shape_analyze(const objfile *obj, const gen_stencil *shim, const gen_target *t,
+                         const gen_where *where, gen_unwind *out);
 
 /* What the next run needs to derive the same facts without the object (and
  * so without LLVM): frame_shape_from_cache takes it back; false when the
  * entry is not one this generator wrote (a cache miss, no diagnostic), or
  * after a diagnostic when the facts fail their checks. */
-void unwind_cache_encode(strbuf *out, const sg_unwind *u);
+void unwind_cache_encode(strbuf *out, const gen_unwind *u);
 bool frame_shape_from_cache(const uint8_t *buf, size_t size, const gen_stencil *shim,
-                            const sg_target *t, const sg_where *where, sg_unwind *out);
+                            const gen_target *t, const gen_where *where, gen_unwind *out);
 
-void unwind_free(sg_unwind *u);
+void unwind_free(gen_unwind *u);
 
 #endif

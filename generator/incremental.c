@@ -78,7 +78,7 @@ static uint64_t environment_hash(env_scope scope)
 }
 
 /* What of the environment a compile or a parse for `triple` depends on. */
-static uint64_t environment_for(const sg_incremental *inc, const char *triple)
+static uint64_t environment_for(const gen_incremental *inc, const char *triple)
 {
     uint64_t h = inc->environment;
     if (strstr(triple, "-apple-"))
@@ -124,7 +124,7 @@ static bool generator_identity(char *const *symbols, size_t nsymbols, uint64_t *
     return true;
 }
 
-void inc_open(sg_incremental *inc, sg_cache *cache, const char *clang, const char *launcher,
+void inc_open(gen_incremental *inc, gen_cache *cache, const char *clang, const char *launcher,
               char *const *symbols, size_t nsymbols, bool verbose)
 {
     inc->cache = cache;
@@ -141,7 +141,7 @@ void inc_open(sg_incremental *inc, sg_cache *cache, const char *clang, const cha
     inc->npending = inc->pending_cap = 0;
 }
 
-void inc_close(sg_incremental *inc)
+void inc_close(gen_incremental *inc)
 {
     inc_discover_finish(inc, NULL, 0); /* what never ran is not recorded */
     free(inc->verdicts);
@@ -155,7 +155,7 @@ void inc_close(sg_incremental *inc)
  * blob under the hash of its text: a target's ops mostly share one, so a run
  * reads and checks each list once, with one stat per path. */
 
-static inc_absent_verdict *verdict_of(sg_incremental *inc, const sg_key *id)
+static inc_absent_verdict *verdict_of(gen_incremental *inc, const gen_key *id)
 {
     for (size_t i = 0; i < inc->nverdicts; i++)
         if (inc->verdicts[i].id.h[0] == id->h[0] && inc->verdicts[i].id.h[1] == id->h[1])
@@ -163,7 +163,7 @@ static inc_absent_verdict *verdict_of(sg_incremental *inc, const sg_key *id)
     return NULL;
 }
 
-static void remember_verdict(sg_incremental *inc, const sg_key *id, bool holds)
+static void remember_verdict(gen_incremental *inc, const gen_key *id, bool holds)
 {
     inc_absent_verdict v = {*id, holds};
     ARRAY_PUSH(inc->verdicts, inc->nverdicts, inc->verdicts_cap, v);
@@ -171,7 +171,7 @@ static void remember_verdict(sg_incremental *inc, const sg_key *id, bool holds)
 
 /* Whether every path of the list `id` is still missing (a damaged or lost
  * list: no). */
-static bool still_absent(sg_incremental *inc, const sg_key *id)
+static bool still_absent(gen_incremental *inc, const gen_key *id)
 {
     const inc_absent_verdict *known = verdict_of(inc, id);
     if (known)
@@ -194,7 +194,7 @@ static bool still_absent(sg_incremental *inc, const sg_key *id)
 }
 
 /* Store a list of missing paths; *id names it in a record. */
-static bool store_absent(sg_incremental *inc, const uint8_t *text, size_t size, sg_key *id)
+static bool store_absent(gen_incremental *inc, const uint8_t *text, size_t size, gen_key *id)
 {
     static const uint64_t seed = 0x616273656e74ull; /* "absent" */
     id->h[0] = seed;
@@ -211,7 +211,7 @@ static bool store_absent(sg_incremental *inc, const uint8_t *text, size_t size, 
 /* Each compile lists the paths it looked for and did not find in
  * <object>.probes (lb_clang_main, incremental.h); named once the objects
  * are, and removed first, so that a list is always this compile's. */
-void inc_name_probes(sg_job *jobs, size_t n)
+void inc_name_probes(gen_job *jobs, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         if (jobs[i].skip)
@@ -226,23 +226,23 @@ void inc_name_probes(sg_job *jobs, size_t n)
  * another clang) cannot list the paths they looked for: a preprocess of each
  * command, by the clang module in forked children, lists them first. Without
  * the module their results are not cached. */
-void inc_probe_compiles(sg_job *jobs, size_t n, const sg_compile_opts *co, bool launcher)
+void inc_probe_compiles(gen_job *jobs, size_t n, const gen_compile_opts *co, bool launcher)
 {
     const char *clang = co->in_process ? NULL : lb_clang_path();
     if (!clang)
         return;
-    sg_job *pp = xcalloc(n ? n : 1, sizeof *pp);
+    gen_job *pp = xcalloc(n ? n : 1, sizeof *pp);
     size_t m = 0;
     for (size_t i = 0; i < n; i++) {
         if (jobs[i].skip)
             continue;
-        pp[m++] = (sg_job){.argv = flags_preprocess(jobs[i].argv, launcher, clang),
+        pp[m++] = (gen_job){.argv = flags_preprocess(jobs[i].argv, launcher, clang),
                            .output = "/dev/null",
                            .log = xasprintf("%s.probes.log", jobs[i].output),
                            .label = jobs[i].label,
                            .probes = jobs[i].probes};
     }
-    sg_compile_opts o = *co;
+    gen_compile_opts o = *co;
     o.in_process = o.quiet = true;
     o.verbose = o.progress = false;
     o.failed = NULL;
@@ -259,13 +259,13 @@ void inc_probe_compiles(sg_job *jobs, size_t n, const sg_compile_opts *co, bool 
  * (cache_key_for, cache_record); the paths that must stay missing, and the
  * position when a file read mentions one, are mixed in here. */
 
-static void mix_key(sg_key *key, const void *data, size_t size)
+static void mix_key(gen_key *key, const void *data, size_t size)
 {
     key->h[0] = hash64(data, size, key->h[0]);
     key->h[1] = hash64(data, size, key->h[1] ^ 0x6b6579ull /* "key" */);
 }
 
-static void finish_key(sg_key *key, const sg_key *absent, bool positional, uint64_t position)
+static void finish_key(gen_key *key, const gen_key *absent, bool positional, uint64_t position)
 {
     mix_key(key, absent->h, sizeof absent->h);
     if (positional)
@@ -274,8 +274,8 @@ static void finish_key(sg_key *key, const sg_key *absent, bool positional, uint6
 
 /* The key of `slot`'s record (see cache_key_for); *absent: its set of paths
  * that must still be missing. */
-static bool key_for(sg_incremental *inc, const char *slot, uint64_t args, uint64_t position,
-                    sg_key *key, sg_key *absent)
+static bool key_for(gen_incremental *inc, const char *slot, uint64_t args, uint64_t position,
+                    gen_key *key, gen_key *absent)
 {
     bool positional;
     if (!cache_key_for(inc->cache, slot, args, key, absent, &positional))
@@ -285,9 +285,9 @@ static bool key_for(sg_incremental *inc, const char *slot, uint64_t args, uint64
 }
 
 /* Record `slot` (see cache_record) and give its key. */
-static bool record_key(sg_incremental *inc, const char *slot, uint64_t args, uint64_t position,
-                       char *const *deps, size_t n, const sg_key *absent,
-                       const struct timespec *since, sg_key *key)
+static bool record_key(gen_incremental *inc, const char *slot, uint64_t args, uint64_t position,
+                       char *const *deps, size_t n, const gen_key *absent,
+                       const struct timespec *since, gen_key *key)
 {
     bool positional;
     if (!cache_record(inc->cache, slot, args, deps, n, absent, since, key, &positional))
@@ -298,14 +298,14 @@ static bool record_key(sg_incremental *inc, const char *slot, uint64_t args, uin
 
 /* ---- the compiler's version check, once per compiler */
 
-static sg_key compiler_key(const sg_incremental *inc)
+static gen_key compiler_key(const gen_incremental *inc)
 {
-    return (sg_key){{inc->compiler, inc->compiler ^ 0x636c616e67ull /* "clang" */}};
+    return (gen_key){{inc->compiler, inc->compiler ^ 0x636c616e67ull /* "clang" */}};
 }
 
-bool inc_compiler_verified(sg_incremental *inc)
+bool inc_compiler_verified(gen_incremental *inc)
 {
-    sg_key key = compiler_key(inc);
+    gen_key key = compiler_key(inc);
     uint8_t *seen;
     size_t size;
     if (!cache_get(inc->cache, &key, "clang-ok", &seen, &size))
@@ -314,9 +314,9 @@ bool inc_compiler_verified(sg_incremental *inc)
     return true;
 }
 
-void inc_compiler_verdict(sg_incremental *inc)
+void inc_compiler_verdict(gen_incremental *inc)
 {
-    sg_key key = compiler_key(inc);
+    gen_key key = compiler_key(inc);
     cache_put(inc->cache, &key, "clang-ok", "ok", 2);
 }
 
@@ -324,7 +324,7 @@ void inc_compiler_verdict(sg_incremental *inc)
 
 /* Parse "name prefixed line col begin end" lines of a cached discovery into ops of `source`. */
 static bool parse_cached_ops(const uint8_t *text, size_t size, const char *source,
-                             sg_oplist *out)
+                             gen_oplist *out)
 {
     char *copy = xstrndup((const char *)text, size);
     bool ok = true;
@@ -334,7 +334,7 @@ static bool parse_cached_ops(const uint8_t *text, size_t size, const char *sourc
         ok = sscanf(line, "%255s %u %u %u %u %u", name, &prefixed, &l, &c, &begin, &end) == 6 &&
              prefixed <= 1;
         if (ok) {
-            sg_op op = {xstrdup(name), prefixed, xstrdup(source), l, c, begin, end};
+            gen_op op = {xstrdup(name), prefixed, xstrdup(source), l, c, begin, end};
             ARRAY_PUSH(out->items, out->count, out->cap, op);
         }
     }
@@ -342,10 +342,10 @@ static bool parse_cached_ops(const uint8_t *text, size_t size, const char *sourc
     return ok;
 }
 
-static void drop_ops_after(sg_oplist *ops, size_t count)
+static void drop_ops_after(gen_oplist *ops, size_t count)
 {
     while (ops->count > count) {
-        sg_op *op = &ops->items[--ops->count];
+        gen_op *op = &ops->items[--ops->count];
         free(op->name);
         free(op->source);
     }
@@ -358,11 +358,11 @@ struct inc_pending {
     uint64_t args;
     char *source;
     char **argv; /* discovery's arguments */
-    sg_pathlist deps; /* what the parse read */
+    gen_pathlist deps; /* what the parse read */
     struct timespec since;
     strbuf ops;
     char *depfile;
-    sg_job job;
+    gen_job job;
 };
 
 static void pending_free(inc_pending *p)
@@ -385,7 +385,7 @@ static void pending_free(inc_pending *p)
  * search the same directories for the same names. */
 static void pending_job(inc_pending *p, const char *clang, const char *dir)
 {
-    sg_argv cmd = {0};
+    gen_argv cmd = {0};
     argv_add(&cmd, clang);
     for (char **a = p->argv; *a; a++)
         argv_add(&cmd, *a);
@@ -399,13 +399,13 @@ static void pending_job(inc_pending *p, const char *clang, const char *dir)
     argv_add(&cmd, p->source);
     argv_add(&cmd, "-o");
     argv_add(&cmd, "/dev/null");
-    p->job = (sg_job){.argv = argv_finish(&cmd), .output = "/dev/null", .status = -1,
+    p->job = (gen_job){.argv = argv_finish(&cmd), .output = "/dev/null", .status = -1,
                       .log = xasprintf("%s.log", base), .probes = xasprintf("%s.probes", base),
                       .label = xasprintf("ops of %s (the paths its parse looks for)", p->source)};
     free(base);
 }
 
-size_t inc_discovery_jobs(sg_incremental *inc, const sg_rundir *rundir, sg_job **jobs)
+size_t inc_discovery_jobs(gen_incremental *inc, const gen_rundir *rundir, gen_job **jobs)
 {
     const char *clang = inc->npending ? lb_clang_path() : NULL;
     if (!clang)
@@ -422,7 +422,7 @@ size_t inc_discovery_jobs(sg_incremental *inc, const sg_rundir *rundir, sg_job *
  * appeared in between, and the missing paths are not the parse's. */
 static bool read_no_more(const inc_pending *p, const uint8_t *dtext, size_t dsize)
 {
-    sg_pathlist read = {0};
+    gen_pathlist read = {0};
     outputs_parse_deps(dtext, dsize, &read.items, &read.count, &read.cap);
     bool ok = true;
     for (size_t i = 0; ok && i < read.count; i++) {
@@ -435,11 +435,11 @@ static bool read_no_more(const inc_pending *p, const uint8_t *dtext, size_t dsiz
     return ok;
 }
 
-static void record_discovery(sg_incremental *inc, inc_pending *p)
+static void record_discovery(gen_incremental *inc, inc_pending *p)
 {
     uint8_t *dtext = NULL, *missing = NULL;
     size_t dsize = 0, nmissing = 0;
-    sg_key absent, key;
+    gen_key absent, key;
     bool ok = p->job.argv && p->job.status == 0 && read_file(p->depfile, &dtext, &dsize) &&
               read_file(p->job.probes, &missing, &nmissing) && read_no_more(p, dtext, dsize) &&
               store_absent(inc, missing, nmissing, &absent);
@@ -453,7 +453,7 @@ static void record_discovery(sg_incremental *inc, inc_pending *p)
     free(missing);
 }
 
-void inc_discover_finish(sg_incremental *inc, const sg_job *jobs, size_t n)
+void inc_discover_finish(gen_incremental *inc, const gen_job *jobs, size_t n)
 {
     for (size_t i = 0; i < inc->npending; i++) {
         if (i < n)
@@ -466,22 +466,22 @@ void inc_discover_finish(sg_incremental *inc, const sg_job *jobs, size_t n)
     inc->npending = inc->pending_cap = 0;
 }
 
-size_t inc_compile_with_discovery(sg_incremental *inc, const sg_rundir *rd, sg_job *jobs,
-                                  size_t n, const sg_compile_opts *co, sg_job_done *done,
+size_t inc_compile_with_discovery(gen_incremental *inc, const gen_rundir *rd, gen_job *jobs,
+                                  size_t n, const gen_compile_opts *co, gen_job_done *done,
                                   void *ctx, bool *spawn_failed)
 {
-    sg_job *djobs = NULL;
+    gen_job *djobs = NULL;
     size_t nd = inc->npending && rd ? inc_discovery_jobs(inc, rd, &djobs) : 0;
     bool together = nd && co->in_process;
     if (nd && !together) {
-        sg_compile_opts o = *co;
+        gen_compile_opts o = *co;
         o.in_process = o.quiet = true;
         o.progress = false;
         o.failed = NULL;
         bool ignored;
         compile_run(djobs, nd, &o, NULL, NULL, &ignored);
     }
-    sg_job *all = jobs;
+    gen_job *all = jobs;
     if (together) {
         all = xcalloc(n + nd, sizeof *all);
         memcpy(all, jobs, n * sizeof *all);
@@ -505,9 +505,9 @@ size_t inc_compile_with_discovery(sg_incremental *inc, const sg_rundir *rd, sg_j
 /* Discovery costs a libclang parse per source; its result is cached under the
  * contents of every file that parse read, and the paths it did not find
  * (recorded by inc_discover_finish). */
-int inc_discover(sg_incremental *inc, const char *source, const sg_argv *a, sg_oplist *ops)
+int inc_discover(gen_incremental *inc, const char *source, const gen_argv *a, gen_oplist *ops)
 {
-    sg_argv copy = {0};
+    gen_argv copy = {0};
     for (size_t i = 0; i < a->count; i++)
         argv_add(&copy, a->items[i]);
     char **argv = argv_finish(&copy);
@@ -522,7 +522,7 @@ int inc_discover(sg_incremental *inc, const char *source, const sg_argv *a, sg_o
     char *slot = xasprintf("discover/%016llx",
                            (unsigned long long)hash64(source, strlen(source), 0));
     size_t before = ops->count;
-    sg_key key, absent;
+    gen_key key, absent;
     uint8_t *text;
     size_t size;
     if (key_for(inc, slot, args, 0, &key, &absent) && still_absent(inc, &absent) &&
@@ -553,7 +553,7 @@ int inc_discover(sg_incremental *inc, const char *source, const sg_argv *a, sg_o
 
 /* ---- compiles */
 
-void inc_unit_init(const sg_incremental *inc, inc_unit *u, const char *triple, const sg_job *job,
+void inc_unit_init(const gen_incremental *inc, inc_unit *u, const char *triple, const gen_job *job,
                    const inc_op_unit *op, const char *tu_path)
 {
     /* Paths of this run's own files do not count: an op's unit (after -c) is
@@ -588,7 +588,7 @@ void inc_unit_free(inc_unit *u)
 }
 
 /* The shim's "unwind" entry: this generator's context, then the payload. */
-static bool cached_unwind(sg_incremental *inc, const inc_unit *u, uint8_t **out, size_t *size)
+static bool cached_unwind(gen_incremental *inc, const inc_unit *u, uint8_t **out, size_t *size)
 {
     uint8_t *e;
     size_t n;
@@ -606,7 +606,7 @@ static bool cached_unwind(sg_incremental *inc, const inc_unit *u, uint8_t **out,
 
 /* A verified, decodable "stencil" entry stands in for the object and every
  * step after it. A damaged one is a miss: the caller falls back to the object. */
-static bool cached_stencil(sg_incremental *inc, const inc_unit *u, const char *label,
+static bool cached_stencil(gen_incremental *inc, const inc_unit *u, const char *label,
                            gen_stencil *s, char **deps, uint8_t **unwind, size_t *unwind_size)
 {
     uint8_t *blob;
@@ -629,13 +629,13 @@ static bool cached_stencil(sg_incremental *inc, const inc_unit *u, const char *l
     return ok;
 }
 
-inc_hit inc_lookup(sg_incremental *inc, inc_unit *u, const char *label, gen_stencil *stencil,
+inc_hit inc_lookup(gen_incremental *inc, inc_unit *u, const char *label, gen_stencil *stencil,
                    uint8_t **object, size_t *size, char **deps, uint8_t **unwind,
                    size_t *unwind_size)
 {
     uint8_t *dtext;
     size_t dsize;
-    sg_key absent;
+    gen_key absent;
     u->keyed = key_for(inc, u->slot, u->args, u->position, &u->key, &absent) &&
                still_absent(inc, &absent);
     if (!u->keyed)
@@ -676,9 +676,9 @@ static strbuf absent_outside_unit(const inc_unit *u, const uint8_t *text, size_t
  * paths it did not find, unless one of the files changed after the compile
  * started (then the object may be of other bytes than the key names), or
  * the paths are unknown. */
-static bool store_object(sg_incremental *inc, inc_unit *u, const inc_output *out)
+static bool store_object(gen_incremental *inc, inc_unit *u, const inc_output *out)
 {
-    sg_key absent;
+    gen_key absent;
     strbuf kept = out->absent ? absent_outside_unit(u, out->absent, out->absent_size)
                               : (strbuf){0};
     bool listed = out->absent && store_absent(inc, (const uint8_t *)(kept.data ? kept.data : ""),
@@ -713,7 +713,7 @@ static bool store_object(sg_incremental *inc, inc_unit *u, const inc_output *out
     return ok;
 }
 
-void inc_store(sg_incremental *inc, inc_unit *u, const inc_output *fresh,
+void inc_store(gen_incremental *inc, inc_unit *u, const inc_output *fresh,
                const gen_stencil *checked, const char *deps, const strbuf *unwind)
 {
     if (fresh)

@@ -47,12 +47,12 @@
 
 /* A set of missing paths found still missing, or not, in this run. */
 typedef struct inc_absent_verdict {
-    sg_key id;
+    gen_key id;
     bool holds;
 } inc_absent_verdict;
 
-typedef struct sg_incremental {
-    sg_cache *cache;
+typedef struct gen_incremental {
+    gen_cache *cache;
     uint64_t compiler;  /* the compiler's (and launcher's) identity */
     bool stencils;      /* checked stencils may be cached: this generator build is known */
     uint64_t generator; /* this generator build, the LLVM it links and the symbol list */
@@ -65,16 +65,16 @@ typedef struct sg_incremental {
     size_t nverdicts, verdicts_cap;
     struct inc_pending *pending; /* discoveries whose record waits for a preprocess */
     size_t npending, pending_cap;
-} sg_incremental;
+} gen_incremental;
 
-void inc_open(sg_incremental *inc, sg_cache *cache, const char *clang, const char *launcher,
+void inc_open(gen_incremental *inc, gen_cache *cache, const char *clang, const char *launcher,
               char *const *symbols, size_t nsymbols, bool verbose);
-void inc_close(sg_incremental *inc);
+void inc_close(gen_incremental *inc);
 
 /* Whether this compiler (by its identity) was already found to be clang 22 or
  * newer; inc_compiler_verdict records that it was. */
-bool inc_compiler_verified(sg_incremental *inc);
-void inc_compiler_verdict(sg_incremental *inc);
+bool inc_compiler_verified(gen_incremental *inc);
+void inc_compiler_verdict(gen_incremental *inc);
 
 typedef struct inc_pending inc_pending;
 
@@ -82,32 +82,32 @@ typedef struct inc_pending inc_pending;
  * discover_ops). A parse's result is stored by inc_discover_finish, under
  * the files the parse read and the paths a preprocess of the source with
  * `args` looked for and did not find. Returns an exit code. */
-int inc_discover(sg_incremental *inc, const char *source, const sg_argv *args, sg_oplist *ops);
+int inc_discover(gen_incremental *inc, const char *source, const gen_argv *args, gen_oplist *ops);
 
 /* Those preprocesses, as jobs for compile_run in forked children (the clang
  * module lists what they looked for; without it, none: the results are not
  * stored), writing their files in `rundir` (made). They run beside the run's
  * compiles, so that an edit's rebuild does not wait for them. */
-size_t inc_discovery_jobs(sg_incremental *inc, const sg_rundir *rundir, sg_job **jobs);
+size_t inc_discovery_jobs(gen_incremental *inc, const gen_rundir *rundir, gen_job **jobs);
 /* Record the parses, given those jobs as run (n of them; a job not run, or
  * failed, leaves its parse unrecorded). */
-void inc_discover_finish(sg_incremental *inc, const sg_job *jobs, size_t n);
+void inc_discover_finish(gen_incremental *inc, const gen_job *jobs, size_t n);
 
 /* Run the compiles `jobs` (compile_run, with `done` and `ctx`) and, beside
  * them, the preprocesses that complete the cache records of this run's
  * discoveries (their lists of missing paths, written in `rd`; NULL: none can
  * run, and those discoveries are not recorded): in forked children with the
  * compiles when those are, else alone first. Returns the compiles' failures. */
-size_t inc_compile_with_discovery(sg_incremental *inc, const sg_rundir *rd, sg_job *jobs,
-                                  size_t n, const sg_compile_opts *co, sg_job_done *done,
+size_t inc_compile_with_discovery(gen_incremental *inc, const gen_rundir *rd, gen_job *jobs,
+                                  size_t n, const gen_compile_opts *co, gen_job_done *done,
                                   void *ctx, bool *spawn_failed);
 
 /* Every job that runs lists the paths its compile looked for and did not
  * find in <object>.probes (removed first, so a list is always this run's). */
-void inc_name_probes(sg_job *jobs, size_t n);
+void inc_name_probes(gen_job *jobs, size_t n);
 /* Compiles that clang's executable runs (not co->in_process) cannot list
  * them: a preprocess of each job's command by the clang module does, first. */
-void inc_probe_compiles(sg_job *jobs, size_t n, const sg_compile_opts *co, bool launcher);
+void inc_probe_compiles(gen_job *jobs, size_t n, const gen_compile_opts *co, bool launcher);
 
 typedef struct inc_unit {
     char *slot;          /* "<triple>/<object name>" */
@@ -117,7 +117,7 @@ typedef struct inc_unit {
     const char *tu_path; /* an op's unit as compiled (hashed through args, not as a file) */
     bool op;             /* an op (else the shim, whose entry needs its unwind facts too) */
     bool keyed;          /* key holds the entry found or stored */
-    sg_key key;
+    gen_key key;
 } inc_unit;
 
 /* What an op's key takes from its translation unit (opunit.h): the unit
@@ -130,7 +130,7 @@ typedef struct inc_op_unit {
 } inc_op_unit;
 
 /* `op`: NULL for the shim. */
-void inc_unit_init(const sg_incremental *inc, inc_unit *u, const char *triple, const sg_job *job,
+void inc_unit_init(const gen_incremental *inc, inc_unit *u, const char *triple, const gen_job *job,
                    const inc_op_unit *op, const char *tu_path);
 void inc_unit_free(inc_unit *u);
 
@@ -142,7 +142,7 @@ typedef enum inc_hit {
 } inc_hit;
 
 /* `label` names the compile in the note on a damaged stencil entry. */
-inc_hit inc_lookup(sg_incremental *inc, inc_unit *u, const char *label, gen_stencil *stencil,
+inc_hit inc_lookup(gen_incremental *inc, inc_unit *u, const char *label, gen_stencil *stencil,
                    uint8_t **object, size_t *size, char **deps, uint8_t **unwind,
                    size_t *unwind_size);
 
@@ -168,7 +168,7 @@ typedef struct inc_output {
  * depfile text, kept with the stencil; `unwind`: the shim's
  * unwind_cache_encode (NULL for ops). A result whose inputs changed after its
  * compile started is not stored. */
-void inc_store(sg_incremental *inc, inc_unit *u, const inc_output *fresh,
+void inc_store(gen_incremental *inc, inc_unit *u, const inc_output *fresh,
                const gen_stencil *checked, const char *deps, const strbuf *unwind);
 
 #endif

@@ -19,7 +19,7 @@
 
 /* ---- the jobs: one per target for the shim and each op */
 
-static lb_disasm *open_disasm(const sg_target *t)
+static lb_disasm *open_disasm(const gen_target *t)
 {
     char err[256];
     lb_disasm *d = lb_disasm_create(t->triple, t->fp_reg, t->fp_writers, err, sizeof err);
@@ -30,7 +30,7 @@ static lb_disasm *open_disasm(const sg_target *t)
 
 /* The run's own directory and each target's directories, made when the
  * first compile needs them (a run that compiles nothing writes no file). */
-static bool make_run_dirs(sg_run *run)
+static bool make_run_dirs(gen_run *run)
 {
     if (!rundir_open(&run->rundir)) { /* made once, maybe by discovery already */
         diag_error("cannot create the run directory '%s': %s", run->rundir.path,
@@ -38,7 +38,7 @@ static bool make_run_dirs(sg_run *run)
         return false;
     }
     for (size_t t = 0; t < run->nresults; t++) {
-        const sg_target *target = run->results[t].target;
+        const gen_target *target = run->results[t].target;
         char *own = path_join(run->rundir.path, target->triple);
         char *kept = path_join(run->workdir, target->triple);
         bool ok = mkdir_p(own) && mkdir_p(kept);
@@ -52,12 +52,12 @@ static bool make_run_dirs(sg_run *run)
     return true;
 }
 
-static void add_job(job_set *js, sg_run *run, sg_target_result *r, const sg_op *op)
+static void add_job(job_set *js, gen_run *run, gen_target_result *r, const gen_op *op)
 {
     const char *name = op ? op->name : "shim";
     bool batched = op && run->opt.units == SG_UNITS_BATCHED && !r->target->ops_compile_alone;
     char *dir = path_join(run->rundir.path, r->target->triple);
-    sg_job job = {0};
+    gen_job job = {0};
     /* A batched op's job keeps its own object name: the cache knows each op
      * by it (its slot), whichever compile makes the op. */
     job.output = xasprintf("%s/%s%s.o", dir, op ? "op_" : "", name);
@@ -111,17 +111,17 @@ void jobs_free(job_set *js)
 /* ---- a finished compile: its object checked into stencils, and cached */
 
 typedef struct done_ctx {
-    sg_run *run;
+    gen_run *run;
     job_set *js;
     int extract_rc;
     size_t compiles; /* compiler runs that produced an object */
 } done_ctx;
 
-static sg_verify_in verify_inputs(const sg_run *run, job_ref *ref, const sg_job *job)
+static gen_verify_in verify_inputs(const gen_run *run, job_ref *ref, const gen_job *job)
 {
     char *entry = ref->batched && !ref->solo ? xasprintf(SPLIT_ENTRY_PREFIX "%s", ref->op->name)
                                              : NULL;
-    return (sg_verify_in){.manifest = &run->manifest,
+    return (gen_verify_in){.manifest = &run->manifest,
                           .target = ref->result->target,
                           .mt = ref->result->mt,
                           .disasm = ref->result->disasm,
@@ -132,7 +132,7 @@ static sg_verify_in verify_inputs(const sg_run *run, job_ref *ref, const sg_job 
                           .alone_size = sizeof ref->alone};
 }
 
-static void verify_inputs_free(sg_verify_in *in)
+static void verify_inputs_free(gen_verify_in *in)
 {
     free((char *)in->batch_entry);
 }
@@ -141,7 +141,7 @@ static void verify_inputs_free(sg_verify_in *in)
  * (llvm_plugin.h). */
 static bool have_disasm(done_ctx *ctx, job_ref *ref)
 {
-    sg_target_result *r = ref->result;
+    gen_target_result *r = ref->result;
     if (r->disasm || (r->disasm = open_disasm(r->target)))
         return true;
     ref->extract_failed = true;
@@ -167,22 +167,22 @@ static bool verdict(done_ctx *ctx, job_ref *ref, bool ok)
 }
 
 /* Build the stencil from an object's bytes and run the checks on it. */
-static bool process_object(done_ctx *ctx, sg_job *job, const uint8_t *bytes, size_t size)
+static bool process_object(done_ctx *ctx, gen_job *job, const uint8_t *bytes, size_t size)
 {
     job_ref *ref = job->user;
     if (!have_disasm(ctx, ref))
         return false;
-    sg_verify_in in = verify_inputs(ctx->run, ref, job);
+    gen_verify_in in = verify_inputs(ctx->run, ref, job);
     bool ok = verify_object(bytes, size, &in, ref->stencil, &ref->result->unwind);
     verify_inputs_free(&in);
     return verdict(ctx, ref, ok);
 }
 
 /* The same for one op of a batch's object, read once for all its ops. */
-static bool process_parsed(done_ctx *ctx, sg_job *job, const objfile *obj)
+static bool process_parsed(done_ctx *ctx, gen_job *job, const objfile *obj)
 {
     job_ref *ref = job->user;
-    sg_verify_in in = verify_inputs(ctx->run, ref, job);
+    gen_verify_in in = verify_inputs(ctx->run, ref, job);
     bool ok = verify_objfile(obj, &in, ref->stencil, &ref->result->unwind);
     verify_inputs_free(&in);
     return verdict(ctx, ref, ok);
@@ -202,8 +202,8 @@ static void store_checked(done_ctx *ctx, job_ref *ref, const inc_output *fresh, 
 
 /* The last object built for each op stays in WORKDIR/<triple>/, and its unit
  * in WORKDIR/tu/<unit>/unit.c (rundir_keep). */
-static void keep_for_inspection(const sg_run *run, const job_set *js, const job_ref *ref,
-                                const sg_job *job)
+static void keep_for_inspection(const gen_run *run, const job_set *js, const job_ref *ref,
+                                const gen_job *job)
 {
     const char *unit = !ref->op ? NULL : ref->leader ? js->batches[ref->batch].name
                                                      : ref->op->name;
@@ -213,7 +213,7 @@ static void keep_for_inspection(const sg_run *run, const job_set *js, const job_
 /* One op's share of a finished compile: its stencil, checked, and stored
  * in the cache (an op its batch cannot stand for is neither: it compiles
  * alone next). */
-static bool take_object(done_ctx *ctx, sg_job *job, const sg_job *compile, const objfile *batch,
+static bool take_object(done_ctx *ctx, gen_job *job, const gen_job *compile, const objfile *batch,
                         const inc_output *fresh)
 {
     const uint8_t *dtext = fresh->deps, *bytes = fresh->object;
@@ -238,12 +238,12 @@ static bool take_object(done_ctx *ctx, sg_job *job, const sg_job *compile, const
 /* A batch's object, read once, for its leader and each of its riders. A
  * rider's failed check is its own (status -1), not its leader's; an object
  * that cannot be read fails them all. */
-static bool take_batch(done_ctx *ctx, sg_job *job, const inc_output *fresh)
+static bool take_batch(done_ctx *ctx, gen_job *job, const inc_output *fresh)
 {
     job_set *js = ctx->js;
     job_ref *ref = job->user;
     objfile obj;
-    sg_verify_in in = verify_inputs(ctx->run, ref, job);
+    gen_verify_in in = verify_inputs(ctx->run, ref, job);
     bool read = have_disasm(ctx, ref) && verify_read(fresh->object, fresh->size, &in, &obj);
     verify_inputs_free(&in);
     bool ok = read ? take_object(ctx, job, job, &obj, fresh)
@@ -264,7 +264,7 @@ static bool take_batch(done_ctx *ctx, sg_job *job, const inc_output *fresh)
 
 /* Runs while other compiles are still going: cache the object, build the
  * stencil; a batch's for each of its ops that had to compile. */
-static bool on_compiled(sg_job *job, void *vctx)
+static bool on_compiled(gen_job *job, void *vctx)
 {
     done_ctx *ctx = vctx;
     job_ref *ref = job->user;
@@ -304,13 +304,13 @@ static bool on_compiled(sg_job *job, void *vctx)
  * and the lines), composed by inc_unit_init. A batched op is keyed by its own
  * unit too: an edit to one op of a batch misses that op alone, and only it
  * compiles. */
-static void key_translation_units(sg_run *run, job_set *js, op_sources *texts)
+static void key_translation_units(gen_run *run, job_set *js, op_sources *texts)
 {
     /* Discovery lists each file's ops together, and an op's unit is cut from
      * its file's ops alone (op_unit_for skips the others): given only those,
      * keying 300 ops compares 300 file names per op instead of 90,000 in all.
      * The whole list if some file's ops were not together after all. */
-    const sg_oplist *all = &run->ops;
+    const gen_oplist *all = &run->ops;
     size_t *first = xcalloc(all->count ? all->count : 1, sizeof *first);
     size_t *end = xcalloc(all->count ? all->count : 1, sizeof *end);
     bool together = true;
@@ -329,7 +329,7 @@ static void key_translation_units(sg_run *run, job_set *js, op_sources *texts)
         if (!ref->op)
             continue;
         size_t k = (size_t)(ref->op - all->items);
-        sg_oplist file = {all->items + first[k], end[k] - first[k], end[k] - first[k]};
+        gen_oplist file = {all->items + first[k], end[k] - first[k], end[k] - first[k]};
         op_unit u = op_unit_for(texts, together ? &file : all, ref->op, false);
         ref->tu_file = manifest_relpath(&run->manifest, ref->op->source);
         ref->tu_lines = u.position;
@@ -342,12 +342,12 @@ static void key_translation_units(sg_run *run, job_set *js, op_sources *texts)
 
 /* Write the unit of every op that must compile. A unit that cannot be written
  * fails its op (exit 3): compiling anything else in its place would be wrong. */
-static size_t write_translation_units(sg_run *run, job_set *js, op_sources *texts)
+static size_t write_translation_units(gen_run *run, job_set *js, op_sources *texts)
 {
     size_t failed = 0;
     for (size_t i = 0; i < js->count; i++) {
         job_ref *ref = &js->refs[i];
-        sg_job *job = &js->jobs[i];
+        gen_job *job = &js->jobs[i];
         if (!ref->op || job->skip)
             continue;
         op_batch *b = ref->leader ? &js->batches[ref->batch] : NULL;
@@ -373,10 +373,10 @@ static size_t write_translation_units(sg_run *run, job_set *js, op_sources *text
 }
 
 /* A cache entry stands in for the compile: the job is skipped. */
-static bool try_cached(done_ctx *ctx, sg_job *job)
+static bool try_cached(done_ctx *ctx, gen_job *job)
 {
     job_ref *ref = job->user;
-    sg_run *run = ctx->run;
+    gen_run *run = ctx->run;
     uint8_t *obj;
     size_t size;
     inc_op_unit op = {ref->tu_key, ref->tu_lines, ref->tu_file, ref->batched};
@@ -388,7 +388,7 @@ static bool try_cached(done_ctx *ctx, sg_job *job)
                        &ref->deps, &unwind, &unwind_size)) {
     case INC_MISS: return false;
     case INC_STENCIL: {
-        sg_verify_in in = verify_inputs(run, ref, job);
+        gen_verify_in in = verify_inputs(run, ref, job);
         verify_name(&in, ref->stencil);
         int shim = ref->op ? 1 : verify_cached_shim(unwind, unwind_size, &in, ref->stencil,
                                                     &ref->result->unwind);
@@ -431,8 +431,8 @@ static bool try_cached(done_ctx *ctx, sg_job *job)
 
 /* Ops whose batch, once compiled, could not stand for them: compiled from
  * their own units, in a second round. Returns the number of failures. */
-static size_t compile_the_alone(sg_run *run, job_set *js, done_ctx *ctx,
-                                const sg_compile_opts *co, op_sources *texts, bool *spawn_failed)
+static size_t compile_the_alone(gen_run *run, job_set *js, done_ctx *ctx,
+                                const gen_compile_opts *co, op_sources *texts, bool *spawn_failed)
 {
     size_t n = 0, failures = 0;
     size_t *from = xcalloc(js->count ? js->count : 1, sizeof *from);
@@ -448,7 +448,7 @@ static size_t compile_the_alone(sg_run *run, job_set *js, done_ctx *ctx,
     }
     if (n)
         failures = write_translation_units(run, js, texts);
-    sg_job *round = xcalloc(n ? n : 1, sizeof *round);
+    gen_job *round = xcalloc(n ? n : 1, sizeof *round);
     for (size_t k = 0; k < n; k++)
         round[k] = js->jobs[from[k]]; /* user still points at its ref */
     inc_name_probes(round, n);
@@ -464,16 +464,16 @@ static size_t compile_the_alone(sg_run *run, job_set *js, done_ctx *ctx,
 }
 
 /* A batch that does not compile fails all its ops; its errors are told
- * which op each is in (sg_job_failed, compile.h). */
-static void note_batch_errors(const sg_job *job, void *data)
+ * which op each is in (gen_job_failed, compile.h). */
+static void note_batch_errors(const gen_job *job, void *data)
 {
     batch_note_errors(((const done_ctx *)data)->js, job);
 }
 
-int jobs_run(sg_run *run, job_set *js)
+int jobs_run(gen_run *run, job_set *js)
 {
     for (size_t t = 0; t < run->nresults; t++) {
-        sg_target_result *r = &run->results[t];
+        gen_target_result *r = &run->results[t];
         r->ops = xcalloc(run->ops.count, sizeof *r->ops);
         add_job(js, run, r, NULL);
         for (size_t i = 0; i < run->ops.count; i++)
@@ -481,7 +481,7 @@ int jobs_run(sg_run *run, job_set *js)
     }
     for (size_t i = 0; i < js->count; i++) /* refs no longer moves */
         js->jobs[i].user = &js->refs[i];
-    sg_compile_opts co = {
+    gen_compile_opts co = {
         .parallel = run->opt.jobs,
         .timeout = run->opt.compile_timeout,
         .verbose = run->opt.verbose >= 2,
@@ -517,7 +517,7 @@ int jobs_run(sg_run *run, job_set *js)
     inc_name_probes(js->jobs, js->count);
     if (must_compile)
         inc_probe_compiles(js->jobs, js->count, &co, run->opt.launcher != NULL);
-    const sg_rundir *rd = run->inc.npending && make_run_dirs(run) ? &run->rundir : NULL;
+    const gen_rundir *rd = run->inc.npending && make_run_dirs(run) ? &run->rundir : NULL;
     failures += inc_compile_with_discovery(&run->inc, rd, js->jobs, js->count, &co, on_compiled,
                                            &ctx, &spawn_failed);
     for (size_t i = 0; i < js->count; i++) /* riders' own failed checks */

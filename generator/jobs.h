@@ -12,9 +12,9 @@
 #include "run.h"
 
 typedef struct job_ref {
-    sg_target_result *result;
+    gen_target_result *result;
     gen_stencil *stencil;
-    const sg_op *op; /* NULL for the shim */
+    const gen_op *op; /* NULL for the shim */
     bool extract_failed;
     inc_unit unit;  /* the compile as the cache knows it */
     char *deps;     /* the compile's depfile text, for this build's depfile */
@@ -33,7 +33,7 @@ typedef struct job_ref {
 
 /* Ops of one file compiled as one unit (docs/build.md, "Batched units"). */
 typedef struct op_batch {
-    const sg_op **members; /* consecutive ops of one file that must compile, in order */
+    const gen_op **members; /* consecutive ops of one file that must compile, in order */
     size_t n;
     char *name;     /* "batch_<first op>": its unit's and its objects' name */
     char *tu_path;  /* RUNDIR/tu/<name>/unit.c */
@@ -41,7 +41,7 @@ typedef struct op_batch {
 } op_batch;
 
 typedef struct job_set {
-    sg_job *jobs;
+    gen_job *jobs;
     job_ref *refs; /* refs[i] describes jobs[i] */
     size_t count, cap;
     op_batch *batches;
@@ -50,7 +50,7 @@ typedef struct job_set {
 
 /* Fill every target's stencils (run->results): an exit code, after the
  * diagnostics of every op that failed. */
-int jobs_run(sg_run *run, job_set *js);
+int jobs_run(gen_run *run, job_set *js);
 void jobs_free(job_set *js);
 
 #endif

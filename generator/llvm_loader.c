@@ -18,7 +18,7 @@
 
 /* Loaded once, from the main thread (discovery and object reading run
  * there); or why it could not be. */
-static const sg_llvm_api *api;
+static const gen_llvm_api *api;
 static char *api_error;
 
 /* Directory of the running executable, with a trailing slash. */
@@ -63,14 +63,14 @@ static void *open_module(const char *name, strbuf *why)
     return NULL;
 }
 
-static const sg_llvm_api *load(void)
+static const gen_llvm_api *load(void)
 {
     if (api || api_error)
         return api;
     strbuf why = {0}, msg = {0};
     void *h = open_module(SG_LLVM_PLUGIN_NAME, &why);
     sg_llvm_api_get_fn *get = h ? (sg_llvm_api_get_fn *)dlsym(h, SG_LLVM_API_SYMBOL) : NULL;
-    const sg_llvm_api *a = get ? get() : NULL;
+    const gen_llvm_api *a = get ? get() : NULL;
     if (!h)
         sb_printf(&msg, "cannot load stencilgen's LLVM module %s: %s", SG_LLVM_PLUGIN_NAME,
                   why.data);
@@ -120,7 +120,7 @@ void lb_disasm_destroy(lb_disasm *d)
  * they would for any other compiler (jobs.c), so a missing module costs time,
  * not the build. Loaded once, by the main thread or by the preload thread,
  * which the main thread joins before it reads this. */
-static const sg_clang_api *capi;
+static const gen_clang_api *capi;
 static bool capi_tried;
 static pthread_t preload_thread;
 static bool preloading;
@@ -131,7 +131,7 @@ static void *load_clang(void *unused)
     strbuf why = {0};
     void *h = open_module(SG_CLANG_PLUGIN_NAME, &why);
     sg_clang_api_get_fn *get = h ? (sg_clang_api_get_fn *)dlsym(h, SG_CLANG_API_SYMBOL) : NULL;
-    const sg_clang_api *a = get ? get() : NULL;
+    const gen_clang_api *a = get ? get() : NULL;
     if (a && a->version == SG_CLANG_API_VERSION && !strcmp(a->llvm_version, lb_llvm_version()))
         capi = a;
     sb_free(&why);
@@ -154,7 +154,7 @@ void lb_clang_preload_done(void)
     }
 }
 
-static const sg_clang_api *clang_api(void)
+static const gen_clang_api *clang_api(void)
 {
     lb_clang_preload_done();
     if (!capi_tried) {
@@ -175,8 +175,8 @@ int lb_clang_main(char *const *argv, const char *probes)
     return clang_api()->clang_main(argv, probes);
 }
 
-int discover_ops(const char *source, const char *const *args, size_t nargs, sg_oplist *out,
-                 sg_pathlist *deps)
+int discover_ops(const char *source, const char *const *args, size_t nargs, gen_oplist *out,
+                 gen_pathlist *deps)
 {
     static bool reported; /* once, not once per op source */
     if (load()) {

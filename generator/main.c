@@ -97,7 +97,7 @@ static bool parse_batch_ops(const char *s, unsigned *out)
 }
 
 /* Returns -1 when parsing succeeded, else an exit code. */
-static int parse_options(int argc, char **argv, sg_options *o)
+static int parse_options(int argc, char **argv, gen_options *o)
 {
     int c;
     bool batch_ops = false;
@@ -155,7 +155,7 @@ static int parse_options(int argc, char **argv, sg_options *o)
     return -1;
 }
 
-static int check_required(const sg_options *o)
+static int check_required(const gen_options *o)
 {
     const char *const paths[][2] = {
         {"--manifest", o->manifest}, {"--outdir", o->outdir}, {"--cache-dir", o->cache_dir},
@@ -197,7 +197,7 @@ int main(int argc, char **argv)
         fputs(usage_text, stdout);
         return SG_EXIT_OK;
     }
-    sg_options o = {.command = argv[1]};
+    gen_options o = {.command = argv[1]};
     if (strcmp(o.command, "build") && strcmp(o.command, "check") && strcmp(o.command, "dump"))
         return usage_error("unknown command '%s'", o.command);
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);

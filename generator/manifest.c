@@ -24,18 +24,18 @@
 typedef struct reader {
     const char *path;
     yaml_document_t *doc;
-    const sg_manifest *m;
+    const gen_manifest *m;
 } reader;
 
-static sg_loc loc_of(const yaml_node_t *n)
+static gen_loc loc_of(const yaml_node_t *n)
 {
-    return (sg_loc){(unsigned)n->start_mark.line + 1, (unsigned)n->start_mark.column + 1};
+    return (gen_loc){(unsigned)n->start_mark.line + 1, (unsigned)n->start_mark.column + 1};
 }
 
 static bool fail(const reader *r, const yaml_node_t *n, const char *fmt, const char *a,
                  const char *b)
 {
-    sg_loc l = loc_of(n);
+    gen_loc l = loc_of(n);
     char msg[512];
     snprintf(msg, sizeof msg, fmt, a, b);
     diag_error_at(r->path, l.line, l.col, "%s", msg);
@@ -67,7 +67,7 @@ static bool want_int(const reader *r, const yaml_node_t *n, const char *key, int
     return true;
 }
 
-static void list_add(sg_strlist *l, char *s, sg_loc loc)
+static void list_add(gen_strlist *l, char *s, gen_loc loc)
 {
     size_t cap = l->cap;
     grow_array((void **)&l->items, &l->cap, l->count + 1, sizeof *l->items);
@@ -76,13 +76,13 @@ static void list_add(sg_strlist *l, char *s, sg_loc loc)
     l->locs[l->count++] = loc;
 }
 
-static void list_free(sg_strlist *l)
+static void list_free(gen_strlist *l)
 {
     for (size_t i = 0; i < l->count; i++)
         free(l->items[i]);
     free(l->items);
     free(l->locs);
-    *l = (sg_strlist){0};
+    *l = (gen_strlist){0};
 }
 
 static bool file_exists(const char *path, bool want_dir)
@@ -138,7 +138,7 @@ static bool add_string(const reader *r, const yaml_node_t *item, const char *key
 
 /* A list of paths that must exist: files, or directories. */
 typedef struct path_list {
-    sg_strlist *list;
+    gen_strlist *list;
     bool dirs;
 } path_list;
 
@@ -185,7 +185,7 @@ static bool each_pair(const reader *r, const yaml_node_t *n, const char *what,
             if (strcmp(scalar(first), key))
                 continue;
             fail(r, k, "duplicate key '%s' in %s", key, what);
-            sg_loc l = loc_of(first);
+            gen_loc l = loc_of(first);
             diag_note_at(r->path, l.line, l.col, "'%s' first given here", key);
             return false;
         }
@@ -199,7 +199,7 @@ static bool pin_pair(const reader *r, const char *key, const yaml_node_t *k,
                      const yaml_node_t *v, void *ctx)
 {
     (void)k;
-    sg_frame_pin *pin = ctx;
+    gen_frame_pin *pin = ctx;
     if (!strcmp(key, "cfa_register"))
         return want_scalar(r, v, key, &pin->cfa_register);
     if (!strcmp(key, "cfa_offset"))
@@ -213,7 +213,7 @@ static bool target_pair(const reader *r, const char *key, const yaml_node_t *k,
                         const yaml_node_t *v, void *ctx)
 {
     (void)k;
-    sg_manifest_target *t = ctx;
+    gen_manifest_target *t = ctx;
     if (!strcmp(key, "triple"))
         return want_scalar(r, v, key, &t->triple);
     if (!strcmp(key, "cflags"))
@@ -234,11 +234,11 @@ static bool target_pair(const reader *r, const char *key, const yaml_node_t *k,
 static bool add_target(const reader *r, const yaml_node_t *item, const char *key, void *ctx)
 {
     (void)key;
-    sg_manifest *m = ctx;
+    gen_manifest *m = ctx;
     static const char *const keys[] = {"triple", "cflags", "shim_cflags", "expect_frame", NULL};
     grow_array((void **)&m->targets, &m->targets_cap, m->ntargets + 1, sizeof *m->targets);
-    sg_manifest_target *t = &m->targets[m->ntargets++];
-    *t = (sg_manifest_target){.loc = loc_of(item)};
+    gen_manifest_target *t = &m->targets[m->ntargets++];
+    *t = (gen_manifest_target){.loc = loc_of(item)};
     if (!each_pair(r, item, "target", keys, target_pair, t))
         return false;
     if (!t->triple)
@@ -254,7 +254,7 @@ static bool shim_pair(const reader *r, const char *key, const yaml_node_t *k,
                       const yaml_node_t *v, void *ctx)
 {
     (void)k;
-    sg_manifest *m = ctx;
+    gen_manifest *m = ctx;
     if (!strcmp(key, "source")) {
         m->shim_loc = loc_of(v);
         return want_path(r, v, "shim.source", false, &m->shim_source);
@@ -266,7 +266,7 @@ static bool top_pair(const reader *r, const char *key, const yaml_node_t *k,
                      const yaml_node_t *v, void *ctx)
 {
     (void)k;
-    sg_manifest *m = ctx;
+    gen_manifest *m = ctx;
     if (!strcmp(key, "targets"))
         return each_item(r, v, key, add_target, m);
     if (!strcmp(key, "template")) {
@@ -308,7 +308,7 @@ static bool is_identifier(const char *s)
 
 /* Entries that would compile twice or declare a name twice. (Repeated include
  * directories and defines are harmless: clang takes them as given.) */
-static bool no_repeats(const reader *r, const sg_strlist *l, const char *key)
+static bool no_repeats(const reader *r, const gen_strlist *l, const char *key)
 {
     for (size_t i = 0; i < l->count; i++) {
         for (size_t j = 0; j < i; j++) {
@@ -323,7 +323,7 @@ static bool no_repeats(const reader *r, const sg_strlist *l, const char *key)
     return true;
 }
 
-static bool check_complete(const reader *r, const yaml_node_t *root, sg_manifest *m)
+static bool check_complete(const reader *r, const yaml_node_t *root, gen_manifest *m)
 {
     const char *missing = !m->ntargets        ? "targets"
                           : !m->template_path ? "template"
@@ -337,7 +337,7 @@ static bool check_complete(const reader *r, const yaml_node_t *root, sg_manifest
         return false;
     for (size_t i = 0; i < m->symbols.count; i++) {
         if (!is_identifier(m->symbols.items[i])) {
-            sg_loc l = m->symbols.locs[i];
+            gen_loc l = m->symbols.locs[i];
             diag_error_at(r->path, l.line, l.col, "symbol '%s' is not a C identifier",
                           m->symbols.items[i]);
             return false;
@@ -420,12 +420,12 @@ static bool depth_ok(const char *path, const uint8_t *text, size_t size)
     return ok;
 }
 
-bool manifest_load(const char *path, sg_manifest *m)
+bool manifest_load(const char *path, gen_manifest *m)
 {
     uint8_t *text;
     size_t size;
     if (!read_bounded(path, &text, &size)) {
-        *m = (sg_manifest){.path = xstrdup(path)};
+        *m = (gen_manifest){.path = xstrdup(path)};
         diag_error("cannot read manifest '%s': %s", path, strerror(errno));
         return false;
     }
@@ -434,9 +434,9 @@ bool manifest_load(const char *path, sg_manifest *m)
     return ok;
 }
 
-bool manifest_parse(const uint8_t *text, size_t size, const char *path, sg_manifest *m)
+bool manifest_parse(const uint8_t *text, size_t size, const char *path, gen_manifest *m)
 {
-    *m = (sg_manifest){.path = xstrdup(path)};
+    *m = (gen_manifest){.path = xstrdup(path)};
     char *abs = path_absolute(path);
     m->dir = path_dirname(abs);
     free(abs);
@@ -472,7 +472,7 @@ bool manifest_parse(const uint8_t *text, size_t size, const char *path, sg_manif
     return ok;
 }
 
-void manifest_free(sg_manifest *m)
+void manifest_free(gen_manifest *m)
 {
     free(m->path);
     free(m->dir);
@@ -485,17 +485,17 @@ void manifest_free(sg_manifest *m)
     list_free(&m->cflags);
     list_free(&m->symbols);
     for (size_t i = 0; i < m->ntargets; i++) {
-        sg_manifest_target *t = &m->targets[i];
+        gen_manifest_target *t = &m->targets[i];
         free(t->triple);
         list_free(&t->cflags);
         list_free(&t->shim_cflags);
         free(t->pin.cfa_register);
     }
     free(m->targets);
-    *m = (sg_manifest){0};
+    *m = (gen_manifest){0};
 }
 
-char *manifest_relpath(const sg_manifest *m, const char *abs)
+char *manifest_relpath(const gen_manifest *m, const char *abs)
 {
     return path_relative_to(abs, m->dir);
 }

@@ -3,20 +3,20 @@
 
 #include "discover.h"
 
-void pathlist_free(sg_pathlist *l)
+void pathlist_free(gen_pathlist *l)
 {
     for (size_t i = 0; i < l->count; i++)
         free(l->items[i]);
     free(l->items);
-    *l = (sg_pathlist){0};
+    *l = (gen_pathlist){0};
 }
 
-void oplist_free(sg_oplist *l)
+void oplist_free(gen_oplist *l)
 {
     for (size_t i = 0; i < l->count; i++) {
         free(l->items[i].name);
         free(l->items[i].source);
     }
     free(l->items);
-    *l = (sg_oplist){0};
+    *l = (gen_oplist){0};
 }

@@ -27,7 +27,7 @@ static unsigned line_at(const op_source *t, size_t offset)
     return (unsigned)first_at_least(t->newlines, t->nnewlines, offset) + 1;
 }
 
-static void add_segment(op_unit *u, bool want_unit, const sg_op *op, const op_source *t,
+static void add_segment(op_unit *u, bool want_unit, const gen_op *op, const op_source *t,
                         size_t from, size_t to)
 {
     if (from >= to)
@@ -46,7 +46,7 @@ static void add_segment(op_unit *u, bool want_unit, const sg_op *op, const op_so
         sb_putc(&u->unit, '\n');
 }
 
-static bool is_member(const sg_op *o, const sg_op *const *members, size_t n)
+static bool is_member(const gen_op *o, const gen_op *const *members, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         if (members[i] == o)
@@ -56,16 +56,16 @@ static bool is_member(const sg_op *o, const sg_op *const *members, size_t n)
 
 /* The file without the ops that are not members; a batch also makes each
  * member's entry (_JIT_ENTRY_<name>, an alias of its function) after the text. */
-static op_unit unit_of(const sg_oplist *ops, const sg_op *const *members, size_t n,
+static op_unit unit_of(const gen_oplist *ops, const gen_op *const *members, size_t n,
                        bool batch, const op_source *t, bool want_unit)
 {
     const char *text = (const char *)t->text;
     size_t size = t->size;
     op_unit u = {{0}, {0}, 0};
     size_t at = 0;
-    const sg_op *first = members[0];
+    const gen_op *first = members[0];
     for (size_t i = 0; i < ops->count; i++) { /* ops of a file are in source order */
-        const sg_op *o = &ops->items[i];
+        const gen_op *o = &ops->items[i];
         if (strcmp(o->source, first->source) || o->end > size || o->begin > o->end ||
             o->begin < at)
             continue;
@@ -149,7 +149,7 @@ static op_unit unreadable(void)
     return u;
 }
 
-op_unit op_unit_for(op_sources *sources, const sg_oplist *ops, const sg_op *op, bool want_unit)
+op_unit op_unit_for(op_sources *sources, const gen_oplist *ops, const gen_op *op, bool want_unit)
 {
     const op_source *src = source_of(sources, op->source);
     if (src->text)
@@ -157,8 +157,8 @@ op_unit op_unit_for(op_sources *sources, const sg_oplist *ops, const sg_op *op, 
     return unreadable();
 }
 
-op_unit op_batch_unit_for(op_sources *sources, const sg_oplist *ops,
-                          const sg_op *const *members, size_t n, bool want_unit)
+op_unit op_batch_unit_for(op_sources *sources, const gen_oplist *ops,
+                          const gen_op *const *members, size_t n, bool want_unit)
 {
     const op_source *src = source_of(sources, members[0]->source);
     if (src->text)

@@ -47,14 +47,14 @@ typedef struct op_sources {
  * be read gives a unit that says so when compiled); `ops` holds every
  * discovered op (those of one file in source order). The unit itself is only
  * made when want_unit (a cache hit needs just the key). */
-op_unit op_unit_for(op_sources *sources, const sg_oplist *ops, const sg_op *op, bool want_unit);
+op_unit op_unit_for(op_sources *sources, const gen_oplist *ops, const gen_op *op, bool want_unit);
 /* A batched unit: the ops `members` (n >= 1, all of one file, in source
  * order) in one unit, the file's other ops cut out as above, each member
  * named as an entry at the end (_JIT_ENTRY_<name>, an alias the unit makes
  * of the op's function, so no template support is needed; compiled with
  * -DSTENCILGEN_BATCH). The key hashes the same text without #line. */
-op_unit op_batch_unit_for(op_sources *sources, const sg_oplist *ops,
-                          const sg_op *const *members, size_t n, bool want_unit);
+op_unit op_batch_unit_for(op_sources *sources, const gen_oplist *ops,
+                          const gen_op *const *members, size_t n, bool want_unit);
 void op_sources_free(op_sources *sources);
 
 /* Whether `text` mentions a macro or builtin whose value is a source position

@@ -16,9 +16,9 @@
 
 #include "diag.h"
 
-void outputs_add(sg_outputs *o, char *path, strbuf content)
+void outputs_add(gen_outputs *o, char *path, strbuf content)
 {
-    sg_output out = {path, content};
+    gen_output out = {path, content};
     ARRAY_PUSH(o->items, o->count, o->cap, out);
 }
 
@@ -63,14 +63,14 @@ bool outputs_distinct(const char *const *paths, const char *const *what, size_t 
     return ok;
 }
 
-void outputs_discard(sg_outputs *o)
+void outputs_discard(gen_outputs *o)
 {
     for (size_t i = 0; i < o->count; i++) {
         free(o->items[i].path);
         sb_free(&o->items[i].content);
     }
     free(o->items);
-    *o = (sg_outputs){0};
+    *o = (gen_outputs){0};
 }
 
 /* Temporaries are "<output>.tmpXXXXXX" (write_temp_beside's pattern). One
@@ -146,7 +146,7 @@ static char *keep_previous(const char *path)
 
 /* Put back the files replaced by the first `n` renames (those unchanged were
  * not replaced). */
-static void roll_back(const sg_outputs *o, char **previous, const bool *unchanged, size_t n)
+static void roll_back(const gen_outputs *o, char **previous, const bool *unchanged, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         if (unchanged[i])
@@ -179,14 +179,14 @@ static bool holds(const char *path, const strbuf *content)
  * every other output is in place, so that a failed run changes no time; a
  * time that cannot be set leaves a right file, which the build tool may only
  * have us check again. */
-static void date_unchanged(const sg_outputs *o, const bool *unchanged)
+static void date_unchanged(const gen_outputs *o, const bool *unchanged)
 {
     for (size_t i = 0; i < o->count; i++)
         if (unchanged[i])
             utimensat(AT_FDCWD, o->items[i].path, NULL, 0);
 }
 
-bool outputs_publish(sg_outputs *o)
+bool outputs_publish(gen_outputs *o)
 {
     char **temps = xcalloc(o->count, sizeof *temps);
     char **previous = xcalloc(o->count, sizeof *previous);
@@ -355,7 +355,7 @@ void outputs_parse_deps(const uint8_t *text, size_t size, char ***list, size_t *
     sb_free(&word);
 }
 
-bool outputs_depfile(const sg_depfile_inputs *in, char *const *texts, size_t n,
+bool outputs_depfile(const gen_depfile_inputs *in, char *const *texts, size_t n,
                      const char *target, strbuf *out)
 {
     char **deps = NULL;
@@ -410,7 +410,7 @@ static void put_json_path(strbuf *sb, const char *s, const char *run_dir, const 
     free(kept);
 }
 
-strbuf outputs_compile_commands(const sg_job *jobs, size_t n, const char *const *sources,
+strbuf outputs_compile_commands(const gen_job *jobs, size_t n, const char *const *sources,
                                 const char *run_dir, const char *kept_dir)
 {
     char cwd[PATH_MAX];

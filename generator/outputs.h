@@ -15,45 +15,45 @@
 #include "compile.h"
 #include "util.h"
 
-typedef struct sg_output {
+typedef struct gen_output {
     char *path;
     strbuf content;
-} sg_output;
+} gen_output;
 
-typedef struct sg_outputs {
-    sg_output *items;
+typedef struct gen_outputs {
+    gen_output *items;
     size_t count, cap;
-} sg_outputs;
+} gen_outputs;
 
-void outputs_add(sg_outputs *o, char *path, strbuf content); /* takes ownership */
+void outputs_add(gen_outputs *o, char *path, strbuf content); /* takes ownership */
 /* Whether the n paths name n different files (through "..", symlinks and hard
  * links too); otherwise says which two collide, by what[i]. */
 bool outputs_distinct(const char *const *paths, const char *const *what, size_t n);
-bool outputs_publish(sg_outputs *o);                          /* frees o */
-void outputs_discard(sg_outputs *o);
+bool outputs_publish(gen_outputs *o);                          /* frees o */
+void outputs_discard(gen_outputs *o);
 
 /* Append the prerequisites listed in a compiler-written depfile (absolute paths). */
 void outputs_parse_deps(const uint8_t *text, size_t size, char ***list, size_t *count,
                         size_t *cap);
 
-typedef struct sg_depfile_inputs {
+typedef struct gen_depfile_inputs {
     const char *manifest; /* the manifest's path */
     char *const *sources; /* the op sources, absolute */
     size_t nsources;
     const char *workdir;  /* the generator's own files: never prerequisites */
-} sg_depfile_inputs;
+} gen_depfile_inputs;
 /* Make-style depfile naming `target`: the manifest, the op sources, and every
  * file the compiles read (deps[i]: the text of a compiler-written depfile; NULL
  * entries skipped) except the generator's own files under its work directory.
  * False (exit 2) when a path cannot be written in a depfile at all. */
-bool outputs_depfile(const sg_depfile_inputs *in, char *const *deps, size_t n,
+bool outputs_depfile(const gen_depfile_inputs *in, char *const *deps, size_t n,
                      const char *target, strbuf *out);
 /* compile_commands.json for clangd: the exact command of every compile. */
 /* sources[i], when not NULL, replaces the translation unit job i compiles, so
  * clangd sees the op's real file. Paths under `run_dir` (a run's private
  * directory, gone when it ends) are written under `kept_dir` instead, so the
  * file is the same from run to run. */
-strbuf outputs_compile_commands(const sg_job *jobs, size_t n, const char *const *sources,
+strbuf outputs_compile_commands(const gen_job *jobs, size_t n, const char *const *sources,
                                 const char *run_dir, const char *kept_dir);
 
 #endif

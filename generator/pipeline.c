@@ -17,14 +17,14 @@
 #include "verify.h"
 #include "writer.h"
 
-static bool resolve_targets(sg_run *run)
+static bool resolve_targets(gen_run *run)
 {
-    const sg_manifest *m = &run->manifest;
+    const gen_manifest *m = &run->manifest;
     size_t n = run->opt.ntargets ? run->opt.ntargets : m->ntargets;
     run->results = xcalloc(n, sizeof *run->results);
     for (size_t i = 0; i < n; i++) {
         const char *triple = run->opt.ntargets ? run->opt.targets[i] : m->targets[i].triple;
-        sg_target_result *r = &run->results[run->nresults++];
+        gen_target_result *r = &run->results[run->nresults++];
         r->target = target_lookup(triple);
         for (size_t j = 0; j < m->ntargets; j++) {
             if (!strcmp(m->targets[j].triple, triple))
@@ -46,7 +46,7 @@ static bool resolve_targets(sg_run *run)
 
 static int by_name_then_order(const void *a, const void *b)
 {
-    const sg_op *x = *(const sg_op *const *)a, *y = *(const sg_op *const *)b;
+    const gen_op *x = *(const gen_op *const *)a, *y = *(const gen_op *const *)b;
     int c = strcmp(x->name, y->name);
     return c ? c : (x > y) - (x < y);
 }
@@ -54,13 +54,13 @@ static int by_name_then_order(const void *a, const void *b)
 /* Each op name once: the first op (in manifest order) whose name came before
  * is reported, with where it came first. Sorted, not compared pairwise: a
  * CPython-style VM has hundreds of ops. */
-static int check_unique_names(const sg_oplist *ops)
+static int check_unique_names(const gen_oplist *ops)
 {
-    const sg_op **sorted = xcalloc(ops->count ? ops->count : 1, sizeof *sorted);
+    const gen_op **sorted = xcalloc(ops->count ? ops->count : 1, sizeof *sorted);
     for (size_t i = 0; i < ops->count; i++)
         sorted[i] = &ops->items[i];
     qsort(sorted, ops->count, sizeof *sorted, by_name_then_order);
-    const sg_op *again = NULL, *first = NULL;
+    const gen_op *again = NULL, *first = NULL;
     for (size_t i = 1; i < ops->count; i++) {
         bool second = !strcmp(sorted[i]->name, sorted[i - 1]->name) &&
                       (i < 2 || strcmp(sorted[i - 2]->name, sorted[i]->name));
@@ -78,18 +78,18 @@ static int check_unique_names(const sg_oplist *ops)
 }
 
 /* Ops are named by what the template marks; names must be unique across files. */
-static int discover_all(sg_run *run)
+static int discover_all(gen_run *run)
 {
-    const sg_manifest *m = &run->manifest;
-    sg_argv a = {0};
-    sg_flag_inputs in = flags_inputs(run, &run->results[0]);
+    const gen_manifest *m = &run->manifest;
+    gen_argv a = {0};
+    gen_flag_inputs in = flags_inputs(run, &run->results[0]);
     flags_discover(&a, &in);
     int rc = SG_EXIT_OK;
     for (size_t i = 0; i < m->op_sources.count && rc == SG_EXIT_OK; i++) {
         size_t before = run->ops.count;
         rc = inc_discover(&run->inc, m->op_sources.items[i], &a, &run->ops);
         if (rc == SG_EXIT_OK && run->ops.count == before) {
-            sg_loc l = m->op_sources.locs[i];
+            gen_loc l = m->op_sources.locs[i];
             diag_error_at(m->path, l.line, l.col,
                           "no ops found in '%s' (an op is written OP(name) { ... })",
                           m->op_sources.items[i]);
@@ -103,11 +103,11 @@ static int discover_all(sg_run *run)
 }
 
 /* What holds of a target's stencils together rather than of each. */
-static int check_across_ops(sg_run *run)
+static int check_across_ops(gen_run *run)
 {
     int rc = SG_EXIT_OK;
     for (size_t t = 0; t < run->nresults; t++) {
-        sg_target_result *r = &run->results[t];
+        gen_target_result *r = &run->results[t];
         if (!verify_landing_pads(r->target, r->ops, run->ops.count, &r->shim, &r->landing_pads))
             rc = SG_EXIT_CHECK;
     }
@@ -115,38 +115,38 @@ static int check_across_ops(sg_run *run)
 }
 
 /* What the writer renders of one target. */
-static sg_header_model header_model(const sg_run *run, const sg_target_result *r)
+static gen_header_model header_model(const gen_run *run, const gen_target_result *r)
 {
     const char *slash = strrchr(run->manifest.path, '/');
-    return (sg_header_model){r->target, slash ? slash + 1 : run->manifest.path,
+    return (gen_header_model){r->target, slash ? slash + 1 : run->manifest.path,
                              run->manifest.symbols.items, run->manifest.symbols.count,
                              r->ops, run->ops.count, &r->shim, &r->unwind, r->landing_pads};
 }
 
-static void print_summary(const sg_run *run)
+static void print_summary(const gen_run *run)
 {
     strbuf sb = {0};
     for (size_t t = 0; t < run->nresults; t++) {
-        sg_header_model m = header_model(run, &run->results[t]);
+        gen_header_model m = header_model(run, &run->results[t]);
         writer_summary(&sb, &m, run->results[t].compiled, run->results[t].cached);
     }
     fputs(sb.data, stdout);
     sb_free(&sb);
 }
 
-static int render_and_publish(sg_run *run, const job_set *js)
+static int render_and_publish(gen_run *run, const job_set *js)
 {
-    sg_outputs out = {0};
+    gen_outputs out = {0};
     for (size_t t = 0; t < run->nresults; t++) {
         strbuf sb = {0};
-        sg_header_model m = header_model(run, &run->results[t]);
+        gen_header_model m = header_model(run, &run->results[t]);
         writer_target_header(&sb, &m);
         char *name = writer_target_filename(run->results[t].target);
         outputs_add(&out, path_join(run->opt.outdir, name), sb);
         free(name);
     }
     strbuf disp = {0};
-    const sg_target **targets = xcalloc(run->nresults, sizeof *targets);
+    const gen_target **targets = xcalloc(run->nresults, sizeof *targets);
     for (size_t t = 0; t < run->nresults; t++)
         targets[t] = run->results[t].target;
     writer_dispatcher(&disp, targets, run->nresults);
@@ -158,7 +158,7 @@ static int render_and_publish(sg_run *run, const job_set *js)
         for (size_t i = 0; i < js->count; i++)
             texts[i] = js->refs[i].deps;
         strbuf dep;
-        sg_depfile_inputs in = {run->manifest.path, run->manifest.op_sources.items,
+        gen_depfile_inputs in = {run->manifest.path, run->manifest.op_sources.items,
                                 run->manifest.op_sources.count, run->workdir};
         bool ok = outputs_depfile(&in, texts, js->count, dispatcher, &dep);
         free(texts);
@@ -182,13 +182,13 @@ static int render_and_publish(sg_run *run, const job_set *js)
     return outputs_publish(&out) ? SG_EXIT_OK : SG_EXIT_TOOLCHAIN;
 }
 
-static int dump(const sg_run *run)
+static int dump(const gen_run *run)
 {
     const char *only = run->opt.dump_op;
     bool found = !only;
     strbuf sb = {0};
     for (size_t t = 0; t < run->nresults; t++) {
-        sg_header_model m = header_model(run, &run->results[t]);
+        gen_header_model m = header_model(run, &run->results[t]);
         found |= writer_dump(&sb, &m, only);
     }
     if (sb.len)
@@ -203,7 +203,7 @@ static int dump(const sg_run *run)
 
 /* Every file a build writes must be a different file: a --depfile naming a
  * header would overwrite it. */
-static bool outputs_do_not_collide(const sg_run *run)
+static bool outputs_do_not_collide(const gen_run *run)
 {
     size_t n = 0, cap = run->nresults + 3;
     char **paths = xcalloc(cap, sizeof *paths);
@@ -232,7 +232,7 @@ static bool outputs_do_not_collide(const sg_run *run)
     return ok;
 }
 
-static int prepare(sg_run *run)
+static int prepare(gen_run *run)
 {
     if (!manifest_load(run->opt.manifest, &run->manifest) || !resolve_targets(run))
         return SG_EXIT_USAGE;
@@ -280,7 +280,7 @@ static int prepare(sg_run *run)
 }
 
 /* What a run leaves behind on disk: no run directory, the cache's records saved. */
-static void run_finish(sg_run *run, bool remove_workdir)
+static void run_finish(gen_run *run, bool remove_workdir)
 {
     rundir_remove(&run->rundir);
     inc_close(&run->inc);
@@ -299,10 +299,10 @@ static void run_finish(sg_run *run, bool remove_workdir)
 #define FREE_BEFORE_EXIT 0
 #endif
 
-static void run_free(sg_run *run)
+static void run_free(gen_run *run)
 {
     for (size_t t = 0; t < run->nresults; t++) {
-        sg_target_result *r = &run->results[t];
+        gen_target_result *r = &run->results[t];
         for (size_t i = 0; r->ops && i < run->ops.count; i++)
             stencil_free(&r->ops[i]);
         free(r->ops);
@@ -319,9 +319,9 @@ static void run_free(sg_run *run)
     manifest_free(&run->manifest);
 }
 
-int pipeline_run(const sg_options *opt)
+int pipeline_run(const gen_options *opt)
 {
-    sg_run run = {.opt = *opt, .rundir = {NULL, -1}};
+    gen_run run = {.opt = *opt, .rundir = {NULL, -1}};
     job_set js = {0};
     bool temp_workdir = !opt->cache_dir && !opt->outdir;
     double t0 = now_seconds();

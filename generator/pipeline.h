@@ -5,6 +5,6 @@
 #include "run.h"
 
 /* Run a command end to end; returns the process exit code. */
-int pipeline_run(const sg_options *opt);
+int pipeline_run(const gen_options *opt);
 
 #endif

@@ -18,12 +18,12 @@
 #include "target.h"
 
 /* How ops are grouped into translation units (docs/build.md, "Batched units"). */
-typedef enum sg_units {
+typedef enum gen_units {
     SG_UNITS_PER_OP,  /* one unit and one compile per op */
     SG_UNITS_BATCHED, /* the ops of a file in batches, each batch one compile */
-} sg_units;
+} gen_units;
 
-typedef struct sg_options {
+typedef struct gen_options {
     const char *command;   /* "build", "check" or "dump" */
     const char *manifest;
     const char **targets;  /* --target (empty: the manifest's) */
@@ -40,38 +40,38 @@ typedef struct sg_options {
     const char *extra_shim_cflags;
     const char *dump_op;
     double compile_timeout; /* seconds per compile */
-    sg_units units;
+    gen_units units;
     unsigned batch_ops; /* batched units: ops a batch holds (0: spread over the -j jobs) */
     int verbose; /* -v: counts and phase times; -vv: also every compiler command */
-} sg_options;
+} gen_options;
 
-typedef struct sg_target_result {
-    const sg_target *target;
-    const sg_manifest_target *mt;
+typedef struct gen_target_result {
+    const gen_target *target;
+    const gen_manifest_target *mt;
     gen_stencil *ops;  /* one per discovered op, in op order */
     gen_stencil shim;
-    sg_unwind unwind; /* derived from the shim */
+    gen_unwind unwind; /* derived from the shim */
     bool landing_pads; /* every op and the shim start with one (verify_landing_pads) */
     lb_disasm *disasm;
     size_t compiled;  /* ops compiled for this target in this run */
     size_t cached;    /* ops taken from the cache */
     size_t stencils_cached; /* of those, ops whose checked stencil was cached (no object read) */
-} sg_target_result;
+} gen_target_result;
 
-typedef struct sg_run {
-    sg_options opt;
-    sg_manifest manifest;
-    sg_oplist ops;
-    sg_target_result *results;
+typedef struct gen_run {
+    gen_options opt;
+    gen_manifest manifest;
+    gen_oplist ops;
+    gen_target_result *results;
     size_t nresults;
     char *workdir;    /* the cache lives here (--cache-dir, else OUTDIR/.stencilgen) */
-    sg_rundir rundir; /* this run's own files: units, objects, logs */
+    gen_rundir rundir; /* this run's own files: units, objects, logs */
     char *clang;      /* resolved compiler path */
     char *op_template_dir; /* WORKDIR/include: stencil_op.h for every compile */
-    struct sg_cache *cache;
-    sg_incremental inc; /* the cache protocol, over `cache` */
+    struct gen_cache *cache;
+    gen_incremental inc; /* the cache protocol, over `cache` */
     size_t compiles;    /* compiler runs that produced an object (ops, batches, the shim) */
     bool compiled_in_process; /* ... by clang's main in forked children (compile.h) */
-} sg_run;
+} gen_run;
 
 #endif

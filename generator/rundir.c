@@ -68,13 +68,13 @@ static char *fresh_name(const char *workdir)
     return xasprintf("%s/" PREFIX "%ld-%08x", workdir, (long)getpid(), r);
 }
 
-void rundir_reserve(const char *workdir, sg_rundir *out)
+void rundir_reserve(const char *workdir, gen_rundir *out)
 {
     sweep_dead_runs(workdir);
-    *out = (sg_rundir){fresh_name(workdir), -1};
+    *out = (gen_rundir){fresh_name(workdir), -1};
 }
 
-bool rundir_open(sg_rundir *r)
+bool rundir_open(gen_rundir *r)
 {
     if (r->lock_fd >= 0)
         return true;
@@ -97,7 +97,7 @@ bool rundir_open(sg_rundir *r)
     return true;
 }
 
-void rundir_remove(sg_rundir *r)
+void rundir_remove(gen_rundir *r)
 {
     if (!r->path)
         return;
@@ -106,7 +106,7 @@ void rundir_remove(sg_rundir *r)
         close(r->lock_fd);
     }
     free(r->path);
-    *r = (sg_rundir){NULL, -1};
+    *r = (gen_rundir){NULL, -1};
 }
 
 void rundir_keep(const char *workdir, const char *triple, const char *object,

@@ -11,17 +11,17 @@
 #ifndef STENCILGEN_RUNDIR_H
 #define STENCILGEN_RUNDIR_H
 
-typedef struct sg_rundir {
+typedef struct gen_rundir {
     char *path;
     int lock_fd; /* -1 until the directory exists (rundir_open) */
-} sg_rundir;
+} gen_rundir;
 
 /* Name a run directory under `workdir`, removing those of dead runs first;
  * nothing is created yet: a run that compiles nothing never makes one. */
-void rundir_reserve(const char *workdir, sg_rundir *out);
+void rundir_reserve(const char *workdir, gen_rundir *out);
 /* Create (and lock) the reserved directory, once; false with errno set when
  * it cannot be created. */
-_Bool rundir_open(sg_rundir *r);
+_Bool rundir_open(gen_rundir *r);
 /* The last object built for each op stays in WORKDIR/<triple>/ (moved
  * there from `object`), and the unit it compiled (`unit`, for an op: NULL
  * for the shim) in WORKDIR/tu/<unit_name>/unit.c, for people, tests and
@@ -29,6 +29,6 @@ _Bool rundir_open(sg_rundir *r);
 void rundir_keep(const char *workdir, const char *triple, const char *object,
                  const char *unit_name, const char *unit);
 /* Remove it (if it was made) and release the lock. */
-void rundir_remove(sg_rundir *r);
+void rundir_remove(gen_rundir *r);
 
 #endif

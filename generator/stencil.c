@@ -37,7 +37,7 @@ static void place(const obj_section *sec, uint8_t **buf, size_t *size, size_t *m
         *max_align = sec->align;
 }
 
-static bool lay_out(const objfile *obj, const sg_extract_ctx *ctx, int entry_sec, layout *l,
+static bool lay_out(const objfile *obj, const gen_extract_ctx *ctx, int entry_sec, layout *l,
                     gen_stencil *s)
 {
     size_t code_align = 1;
@@ -66,7 +66,7 @@ static bool lay_out(const objfile *obj, const sg_extract_ctx *ctx, int entry_sec
 
 /* ": <instruction>" for the code-section instruction containing `offset`, so a
  * diagnostic names what the relocation belongs to; "" outside code. */
-static void insn_at(const objfile *obj, const sg_extract_ctx *ctx, const obj_reloc *r,
+static void insn_at(const objfile *obj, const gen_extract_ctx *ctx, const obj_reloc *r,
                     char *buf, size_t size)
 {
     const obj_section *sec = &obj->secs[r->section];
@@ -88,7 +88,7 @@ static void insn_at(const objfile *obj, const sg_extract_ctx *ctx, const obj_rel
 
 /* Undefined symbols name holes by convention: the template's _JIT_* and the
  * manifest's run-time symbols. */
-static bool classify_undefined(const char *name, const sg_extract_ctx *ctx, gen_hole *h)
+static bool classify_undefined(const char *name, const gen_extract_ctx *ctx, gen_hole *h)
 {
     size_t plen = strlen(SG_HOLE_OPERAND_PREFIX);
     if (!strcmp(name, SG_HOLE_CONTINUE)) {
@@ -115,7 +115,7 @@ static bool classify_undefined(const char *name, const sg_extract_ctx *ctx, gen_
     return false;
 }
 
-static bool classify_reloc(const objfile *obj, const sg_extract_ctx *ctx, const layout *l,
+static bool classify_reloc(const objfile *obj, const gen_extract_ctx *ctx, const layout *l,
                            const obj_reloc *r, gen_hole *h)
 {
     const obj_section *sec = &obj->secs[r->section];
@@ -179,7 +179,7 @@ static bool classify_reloc(const objfile *obj, const sg_extract_ctx *ctx, const 
     return true;
 }
 
-static bool collect_holes(const objfile *obj, const sg_extract_ctx *ctx, const layout *l,
+static bool collect_holes(const objfile *obj, const gen_extract_ctx *ctx, const layout *l,
                           gen_stencil *s)
 {
     size_t code_cap = 0, data_cap = 0;
@@ -203,7 +203,7 @@ static bool collect_holes(const objfile *obj, const sg_extract_ctx *ctx, const l
 /* The last hole may be a jump to the continuation: the next stencil will be
  * placed right there, so the jump can go. Only when the entry section is the
  * last code (no other code follows it). */
-static void remove_trailing_jump(const sg_extract_ctx *ctx, gen_stencil *s)
+static void remove_trailing_jump(const gen_extract_ctx *ctx, gen_stencil *s)
 {
     if (!s->ncode_holes)
         return;
@@ -225,7 +225,7 @@ static int cmp_hole(const void *a, const void *b)
     return (x->offset > y->offset) - (x->offset < y->offset);
 }
 
-bool stencil_extract(const objfile *obj, const sg_extract_ctx *ctx, gen_stencil *s)
+bool stencil_extract(const objfile *obj, const gen_extract_ctx *ctx, gen_stencil *s)
 {
     int entry = objfile_find_defined(obj, ctx->entry_symbol);
     if (entry < 0 || obj->secs[obj->syms[entry].section].kind != OBJ_SEC_CODE) {
@@ -259,7 +259,7 @@ void stencil_disassemble(gen_stencil *s, lb_disasm *d)
     for (size_t pc = 0; pc < s->code_size;) {
         lb_insn in;
         lb_disasm_one(d, s->code + pc, s->code_size - pc, pc, &in);
-        sg_insn i = {.offset = (uint32_t)pc,
+        gen_insn i = {.offset = (uint32_t)pc,
                      .size = in.size ? in.size : 1,
                      .text = (uint32_t)text.len,
                      .decoded = in.size != 0,
@@ -296,9 +296,9 @@ void stencil_free(gen_stencil *s)
     *s = (gen_stencil){0};
 }
 
-sg_totals stencil_totals(const gen_stencil *s, size_t n)
+gen_totals stencil_totals(const gen_stencil *s, size_t n)
 {
-    sg_totals t = {0};
+    gen_totals t = {0};
     for (size_t k = 0; k < n; k++) {
         t.code += s[k].code_size;
         t.data += s[k].data_size;

@@ -31,7 +31,7 @@ typedef struct gen_hole {
 
 /* One instruction of a stencil's code, decoded once (stencil_disassemble) for
  * the frame-pointer check, the header's listing and `dump`. */
-typedef struct sg_insn {
+typedef struct gen_insn {
     uint32_t offset; /* in code */
     uint32_t size;   /* 1 for a byte that does not decode */
     uint32_t text;   /* offset of its NUL-terminated text in gen_stencil.insn_text */
@@ -45,7 +45,7 @@ typedef struct sg_insn {
     uint64_t defs;    /* DWARF registers 0..63 it writes (bit n: register n) */
     bool has_target, target_is_branch;
     int64_t target;
-} sg_insn;
+} gen_insn;
 
 typedef struct gen_stencil {
     char *name;    /* op name, or the shim function's name */
@@ -62,40 +62,40 @@ typedef struct gen_stencil {
     size_t ndata_holes;
     size_t entry;            /* offset of the entry point in code */
     size_t removed_jump;     /* bytes of trailing jump to the continuation removed */
-    sg_insn *insns;          /* tile code[0, code_size) in order */
+    gen_insn *insns;          /* tile code[0, code_size) in order */
     size_t ninsns;
     char *insn_text;         /* the instructions' texts, back to back */
     size_t insn_text_size;
 } gen_stencil;
 
 /* Everything the extraction needs to know besides the object itself. */
-typedef struct sg_extract_ctx {
-    const sg_target *target;
-    const sg_where *where;     /* the op's source and label, for messages */
+typedef struct gen_extract_ctx {
+    const gen_target *target;
+    const gen_where *where;     /* the op's source and label, for messages */
     const char *entry_symbol;  /* "_JIT_ENTRY" or the shim function */
     char *const *symbols;      /* run-time symbols from the manifest */
     size_t nsymbols;
     bool remove_trailing_jump; /* ops: yes; the shim: no */
     lb_disasm *disasm;         /* to name the instruction in diagnostics */
-} sg_extract_ctx;
+} gen_extract_ctx;
 
 /* Fills *s from the object. On a problem prints a diagnostic naming the op,
  * target, section, offset and relocation, and returns false (exit code 1). */
-bool stencil_extract(const objfile *obj, const sg_extract_ctx *ctx, gen_stencil *s);
+bool stencil_extract(const objfile *obj, const gen_extract_ctx *ctx, gen_stencil *s);
 /* Decodes s->code (final: after stencil_extract) into s->insns, once. */
 void stencil_disassemble(gen_stencil *s, lb_disasm *d);
-static inline const char *stencil_insn_text(const gen_stencil *s, const sg_insn *in)
+static inline const char *stencil_insn_text(const gen_stencil *s, const gen_insn *in)
 {
     return s->insn_text + in->text;
 }
 void stencil_free(gen_stencil *s);
 
 /* What a set of stencils adds up to (for summaries). */
-typedef struct sg_totals {
+typedef struct gen_totals {
     size_t code, data, holes;
     size_t by_patch[SG_PATCH__COUNT];
-} sg_totals;
+} gen_totals;
 
-sg_totals stencil_totals(const gen_stencil *s, size_t n);
+gen_totals stencil_totals(const gen_stencil *s, size_t n);
 
 #endif

@@ -188,7 +188,7 @@ static void get_insns(reader *r, gen_stencil *s)
             fail(r, "instruction %zu at +0x%zx: size %u does not fit the code", i, pc, size);
             break;
         }
-        s->insns[i] = (sg_insn){.offset = (uint32_t)pc,
+        s->insns[i] = (gen_insn){.offset = (uint32_t)pc,
                                 .size = size,
                                 .text = (uint32_t)pool.len,
                                 .decoded = true};

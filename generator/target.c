@@ -5,7 +5,7 @@
 
 #include "util.h"
 
-static const sg_target *const registry[] = {
+static const gen_target *const registry[] = {
     &sg_target_x86_64_linux,
     &sg_target_aarch64_linux,
     &sg_target_x86_64_windows,
@@ -13,7 +13,7 @@ static const sg_target *const registry[] = {
     &sg_target_aarch64_darwin,
 };
 
-const sg_target *target_lookup(const char *triple)
+const gen_target *target_lookup(const char *triple)
 {
     for (size_t i = 0; i < sizeof registry / sizeof *registry; i++) {
         if (!strcmp(registry[i]->triple, triple))

@@ -13,7 +13,7 @@
 #include "cfi.h"
 #include "objfile.h"
 
-typedef struct sg_target {
+typedef struct gen_target {
     const char *triple;         /* canonical LLVM triple, as written in manifests */
     const char *host_condition; /* preprocessor test that is true on this host */
     const char *const *op_cflags;   /* NULL-terminated; flags every op needs here */
@@ -53,10 +53,10 @@ typedef struct sg_target {
      * (AArch64 BTI, x86-64 IBT), and the compiler flag that makes one. */
     bool (*landing_pad)(const uint8_t *code, size_t size);
     const char *landing_pad_flag;
-} sg_target;
+} gen_target;
 
 /* NULL when the triple is not supported. */
-const sg_target *target_lookup(const char *triple);
+const gen_target *target_lookup(const char *triple);
 /* The supported triples, comma-separated, for error messages (caller frees). */
 char *target_supported_list(void);
 
@@ -64,10 +64,10 @@ char *target_supported_list(void);
 extern const char *const sg_elf_pic_cflags[];
 
 /* Per-architecture tables (target_<arch>.c). */
-extern const sg_target sg_target_x86_64_linux;
-extern const sg_target sg_target_x86_64_windows;
-extern const sg_target sg_target_x86_64_darwin;
-extern const sg_target sg_target_aarch64_linux;
-extern const sg_target sg_target_aarch64_darwin;
+extern const gen_target sg_target_x86_64_linux;
+extern const gen_target sg_target_x86_64_windows;
+extern const gen_target sg_target_x86_64_darwin;
+extern const gen_target sg_target_aarch64_linux;
+extern const gen_target sg_target_aarch64_darwin;
 
 #endif

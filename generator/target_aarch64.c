@@ -127,7 +127,7 @@ static const char *const fp_writers[] = {NULL};
 static const char *const op_cflags[] = {"-mno-outline-atomics", NULL};
 static const char *const shim_cflags[] = {"-mno-outline-atomics", NULL};
 
-const sg_target sg_target_aarch64_linux = {
+const gen_target sg_target_aarch64_linux = {
     .triple = "aarch64-unknown-linux-gnu",
     .host_condition = "defined(__aarch64__) && defined(__linux__)",
     .op_cflags = op_cflags,
@@ -206,7 +206,7 @@ static const char *const darwin_cflags[] = {"-mno-outline-atomics", "-mmacosx-ve
                                             "-nostdlibinc", NULL};
 static const char *const no_cflags[] = {NULL};
 
-const sg_target sg_target_aarch64_darwin = {
+const gen_target sg_target_aarch64_darwin = {
     .triple = "aarch64-apple-darwin",
     .host_condition = "defined(__aarch64__) && defined(__APPLE__)",
     .op_cflags = darwin_cflags,

@@ -67,7 +67,7 @@ static const char *const op_cflags[] = {NULL};
 static const char *const shim_cflags[] = {NULL};
 static const char *const no_cflags[] = {NULL};
 
-const sg_target sg_target_x86_64_linux = {
+const gen_target sg_target_x86_64_linux = {
     .triple = "x86_64-unknown-linux-gnu",
     .host_condition = "defined(__x86_64__) && defined(__linux__)",
     .op_cflags = op_cflags,
@@ -123,7 +123,7 @@ static bool classify_coff(uint32_t type, const uint8_t *bytes, uint64_t size, ui
     return false;
 }
 
-const sg_target sg_target_x86_64_windows = {
+const gen_target sg_target_x86_64_windows = {
     .triple = "x86_64-w64-windows-gnu",
     .host_condition = "defined(__x86_64__) && defined(_WIN32)",
     .op_cflags = op_cflags,
@@ -178,7 +178,7 @@ static bool classify_macho(uint32_t type, const uint8_t *bytes, uint64_t size, u
  * 11.0 on the shim's __eh_frame needs no relocations. */
 static const char *const darwin_cflags[] = {"-mmacosx-version-min=11.0", "-nostdlibinc", NULL};
 
-const sg_target sg_target_x86_64_darwin = {
+const gen_target sg_target_x86_64_darwin = {
     .triple = "x86_64-apple-darwin",
     .host_condition = "defined(__x86_64__) && defined(__APPLE__)",
     .op_cflags = darwin_cflags,

@@ -10,21 +10,21 @@
 #include "split.h"
 #include "util.h"
 
-void verify_name(const sg_verify_in *in, gen_stencil *s)
+void verify_name(const gen_verify_in *in, gen_stencil *s)
 {
-    const sg_manifest *m = in->manifest;
+    const gen_manifest *m = in->manifest;
     s->name = xstrdup(in->op ? in->op->name : m->shim_function);
     s->source = manifest_relpath(m, in->op ? in->op->source : m->shim_source);
     s->line = in->op ? in->op->line : 0;
     s->col = in->op ? in->op->col : 0;
 }
 
-static bool starts_with_pad(const sg_target *t, const gen_stencil *s)
+static bool starts_with_pad(const gen_target *t, const gen_stencil *s)
 {
     return s->entry < s->code_size && t->landing_pad(s->code + s->entry, s->code_size - s->entry);
 }
 
-bool verify_landing_pads(const sg_target *t, const gen_stencil *ops, size_t nops,
+bool verify_landing_pads(const gen_target *t, const gen_stencil *ops, size_t nops,
                          const gen_stencil *shim, bool *all)
 {
     bool shim_pad = starts_with_pad(t, shim);
@@ -46,10 +46,10 @@ bool verify_landing_pads(const sg_target *t, const gen_stencil *ops, size_t nops
 
 /* Compare the derived shape with the manifest's expect_frame; on mismatch
  * print both side by side. */
-static bool check_pin(const sg_unwind *u, const sg_frame_pin *pin, const sg_target *t,
-                      const char *manifest, const sg_where *where)
+static bool check_pin(const gen_unwind *u, const gen_frame_pin *pin, const gen_target *t,
+                      const char *manifest, const gen_where *where)
 {
-    const sg_frame_shape *s = &u->shape;
+    const gen_frame_shape *s = &u->shape;
     const char *cfa_reg = t->reg_name(s->cfa_reg) ? t->reg_name(s->cfa_reg) : "?";
     if (!strcmp(cfa_reg, pin->cfa_register) && s->cfa_offset == pin->cfa_offset &&
         s->fp_offset == pin->fp_offset && s->ra_offset == pin->ra_offset)
@@ -67,8 +67,8 @@ static bool check_pin(const sg_unwind *u, const sg_frame_pin *pin, const sg_targ
 }
 
 /* The shim's unwind facts, and its pin. */
-static bool check_shim(const objfile *obj, const sg_verify_in *in, const gen_stencil *s,
-                       const sg_where *where, sg_unwind *unwind)
+static bool check_shim(const objfile *obj, const gen_verify_in *in, const gen_stencil *s,
+                       const gen_where *where, gen_unwind *unwind)
 {
     if (!frame_shape_analyze(obj, s, in->target, where, unwind))
         return false;
@@ -77,11 +77,11 @@ static bool check_shim(const objfile *obj, const sg_verify_in *in, const gen_ste
     return true;
 }
 
-int verify_cached_shim(const uint8_t *entry, size_t size, const sg_verify_in *in,
-                       const gen_stencil *s, sg_unwind *unwind)
+int verify_cached_shim(const uint8_t *entry, size_t size, const gen_verify_in *in,
+                       const gen_stencil *s, gen_unwind *unwind)
 {
-    const sg_manifest *m = in->manifest;
-    sg_where where = {m->shim_source, 0, 0, in->label};
+    const gen_manifest *m = in->manifest;
+    gen_where where = {m->shim_source, 0, 0, in->label};
     if (!frame_shape_from_cache(entry, size, s, in->target, &where, unwind)) {
         unwind_free(unwind);
         return 0;
@@ -93,7 +93,7 @@ int verify_cached_shim(const uint8_t *entry, size_t size, const sg_verify_in *in
 }
 
 /* The op's own object cut out of a batched unit's (split.h) into *own. */
-static bool cut_out_op(const sg_verify_in *in, const objfile *obj, objfile *own)
+static bool cut_out_op(const gen_verify_in *in, const objfile *obj, objfile *own)
 {
     char why[512];
     split_result r = split_op_object(obj, in->batch_entry, own, why, sizeof why);
@@ -106,7 +106,7 @@ static bool cut_out_op(const sg_verify_in *in, const objfile *obj, objfile *own)
     return false;
 }
 
-bool verify_read(const uint8_t *bytes, size_t size, const sg_verify_in *in, objfile *obj)
+bool verify_read(const uint8_t *bytes, size_t size, const gen_verify_in *in, objfile *obj)
 {
     char err[512];
     bool parsed = objfile_parse(bytes, size, obj, err, sizeof err);
@@ -119,18 +119,18 @@ bool verify_read(const uint8_t *bytes, size_t size, const sg_verify_in *in, objf
     return false;
 }
 
-bool verify_objfile(const objfile *obj, const sg_verify_in *in, gen_stencil *s,
-                    sg_unwind *unwind)
+bool verify_objfile(const objfile *obj, const gen_verify_in *in, gen_stencil *s,
+                    gen_unwind *unwind)
 {
-    const sg_manifest *m = in->manifest;
+    const gen_manifest *m = in->manifest;
     objfile own;
     bool batched = in->batch_entry && objfile_find_defined(obj, SG_HOLE_ENTRY) < 0;
     if (batched && !cut_out_op(in, obj, &own))
         return false;
     const objfile *o = batched ? &own : obj;
-    sg_where where = {in->op ? in->op->source : m->shim_source, in->op ? in->op->line : 0,
+    gen_where where = {in->op ? in->op->source : m->shim_source, in->op ? in->op->line : 0,
                       in->op ? in->op->col : 0, in->label};
-    sg_extract_ctx ec = {
+    gen_extract_ctx ec = {
         .target = in->target,
         .where = &where,
         .entry_symbol = in->op ? SG_HOLE_ENTRY : m->shim_function,
@@ -150,8 +150,8 @@ bool verify_objfile(const objfile *obj, const sg_verify_in *in, gen_stencil *s,
     return ok;
 }
 
-bool verify_object(const uint8_t *bytes, size_t size, const sg_verify_in *in, gen_stencil *s,
-                   sg_unwind *unwind)
+bool verify_object(const uint8_t *bytes, size_t size, const gen_verify_in *in, gen_stencil *s,
+                   gen_unwind *unwind)
 {
     objfile obj;
     if (!verify_read(bytes, size, in, &obj))

@@ -18,12 +18,12 @@
 #include "stencil.h"
 #include "target.h"
 
-typedef struct sg_verify_in {
-    const sg_manifest *manifest; /* run-time symbols, the shim, paths for messages */
-    const sg_target *target;
-    const sg_manifest_target *mt; /* the manifest's entry for the target (its pin), or NULL */
+typedef struct gen_verify_in {
+    const gen_manifest *manifest; /* run-time symbols, the shim, paths for messages */
+    const gen_target *target;
+    const gen_manifest_target *mt; /* the manifest's entry for the target (its pin), or NULL */
     lb_disasm *disasm;
-    const sg_op *op;   /* NULL: the shim */
+    const gen_op *op;   /* NULL: the shim */
     const char *label; /* "op add (x86_64-unknown-linux-gnu)" */
     /* An op whose object may be a batched unit's: its entry symbol there
      * (split.h), else NULL. An object that defines _JIT_ENTRY is the op's own,
@@ -33,35 +33,35 @@ typedef struct sg_verify_in {
      * (no diagnostic; the caller compiles the op alone). */
     char *alone;
     size_t alone_size;
-} sg_verify_in;
+} gen_verify_in;
 
 /* What the run itself knows of a stencil: its name and source position (no
  * cache entry holds them: an op moved down its file still hits the cache). */
-void verify_name(const sg_verify_in *in, gen_stencil *s);
+void verify_name(const gen_verify_in *in, gen_stencil *s);
 
 /* Whether every op and the shim start with a landing pad for indirect calls
  * (BTI, IBT): then every way into JIT code has one, and the runtime may
  * guard its pages. All or none: a mix is a diagnostic naming the first one
  * without, and false. */
-bool verify_landing_pads(const sg_target *t, const gen_stencil *ops, size_t nops,
+bool verify_landing_pads(const gen_target *t, const gen_stencil *ops, size_t nops,
                          const gen_stencil *shim, bool *all);
 
 /* The shim's unwind facts from its cache entry (unwind_cache_encode) and its
  * already checked stencil, without the object: 1, or 0 when the entry is not
  * usable (read the object instead), or -1 after a diagnostic (the pin). */
-int verify_cached_shim(const uint8_t *entry, size_t size, const sg_verify_in *in,
-                       const gen_stencil *s, sg_unwind *unwind);
+int verify_cached_shim(const uint8_t *entry, size_t size, const gen_verify_in *in,
+                       const gen_stencil *s, gen_unwind *unwind);
 
 /* Fills and checks *s; for the shim also derives *unwind. False with
  * in->alone set (non-empty) when a batched object cannot stand for the op. */
-bool verify_object(const uint8_t *bytes, size_t size, const sg_verify_in *in, gen_stencil *s,
-                   sg_unwind *unwind);
+bool verify_object(const uint8_t *bytes, size_t size, const gen_verify_in *in, gen_stencil *s,
+                   gen_unwind *unwind);
 
 /* verify_object in two steps, for a batched unit's object, which is read
  * once for all its ops: the object for the right machine (a diagnostic and
  * false otherwise; objfile_free it after), then one op's stencil from it. */
-bool verify_read(const uint8_t *bytes, size_t size, const sg_verify_in *in, objfile *obj);
-bool verify_objfile(const objfile *obj, const sg_verify_in *in, gen_stencil *s,
-                    sg_unwind *unwind);
+bool verify_read(const uint8_t *bytes, size_t size, const gen_verify_in *in, objfile *obj);
+bool verify_objfile(const objfile *obj, const gen_verify_in *in, gen_stencil *s,
+                    gen_unwind *unwind);
 
 #endif

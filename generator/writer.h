@@ -13,32 +13,32 @@
 #include "util.h"
 
 /* Everything one target's header is made of. */
-typedef struct sg_header_model {
-    const sg_target *target;
+typedef struct gen_header_model {
+    const gen_target *target;
     const char *manifest_name; /* the manifest's file name, without its directory */
     char *const *symbols;      /* the run-time symbols, in manifest order */
     size_t nsymbols;
     const gen_stencil *ops;    /* in op order */
     size_t nops;
     const gen_stencil *shim;
-    const sg_unwind *unwind;   /* derived from the shim (partly, when it failed a check) */
+    const gen_unwind *unwind;   /* derived from the shim (partly, when it failed a check) */
     bool landing_pads;         /* every op and the shim start with a landing pad */
-} sg_header_model;
+} gen_header_model;
 
 /* Annotated disassembly of a stencil (from s->insns), every line starting with `prefix`. */
 void writer_listing(strbuf *sb, char *const *symbols, const gen_stencil *s, const char *prefix);
 /* The whole per-target header. */
-void writer_target_header(strbuf *sb, const sg_header_model *m);
+void writer_target_header(strbuf *sb, const gen_header_model *m);
 /* The shim's CFI row table and the derived frame shape, readable. */
-void writer_unwind_rows(strbuf *sb, const sg_target *t, const sg_unwind *u, const char *prefix);
+void writer_unwind_rows(strbuf *sb, const gen_target *t, const gen_unwind *u, const char *prefix);
 /* Includes the header of whichever of targets[0..n) the compiler targets. */
-void writer_dispatcher(strbuf *sb, const sg_target *const *targets, size_t n);
+void writer_dispatcher(strbuf *sb, const gen_target *const *targets, size_t n);
 /* File name of the per-target header: "jit_stencils-<triple>.h" (caller frees). */
-char *writer_target_filename(const sg_target *t);
+char *writer_target_filename(const gen_target *t);
 /* `stencilgen dump`: each op (only the one named `only`, if not NULL), then
  * the shim with its CFI rows. False when `only` names no op. */
-bool writer_dump(strbuf *sb, const sg_header_model *m, const char *only);
+bool writer_dump(strbuf *sb, const gen_header_model *m, const char *only);
 /* "stencilgen: TRIPLE: N ops (C compiled, K cached), ... bytes, ... holes (...)" */
-void writer_summary(strbuf *sb, const sg_header_model *m, size_t compiled, size_t cached);
+void writer_summary(strbuf *sb, const gen_header_model *m, size_t compiled, size_t cached);
 
 #endif

@@ -3,11 +3,11 @@
 
 #include "llvm/Config/llvm-config.h"
 
-__attribute__((visibility("default"))) const sg_clang_api *sg_clang_api_get(void);
+__attribute__((visibility("default"))) const gen_clang_api *sg_clang_api_get(void);
 
-const sg_clang_api *sg_clang_api_get(void)
+const gen_clang_api *sg_clang_api_get(void)
 {
-    static const sg_clang_api api = {
+    static const gen_clang_api api = {
         SG_CLANG_API_VERSION, LLVM_VERSION_STRING, lb_clang_path, lb_clang_main,
     };
     return &api;

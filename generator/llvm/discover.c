@@ -48,7 +48,7 @@ static token_run tokens_of(CXTranslationUnit tu, CXFile file)
 typedef struct visit_ctx {
     const char *source;
     CXFile main_file;
-    sg_oplist *out;
+    gen_oplist *out;
     CXTranslationUnit tu;
     token_run tokens; /* of main_file, made at its first op (then tokens.tokens is set) */
     int rc; /* SG_EXIT_USAGE once an op is refused */
@@ -181,7 +181,7 @@ static enum CXChildVisitResult visit_top(CXCursor c, CXCursor parent, CXClientDa
         bool by_macro = named_by_macro(c);
         if (!ctx->tokens.tokens)
             ctx->tokens = tokens_of(ctx->tu, file);
-        sg_op op = {xstrdup(name), prefixed, path_absolute(fn ? fn : ctx->source), line, col, begin,
+        gen_op op = {xstrdup(name), prefixed, path_absolute(fn ? fn : ctx->source), line, col, begin,
                     op_end(&ctx->tokens, by_macro ? name_at : decl_end, by_macro)};
         ARRAY_PUSH(ctx->out->items, ctx->out->count, ctx->out->cap, op);
     }
@@ -214,7 +214,7 @@ static void add_inclusion(CXFile file, CXSourceLocation *stack, unsigned depth, 
 {
     (void)stack;
     (void)depth;
-    sg_pathlist *deps = data;
+    gen_pathlist *deps = data;
     CXString name = clang_getFileName(file);
     const char *s = clang_getCString(name);
     if (s)
@@ -222,8 +222,8 @@ static void add_inclusion(CXFile file, CXSourceLocation *stack, unsigned depth, 
     clang_disposeString(name);
 }
 
-int discover_ops(const char *source, const char *const *args, size_t nargs, sg_oplist *out,
-                 sg_pathlist *deps)
+int discover_ops(const char *source, const char *const *args, size_t nargs, gen_oplist *out,
+                 gen_pathlist *deps)
 {
     /* libclang does not find its own headers (stdint.h, stddef.h) when it
      * is loaded from a path clang's layout does not start at, as Debian's

@@ -5,11 +5,11 @@
 
 #include "llvm/Config/llvm-config.h"
 
-__attribute__((visibility("default"))) const sg_llvm_api *sg_llvm_api_get(void);
+__attribute__((visibility("default"))) const gen_llvm_api *sg_llvm_api_get(void);
 
-const sg_llvm_api *sg_llvm_api_get(void)
+const gen_llvm_api *sg_llvm_api_get(void)
 {
-    static const sg_llvm_api api = {
+    static const gen_llvm_api api = {
         SG_LLVM_API_VERSION, LLVM_VERSION_STRING, lb_read_object, lb_disasm_create,
         lb_disasm_one,       lb_disasm_destroy,   discover_ops,
     };

@@ -12,7 +12,7 @@
 /* Bumped with any change to the table or to the types it passes. */
 #define SG_LLVM_API_VERSION 1
 
-typedef struct sg_llvm_api {
+typedef struct gen_llvm_api {
     int version;
     const char *llvm_version; /* the LLVM the module was built with */
     bool (*read_object)(const uint8_t *buf, size_t size, objfile *out, char *err, size_t errsz);
@@ -22,12 +22,12 @@ typedef struct sg_llvm_api {
                        lb_insn *out);
     void (*disasm_destroy)(lb_disasm *d);
     int (*discover_ops)(const char *source, const char *const *args, size_t nargs,
-                        sg_oplist *out, sg_pathlist *deps);
-} sg_llvm_api;
+                        gen_oplist *out, gen_pathlist *deps);
+} gen_llvm_api;
 
 /* The module's one exported symbol. */
 #define SG_LLVM_API_SYMBOL "sg_llvm_api_get"
-typedef const sg_llvm_api *sg_llvm_api_get_fn(void);
+typedef const gen_llvm_api *sg_llvm_api_get_fn(void);
 
 /* The module's file name: beside the executable in a build tree, else in
  * SG_LLVM_PLUGIN_DIR (set by meson: the install's libdir/stencilgen, relative
@@ -38,15 +38,15 @@ typedef const sg_llvm_api *sg_llvm_api_get_fn(void);
  * way and loaded by the first compile that runs in a forked child. */
 #define SG_CLANG_API_VERSION 2
 
-typedef struct sg_clang_api {
+typedef struct gen_clang_api {
     int version;
     const char *llvm_version;
     const char *(*clang_path)(void);
     int (*clang_main)(char *const *argv, const char *probes);
-} sg_clang_api;
+} gen_clang_api;
 
 #define SG_CLANG_API_SYMBOL "sg_clang_api_get"
-typedef const sg_clang_api *sg_clang_api_get_fn(void);
+typedef const gen_clang_api *sg_clang_api_get_fn(void);
 #define SG_CLANG_PLUGIN_NAME "stencilgen-clang.so"
 
 #endif

@@ -9,7 +9,7 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    sg_manifest m;
+    gen_manifest m;
     manifest_parse(data, size, "fuzz.yaml", &m);
     manifest_free(&m);
     return 0;

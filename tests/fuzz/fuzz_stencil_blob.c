@@ -56,7 +56,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     check_holes(s.data_holes, s.ndata_holes, s.data_size, nsymbols);
     size_t pc = 0;
     for (size_t i = 0; i < s.ninsns; i++) {
-        const sg_insn *in = &s.insns[i];
+        const gen_insn *in = &s.insns[i];
         check(in->offset == pc && in->size > 0 && in->decoded && !in->writes_fp);
         check(in->text < s.insn_text_size);
         check(memchr(s.insn_text + in->text, '\0', s.insn_text_size - in->text) != NULL);

@@ -25,7 +25,7 @@ static void set_insns(gen_stencil *s, const insn_spec *spec, size_t n)
     s->ninsns = n;
     uint32_t pc = 0;
     for (size_t i = 0; i < n; i++) {
-        s->insns[i] = (sg_insn){.offset = pc, .size = spec[i].size, .text = (uint32_t)pool.len,
+        s->insns[i] = (gen_insn){.offset = pc, .size = spec[i].size, .text = (uint32_t)pool.len,
                                 .decoded = true};
         sb_putn(&pool, spec[i].text, strlen(spec[i].text) + 1);
         pc += spec[i].size;

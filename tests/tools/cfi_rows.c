@@ -23,9 +23,9 @@ int main(int argc, char **argv)
     int text = -1;
     for (size_t i = 0; i < obj.nsecs && text < 0; i++)
         text = obj.secs[i].kind == OBJ_SEC_CODE && obj.secs[i].size ? (int)i : -1;
-    const sg_target *t = &sg_target_x86_64_linux;
+    const gen_target *t = &sg_target_x86_64_linux;
     cfi_section sec;
-    sg_where where = {argv[1], 0, 0, "cfi_rows"};
+    gen_where where = {argv[1], 0, 0, "cfi_rows"};
     uint8_t *bytes = text < 0 ? NULL
                               : eh_frame_relocated(&obj, text, obj.secs[text].size, t, &where,
                                                    &sec);

@@ -50,7 +50,7 @@ static gen_hole code_holes[] = {
     {9, SG_PATCH_GOTPCREL32, SG_VALUE_SYMBOL, 3, -4, "R_X86_64_GOTPCRELX", "vm_trap"},
 };
 static gen_hole data_holes[] = {{0, SG_PATCH_ABS64, SG_VALUE_CODE, 0, 7, "R_X86_64_64", ".text"}};
-static sg_insn insns[] = {{.offset = 0, .size = 7, .text = 0, .decoded = true},
+static gen_insn insns[] = {{.offset = 0, .size = 7, .text = 0, .decoded = true},
                           {.offset = 7, .size = 6, .text = 18, .decoded = true},
                           {.offset = 13, .size = 1, .text = 32, .decoded = true}};
 static char insn_text[] = "movq (%rip), %rax\0callq *(%rip)\0nop";
@@ -197,7 +197,7 @@ TEST(bad_fields_refused)
     for (size_t k = 0; k < sizeof reasons / sizeof *reasons; k++) {
         gen_stencil s = sample();
         gen_hole holes[2];
-        sg_insn ins[3];
+        gen_insn ins[3];
         memcpy(holes, code_holes, sizeof holes);
         memcpy(ins, insns, sizeof ins);
         s.code_holes = holes;
