@@ -98,7 +98,8 @@ public:
             missed(path);
         return r;
     }
-    // One path a line, sorted; false when one cannot be written as a line.
+    // One path a line, sorted (none written when a path holds a line break);
+    // false when the file cannot be written.
     bool write(const char *file) const
     {
         std::vector<std::string> paths;
@@ -107,8 +108,10 @@ public:
         std::sort(paths.begin(), paths.end());
         std::string text;
         for (const std::string &p : paths) {
+            // The list is one path a line: with a line break in one it
+            // cannot be written, and a compile without it is not cached.
             if (p.find('\n') != std::string::npos)
-                return false;
+                return true;
             text += p + "\n";
         }
         int fd = open(file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
