@@ -38,7 +38,7 @@ typedef enum env_scope { ENV_ALL, ENV_DARWIN, ENV_MINGW } env_scope;
 static const struct keyed_env {
     const char *name;
     env_scope scope;
-    const char *why; /* for the reader (and the README's table) */
+    const char *why; /* for the reader (and docs/build.md's table) */
 } keyed_env[] = {
     {"CPATH", ENV_ALL, "include directories after the command's -I, for every language"},
     {"C_INCLUDE_PATH", ENV_ALL, "include directories after the command's -isystem, for C"},
