@@ -13,11 +13,13 @@
  *   inc_store     after compiling (and checking): the object under the key of
  *                 the files the compile read, and the checked stencil.
  *
- * What a key is made of (each one is here, in incremental.c; cache.c stores):
+ * What a key is made of (each one is composed here, in incremental.c; cache.c
+ * is a plain store that hashes a command with the contents of its files):
  *   - KEY_VERSION, bumped when the ingredients change (older records miss);
  *   - the compiler's identity (path, size, mtime; and the launcher's name);
  *   - the exact command, less the paths of this run's own files;
- *   - an op's unit text, and its position when the code compiles one in;
+ *   - an op's unit text, marked when it compiles in a batch, and its position
+ *     (file name and lines) when the code, or a file it reads, compiles one in;
  *   - the environment variables clang reads that can change an object
  *     (keyed_env in incremental.c, each with its reason);
  *   - the contents of every file the compile read (its depfile);
