@@ -24,12 +24,14 @@
  * another size or a missing field, or cannot be read.
  * layout: a registry built here with another layout described by its field
  * table (fields moved, fields added) is read through the table. */
+#include <errno.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "registry_reader.h"
@@ -85,7 +87,17 @@ __attribute__((no_sanitize("address", "thread"))) static bool read_self(void *ct
     const unsigned char *src = (const unsigned char *)(uintptr_t)addr;
     unsigned char *dst = buf;
     size_t pause = 0;
-    if (len >= sizeof(sr_registry_block) / 2) { /* a block, or its slots */
+    if (len < sizeof(sr_registry_block) / 2) {
+        /* A name or a map, maybe in memory freed since: malloc may have made
+         * it inaccessible (a thread's arena shrinks with PROT_NONE, which
+         * mincore still counts as mapped) between the check and the copy.
+         * The kernel copies it as it would for another process: EFAULT, not
+         * a fault. Where the call is missing (ENOSYS), copy as below. */
+        struct iovec local = {buf, len}, remote = {(void *)(uintptr_t)addr, len};
+        ssize_t got = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
+        if (got >= 0 || errno != ENOSYS)
+            return got == (ssize_t)len;
+    } else { /* a block, or its slots */
         split = split * 6364136223846793005u + 1442695040888963407u;
         size_t slot = (size_t)((split >> 33) % 32);
         pause = len - sizeof(sr_registry_block) + offsetof(sr_registry_block, slot) +
