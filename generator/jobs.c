@@ -269,7 +269,7 @@ static bool on_compiled(gen_job *job, void *vctx)
     done_ctx *ctx = vctx;
     job_ref *ref = job->user;
     if (!ref)
-        return true; /* a discovery's preprocess (compile_with_discovery) */
+        return true; /* a discovery's preprocess (inc_compile_with_discovery) */
     uint8_t *bytes, *dtext;
     size_t size, dsize;
     char *dfile = xasprintf("%s.d", job->output);
