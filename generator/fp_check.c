@@ -135,26 +135,6 @@ static uint32_t word_of(const gen_stencil *s, const gen_insn *in)
     return in->size == 4 ? (uint32_t)load_le(s->code + in->offset, 4) : 0;
 }
 
-/* Whether control can arrive in (from, to] other than from the instruction
- * before: a direct branch from outside [from, to), a PC-relative code address
- * or a code address in data, or the entry. */
-static bool entered_inside(const gen_stencil *s, uint32_t from, uint32_t to)
-{
-    for (size_t i = 0; i < s->ninsns; i++) {
-        const gen_insn *in = &s->insns[i];
-        bool inside_range = in->offset >= from && in->offset < to;
-        if (in->has_target && in->target > (int64_t)from && in->target <= (int64_t)to &&
-            (!in->target_is_branch || !inside_range))
-            return true;
-    }
-    for (size_t i = 0; i < s->ndata_holes; i++) {
-        const gen_hole *h = &s->data_holes[i];
-        if (h->value == SG_VALUE_CODE && h->addend > (int64_t)from && h->addend <= (int64_t)to)
-            return true;
-    }
-    return false; /* and the entry, offset 0, is never inside (from, to] */
-}
-
 enum { STP_FP_LR_PRE = 0xa9bf7bfdu, LDP_FP_LR_POST = 0xa8c17bfdu };
 
 static bool is_fp_lr_restore(const gen_stencil *s, const gen_insn *in)
@@ -162,22 +142,97 @@ static bool is_fp_lr_restore(const gen_stencil *s, const gen_insn *in)
     return word_of(s, in) == LDP_FP_LR_POST;
 }
 
-static bool restores_saved_fp(const gen_stencil *s, size_t i)
+/* Whether control never goes on to the next instruction from `in`: an
+ * unconditional branch or a return. Any other (unknown ones included) is
+ * taken to fall through, which only adds paths to check. */
+static bool ends_flow(const gen_stencil *s, const gen_insn *in)
+{
+    static const char *const ends[] = {"b", "br", "ret", "braa", "brab", "braaz", "brabz",
+                                       "retaa", "retab", NULL};
+    const char *text = stencil_insn_text(s, in);
+    size_t n = strcspn(text, " \t");
+    for (const char *const *e = ends; *e; e++)
+        if (strlen(*e) == n && !strncmp(text, *e, n))
+            return true;
+    return false;
+}
+
+/* What may run just before insns[k] besides the branches to it: false when
+ * control may also arrive from where the check cannot follow (the entry, a
+ * code address taken or held in data). A patched instruction's target is
+ * whatever the runtime writes, never this code (a call's bytes name itself). */
+static bool arrivals_known(const gen_stencil *s, size_t k)
+{
+    int64_t at = s->insns[k].offset;
+    if (at == 0)
+        return false;
+    for (size_t j = 0; j < s->ninsns; j++)
+        if (s->insns[j].has_target && !s->insns[j].target_is_branch &&
+            s->insns[j].target == at && !patched(s, &s->insns[j]))
+            return false;
+    for (size_t j = 0; j < s->ndata_holes; j++)
+        if (s->data_holes[j].value == SG_VALUE_CODE && s->data_holes[j].addend == at)
+            return false;
+    return true;
+}
+
+/* sp moved, x29 written, or a store that may hit the slot at [sp]. DWARF
+ * register 31 is sp, and also what LLVM numbers xzr (cmp is subs xzr, ...):
+ * an instruction that moves sp names it. */
+static bool clobbers_saved_pair(const gen_stencil *s, const gen_insn *in)
 {
     enum { SP = 31 };
+    const char *text = stencil_insn_text(s, in);
+    return !in->decoded || ((in->defs >> SP & 1) && strstr(text, "sp")) || in->writes_fp ||
+           (!strncmp(text, "st", 2) && strstr(text, "[sp"));
+}
+
+enum { NOT_SEEN, QUEUED };
+
+/* Queue what may run just before insns[k]: the one before it if it falls
+ * through, and every direct branch to it. */
+static bool queue_arrivals(const gen_stencil *s, size_t k, unsigned char *state, size_t *work,
+                           size_t *n)
+{
+    if (!arrivals_known(s, k))
+        return false;
+    if (!ends_flow(s, &s->insns[k - 1]) && state[k - 1] == NOT_SEEN) {
+        state[k - 1] = QUEUED;
+        work[(*n)++] = k - 1;
+    }
+    for (size_t j = 0; j < s->ninsns; j++) {
+        const gen_insn *in = &s->insns[j];
+        if (in->has_target && in->target_is_branch && in->target == (int64_t)s->insns[k].offset &&
+            !patched(s, in) && state[j] == NOT_SEEN) {
+            state[j] = QUEUED;
+            work[(*n)++] = j;
+        }
+    }
+    return true;
+}
+
+/* Whether every path to the ldp at insns[i] went through an
+ * stp x29, x30, [sp, #-16]! last, with nothing between that moves sp,
+ * writes x29 or stores at [sp] (docs/platforms.md, "The frame-pointer
+ * check"). Paths are followed backwards through fall-throughs and direct
+ * branches, so an op whose calls share one stp (two exits, each with its
+ * ldp) is accepted; anything the check cannot follow is refused. */
+static bool restores_saved_fp(const gen_stencil *s, size_t i)
+{
     if (!is_fp_lr_restore(s, &s->insns[i]))
         return false;
-    for (size_t j = i; j-- > 0;) {
-        const gen_insn *in = &s->insns[j];
-        if (word_of(s, in) == STP_FP_LR_PRE)
-            return !entered_inside(s, in->offset, s->insns[i].offset);
-        /* sp moved, x29 written, or a store that may hit the slot at [sp]. */
-        const char *text = stencil_insn_text(s, in);
-        if (!in->decoded || (in->defs >> SP & 1) || in->writes_fp ||
-            (!strncmp(text, "st", 2) && strstr(text, "[sp")))
-            return false;
+    unsigned char *state = xcalloc(s->ninsns, 1);
+    size_t *work = xcalloc(s->ninsns, sizeof *work), n = 0;
+    bool ok = queue_arrivals(s, i, state, work, &n);
+    while (ok && n) {
+        size_t j = work[--n];
+        if (word_of(s, &s->insns[j]) == STP_FP_LR_PRE)
+            continue; /* this path saved the pair last */
+        ok = !clobbers_saved_pair(s, &s->insns[j]) && queue_arrivals(s, j, state, work, &n);
     }
-    return false;
+    free(work);
+    free(state);
+    return ok;
 }
 
 bool fp_check(const gen_stencil *s, const gen_target *t, const gen_where *where)
