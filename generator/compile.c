@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -202,10 +203,31 @@ static void print_command(const gen_job *job)
     sb_free(&sb);
 }
 
-static void progress_line(const gen_compile_opts *o, size_t done, size_t total, const char *label)
+/* The terminal's width in columns, or 0 if unknown. */
+static size_t terminal_width(void)
 {
-    if (o->progress)
-        fprintf(stderr, "\r\033[K[%zu/%zu] %s", done, total, label);
+    struct winsize ws;
+    return ioctl(2, TIOCGWINSZ, &ws) == 0 ? ws.ws_col : 0;
+}
+
+/* One line that overwrites the last, cut to the terminal's width: a line
+ * that wrapped would not be overwritten. */
+static void progress_line(const gen_compile_opts *o, size_t done, size_t total, const char *label,
+                          void *ctx)
+{
+    if (!o->progress)
+        return;
+    strbuf line = {0};
+    if (o->status)
+        o->status(&line, ctx);
+    else
+        sb_printf(&line, "[%zu/%zu] %s", done, total, label);
+    size_t width = terminal_width(), len = line.len;
+    if (width > 4 && len >= width)
+        len = width - 4;
+    fprintf(stderr, "\r\033[K%.*s%s", (int)len, line.data ? line.data : "",
+            len < line.len ? "..." : "");
+    sb_free(&line);
 }
 
 /* Wait until a child changes state or the earliest deadline passes. */
@@ -238,7 +260,6 @@ static void finish_job(gen_job *job, int wstatus)
 static bool conclude(gen_job *job, const gen_compile_opts *opts, size_t finished, size_t total,
                      gen_job_done *done, void *ctx, strbuf *messages)
 {
-    progress_line(opts, finished, total, job->label);
     bool ok = job->status == 0;
     strbuf *outer = diag_capture(messages);
     if (!opts->quiet)
@@ -250,6 +271,7 @@ static bool conclude(gen_job *job, const gen_compile_opts *opts, size_t finished
         ok = false;
     }
     diag_capture(outer);
+    progress_line(opts, finished, total, job->label, ctx); /* counting what done took */
     return ok;
 }
 
@@ -406,6 +428,7 @@ int compile_check_clang(const char *clang, const char *dir, const gen_compile_op
     gen_compile_opts o = *co;
     o.in_process = false; /* the executable itself answers for what it is */
     o.failed = NULL;
+    o.status = NULL; /* its status is its own label: the caller's is of the build */
     bool spawn_failed;
     int rc = SG_EXIT_TOOLCHAIN;
     uint8_t *text = NULL;

@@ -7,6 +7,8 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "util.h"
+
 typedef struct gen_job {
     char **argv;   /* NULL-terminated: [launcher] clang args... */
     char *output;  /* object file the command writes */
@@ -33,6 +35,9 @@ typedef struct gen_compile_opts {
     double timeout; /* seconds per command; after the first timeout no new job starts */
     bool verbose;   /* print every command */
     bool progress;  /* ninja-style "[n/N] label" status line (on a terminal) */
+    /* With progress: the status line's text after each job, given the
+     * compile_run's ctx (NULL: "[n/N] label" of jobs). */
+    void (*status)(strbuf *line, void *ctx);
     /* argv[0] is lb_clang_path()'s clang: run lb_clang_main in a forked child
      * instead of starting the executable (the same compile, twice as fast for
      * a small unit). */

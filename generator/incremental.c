@@ -19,8 +19,9 @@
 
 /* Bumped when what a key is made of changes (incremental.h lists it), so
  * that no record made by an older stencilgen is found: 2 added the missing
- * paths and the environment; 3 the batched mark as an ingredient of its own. */
-#define KEY_VERSION 3
+ * paths and the environment; 3 the batched mark as an ingredient of its own;
+ * 4 the unit's text as hashes made a file at a time (op_keys_for_file). */
+#define KEY_VERSION 4
 
 /* The environment variables clang reads that can change an object (or which
  * ops a source holds), from clang's driver and its toolchains. The value of
@@ -571,11 +572,11 @@ void inc_unit_init(const gen_incremental *inc, inc_unit *u, const char *triple, 
         /* A batched op is marked so: its entry keeps its batch's object. */
         if (op->batched)
             u->args = hash64("batched", 8, u->args);
-        u->args = hash64(op->text, strlen(op->text), u->args);
+        u->args = hash64(&op->text, sizeof op->text, u->args);
         /* Code that compiles its position in (__LINE__, __FILE__, also through
          * a header's macro: then the header mentions one, see finish_key). */
         u->position = hash64(op->file, strlen(op->file) + 1, op->lines);
-        if (text_mentions_position(op->text, strlen(op->text)))
+        if (op->positional)
             u->args = hash64(&u->position, sizeof u->position, u->args);
     }
     u->context = hash64(triple, strlen(triple) + 1, inc->generator);

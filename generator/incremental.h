@@ -125,8 +125,9 @@ typedef struct inc_unit {
 /* What an op's key takes from its translation unit (opunit.h): the unit
  * as the key sees it, and where it sits. */
 typedef struct inc_op_unit {
-    const char *text; /* its own unit without #line directives */
-    uint64_t lines;   /* its unit's lines (op_unit's position) */
+    uint64_t text;    /* its own unit without #line directives (op_key's text) */
+    bool positional;  /* that unit mentions a position macro */
+    uint64_t lines;   /* its unit's lines (op_key's position) */
     const char *file; /* its file as __FILE__ names it (relative to the manifest) */
     bool batched;     /* compiled in a batch (its entry keeps the batch's object) */
 } inc_op_unit;

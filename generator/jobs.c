@@ -88,7 +88,6 @@ void jobs_free(job_set *js)
     for (size_t i = 0; i < js->count; i++) {
         inc_unit_free(&js->refs[i].unit);
         free(js->refs[i].deps);
-        free(js->refs[i].tu_key);
         free(js->refs[i].tu_file);
         free(js->refs[i].tu_path);
         free(js->refs[i].op_label);
@@ -303,41 +302,48 @@ static bool on_compiled(gen_job *job, void *vctx)
  * other ops): its text, and its position (the file name as __FILE__ gives it,
  * and the lines), composed by inc_unit_init. A batched op is keyed by its own
  * unit too: an edit to one op of a batch misses that op alone, and only it
- * compiles. */
+ * compiles. Keys are made once per file (op_keys_for_file) and shared by
+ * every target's job of the op. */
+static int by_file_then_index(const void *a, const void *b, void *ops)
+{
+    const gen_op *items = ops;
+    size_t x = *(const size_t *)a, y = *(const size_t *)b;
+    int c = strcmp(items[x].source, items[y].source);
+    return c ? c : (x > y) - (x < y);
+}
+
 static void key_translation_units(gen_run *run, job_set *js, op_sources *texts)
 {
-    /* Discovery lists each file's ops together, and an op's unit is cut from
-     * its file's ops alone (op_unit_for skips the others): given only those,
-     * keying 300 ops compares 300 file names per op instead of 90,000 in all.
-     * The whole list if some file's ops were not together after all. */
     const gen_oplist *all = &run->ops;
-    size_t *first = xcalloc(all->count ? all->count : 1, sizeof *first);
-    size_t *end = xcalloc(all->count ? all->count : 1, sizeof *end);
-    bool together = true;
-    for (size_t i = 0; i < all->count;) {
-        size_t e = i + 1;
-        while (e < all->count && !strcmp(all->items[e].source, all->items[i].source))
-            e++;
-        for (size_t k = 0; k < i && together; k = end[k]) /* the files before */
-            together = strcmp(all->items[k].source, all->items[i].source) != 0;
+    size_t n = all->count;
+    op_key *keys = xcalloc(n ? n : 1, sizeof *keys);
+    /* The ops of each file in source order (discovery lists them so), the
+     * files one after another. */
+    size_t *order = xcalloc(n ? n : 1, sizeof *order);
+    for (size_t i = 0; i < n; i++)
+        order[i] = i;
+    qsort_r(order, n, sizeof *order, by_file_then_index, all->items);
+    gen_op *file = xcalloc(n ? n : 1, sizeof *file);
+    op_key *fkeys = xcalloc(n ? n : 1, sizeof *fkeys);
+    for (size_t i = 0, e; i < n; i = e) {
+        const char *source = all->items[order[i]].source;
+        for (e = i; e < n && !strcmp(all->items[order[e]].source, source); e++)
+            file[e - i] = all->items[order[e]];
+        op_keys_for_file(texts, file, e - i, fkeys);
         for (size_t k = i; k < e; k++)
-            first[k] = i, end[k] = e;
-        i = e;
+            keys[order[k]] = fkeys[k - i];
     }
     for (size_t i = 0; i < js->count; i++) {
         job_ref *ref = &js->refs[i];
         if (!ref->op)
             continue;
-        size_t k = (size_t)(ref->op - all->items);
-        gen_oplist file = {all->items + first[k], end[k] - first[k], end[k] - first[k]};
-        op_unit u = op_unit_for(texts, together ? &file : all, ref->op, false);
         ref->tu_file = manifest_relpath(&run->manifest, ref->op->source);
-        ref->tu_lines = u.position;
-        ref->tu_key = u.key.data;
-        sb_free(&u.unit);
+        ref->tu_key = keys[ref->op - all->items];
     }
-    free(first);
-    free(end);
+    free(fkeys);
+    free(file);
+    free(order);
+    free(keys);
 }
 
 /* Write the unit of every op that must compile. A unit that cannot be written
@@ -353,8 +359,8 @@ static size_t write_translation_units(gen_run *run, job_set *js, op_sources *tex
         op_batch *b = ref->leader ? &js->batches[ref->batch] : NULL;
         if (b && b->written)
             continue; /* every target's leader compiles the same unit */
-        op_unit u = b ? op_batch_unit_for(texts, &run->ops, b->members, b->n, true)
-                      : op_unit_for(texts, &run->ops, ref->op, true);
+        op_unit u = b ? op_batch_unit_for(texts, &run->ops, b->members, b->n)
+                      : op_unit_for(texts, &run->ops, ref->op);
         if (b)
             b->written = true;
         char *dir = path_dirname(ref->tu_path);
@@ -366,7 +372,6 @@ static size_t write_translation_units(gen_run *run, job_set *js, op_sources *tex
             failed++;
         }
         free(dir);
-        sb_free(&u.key);
         sb_free(&u.unit);
     }
     return failed;
@@ -379,7 +384,8 @@ static bool try_cached(done_ctx *ctx, gen_job *job)
     gen_run *run = ctx->run;
     uint8_t *obj;
     size_t size;
-    inc_op_unit op = {ref->tu_key, ref->tu_lines, ref->tu_file, ref->batched};
+    inc_op_unit op = {ref->tu_key.text, ref->tu_key.mentions_position, ref->tu_key.position,
+                      ref->tu_file, ref->batched};
     inc_unit_init(&run->inc, &ref->unit, ref->result->target->triple, job,
                   ref->op ? &op : NULL, ref->tu_path);
     uint8_t *unwind = NULL;
@@ -463,6 +469,27 @@ static size_t compile_the_alone(gen_run *run, job_set *js, done_ctx *ctx,
     return failures;
 }
 
+/* The status line on a terminal (compile.h): stencils compiled of those
+ * that must compile, in all and per triple. A batch's compile counts all
+ * its ops at once. */
+static void build_status(strbuf *line, void *data)
+{
+    const done_ctx *ctx = data;
+    const gen_run *run = ctx->run;
+    size_t done = 0, total = 0;
+    for (size_t t = 0; t < run->nresults; t++) {
+        done += run->results[t].compiled;
+        total += run->ops.count - run->results[t].cached;
+    }
+    sb_printf(line, "[%zu/%zu stencils]", done, total);
+    for (size_t t = 0; t < run->nresults; t++) {
+        const gen_target_result *r = &run->results[t];
+        if (run->ops.count > r->cached)
+            sb_printf(line, " %s %zu/%zu", r->target->triple, r->compiled,
+                      run->ops.count - r->cached);
+    }
+}
+
 /* A batch that does not compile fails all its ops; its errors are told
  * which op each is in (gen_job_failed, compile.h). */
 static void note_batch_errors(const gen_job *job, void *data)
@@ -487,6 +514,7 @@ int jobs_run(gen_run *run, job_set *js)
         .verbose = run->opt.verbose >= 2,
         .progress = isatty(2) && !run->opt.verbose,
         .failed = note_batch_errors,
+        .status = build_status,
     };
     done_ctx ctx = {run, js, SG_EXIT_OK, 0};
     size_t failures = 0;

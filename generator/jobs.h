@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "compile.h"
+#include "opunit.h"
 #include "run.h"
 
 typedef struct job_ref {
@@ -18,9 +19,8 @@ typedef struct job_ref {
     bool extract_failed;
     inc_unit unit;  /* the compile as the cache knows it */
     char *deps;     /* the compile's depfile text, for this build's depfile */
-    char *tu_key;   /* an op's unit without #line directives, for its cache key */
+    op_key tu_key;  /* what its cache key takes from its own unit */
     char *tu_file;  /* its file as __FILE__ names it, for its cache key */
-    uint64_t tu_lines; /* its unit's lines, for its cache key */
     char *tu_path;  /* where the unit is written when the op must be compiled */
     bool batched;      /* batched units: its entry holds its batch's object */
     long batch;        /* its batch in job_set.batches when it compiles in one, else -1 */

@@ -4,6 +4,7 @@
 #include "split.h"
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,18 +28,24 @@ static unsigned line_at(const op_source *t, size_t offset)
     return (unsigned)first_at_least(t->newlines, t->nnewlines, offset) + 1;
 }
 
-static void add_segment(op_unit *u, bool want_unit, const gen_op *op, const op_source *t,
-                        size_t from, size_t to)
+/* Whether text[from, to) holds nothing but blanks: a segment without tokens,
+ * left out of units and keys (each segment starts with its own #line, so
+ * the lines it spans do not matter). */
+static bool blank(const char *text, size_t from, size_t to)
 {
-    if (from >= to)
-        return;
+    for (size_t i = from; i < to; i++)
+        if (text[i] != ' ' && text[i] != '\t' && text[i] != '\n' && text[i] != '\r' &&
+            text[i] != '\f' && text[i] != '\v')
+            return false;
+    return true;
+}
+
+static void add_segment(op_unit *u, const gen_op *op, const op_source *t, size_t from, size_t to)
+{
     const char *text = (const char *)t->text;
-    unsigned line = line_at(t, from);
-    sb_putn(&u->key, text + from, to - from);
-    u->position = hash64(&line, sizeof line, u->position);
-    if (!want_unit)
+    if (from >= to || blank(text, from, to))
         return;
-    sb_printf(&u->unit, "#line %u ", line);
+    sb_printf(&u->unit, "#line %u ", line_at(t, from));
     sb_put_quoted(&u->unit, op->source, SB_QUOTE_C); /* clang decodes #line's escapes */
     sb_putc(&u->unit, '\n');
     sb_putn(&u->unit, text + from, to - from);
@@ -54,48 +61,51 @@ static bool is_member(const gen_op *o, const gen_op *const *members, size_t n)
     return false;
 }
 
+/* Whether op o's definition can be cut out of the file, its text ending at
+ * or after `at` (discovery gives ops of a file in source order; one that is
+ * not stays in the text around the others). */
+static bool cuttable(const gen_op *o, size_t at, size_t size)
+{
+    return o->end <= size && o->begin <= o->end && o->begin >= at;
+}
+
 /* The file without the ops that are not members; a batch also makes each
  * member's entry (_JIT_ENTRY_<name>, an alias of its function) after the text. */
 static op_unit unit_of(const gen_oplist *ops, const gen_op *const *members, size_t n,
-                       bool batch, const op_source *t, bool want_unit)
+                       bool batch, const op_source *t)
 {
     const char *text = (const char *)t->text;
     size_t size = t->size;
-    op_unit u = {{0}, {0}, 0};
+    op_unit u = {{0}};
     size_t at = 0;
     const gen_op *first = members[0];
     for (size_t i = 0; i < ops->count; i++) { /* ops of a file are in source order */
         const gen_op *o = &ops->items[i];
-        if (strcmp(o->source, first->source) || o->end > size || o->begin > o->end ||
-            o->begin < at)
+        if (strcmp(o->source, first->source) || !cuttable(o, at, size))
             continue;
         size_t b = o->begin, e = o->end;
         whole_lines(text, size, &b, &e);
-        add_segment(&u, want_unit, first, t, at, b);
+        add_segment(&u, first, t, at, b);
         if (is_member(o, members, n))
-            add_segment(&u, want_unit, first, t, b, e);
+            add_segment(&u, first, t, b, e);
         at = e;
     }
-    add_segment(&u, want_unit, first, t, at, size);
+    add_segment(&u, first, t, at, size);
     /* The entries are the generator's text, not the file's (messages about
      * them name the batched unit), and need nothing from the template: any
      * template that compiled per-op units, an older copy of stencil_op.h
      * included, compiles batches too. */
-    if (batch && want_unit)
+    if (batch)
         sb_puts(&u.unit, "#line 1 \"<stencilgen batched unit>\"\n");
     for (size_t i = 0; batch && i < n; i++) {
         const char *prefix = members[i]->prefixed ? "op_" : "";
-        sb_printf(&u.key, "entry %s%s %s\n", prefix, members[i]->name, members[i]->name);
-        if (want_unit)
-            sb_printf(&u.unit,
-                      "extern __typeof__(%s%s) " SPLIT_ENTRY_PREFIX "%s "
-                      "__attribute__((alias(\"%s%s\")));\n",
-                      prefix, members[i]->name, members[i]->name, prefix, members[i]->name);
+        sb_printf(&u.unit,
+                  "extern __typeof__(%s%s) " SPLIT_ENTRY_PREFIX "%s "
+                  "__attribute__((alias(\"%s%s\")));\n",
+                  prefix, members[i]->name, members[i]->name, prefix, members[i]->name);
     }
     if (!u.unit.data)
         sb_puts(&u.unit, "");
-    if (!u.key.data)
-        sb_puts(&u.key, "");
     return u;
 }
 
@@ -143,27 +153,118 @@ static const op_source *source_of(op_sources *s, const char *path)
 
 static op_unit unreadable(void)
 {
-    op_unit u = {{0}, {0}, 0}; /* the compile will say what is wrong */
-    sb_puts(&u.key, "");
+    op_unit u = {{0}}; /* the compile will say what is wrong */
     sb_puts(&u.unit, "#error \"cannot read the op source\"\n");
     return u;
 }
 
-op_unit op_unit_for(op_sources *sources, const gen_oplist *ops, const gen_op *op, bool want_unit)
+op_unit op_unit_for(op_sources *sources, const gen_oplist *ops, const gen_op *op)
 {
     const op_source *src = source_of(sources, op->source);
     if (src->text)
-        return unit_of(ops, &op, 1, false, src, want_unit);
+        return unit_of(ops, &op, 1, false, src);
     return unreadable();
 }
 
 op_unit op_batch_unit_for(op_sources *sources, const gen_oplist *ops,
-                          const gen_op *const *members, size_t n, bool want_unit)
+                          const gen_op *const *members, size_t n)
 {
     const op_source *src = source_of(sources, members[0]->source);
     if (src->text)
-        return unit_of(ops, members, n, true, src, want_unit);
+        return unit_of(ops, members, n, true, src);
     return unreadable();
+}
+
+/* ---- keys: each op's unit is the text around every op of its file, the
+ * same for all of them, plus its own definition. The text before the op and
+ * the text after it are hashed once per file, as running hashes from either
+ * end, so keying a file's n ops reads it once, not n times. */
+
+/* A segment as the key sees it: its text, and the line it starts at. */
+static void hash_segment(const op_source *t, size_t from, size_t to, uint64_t *text,
+                         uint64_t *lines)
+{
+    if (from >= to || blank((const char *)t->text, from, to))
+        return;
+    unsigned line = line_at(t, from);
+    *text = hash64(t->text + from, to - from, *text);
+    *lines = hash64(&line, sizeof line, *lines);
+}
+
+/* The key facts of op `o` given the hashes of the text before it (pre) and
+ * after it (post). */
+static op_key key_of(const op_source *t, size_t b, size_t e, const uint64_t pre[2],
+                     const uint64_t post[2], bool around_mentions)
+{
+    uint64_t text = hash64(pre, 2 * sizeof *pre, 0x6f706b6579ull /* "opkey" */);
+    uint64_t lines = 0;
+    hash_segment(t, b, e, &text, &lines);
+    op_key k = {hash64(&post[0], sizeof post[0], text),
+                hash64(&post[1], sizeof post[1], hash64(&lines, sizeof lines, pre[1])),
+                around_mentions || text_mentions_position((const char *)t->text + b, e - b)};
+    return k;
+}
+
+void op_keys_for_file(op_sources *sources, const gen_op *ops, size_t n, op_key *keys)
+{
+    const op_source *t = n ? source_of(sources, ops[0].source) : NULL;
+    if (!t || !t->text) {
+        for (size_t i = 0; i < n; i++) /* its compile says what is wrong */
+            keys[i] = (op_key){hash64(ops[i].name, strlen(ops[i].name), 0), 0, false};
+        return;
+    }
+    const char *text = (const char *)t->text;
+    /* Each op's [b, e), or cut false; gap i is the text before op i's b. */
+    size_t *b = xcalloc(n + 1, sizeof *b), *e = xcalloc(n + 1, sizeof *e);
+    bool *cut = xcalloc(n + 1, sizeof *cut);
+    size_t at = 0;
+    for (size_t i = 0; i < n; i++) {
+        b[i] = e[i] = at;
+        if (!cuttable(&ops[i], at, t->size))
+            continue;
+        b[i] = ops[i].begin, e[i] = ops[i].end;
+        whole_lines(text, t->size, &b[i], &e[i]);
+        cut[i] = true;
+        at = e[i];
+    }
+    b[n] = t->size;
+    /* gap_start[i]: where the gap before op i starts (the end of the last cut op). */
+    size_t *gap_start = xcalloc(n + 1, sizeof *gap_start);
+    bool mentions = false;
+    for (size_t i = 0, last = 0; i <= n; i++) {
+        if (i < n && !cut[i])
+            continue;
+        gap_start[i] = last;
+        mentions |= text_mentions_position(text + last, b[i] - last);
+        last = i < n ? e[i] : last;
+    }
+    /* pre[i]: the gaps before op i; post[i]: those after it (two hashes: text, lines). */
+    uint64_t (*pre)[2] = xcalloc(n + 1, sizeof *pre), (*post)[2] = xcalloc(n + 1, sizeof *post);
+    uint64_t run[2] = {0, 0};
+    for (size_t i = 0; i < n; i++) {
+        if (cut[i])
+            hash_segment(t, gap_start[i], b[i], &run[0], &run[1]);
+        memcpy(pre[i], run, sizeof run);
+    }
+    run[0] = run[1] = 0x706f7374ull; /* "post" */
+    hash_segment(t, gap_start[n], t->size, &run[0], &run[1]);
+    for (size_t i = n; i-- > 0;) {
+        memcpy(post[i], run, sizeof run);
+        if (cut[i])
+            hash_segment(t, gap_start[i], b[i], &run[0], &run[1]);
+    }
+    for (size_t i = 0; i < n; i++) {
+        /* An op that cannot be cut out is compiled from the whole file. */
+        keys[i] = cut[i] ? key_of(t, b[i], e[i], pre[i], post[i], mentions)
+                         : key_of(t, 0, t->size, (uint64_t[2]){0, 0}, (uint64_t[2]){0, 0},
+                                  mentions);
+    }
+    free(pre);
+    free(post);
+    free(gap_start);
+    free(cut);
+    free(b);
+    free(e);
 }
 
 void op_sources_free(op_sources *sources)

@@ -3,12 +3,15 @@
  * An op's unit is its source file without the other ops' definitions: the text
  * outside every op (declarations, helpers the ops share) and the op itself, each
  * segment preceded by a #line directive naming the real file and line, so
- * diagnostics point at the source. The cache key hashes the segments without
- * those directives: editing one op (even moving the others down) changes only
- * its own key, so only it recompiles. Code that compiles its position in
- * (__LINE__, __FILE__ ...) is the exception: `position` hashes the unit's line
- * numbers, and the cache counts it whenever the unit or a header it reads
- * mentions such a macro (see cache.h).
+ * diagnostics point at the source (blank segments are left out: they hold no
+ * token, and the next #line says where the next one starts). The cache key
+ * hashes the segments without those directives: editing one op (even moving
+ * the others down, or adding one) changes only its own key, so only it
+ * recompiles. Code that compiles its position in (__LINE__, __FILE__ ...) is
+ * the exception: `position` hashes the segments' line numbers, and the cache
+ * counts it whenever the unit or a header it reads mentions such a macro (see
+ * cache.h). Keys are made a file at a time (op_keys_for_file), in time linear
+ * in the file, however many ops it holds.
  */
 #ifndef STENCILGEN_OPUNIT_H
 #define STENCILGEN_OPUNIT_H
@@ -22,9 +25,14 @@
 
 typedef struct op_unit {
     strbuf unit; /* what clang compiles */
-    strbuf key;  /* what the cache key hashes */
-    uint64_t position; /* the line each segment starts at (not the file name) */
 } op_unit;
+
+/* What an op's cache key takes from its unit. */
+typedef struct op_key {
+    uint64_t text;          /* the unit's segments, without #line */
+    uint64_t position;      /* the line each segment starts at (not the file name) */
+    bool mentions_position; /* the unit mentions __LINE__ or the like */
+} op_key;
 
 /* Each op source read once per run, so an op's cache key and the unit it
  * compiles come from the same bytes. */
@@ -45,16 +53,18 @@ typedef struct op_sources {
 
 /* The unit of `op`, its source read through `sources` (a source that cannot
  * be read gives a unit that says so when compiled); `ops` holds every
- * discovered op (those of one file in source order). The unit itself is only
- * made when want_unit (a cache hit needs just the key). */
-op_unit op_unit_for(op_sources *sources, const gen_oplist *ops, const gen_op *op, bool want_unit);
+ * discovered op (those of one file in source order). */
+op_unit op_unit_for(op_sources *sources, const gen_oplist *ops, const gen_op *op);
 /* A batched unit: the ops `members` (n >= 1, all of one file, in source
  * order) in one unit, the file's other ops cut out as above, each member
  * named as an entry at the end (_JIT_ENTRY_<name>, an alias the unit makes
  * of the op's function, so no template support is needed; compiled with
- * -DSTENCILGEN_BATCH). The key hashes the same text without #line. */
+ * -DSTENCILGEN_BATCH). */
 op_unit op_batch_unit_for(op_sources *sources, const gen_oplist *ops,
-                          const gen_op *const *members, size_t n, bool want_unit);
+                          const gen_op *const *members, size_t n);
+/* keys[i]: the key of ops[i]'s own unit; ops[0..n) are every op of one file,
+ * in source order (a file that cannot be read: keys its compile will fail). */
+void op_keys_for_file(op_sources *sources, const gen_op *ops, size_t n, op_key *keys);
 void op_sources_free(op_sources *sources);
 
 /* Whether `text` mentions a macro or builtin whose value is a source position

@@ -93,7 +93,8 @@ typedef struct py_object py_object;
 typedef struct py_type {
     const char *name;
     void (*dealloc)(py_object *);
-    int64_t flags;
+    uint64_t flags;
+    uint32_t version;
 } py_type;
 struct py_object {
     int64_t refcnt;
@@ -115,7 +116,13 @@ int64_t py_compare(py_frame *f, int64_t kind, py_object *a, py_object *b);
 py_object *py_call(py_frame *f, py_object *callable, int64_t argc, py_object **args);
 py_object *py_getattr(py_frame *f, py_object *o, int64_t name);
 py_object *py_deopt(py_frame *f, py_object **sp, int64_t reason);
-extern const py_type py_type_int, py_type_float, py_type_list;
+
+/* Type checks read the type's flags (as PyLong_Check does) or compare its
+ * version with an operand (as _GUARD_TYPE_VERSION does). */
+#define PY_INT (1u << 24)
+#define PY_FLOAT (1u << 25)
+#define PY_LIST (1u << 26)
+#define PY_IS(o, kind) (((o)->type->flags & (kind)) != 0)
 
 /* Values cached in registers travel as arguments, as CPython's _tos_cache0..2. */
 #define STENCIL_RETURN py_object *
@@ -207,7 +214,7 @@ def py_core(kind, rng, i):
     if kind == "binary_int":
         op = rng.choice(["add", "sub", "mul"])
         return 2, True, [
-            "    GUARD(x0->type == &py_type_int && x1->type == &py_type_int, %d + STENCIL_V(in));" % i,
+            "    GUARD(PY_IS(x0, PY_INT) && PY_IS(x1, PY_INT), %d + STENCIL_V(in));" % i,
             "    int64_t v;",
             "    py_object *res;",
             "    if (__builtin_%s_overflow(x0->value, x1->value, &v))" % op,
@@ -240,8 +247,11 @@ def py_core(kind, rng, i):
     if kind == "pop_top":
         return 1, False, ["    py_decref(x0);"]
     if kind == "guard_type":
-        t = rng.choice(["int", "float", "list"])
-        return 1, True, ["    GUARD(x0->type == &py_type_%s, %d);" % (t, 1000 + i),
+        if rng.random() < 0.5:
+            guard = "PY_IS(x0, PY_%s)" % rng.choice(["INT", "FLOAT", "LIST"])
+        else:
+            guard = "x0->type->version == (uint32_t)OPERAND1"
+        return 1, True, ["    GUARD(%s, %d);" % (guard, 1000 + i),
                          "    py_object *res = x0;"]
     if kind == "call":
         return 2, True, [
@@ -257,15 +267,15 @@ def py_core(kind, rng, i):
             "    ERROR_IF(!res);"]
     if kind == "list_get":
         return 2, True, [
-            "    GUARD(x0->type == &py_type_list, %d);" % (3000 + i),
-            "    GUARD(x1->type == &py_type_int && (uint64_t)x1->value < 4, %d);" % (3001 + i),
+            "    GUARD(PY_IS(x0, PY_LIST), %d);" % (3000 + i),
+            "    GUARD(PY_IS(x1, PY_INT) && (uint64_t)x1->value < 4, %d);" % (3001 + i),
             "    py_object *res = x0->items[x1->value];",
             "    py_incref(res);",
             "    py_decref(x0);",
             "    py_decref(x1);"]
     # unary: an arithmetic chain on an int's value
     ops = ["+", "-", "*", "^", "&", "|"]
-    lines = ["    GUARD(x0->type == &py_type_int, %d);" % (4000 + i), "    int64_t v = x0->value;"]
+    lines = ["    GUARD(PY_IS(x0, PY_INT), %d);" % (4000 + i), "    int64_t v = x0->value;"]
     for n in range(rng.randint(1, 8)):
         lines.append("    v = (int64_t)((uint64_t)v %s (uint64_t)(OPERAND0 + %d));" % (
             rng.choice(ops), n * 7 + i))
@@ -407,7 +417,7 @@ ops:
   - ops/hand0.c
   - ops/hand1.c
 cflags: [-Wall, -Wextra, -Werror]
-symbols: [py_dealloc, py_int_from, py_binary_op, py_compare, py_call, py_getattr, py_deopt, py_type_int, py_type_float, py_type_list]
+symbols: [py_dealloc, py_int_from, py_binary_op, py_compare, py_call, py_getattr, py_deopt]
 """ % (nops + len(HAND_OPS), stencils, targets))
     print("%d ops, %d stencils" % (nops + len(HAND_OPS), stencils))
     return 0
