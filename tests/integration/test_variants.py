@@ -10,6 +10,9 @@ variants' names."""
 import glob
 import os
 import re
+import signal
+import subprocess
+import time
 
 from sgtest import BUNDLED_TRIPLES, TRIPLE, check, read, write
 
@@ -335,3 +338,39 @@ def test_variants_unwind_at_every_pc_of_variant_stencils(ctx):
     checks = re.search(r"^checks (\d+) failed (\d+)$", p.stdout, re.M)
     check(p.returncode == 1 and checks and checks.group(1) == checks.group(2) != "0",
           "with STENCILRT_FRAMES=0 the checks still passed:\n%s", p.stdout)
+
+
+def stopped(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        return f.read().rsplit(")", 1)[1].split()[0] == "T"
+
+
+def test_variants_registry_names_the_variant_for_stencilrt_stack(ctx):
+    """stencilrt-stack, reading the registry of a process stopped in vm_print
+    (SIGSTOP, VRUN_STOP), names the JIT frame that called it
+    print[twice=1]@variants[4], between vm_print and run_executor."""
+    exe, _ = vrun(ctx)
+    tool = os.path.join(ctx.build, "tools", "stack", "stencilrt-stack")
+    proc = subprocess.Popen([exe, "run"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env=dict(os.environ, VRUN_STOP="1"))
+    try:
+        deadline = time.monotonic() + 30
+        while not stopped(proc.pid):
+            check(time.monotonic() < deadline and proc.poll() is None,
+                  "vrun did not stop in vm_print within 30 s")
+            time.sleep(0.01)
+        p = ctx.run([tool, str(proc.pid)], timeout=60)
+    finally:
+        deadline = time.monotonic() + 30
+        while proc.poll() is None and time.monotonic() < deadline:
+            os.kill(proc.pid, signal.SIGCONT)  # each call of vm_print stops
+            time.sleep(0.02)
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+    frames = re.findall(r"^\s+#\d+\s+0x[0-9a-f]+ (\S+)", p.stdout, re.M)
+    names = [re.sub(r"\+0x[0-9a-f]+$", "", f) for f in frames]
+    check(p.returncode == 0 and "print[twice=1]@variants[4]" in names and
+          names[names.index("print[twice=1]@variants[4]") - 1] == "vm_print" and
+          names[names.index("print[twice=1]@variants[4]") + 1] == "run_executor",
+          "stencilrt-stack (exit %d): frames %s\n%s%s", p.returncode, names, p.stdout, p.stderr)

@@ -7,7 +7,9 @@
  *   vrun run    prints each instruction's name and offset, the result, and
  *               what sr_lookup_pc names at each instruction's first byte;
  *               STENCILRT_PERF=map makes the perf map the test reads, and
- *               GDB stops it in vm_print (called from print[twice=1]).
+ *               GDB stops it in vm_print (called from print[twice=1]), and
+ *               with VRUN_STOP set vm_print stops the process (SIGSTOP)
+ *               for stencilrt-stack to read its stack from outside.
  *   vrun step   runs it with EFLAGS.TF set: at every instruction of the
  *               executor a SIGTRAP handler runs _Unwind_Backtrace and checks
  *               the chain: the interrupted JIT frame (which stands for the
@@ -39,6 +41,9 @@ vm_value vm_print(vm_frame *frame, vm_value value)
 {
     (void)frame;
     printf("print %lld\n", (long long)value);
+    fflush(stdout);
+    if (getenv("VRUN_STOP")) /* for stencilrt-stack to read this process's stack */
+        raise(SIGSTOP);
     return value;
 }
 
@@ -178,6 +183,7 @@ int main(int argc, char **argv)
         return 2;
     }
     printf("pid %ld\n", (long)getpid());
+    fflush(stdout);
     g.start = (uintptr_t)sr_executor_entry(g.ex);
     g.end = g.start + sr_executor_code_size(g.ex);
     for (size_t i = 0; i < n; i++) {
