@@ -53,6 +53,46 @@ static void add_segment(op_unit *u, const gen_op *op, const op_source *t, size_t
         sb_putc(&u->unit, '\n');
 }
 
+/* The definitions that make an op's definition one of its variants (docs/
+ * ops.md, "Variants"): its axes' values as STENCIL_V_<axis>, and its
+ * function renamed to the variant's, so that a unit can hold several
+ * variants of an op; undefined after it, as the text after the op is every
+ * variant's. Nothing for an op without variants. */
+static void variant_defs(const gen_op *op, strbuf *defs, strbuf *undefs)
+{
+    if (!op->naxes)
+        return;
+    const char *prefix = op->prefixed ? "op_" : "";
+    for (size_t i = 0; i < op->naxes; i++) {
+        sb_printf(defs, "#define STENCIL_V_%s %u\n", op->axes[i].name, op->values[i]);
+        sb_printf(undefs, "#undef STENCIL_V_%s\n", op->axes[i].name);
+    }
+    sb_printf(defs, "#define %s%s %s%s\n", prefix, op->base, prefix, op->name);
+    sb_printf(undefs, "#undef %s%s\n", prefix, op->base);
+}
+
+/* An op's definition, a variant's between its variant_defs. */
+static void add_op_segment(op_unit *u, const gen_op *first, const op_source *t, size_t from,
+                           size_t to, const gen_op *op)
+{
+    strbuf defs = {0}, undefs = {0};
+    variant_defs(op, &defs, &undefs);
+    if (defs.len)
+        sb_putn(&u->unit, defs.data, defs.len);
+    add_segment(u, first, t, from, to);
+    if (undefs.len)
+        sb_putn(&u->unit, undefs.data, undefs.len);
+    sb_free(&defs);
+    sb_free(&undefs);
+}
+
+/* Variants of one op share its definition (variant_expand lists them one
+ * after another). */
+static bool same_definition(const gen_op *a, const gen_op *b)
+{
+    return a->begin == b->begin && a->end == b->end && !strcmp(a->source, b->source);
+}
+
 static bool is_member(const gen_op *o, const gen_op *const *members, size_t n)
 {
     for (size_t i = 0; i < n; i++)
@@ -86,8 +126,10 @@ static op_unit unit_of(const gen_oplist *ops, const gen_op *const *members, size
         size_t b = o->begin, e = o->end;
         whole_lines(text, size, &b, &e);
         add_segment(&u, first, t, at, b);
-        if (is_member(o, members, n))
-            add_segment(&u, first, t, b, e);
+        /* The op's variants follow it, with its definition (variant_expand). */
+        for (size_t k = i; k < ops->count && same_definition(&ops->items[k], o); k++)
+            if (is_member(&ops->items[k], members, n))
+                add_op_segment(&u, first, t, b, e, &ops->items[k]);
         at = e;
     }
     add_segment(&u, first, t, at, size);
@@ -191,14 +233,20 @@ static void hash_segment(const op_source *t, size_t from, size_t to, uint64_t *t
     *lines = hash64(&line, sizeof line, *lines);
 }
 
-/* The key facts of op `o` given the hashes of the text before it (pre) and
- * after it (post). */
-static op_key key_of(const op_source *t, size_t b, size_t e, const uint64_t pre[2],
-                     const uint64_t post[2], bool around_mentions)
+/* The key facts of op `o`, its definition t[b, e), given the hashes of the
+ * text before it (pre) and after it (post). */
+static op_key key_of(const gen_op *o, const op_source *t, size_t b, size_t e,
+                     const uint64_t pre[2], const uint64_t post[2], bool around_mentions)
 {
     uint64_t text = hash64(pre, 2 * sizeof *pre, 0x6f706b6579ull /* "opkey" */);
     uint64_t lines = 0;
+    strbuf defs = {0}, undefs = {0};
+    variant_defs(o, &defs, &undefs); /* a variant's values, in its key as in its unit */
+    text = hash64(defs.data ? defs.data : "", defs.len, text);
     hash_segment(t, b, e, &text, &lines);
+    text = hash64(undefs.data ? undefs.data : "", undefs.len, text);
+    sb_free(&defs);
+    sb_free(&undefs);
     op_key k = {hash64(&post[0], sizeof post[0], text),
                 hash64(&post[1], sizeof post[1], hash64(&lines, sizeof lines, pre[1])),
                 around_mentions || text_mentions_position((const char *)t->text + b, e - b)};
@@ -214,12 +262,20 @@ void op_keys_for_file(op_sources *sources, const gen_op *ops, size_t n, op_key *
         return;
     }
     const char *text = (const char *)t->text;
-    /* Each op's [b, e), or cut false; gap i is the text before op i's b. */
+    /* Each op's [b, e), or cut false; gap i is the text before op i's b. A
+     * variant after the first of its op shares its definition and its
+     * gaps (follows[i]: the first's index + 1). */
     size_t *b = xcalloc(n + 1, sizeof *b), *e = xcalloc(n + 1, sizeof *e);
+    size_t *follows = xcalloc(n + 1, sizeof *follows);
     bool *cut = xcalloc(n + 1, sizeof *cut);
     size_t at = 0;
     for (size_t i = 0; i < n; i++) {
         b[i] = e[i] = at;
+        size_t lead = i && follows[i - 1] ? follows[i - 1] - 1 : i - 1;
+        if (i && cut[lead] && same_definition(&ops[i], &ops[lead])) {
+            follows[i] = lead + 1;
+            continue;
+        }
         if (!cuttable(&ops[i], at, t->size))
             continue;
         b[i] = ops[i].begin, e[i] = ops[i].end;
@@ -254,11 +310,13 @@ void op_keys_for_file(op_sources *sources, const gen_op *ops, size_t n, op_key *
             hash_segment(t, gap_start[i], b[i], &run[0], &run[1]);
     }
     for (size_t i = 0; i < n; i++) {
+        size_t d = follows[i] ? follows[i] - 1 : i; /* whose definition and gaps */
         /* An op that cannot be cut out is compiled from the whole file. */
-        keys[i] = cut[i] ? key_of(t, b[i], e[i], pre[i], post[i], mentions)
-                         : key_of(t, 0, t->size, (uint64_t[2]){0, 0}, (uint64_t[2]){0, 0},
-                                  mentions);
+        keys[i] = cut[d] ? key_of(&ops[i], t, b[d], e[d], pre[d], post[d], mentions)
+                         : key_of(&ops[i], t, 0, t->size, (uint64_t[2]){0, 0},
+                                  (uint64_t[2]){0, 0}, mentions);
     }
+    free(follows);
     free(pre);
     free(post);
     free(gap_start);
