@@ -329,7 +329,7 @@ static void key_translation_units(gen_run *run, job_set *js, op_sources *texts)
         const char *source = all->items[order[i]].source;
         for (e = i; e < n && !strcmp(all->items[order[e]].source, source); e++)
             file[e - i] = all->items[order[e]];
-        op_keys_for_file(texts, file, e - i, fkeys);
+        op_keys_for_file(texts, file, e - i, fkeys, &run->key_bytes);
         for (size_t k = i; k < e; k++)
             keys[order[k]] = fkeys[k - i];
     }

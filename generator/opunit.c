@@ -224,26 +224,29 @@ op_unit op_batch_unit_for(op_sources *sources, const gen_oplist *ops,
 
 /* A segment as the key sees it: its text, and the line it starts at. */
 static void hash_segment(const op_source *t, size_t from, size_t to, uint64_t *text,
-                         uint64_t *lines)
+                         uint64_t *lines, size_t *hashed)
 {
     if (from >= to || blank((const char *)t->text, from, to))
         return;
+    *hashed += to - from;
     unsigned line = line_at(t, from);
     *text = hash64(t->text + from, to - from, *text);
     *lines = hash64(&line, sizeof line, *lines);
 }
 
 /* The key facts of op `o`, its definition t[b, e), given the hashes of the
- * text before it (pre) and after it (post). */
+ * text before it (pre) and after it (post), each {text, lines}: lines go
+ * into the position alone, so an edit that moves an op keeps its key. */
 static op_key key_of(const gen_op *o, const op_source *t, size_t b, size_t e,
-                     const uint64_t pre[2], const uint64_t post[2], bool around_mentions)
+                     const uint64_t pre[2], const uint64_t post[2], bool around_mentions,
+                     size_t *hashed)
 {
-    uint64_t text = hash64(pre, 2 * sizeof *pre, 0x6f706b6579ull /* "opkey" */);
+    uint64_t text = hash64(&pre[0], sizeof pre[0], 0x6f706b6579ull /* "opkey" */);
     uint64_t lines = 0;
     strbuf defs = {0}, undefs = {0};
     variant_defs(o, &defs, &undefs); /* a variant's values, in its key as in its unit */
     text = hash64(defs.data ? defs.data : "", defs.len, text);
-    hash_segment(t, b, e, &text, &lines);
+    hash_segment(t, b, e, &text, &lines, hashed);
     text = hash64(undefs.data ? undefs.data : "", undefs.len, text);
     sb_free(&defs);
     sb_free(&undefs);
@@ -253,7 +256,8 @@ static op_key key_of(const gen_op *o, const op_source *t, size_t b, size_t e,
     return k;
 }
 
-void op_keys_for_file(op_sources *sources, const gen_op *ops, size_t n, op_key *keys)
+void op_keys_for_file(op_sources *sources, const gen_op *ops, size_t n, op_key *keys,
+                      size_t *hashed)
 {
     const op_source *t = n ? source_of(sources, ops[0].source) : NULL;
     if (!t || !t->text) {
@@ -299,22 +303,22 @@ void op_keys_for_file(op_sources *sources, const gen_op *ops, size_t n, op_key *
     uint64_t run[2] = {0, 0};
     for (size_t i = 0; i < n; i++) {
         if (cut[i])
-            hash_segment(t, gap_start[i], b[i], &run[0], &run[1]);
+            hash_segment(t, gap_start[i], b[i], &run[0], &run[1], hashed);
         memcpy(pre[i], run, sizeof run);
     }
     run[0] = run[1] = 0x706f7374ull; /* "post" */
-    hash_segment(t, gap_start[n], t->size, &run[0], &run[1]);
+    hash_segment(t, gap_start[n], t->size, &run[0], &run[1], hashed);
     for (size_t i = n; i-- > 0;) {
         memcpy(post[i], run, sizeof run);
         if (cut[i])
-            hash_segment(t, gap_start[i], b[i], &run[0], &run[1]);
+            hash_segment(t, gap_start[i], b[i], &run[0], &run[1], hashed);
     }
     for (size_t i = 0; i < n; i++) {
         size_t d = follows[i] ? follows[i] - 1 : i; /* whose definition and gaps */
         /* An op that cannot be cut out is compiled from the whole file. */
-        keys[i] = cut[d] ? key_of(&ops[i], t, b[d], e[d], pre[d], post[d], mentions)
+        keys[i] = cut[d] ? key_of(&ops[i], t, b[d], e[d], pre[d], post[d], mentions, hashed)
                          : key_of(&ops[i], t, 0, t->size, (uint64_t[2]){0, 0},
-                                  (uint64_t[2]){0, 0}, mentions);
+                                  (uint64_t[2]){0, 0}, mentions, hashed);
     }
     free(follows);
     free(pre);

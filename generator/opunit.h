@@ -63,8 +63,11 @@ op_unit op_unit_for(op_sources *sources, const gen_oplist *ops, const gen_op *op
 op_unit op_batch_unit_for(op_sources *sources, const gen_oplist *ops,
                           const gen_op *const *members, size_t n);
 /* keys[i]: the key of ops[i]'s own unit; ops[0..n) are every op of one file,
- * in source order (a file that cannot be read: keys its compile will fail). */
-void op_keys_for_file(op_sources *sources, const gen_op *ops, size_t n, op_key *keys);
+ * in source order (a file that cannot be read: keys its compile will fail).
+ * Adds the bytes of source it hashed to *hashed (-v reports them: about
+ * twice the file, however many ops it holds). */
+void op_keys_for_file(op_sources *sources, const gen_op *ops, size_t n, op_key *keys,
+                      size_t *hashed);
 void op_sources_free(op_sources *sources);
 
 /* Whether `text` mentions a macro or builtin whose value is a source position

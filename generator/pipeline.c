@@ -376,6 +376,8 @@ int pipeline_run(const gen_options *opt)
                 run.compiled_in_process && run.compiles ? " (clang's driver and cc1 in forked children)"
                                                         : "",
                 now_seconds() - t2);
+        fprintf(stderr, "stencilgen: keys: %zu bytes of op sources hashed for %zu ops\n",
+                run.key_bytes, run.ops.count);
     }
     if (dumping && (rc == SG_EXIT_OK || rc == SG_EXIT_CHECK)) {
         int dumped = dump(&run);

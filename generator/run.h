@@ -73,6 +73,7 @@ typedef struct gen_run {
     gen_incremental inc; /* the cache protocol, over `cache` */
     size_t compiles;    /* compiler runs that produced an object (ops, batches, the shim) */
     bool compiled_in_process; /* ... by clang's main in forked children (compile.h) */
+    size_t key_bytes;   /* bytes of op sources hashed for the ops' keys (op_keys_for_file) */
 } gen_run;
 
 #endif

@@ -351,6 +351,135 @@ def batched_rows(b, g, jobs=2):
     ]
 
 
+# ---- CPython's scale: make_corpus.py --cpython (280 micro-ops, about 1,100
+# stencils with their variants, one generated file), the 5 bundled triples.
+
+def cpython_corpus(tmp, name="cpython", ops=None):
+    corpus = os.path.join(tmp, name)
+    run([sys.executable, os.path.join(ROOT, "tests", "bench", "make_corpus.py"), corpus,
+         "--cpython"] + (["--ops", str(ops)] if ops else []))
+    return corpus, os.path.join(corpus, "corpus.yaml"), os.path.join(corpus, "out")
+
+
+def peak_timed(cmd, **kw):
+    """Wall seconds, peak resident KB (the largest of the command and what it
+    forked, as GNU time reports it) and the process."""
+    t, p = timed(["/usr/bin/time", "-f", "peak-kb %M"] + cmd, **kw)
+    return t, int(re.search(r"^peak-kb (\d+)$", p.stderr, re.M).group(1)), p
+
+
+def verbose_split(stderr):
+    """-v's compile-and-read seconds, and the bytes the keys hashed."""
+    compile_s = float(re.search(r"compile and read objects ([0-9.]+) s", stderr).group(1))
+    keyed = int(re.search(r"keys: (\d+) bytes", stderr).group(1))
+    return compile_s, keyed
+
+
+def pipeline_sample_seconds(commands, out, jobs, tmp, sample=60):
+    """CPython's 4-tool pipeline (pipeline_seconds) per stencil, on `sample`
+    per-op units evenly spread over those the build compiled alone."""
+    per_op = [e for e in commands if any(a.startswith("-DSTENCILGEN_OP=") for a in e["arguments"])]
+    step = max(1, len(per_op) // sample)
+    chosen = []
+    for e in per_op[::step][:sample]:
+        args = list(e["arguments"])
+        op = next(a for a in args if a.startswith("-DSTENCILGEN_OP="))[len("-DSTENCILGEN_OP="):]
+        args[args.index("-c") + 1] = os.path.join(out, ".stencilgen", "tu", op, "unit.c")
+        chosen.append({"directory": e["directory"], "arguments": args})
+    return pipeline_seconds(chosen, jobs, tmp) / len(chosen), len(chosen)
+
+
+def scale_figures(build, jobs=2):
+    """The CPython-shaped corpus at -j2: cold build of the 5 triples against
+    CPython's pipeline, no-op (and its work for twice the ops in one file),
+    one-op edit, peak memory, header bytes per stencil."""
+    stencilgen = os.path.join(build, "generator", "stencilgen")
+    tmp = tempfile.mkdtemp(prefix="sgscale-")
+    try:
+        corpus, manifest, out = cpython_corpus(tmp)
+        build_cmd = [stencilgen, "build", "--manifest", manifest, "--outdir", out, "-j", str(jobs)]
+        cc = os.path.join(tmp, "cc.json")
+        cold, peak, p = peak_timed(build_cmd + ["--compile-commands", cc, "-v"], timeout=3600)
+        summary = re.findall(r"^stencilgen: (\S+): (\d+) ops", p.stdout, re.M)
+        stencils = sum(int(n) for _, n in summary)
+        runs = int(re.search(r"(\d+) compiler runs", p.stderr).group(1))
+        headers = sum(os.path.getsize(os.path.join(out, "jit_stencils-%s.h" % t))
+                      for t, _ in summary)
+        with open(cc) as f:
+            commands = json.load(f)
+        per_stencil, sampled = pipeline_sample_seconds(commands, out, jobs, tmp)
+        noops, noop_peak = [], 0
+        for _ in range(5):
+            t, kb, p = peak_timed(build_cmd + ["-v"])
+            noops.append(t)
+            noop_peak = max(noop_peak, kb)
+        noops.sort()
+        keyed = verbose_split(p.stderr)[1]
+        # One op edited: the first with 4 variants (axis in, 0..3).
+        src = os.path.join(corpus, "ops", "generated_cases.c")
+        with open(src) as f:
+            text = f.read()
+        at = text.index("CONTINUE();", text.index(", VARIANT(in, 0, 3))\n"))
+        edits = []
+        for k in range(3):
+            with open(src, "w") as f:
+                f.write(text[:at] + "frame->ip += %d;\n    " % (k + 1) + text[at:])
+            t, p = timed(build_cmd + ["-v"])
+            edits.append((t, verbose_split(p.stderr)[0],
+                          sum(int(n) for n in re.findall(r"\((\d+) compiled", p.stdout))))
+        edit = min(edits)
+        # Twice the generated ops in one file, x86-64: the no-op's work.
+        doubling = []
+        for n in (270, 540):
+            c, m, o = cpython_corpus(tmp, "one%d" % n, n)
+            one_cmd = [stencilgen, "build", "--manifest", m, "--outdir", o, "-j", str(jobs),
+                       "--target", "x86_64-unknown-linux-gnu"]
+            run(one_cmd, timeout=1800)
+            best, keyed_n = float("inf"), 0
+            for _ in range(5):
+                t, p = timed(one_cmd + ["-v"])
+                best = min(best, t)
+                keyed_n = verbose_split(p.stderr)[1]
+            n_stencils = int(re.search(r"(\d+) ops \(", p.stdout).group(1))
+            doubling.append((n_stencils, best, keyed_n))
+        return {"cold": cold, "peak_kb": peak, "stencils": stencils, "triples": len(summary),
+                "runs": runs, "header_bytes": headers, "pipeline": per_stencil * stencils,
+                "pipeline_per_stencil": per_stencil, "sampled": sampled,
+                "noop": noops[0], "noop_median": noops[2], "noop_peak_kb": noop_peak,
+                "keyed": keyed, "edit": edit, "doubling": doubling}
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def scale_rows(c, jobs=2):
+    (n1, t1, k1), (n2, t2, k2) = c["doubling"]
+    return [
+        ("CPython-shaped corpus, %d stencils on %d triples, -j%d: cold build / CPython's 4-tool "
+         "pipeline" % (c["stencils"], c["triples"], jobs),
+         "%.1f / %.1f s" % (c["cold"], c["pipeline"]),
+         "ratio %.2f (target <= 12 s and <= 0.20; %d compiler runs; pipeline %.0f ms a stencil, "
+         "from %d per-op units)" % (c["cold"] / c["pipeline"], c["runs"],
+                                   c["pipeline_per_stencil"] * 1e3, c["sampled"])),
+        ("CPython-shaped corpus, 5 triples: no-op rebuild best / median of 5",
+         "%.0f / %.0f ms" % (c["noop"] * 1e3, c["noop_median"] * 1e3),
+         "target <= 50 ms; keys hashed %d bytes of source" % c["keyed"]),
+        ("no-op rebuild, one file of %d / %d stencils (x86-64), best of 5" % (n1, n2),
+         "%.0f / %.0f ms" % (t1 * 1e3, t2 * 1e3),
+         "time %.2fx, keys' bytes hashed %.2fx for %.2fx the stencils (linear: the same)" % (
+             t2 / t1, k2 / k1, n2 / n1)),
+        ("CPython-shaped corpus, 5 triples: one-op edit (4 variants), best of 3",
+         "%.0f ms" % (c["edit"][0] * 1e3),
+         "%d stencils compiled; %.0f ms outside their compile and read (target <= 150 ms)" % (
+             c["edit"][2], (c["edit"][0] - c["edit"][1]) * 1e3)),
+        ("CPython-shaped corpus, 5 triples: peak memory, cold / no-op",
+         "%.0f / %.0f MB" % (c["peak_kb"] / 1024, c["noop_peak_kb"] / 1024),
+         "target <= 512 MB (the largest process, stencilgen or a compile it forked)"),
+        ("CPython-shaped corpus: header bytes per stencil",
+         "%.2f KB" % (c["header_bytes"] / c["stencils"] / 1024),
+         "%d headers, %.1f MB" % (c["triples"], c["header_bytes"] / 1e6)),
+    ]
+
+
 def gdb_figures(build):
     """Executors registered per second with 10,000 live, GDB attached."""
     prog = os.path.join(build, "tests", "bench", "bench_gdb")
@@ -424,6 +553,7 @@ def main():
                      g["cold"] / g["pipeline"], g["ops"], min(g["colds"]), max(g["colds"]),
                      min(g["pipelines"]), max(g["pipelines"]))))
     rows += batched_rows(batched_figures(build, g), g)
+    rows += scale_rows(scale_figures(build))
     rows.append(("no-op rebuild, 300 ops: best / median of 10", "%.0f / %.0f ms" % (
         g["noop"] * 1e3, g["noop_median"] * 1e3), ""))
     rows.append(("one-op edit rebuild / that op's compile alone (best of 3)",

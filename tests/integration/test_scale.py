@@ -1,10 +1,11 @@
-"""Incremental builds at scale: the 300-op corpus, one-op edits, a damaged cache."""
+"""Incremental builds at scale: the 300-op corpus, one-op edits, a damaged cache;
+a no-op's work linear in the ops of one file; progress on a terminal only."""
 import glob
 import os
 import re
 import sys
 
-from sgtest import BUNDLED_OPS, TRIPLE, check, read, write
+from sgtest import BUNDLED_OPS, GENERATOR_ENV, TRIPLE, check, read, write
 
 ASAN = False  # minutes of extra compiles under ASan buy nothing here: the generator
               # paths involved are the same ones the other suites cover sanitized
@@ -88,3 +89,101 @@ def test_damaged_cache_entries_are_rebuilt(ctx):
     check(header(out) == good, "header after rebuilding damaged entries differs")
     p = ctx.build_stencils(manifest, out, "--target", TRIPLE, "--units", "per-op")
     check(counts(p.stdout)[1] == 0, "repaired cache still misses: %s", p.stdout)
+
+
+def key_bytes(stderr):
+    m = re.search(r"^stencilgen: keys: (\d+) bytes of op sources hashed for (\d+) ops$",
+                  stderr, re.M)
+    check(m, "-v does not say how much source the keys hashed: %s", stderr[-2000:])
+    return int(m.group(1)), int(m.group(2))
+
+
+def one_file_noop(ctx, ops):
+    """A cold build of `ops` ops in one file, then a no-op: (bytes its keys
+    hashed, the file's size)."""
+    corpus = os.path.join(ctx.tmp, "one%d" % ops)
+    ctx.run([sys.executable, ctx.path("tests", "bench", "make_corpus.py"), corpus, "--ops",
+             str(ops), "--per-file", str(ops)], check=True)
+    manifest = os.path.join(corpus, "corpus.yaml")
+    out = os.path.join(corpus, "out")
+    ctx.build_stencils(manifest, out, "-j", "2", timeout=900)
+    p = ctx.build_stencils(manifest, out, "-j", "2", "-v")
+    check(counts(p.stdout) == (ops, 0, ops), "no-op build compiled something: %s", p.stdout)
+    hashed, keyed = key_bytes(p.stderr)
+    check(keyed == ops, "keys for %d ops, want %d", keyed, ops)
+    return hashed, os.path.getsize(os.path.join(corpus, "ops", "group00.c"))
+
+
+def test_noop_key_work_is_linear_in_ops_per_file(ctx):
+    # Every op's key used to be cut from a unit the size of its whole file:
+    # twice the ops in one file, four times the bytes hashed. Now each file
+    # is read for keys once (op_keys_for_file): about twice its size.
+    small, small_file = one_file_noop(ctx, 150)
+    large, large_file = one_file_noop(ctx, 300)
+    check(small <= 3 * small_file and large <= 3 * large_file,
+          "keys hashed %d and %d bytes of files of %d and %d bytes", small, large, small_file,
+          large_file)
+    ratio = large / small
+    check(1.5 <= ratio <= 2.5, "2x the ops of one file: %.2fx the bytes hashed (%d / %d); "
+          "linear is 2x, quadratic 4x", ratio, large, small)
+
+
+# Runs argv under a pseudo-terminal 100 columns wide and prints what it wrote
+# to the terminal (stderr) as hex on stdout; stdout goes to a pipe.
+PTY_DRIVER = r"""
+import fcntl, os, pty, select, struct, subprocess, sys, termios, time
+master, slave = pty.openpty()
+fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 100, 0, 0))
+p = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=slave)
+os.close(slave)
+data, deadline = b"", time.monotonic() + 600
+while time.monotonic() < deadline:
+    if not select.select([master], [], [], 5)[0]:
+        if p.poll() is not None:
+            break
+        continue
+    try:
+        chunk = os.read(master, 65536)
+    except OSError:
+        break
+    if not chunk:
+        break
+    data += chunk
+p.wait(timeout=60)
+sys.stdout.write(data.hex())
+sys.exit(p.returncode)
+"""
+
+
+def test_progress_on_a_terminal_only(ctx):
+    manifest = ctx.path("stencils", "stencils.yaml")
+    triples = ["x86_64-unknown-linux-gnu", "aarch64-apple-darwin"]
+    args = ["build", "--manifest", manifest, "-j", "2"]
+    for t in triples:
+        args += ["--target", t]
+    env = dict(GENERATOR_ENV)
+    p = ctx.run([sys.executable, "-c", PTY_DRIVER, ctx.stencilgen] + args +
+                ["--outdir", os.path.join(ctx.tmp, "tty")], env=env, timeout=700)
+    check(p.returncode == 0, "build on a terminal exited %d: %s", p.returncode, p.stderr)
+    shown = bytes.fromhex(p.stdout).decode("utf-8", "replace")
+    # One line, rewritten in place: stencils compiled of those to compile,
+    # in all and per triple, up to every stencil of each.
+    lines = [l for l in shown.split("\r\x1b[K") if l]
+    check(lines, "nothing shown on the terminal")
+    status = [l for l in lines if l.startswith("[")]
+    check(status, "no status line: %r", shown[-2000:])
+    n = BUNDLED_OPS
+    last = "[%d/%d stencils] %s %d/%d %s %d/%d" % (2 * n, 2 * n, triples[0], n, n, triples[1],
+                                                   n, n)
+    check(last in status, "no final status %r among %r", last, status[-5:])
+    check(all(len(l) <= 100 for l in status), "a status line is wider than the terminal: %r",
+          max(status, key=len))
+    check(all("\n" not in l for l in status), "the status line scrolls: %r", status[:3])
+    check(shown.endswith("\r\x1b[K"), "the status line is not cleared at the end: %r",
+          shown[-200:])
+    counts_seen = [int(re.match(r"\[(\d+)/", l).group(1)) for l in status]
+    check(counts_seen == sorted(counts_seen), "stencils compiled went down: %s", counts_seen)
+    # Not a terminal: not one byte of it.
+    p = ctx.build_stencils(manifest, os.path.join(ctx.tmp, "pipe"), *args[3:])
+    check("\r" not in p.stderr and "\x1b" not in p.stderr and "stencils]" not in p.stderr,
+          "progress written to a pipe: %r", p.stderr[:500])
