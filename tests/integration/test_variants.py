@@ -374,3 +374,32 @@ def test_variants_registry_names_the_variant_for_stencilrt_stack(ctx):
           names[names.index("print[twice=1]@variants[4]") - 1] == "vm_print" and
           names[names.index("print[twice=1]@variants[4]") + 1] == "run_executor",
           "stencilrt-stack (exit %d): frames %s\n%s%s", p.returncode, names, p.stdout, p.stderr)
+
+
+def test_variants_misspelled_axis_and_an_op_defined_twice_are_errors(ctx):
+    """`#if STENCIL_V(widht)` inside an op with variants is an error (-Wundef
+    there), not a silent 0, naming each variant that failed; and an op `pad`
+    in a second file beside pad's variants is "defined twice" (exit 2), as is
+    a plain op whose name is a variant's C name."""
+    original = read(ctx.path(*FIXTURE[:-1], "ops.c"))
+    src = os.path.join(ctx.tmp, "typo.c")
+    write(src, original.replace("#if STENCIL_V(width) == 3", "#if STENCIL_V(widht) == 3"))
+    p = build(ctx, manifest(ctx, "typo.yaml", src), os.path.join(ctx.tmp, "typo"), "--target",
+              TRIPLE, "--units", "per-op", check_rc=False)
+    failed = sorted(re.findall(r"error: op (\S+) \(%s\): compile failed" % re.escape(TRIPLE),
+                               p.stderr))
+    check(p.returncode == 3 and "'STENCIL_V_widht' is not defined" in p.stderr and
+          failed == ["pad[width=%d]" % w for w in (1, 2, 3)],
+          "exit %d, failed %s:\n%s", p.returncode, failed, p.stderr)
+    for k, (other, name) in enumerate([("OP(pad)\n{\n    CONTINUE();\n}\n", "pad"),
+                                       ("OP(add__in1_out2)\n{\n    CONTINUE();\n}\n",
+                                        "add__in1_out2")]):
+        more = os.path.join(ctx.tmp, "more%d.c" % k)
+        write(more, other)
+        man = manifest(ctx, "twice%d.yaml" % k)
+        write(man, read(man).replace("\ninclude_dirs:", "\n  - %s\ninclude_dirs:" % more))
+        p = build(ctx, man, os.path.join(ctx.tmp, "twice%d" % k), "--target", TRIPLE,
+                  check_rc=False)
+        check(p.returncode == 2 and "ops.c:" in p.stderr and
+              re.search(r"^%s:1:1: error: op '%s' is defined twice$" % (re.escape(more), name),
+                        p.stderr, re.M), "%s: exit %d:\n%s", name, p.returncode, p.stderr)
