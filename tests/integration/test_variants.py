@@ -5,8 +5,9 @@ Through the whole pipeline: batched and per-op units give the same headers on
 every bundled target; the header's enumerators, SG_OP_VARIANT_<op>() and the
 sg_variant_ops table agree when a VM compiles against them; each variant is
 cached on its own; bad axes and a compile error in one variant are reported
-naming it; identical variants fold; GDB, perf and every-PC unwinding see the
-variants' names."""
+naming it; identical variants fold; GDB, LLDB, perf, sr_lookup_pc and
+stencilrt-stack (the registry) name them, and libgcc unwinds at every PC of
+an executor of variant stencils (tests/variants/vrun.c)."""
 import glob
 import os
 import re
@@ -300,6 +301,19 @@ def test_variants_gdb_names_the_variant_in_a_backtrace(ctx):
     names = [n for _, n in frames]
     check(names[:4] == ["vm_print", "print[twice=1]@variants[4]", "run_executor", "main"],
           "gdb frames %s:\n%s\n%s", names, p.stdout, p.stderr)
+
+
+def test_variants_lldb_names_the_variant_in_a_backtrace(ctx):
+    """LLDB (lldb-22, the same JIT interface) stopped in vm_print: the frame
+    that called it is print[twice=1]@variants[4], then run_executor and main."""
+    exe, _ = vrun(ctx)
+    p = ctx.run(["lldb-22", "-b", "-o", "breakpoint set -n vm_print", "-o", "run", "-o", "bt",
+                 "--", exe, "run"], timeout=240)
+    frames = re.findall(r"^\s+\*? ?frame #(\d+): 0x[0-9a-f]+ \S+?`(\S+?)(?:\(| \+ |$)",
+                        p.stdout.split("(lldb) bt", 1)[-1], re.M)
+    names = [n for _, n in frames]
+    check(names[:4] == ["vm_print", "print[twice=1]@variants[4]", "run_executor", "main"],
+          "lldb frames %s:\n%s\n%s", names, p.stdout[-3000:], p.stderr[-2000:])
 
 
 def listing(header, name):
