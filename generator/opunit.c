@@ -63,12 +63,14 @@ static void variant_defs(const gen_op *op, strbuf *defs, strbuf *undefs)
     if (!op->naxes)
         return;
     const char *prefix = op->prefixed ? "op_" : "";
+    /* A misspelled STENCIL_V(axis) in #if would be 0, silently: an error. */
+    sb_puts(defs, "#pragma clang diagnostic push\n#pragma clang diagnostic error \"-Wundef\"\n");
     for (size_t i = 0; i < op->naxes; i++) {
         sb_printf(defs, "#define STENCIL_V_%s %u\n", op->axes[i].name, op->values[i]);
         sb_printf(undefs, "#undef STENCIL_V_%s\n", op->axes[i].name);
     }
     sb_printf(defs, "#define %s%s %s%s\n", prefix, op->base, prefix, op->name);
-    sb_printf(undefs, "#undef %s%s\n", prefix, op->base);
+    sb_printf(undefs, "#undef %s%s\n#pragma clang diagnostic pop\n", prefix, op->base);
 }
 
 /* An op's definition, a variant's between its variant_defs. */

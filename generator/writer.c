@@ -562,7 +562,9 @@ bool writer_dump(strbuf *sb, const gen_header_model *m, const char *only)
     bool found = false;
     for (size_t i = 0; i < m->nops; i++) {
         const gen_stencil *s = &m->ops[i];
-        if (only && strcmp(only, s->name) && strcmp(only, m->defs[i].name))
+        const gen_op *op = &m->defs[i]; /* by display, C or (every variant) written name */
+        if (only && strcmp(only, s->name) && strcmp(only, op->name) &&
+            (!op->base || strcmp(only, op->base)))
             continue;
         found = true;
         sb_printf(sb, "op %s (%s) - %s:%u:%u, %zu bytes\n", s->name, m->target->triple,

@@ -126,8 +126,14 @@ extern char _JIT_OPERAND3[];
 #define VARIANT(...)
 #endif
 /* The value of the variant's axis `axis`: an integer constant for #if and C,
- * defined inside the op's own definition only. */
+ * defined inside the op's own definition only (stencilgen makes an undefined
+ * one there an error, -Wundef, so a misspelled axis is not silently 0).
+ * Discovery, which parses the file once for every variant, sees 0. */
+#ifdef STENCILGEN_DISCOVER
+#define STENCIL_V(axis) 0
+#else
 #define STENCIL_V(axis) STENCIL_V_##axis
+#endif
 
 #ifdef STENCILGEN_OP
 #ifdef __APPLE__

@@ -5,8 +5,9 @@ Through the whole pipeline: batched and per-op units give the same headers on
 every bundled target; the header's enumerators, SG_OP_VARIANT_<op>() and the
 sg_variant_ops table agree when a VM compiles against them; each variant is
 cached on its own; bad axes and a compile error in one variant are reported
-naming it; identical variants fold; GDB, perf and every-PC unwinding see the
-variants' names."""
+naming it; identical variants fold; GDB, LLDB, perf, sr_lookup_pc and
+stencilrt-stack (the registry) name them, and libgcc unwinds at every PC of
+an executor of variant stencils (tests/variants/vrun.c)."""
 import glob
 import os
 import re
@@ -302,6 +303,19 @@ def test_variants_gdb_names_the_variant_in_a_backtrace(ctx):
           "gdb frames %s:\n%s\n%s", names, p.stdout, p.stderr)
 
 
+def test_variants_lldb_names_the_variant_in_a_backtrace(ctx):
+    """LLDB (lldb-22, the same JIT interface) stopped in vm_print: the frame
+    that called it is print[twice=1]@variants[4], then run_executor and main."""
+    exe, _ = vrun(ctx)
+    p = ctx.run(["lldb-22", "-b", "-o", "breakpoint set -n vm_print", "-o", "run", "-o", "bt",
+                 "--", exe, "run"], timeout=240)
+    frames = re.findall(r"^\s+\*? ?frame #(\d+): 0x[0-9a-f]+ \S+?`(\S+?)(?:\(| \+ |$)",
+                        p.stdout.split("(lldb) bt", 1)[-1], re.M)
+    names = [n for _, n in frames]
+    check(names[:4] == ["vm_print", "print[twice=1]@variants[4]", "run_executor", "main"],
+          "lldb frames %s:\n%s\n%s", names, p.stdout[-3000:], p.stderr[-2000:])
+
+
 def listing(header, name):
     """Offsets of the instructions of stencil `name` in the header's listing."""
     m = re.search(r"^/\* %s - .*?\n((?: \*   [0-9a-f]{4}: .*\n| \*       .*\n)*)" %
@@ -374,3 +388,32 @@ def test_variants_registry_names_the_variant_for_stencilrt_stack(ctx):
           names[names.index("print[twice=1]@variants[4]") - 1] == "vm_print" and
           names[names.index("print[twice=1]@variants[4]") + 1] == "run_executor",
           "stencilrt-stack (exit %d): frames %s\n%s%s", p.returncode, names, p.stdout, p.stderr)
+
+
+def test_variants_misspelled_axis_and_an_op_defined_twice_are_errors(ctx):
+    """`#if STENCIL_V(widht)` inside an op with variants is an error (-Wundef
+    there), not a silent 0, naming each variant that failed; and an op `pad`
+    in a second file beside pad's variants is "defined twice" (exit 2), as is
+    a plain op whose name is a variant's C name."""
+    original = read(ctx.path(*FIXTURE[:-1], "ops.c"))
+    src = os.path.join(ctx.tmp, "typo.c")
+    write(src, original.replace("#if STENCIL_V(width) == 3", "#if STENCIL_V(widht) == 3"))
+    p = build(ctx, manifest(ctx, "typo.yaml", src), os.path.join(ctx.tmp, "typo"), "--target",
+              TRIPLE, "--units", "per-op", check_rc=False)
+    failed = sorted(re.findall(r"error: op (\S+) \(%s\): compile failed" % re.escape(TRIPLE),
+                               p.stderr))
+    check(p.returncode == 3 and "'STENCIL_V_widht' is not defined" in p.stderr and
+          failed == ["pad[width=%d]" % w for w in (1, 2, 3)],
+          "exit %d, failed %s:\n%s", p.returncode, failed, p.stderr)
+    for k, (other, name) in enumerate([("OP(pad)\n{\n    CONTINUE();\n}\n", "pad"),
+                                       ("OP(add__in1_out2)\n{\n    CONTINUE();\n}\n",
+                                        "add__in1_out2")]):
+        more = os.path.join(ctx.tmp, "more%d.c" % k)
+        write(more, other)
+        man = manifest(ctx, "twice%d.yaml" % k)
+        write(man, read(man).replace("\ninclude_dirs:", "\n  - %s\ninclude_dirs:" % more))
+        p = build(ctx, man, os.path.join(ctx.tmp, "twice%d" % k), "--target", TRIPLE,
+                  check_rc=False)
+        check(p.returncode == 2 and "ops.c:" in p.stderr and
+              re.search(r"^%s:1:1: error: op '%s' is defined twice$" % (re.escape(more), name),
+                        p.stderr, re.M), "%s: exit %d:\n%s", name, p.returncode, p.stderr)
