@@ -136,20 +136,64 @@ static bool same_record(const record *a, const record *b)
     return a->args == b->args && !strcmp(a->slot, b->slot);
 }
 
-/* Keep the last RECORDS_PER_SLOT records of each slot (the list is oldest first). */
+/* ---- record tables: a record's place by its slot (and args), so that
+ * saving an index of n records takes time linear in n, not n * n. */
+
+typedef struct record_table {
+    size_t *at;   /* index + 1 into the list; 0: empty */
+    size_t mask;  /* size - 1, a power of two at least twice the records */
+    bool by_args; /* keyed by slot and args, else by slot alone */
+} record_table;
+
+static uint64_t record_hash(const record *r, bool by_args)
+{
+    uint64_t h = hash64(r->slot, strlen(r->slot), 0);
+    return by_args ? hash64(&r->args, sizeof r->args, h) : h;
+}
+
+static record_table table_new(size_t n, bool by_args)
+{
+    size_t size = 16;
+    while (size < 2 * n)
+        size *= 2;
+    return (record_table){xcalloc(size, sizeof(size_t)), size - 1, by_args};
+}
+
+/* The cell of `r` in `t` over `items`: its own, or the empty one it would take. */
+static size_t *table_cell(const record_table *t, const record *items, const record *r)
+{
+    for (size_t i = record_hash(r, t->by_args) & t->mask;; i = (i + 1) & t->mask) {
+        size_t *cell = &t->at[i];
+        const record *o = *cell ? &items[*cell - 1] : NULL;
+        if (!o || (!strcmp(o->slot, r->slot) && (!t->by_args || o->args == r->args)))
+            return cell;
+    }
+}
+
+/* Keep the last RECORDS_PER_SLOT records of each slot (the list is oldest
+ * first): counted from the newest, each slot's count in a table. */
 static void trim_slots(record_list *l)
 {
+    record_table t = table_new(l->count, false);
+    size_t *seen = xcalloc(l->count ? l->count : 1, sizeof *seen); /* per first-seen record */
+    bool *keep = xcalloc(l->count ? l->count : 1, sizeof *keep);
+    for (size_t i = l->count; i-- > 0;) {
+        size_t *cell = table_cell(&t, l->items, &l->items[i]);
+        if (!*cell)
+            *cell = i + 1;
+        keep[i] = seen[*cell - 1]++ < RECORDS_PER_SLOT;
+    }
     size_t kept = 0;
     for (size_t i = 0; i < l->count; i++) {
-        size_t later = 0;
-        for (size_t j = i + 1; j < l->count && later < RECORDS_PER_SLOT; j++)
-            later += !strcmp(l->items[j].slot, l->items[i].slot);
-        if (later >= RECORDS_PER_SLOT)
-            record_free(&l->items[i]);
-        else
+        if (keep[i])
             l->items[kept++] = l->items[i];
+        else
+            record_free(&l->items[i]);
     }
     l->count = kept;
+    free(keep);
+    free(seen);
+    free(t.at);
 }
 
 /* The index on disk is the truth for every record this run did not make:
@@ -167,17 +211,19 @@ static void save_records(gen_cache *c)
     record_list merged = {0};
     load_records(path, &merged);
     size_t kept = 0;
+    record_table fresh = table_new(c->records.count, true); /* this run's own records */
+    for (size_t j = 0; j < c->records.count; j++)
+        if (c->records.items[j].fresh)
+            *table_cell(&fresh, c->records.items, &c->records.items[j]) = j + 1;
     for (size_t i = 0; i < merged.count; i++) {
-        bool replaced = false;
-        for (size_t j = 0; j < c->records.count && !replaced; j++)
-            replaced = c->records.items[j].fresh &&
-                       same_record(&merged.items[i], &c->records.items[j]);
+        bool replaced = *table_cell(&fresh, c->records.items, &merged.items[i]) != 0;
         if (replaced)
             record_free(&merged.items[i]);
         else
             merged.items[kept++] = merged.items[i];
     }
     merged.count = kept;
+    free(fresh.at);
     for (size_t j = 0; j < c->records.count; j++) {
         if (c->records.items[j].fresh) { /* moved into `merged` */
             ARRAY_PUSH(merged.items, merged.count, merged.cap, c->records.items[j]);
