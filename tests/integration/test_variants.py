@@ -72,7 +72,8 @@ def test_variants_batched_and_per_op_give_the_same_headers_with_names_and_table(
     """Both Linux targets, both unit modes: equal headers, one stencil per
     variant named as the contract says, the folded variant a macro of its
     twin, and a VM compiled against the header finds every variant through
-    SG_OP_VARIANT_add() and sg_variant_ops (run on this machine)."""
+    SG_OP_VARIANT_add() and sg_variant_ops (run on this machine; and
+    compiled as C++17, warnings as errors)."""
     man = manifest(ctx)
     outs = {}
     for units in ("batched", "per-op"):
@@ -99,6 +100,11 @@ def test_variants_batched_and_per_op_give_the_same_headers_with_names_and_table(
     exe = os.path.join(ctx.tmp, "consumer")
     ctx.run(["cc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-I", out, "-I",
              ctx.path("runtime"), src, "-o", exe], check=True)
+    # C++ too (C++17, as the header promises), warnings as errors.
+    cxx = os.path.join(ctx.tmp, "consumer.cpp")
+    write(cxx, CONSUMER.replace("_Static_assert", "static_assert"))
+    ctx.run(["c++", "-std=c++17", "-Wall", "-Wextra", "-Werror", "-fsyntax-only", "-I", out, "-I",
+             ctx.path("runtime"), cxx], check=True)
     p = ctx.run([exe], check=True)
     want = ["%d %d %s" % (i, o, "add[in=%d,out=%d]" % (i, o) if i < 3 else "-")
             for i in range(4) for o in range(3)]
