@@ -129,9 +129,6 @@ py_object *py_deopt(py_frame *f, py_object **sp, int64_t reason);
 #define STENCIL_PARAMS py_frame *frame, py_object **sp, py_object *r0, py_object *r1, py_object *r2
 #define STENCIL_ARGS frame, sp, r0, r1, r2
 #include "stencil_op.h"
-#ifndef STENCIL_V
-#define STENCIL_V(axis) STENCIL_V_##axis
-#endif
 
 #define OPERAND0 ((int64_t)STENCIL_OPERAND(0))
 #define OPERAND1 ((int64_t)STENCIL_OPERAND(1))
