@@ -175,10 +175,22 @@ static void put_stencil_arrays(strbuf *sb, const gen_stencil *s, const char *id,
         free(name);
     }
     sb_putc(sb, '\n');
-    emitter_write(sb, s, id, symbols);
 }
 
-static void put_stencil_init(strbuf *sb, const gen_stencil *s, const char *id)
+/* The emitter functions of the ops, EMITTER_GROUP a function, op i being
+ * case i of sg_emit_ops<i / EMITTER_GROUP>. */
+static void put_op_emitters(strbuf *sb, const gen_header_model *m)
+{
+    for (size_t first = 0; first < m->nops; first += EMITTER_GROUP) {
+        size_t n = m->nops - first < EMITTER_GROUP ? m->nops - first : EMITTER_GROUP;
+        char *fn = xasprintf("sg_emit_ops%zu", first / EMITTER_GROUP);
+        emitter_write_group(sb, fn, &m->ops[first], n, first, NULL, m->symbols);
+        free(fn);
+    }
+}
+
+static void put_stencil_init(strbuf *sb, const gen_stencil *s, const char *id,
+                             const char *emit_fn, size_t emit_case)
 {
     sb_printf(sb, "{\"%s\", sg_code_%s, %zu, ", s->name, id, s->code_size);
     if (s->data_size)
@@ -193,7 +205,7 @@ static void put_stencil_init(strbuf *sb, const gen_stencil *s, const char *id)
         sb_printf(sb, "sg_data_holes_%s, %zu, ", id, s->ndata_holes);
     else
         sb_puts(sb, "NULL, 0, ");
-    sb_printf(sb, "%d, sg_emit_%s}", s->removed_jump ? 1 : 0, id);
+    sb_printf(sb, "%d, %s, %zu}", s->removed_jump ? 1 : 0, emit_fn, emit_case);
 }
 
 static void put_summary(strbuf *sb, const gen_header_model *m)
@@ -391,21 +403,26 @@ void writer_target_header(strbuf *sb, const gen_header_model *m)
 
     for (size_t i = 0; i < m->nops; i++)
         put_stencil_arrays(sb, &m->ops[i], m->ops[i].name, m->symbols);
+    put_op_emitters(sb, m);
     /* In SG_OP_ order, positional: C++17 has neither array nor field designators. */
     sb_puts(sb, "/* Fields: name, code, code_size, data, data_size, data_align, code_holes,\n"
-                " * code_hole_count, data_holes, data_hole_count, falls_through, emit. */\n"
+                " * code_hole_count, data_holes, data_hole_count, falls_through, emit,\n"
+                " * emit_case. */\n"
                 "static const sg_stencil sg_stencils[SG_OP__COUNT] = {\n");
     for (size_t i = 0; i < m->nops; i++) {
+        char *fn = xasprintf("sg_emit_ops%zu", i / EMITTER_GROUP);
         sb_printf(sb, "    /* SG_OP_%s */ ", m->ops[i].name);
-        put_stencil_init(sb, &m->ops[i], m->ops[i].name);
+        put_stencil_init(sb, &m->ops[i], m->ops[i].name, fn, i);
         sb_puts(sb, ",\n");
+        free(fn);
     }
     sb_puts(sb, "};\n\n");
 
     sb_puts(sb, "/* The shim: the C function that calls into JIT code. */\n");
     put_stencil_arrays(sb, m->shim, "shim", m->symbols);
+    emitter_write_group(sb, "sg_emit_shim", m->shim, 1, 0, "shim", m->symbols);
     sb_puts(sb, "static const sg_stencil sg_shim = ");
-    put_stencil_init(sb, m->shim, "shim");
+    put_stencil_init(sb, m->shim, "shim", "sg_emit_shim", 0);
     sb_printf(sb, ";\n#define SG_SHIM_ENTRY %zu /* offset of %s in sg_shim.code */\n\n",
               m->shim->entry, m->shim->name);
     put_unwind(sb, t, m->unwind);

@@ -320,8 +320,8 @@ static void patch_refusals_keep_the_code(void)
     static const sg_hole got_hole[] = {{3, SG_PATCH_GOTPCREL32, SG_VALUE_OPERAND, 0, -4}};
     static const sg_hole imm_hole[] = {{1, SG_PATCH_ABS32, SG_VALUE_OPERAND, 0, 0}};
     static const sg_stencil ops[] = {
-        {"got_operand", got_code, sizeof got_code, NULL, 0, 1, got_hole, 1, NULL, 0, 0, NULL},
-        {"imm32_operand", imm_code, sizeof imm_code, NULL, 0, 1, imm_hole, 1, NULL, 0, 0, NULL},
+        {"got_operand", got_code, sizeof got_code, NULL, 0, 1, got_hole, 1, NULL, 0, 0, NULL, 0},
+        {"imm32_operand", imm_code, sizeof imm_code, NULL, 0, 1, imm_hole, 1, NULL, 0, 0, NULL, 0},
     };
     sr_stencil_set set = rt_set;
     set.stencils = ops;
