@@ -121,7 +121,7 @@ static sr_stencil_set make_set(void)
         pad4k_code[k] = 0xd503201f;
     stencils[SG_OP__COUNT + 5] = (sg_stencil){"pad4k", (const uint8_t *)pad4k_code,
                                               sizeof pad4k_code, NULL, 0, 1, NULL, 0, NULL, 0, 1,
-                                              NULL};
+                                              NULL, 0};
     stencils[SG_OP__COUNT + 6] = (sg_stencil){"adrp_add", (const uint8_t *)adrp_code,
                                               sizeof adrp_code, NULL, 0, 1, adrp_holes, 2,
                                               NULL, 0, 1, NULL, 0};
