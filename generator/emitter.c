@@ -76,13 +76,13 @@ static void put_patch(strbuf *sb, const gen_stencil *s, const gen_hole *h, bool 
     const char *p = in_data ? "data" : "code", *pc = in_data ? "data_at" : "at";
     bool via_veneer = sg_hole_may_use_veneer(h->patch, h->value);
     if (via_veneer)
-        sb_printf(sb, "    if (sg_patch_veneered(%s + 0x%" PRIx32 ", %s + 0x%" PRIx32
+        sb_printf(sb, "        if (sg_patch_veneered(%s + 0x%" PRIx32 ", %s + 0x%" PRIx32
                       ", SG_PATCH_%s, ", p, h->offset, pc, h->offset, kind);
     else
-        sb_printf(sb, "    if (sg_patch_%s(%s + 0x%" PRIx32 ", %s + 0x%" PRIx32 ", ", kind, p,
+        sb_printf(sb, "        if (sg_patch_%s(%s + 0x%" PRIx32 ", %s + 0x%" PRIx32 ", ", kind, p,
                   h->offset, pc, h->offset);
     put_final_value(sb, s, h, symbols);
-    sb_printf(sb, "%s))\n        return %zu;\n", via_veneer ? ", env" : "", number);
+    sb_printf(sb, "%s))\n            return %zu;\n", via_veneer ? ", env" : "", number);
 }
 
 /* One GOT slot per value the instruction's holes reach through the GOT
@@ -97,7 +97,7 @@ static void put_got_slots(strbuf *sb, const gen_stencil *s, char *const *symbols
             taken[key])
             continue;
         taken[key] = true;
-        sb_puts(sb, "    const uint64_t ");
+        sb_puts(sb, "        const uint64_t ");
         put_got_name(sb, h);
         sb_puts(sb, " = sg_got(env, ");
         put_value(sb, s, h, symbols);
@@ -105,28 +105,35 @@ static void put_got_slots(strbuf *sb, const gen_stencil *s, char *const *symbols
     }
 }
 
-void emitter_write(strbuf *sb, const gen_stencil *s, const char *id, char *const *symbols)
+/* Stencil `s` as case `which` of its group's switch: copy, GOT slots, patches. */
+static void put_case(strbuf *sb, const gen_stencil *s, const char *id, size_t which,
+                     char *const *symbols)
 {
     bool code_at, data_at;
     addresses_used(s, &code_at, &data_at);
-    sb_printf(sb, "static unsigned sg_emit_%s(uint8_t *code, uint8_t *data, "
-                  "sg_emit_env *env)\n{\n", id);
-    if (!s->code_size) /* an op that only falls through: nothing to copy */
-        sb_puts(sb, "    (void)code;\n");
-    if (!data_at)
-        sb_puts(sb, "    (void)data;\n");
-    if (!code_at && !data_at) /* no holes: env holds nothing it needs */
-        sb_puts(sb, "    (void)env;\n");
+    sb_printf(sb, "    case %zu: { /* %s */\n", which, s->name);
     if (code_at)
-        sb_puts(sb, "    const uint64_t at = (uintptr_t)code + env->delta;\n");
+        sb_puts(sb, "        const uint64_t at = (uintptr_t)code + env->delta;\n");
     if (data_at)
-        sb_puts(sb, "    const uint64_t data_at = (uintptr_t)data + env->delta;\n");
+        sb_puts(sb, "        const uint64_t data_at = (uintptr_t)data + env->delta;\n");
     if (s->code_size)
-        sb_printf(sb, "    memcpy(code, sg_code_%s, %zu);\n", id, s->code_size);
+        sb_printf(sb, "        memcpy(code, sg_code_%s, %zu);\n", id, s->code_size);
     put_got_slots(sb, s, symbols);
     for (size_t i = 0; i < s->ncode_holes; i++)
         put_patch(sb, s, &s->code_holes[i], false, i + 1, symbols);
     for (size_t i = 0; i < s->ndata_holes; i++)
         put_patch(sb, s, &s->data_holes[i], true, s->ncode_holes + i + 1, symbols);
-    sb_puts(sb, "    return 0;\n}\n\n");
+    sb_puts(sb, "        return 0;\n    }\n");
+}
+
+void emitter_write_group(strbuf *sb, const char *fn, const emitter_case *cases, size_t n,
+                         size_t first, char *const *symbols)
+{
+    sb_printf(sb, "static unsigned %s(unsigned which, uint8_t *code, uint8_t *data, "
+                  "sg_emit_env *env)\n{\n"
+                  "    (void)code, (void)data, (void)env; /* not every stencil uses each */\n"
+                  "    switch (which) {\n", fn);
+    for (size_t i = 0; i < n; i++)
+        put_case(sb, cases[i].stencil, cases[i].id, first + i, symbols);
+    sb_puts(sb, "    default: return SG_EMIT_UNKNOWN;\n    }\n}\n\n");
 }

@@ -1,13 +1,28 @@
-/* emitter.h - a stencil's copy-and-patch as a C function of the generated
- * header: offsets, kinds and addends become constants, so the runtime runs
- * straight-line code instead of interpreting the hole table. */
+/* emitter.h - stencils' copy-and-patch as C code of the generated header:
+ * offsets, kinds and addends become constants, so the runtime runs
+ * straight-line code instead of interpreting the hole table. One function
+ * writes a group of stencils, a case each: compilers pay mostly per function
+ * (gcc -O2: about 1 ms for each, even an empty one), and every VM build
+ * compiles the header. */
 #ifndef STENCILGEN_EMITTER_H
 #define STENCILGEN_EMITTER_H
 
 #include "stencil.h"
 #include "util.h"
 
-/* "static unsigned sg_emit_<id>(...) { ... }" (the sg_emit_fn contract). */
-void emitter_write(strbuf *sb, const gen_stencil *s, const char *id, char *const *symbols);
+/* How many stencils a group's function writes at most (docs/build.md, "What
+ * a header holds"). */
+#define EMITTER_GROUP 64
+
+/* A stencil of a group, and the C name of its arrays (sg_code_<id> ...). */
+typedef struct emitter_case {
+    const gen_stencil *stencil;
+    const char *id;
+} emitter_case;
+
+/* "static unsigned <fn>(which, ...) { switch (which) ... }" (the sg_emit_fn
+ * contract) writing cases[0..n), numbered first, first + 1, ... */
+void emitter_write_group(strbuf *sb, const char *fn, const emitter_case *cases, size_t n,
+                         size_t first, char *const *symbols);
 
 #endif

@@ -176,10 +176,10 @@ static void put_stencil_arrays(strbuf *sb, const gen_stencil *s, const char *id,
         free(name);
     }
     sb_putc(sb, '\n');
-    emitter_write(sb, s, id, symbols);
 }
 
-static void put_stencil_init(strbuf *sb, const gen_stencil *s, const char *id)
+static void put_stencil_init(strbuf *sb, const gen_stencil *s, const char *id,
+                             const char *emit_fn, size_t emit_case)
 {
     sb_printf(sb, "{\"%s\", sg_code_%s, %zu, ", s->name, id, s->code_size);
     if (s->data_size)
@@ -194,7 +194,7 @@ static void put_stencil_init(strbuf *sb, const gen_stencil *s, const char *id)
         sb_printf(sb, "sg_data_holes_%s, %zu, ", id, s->ndata_holes);
     else
         sb_puts(sb, "NULL, 0, ");
-    sb_printf(sb, "%d, sg_emit_%s}", s->removed_jump ? 1 : 0, id);
+    sb_printf(sb, "%d, %s, %zu}", s->removed_jump ? 1 : 0, emit_fn, emit_case);
 }
 
 /* Whether op i has a stencil of its own (it is not folded into a twin). */
@@ -210,6 +210,24 @@ static size_t stencil_count(const gen_header_model *m)
     for (size_t i = 0; i < m->nops; i++)
         n += own_stencil(m, i);
     return n;
+}
+
+/* The emitter functions of the stencils, EMITTER_GROUP a function: the k-th
+ * stencil (folded variants have none) is case k of sg_emit_ops<k / EMITTER_GROUP>. */
+static void put_op_emitters(strbuf *sb, const gen_header_model *m)
+{
+    emitter_case *cases = xcalloc(m->nops ? m->nops : 1, sizeof *cases);
+    size_t n = 0;
+    for (size_t i = 0; i < m->nops; i++)
+        if (own_stencil(m, i))
+            cases[n++] = (emitter_case){&m->ops[i], m->defs[i].name};
+    for (size_t first = 0; first < n; first += EMITTER_GROUP) {
+        size_t count = n - first < EMITTER_GROUP ? n - first : EMITTER_GROUP;
+        char *fn = xasprintf("sg_emit_ops%zu", first / EMITTER_GROUP);
+        emitter_write_group(sb, fn, cases + first, count, first, m->symbols);
+        free(fn);
+    }
+    free(cases);
 }
 
 static bool has_variants(const gen_header_model *m)
@@ -513,16 +531,21 @@ void writer_target_header(strbuf *sb, const gen_header_model *m)
     for (size_t i = 0; i < m->nops; i++)
         if (own_stencil(m, i))
             put_stencil_arrays(sb, &m->ops[i], m->defs[i].name, m->symbols);
+    put_op_emitters(sb, m);
     /* In SG_OP_ order, positional: C++17 has neither array nor field designators. */
     sb_puts(sb, "/* Fields: name, code, code_size, data, data_size, data_align, code_holes,\n"
-                " * code_hole_count, data_holes, data_hole_count, falls_through, emit. */\n"
+                " * code_hole_count, data_holes, data_hole_count, falls_through, emit,\n"
+                " * emit_case. */\n"
                 "static const sg_stencil sg_stencils[SG_OP__COUNT] = {\n");
+    size_t k = 0; /* the stencil's position, its case in put_op_emitters */
     for (size_t i = 0; i < m->nops; i++) {
         if (!own_stencil(m, i))
             continue;
+        char *fn = xasprintf("sg_emit_ops%zu", k / EMITTER_GROUP);
         sb_printf(sb, "    /* SG_OP_%s */ ", m->defs[i].name);
-        put_stencil_init(sb, &m->ops[i], m->defs[i].name);
+        put_stencil_init(sb, &m->ops[i], m->defs[i].name, fn, k++);
         sb_puts(sb, ",\n");
+        free(fn);
     }
     sb_puts(sb, "};\n\n");
     if (has_variants(m))
@@ -530,8 +553,9 @@ void writer_target_header(strbuf *sb, const gen_header_model *m)
 
     sb_puts(sb, "/* The shim: the C function that calls into JIT code. */\n");
     put_stencil_arrays(sb, m->shim, "shim", m->symbols);
+    emitter_write_group(sb, "sg_emit_shim", &(emitter_case){m->shim, "shim"}, 1, 0, m->symbols);
     sb_puts(sb, "static const sg_stencil sg_shim = ");
-    put_stencil_init(sb, m->shim, "shim");
+    put_stencil_init(sb, m->shim, "shim", "sg_emit_shim", 0);
     sb_printf(sb, ";\n#define SG_SHIM_ENTRY %zu /* offset of %s in sg_shim.code */\n\n",
               m->shim->entry, m->shim->name);
     put_unwind(sb, t, m->unwind);

@@ -367,6 +367,16 @@ static sr_status explain(writer *w, size_t i, const sg_stencil *s, unsigned bad)
                    " that its hole table accepts (an edited header?)", what, h->offset);
 }
 
+/* A stencil its emitter does not write (a hand-made sg_stencil, or an edited
+ * header): SG_EMIT_UNKNOWN, or a hole number it does not have. */
+static sr_status unknown_case(const writer *w, size_t i, const sg_stencil *s)
+{
+    char what[96];
+    describe(w, i, what, sizeof what);
+    return sr_fail(SR_EUNSUPPORTED, "%s: its emitter does not write emit_case %" PRIu32
+                   " (an edited header?)", what, s->emit_case);
+}
+
 /* One pass: data, GOT slots, then code, instruction by instruction (the
  * table-driven and generated ways allocate in the same order). */
 static sr_status patch_all(writer *w)
@@ -387,7 +397,9 @@ static sr_status patch_all(writer *w)
         }
         w->env.target = info->jumps ? running(w, w->offsets[in->target]) : 0;
         w->env.operand = in->operand;
-        unsigned bad = s->emit(w->mem + w->offsets[i], w->mem + w->data, &w->env);
+        unsigned bad = s->emit(s->emit_case, w->mem + w->offsets[i], w->mem + w->data, &w->env);
+        if (bad > s->code_hole_count + s->data_hole_count)
+            return unknown_case(w, i, s);
         if (bad)
             return explain(w, i, s, bad - 1);
     }

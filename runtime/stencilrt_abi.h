@@ -14,7 +14,9 @@
  * bumps SG_ABI_VERSION, as does a new constant every header must define
  * (version 4: SG_TARGET_LANDING_PADS and SG_UNWIND_RA_SIGNED; version 5: a
  * hole's address as the code runs is passed apart from where it is written;
- * version 6: an instruction's holes holding the same value share a GOT slot).
+ * version 6: an instruction's holes holding the same value share a GOT slot;
+ * version 7: one emitter function writes a group of stencils, told which by
+ * the stencil's emit_case).
  *
  * JIT memory may be mapped twice, written through one view and run through
  * the other: every formula writes at p and computes with P, its address in
@@ -31,7 +33,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#define SG_ABI_VERSION 6
+#define SG_ABI_VERSION 7
 
 /* Operands per VM instruction (SG_VALUE_OPERAND indexes 0 .. SG_OPERANDS - 1). */
 #define SG_OPERANDS 4
@@ -122,11 +124,15 @@ typedef struct sg_emit_env {
     void *ctx;
 } sg_emit_env;
 
-/* Copies a stencil's code to `code` and patches its holes there and in its
- * data, already copied to `data` (both in the written view). Returns
- * 0, or 1 + the number of the first hole whose value does not fit (code holes
- * first, then data holes), the stencil then being partly written. */
-typedef unsigned sg_emit_fn(uint8_t *code, uint8_t *data, sg_emit_env *env);
+/* Copies stencil `which` (its emit_case) of the function's group to `code`
+ * and patches its holes there and in its data, already copied to `data` (both
+ * in the written view). Returns 0, or 1 + the number of the first hole whose
+ * value does not fit (code holes first, then data holes), the stencil then
+ * being partly written; SG_EMIT_UNKNOWN for a `which` not in the group. One
+ * function per group, not per stencil: a C compiler's cost is mostly per
+ * function, and a VM compiles the header on every build. */
+typedef unsigned sg_emit_fn(unsigned which, uint8_t *code, uint8_t *data, sg_emit_env *env);
+#define SG_EMIT_UNKNOWN 0xffffffffu
 
 typedef struct sg_stencil {
     const char *name;
@@ -141,6 +147,7 @@ typedef struct sg_stencil {
     size_t data_hole_count;
     uint8_t falls_through; /* ends by running into the next instruction */
     sg_emit_fn *emit;      /* the holes above as straight-line code; NULL: none */
+    uint32_t emit_case;    /* `which` this stencil is to emit */
 } sg_stencil;
 
 /* ---- Ops with variants (docs/ops.md, "Variants"). A header whose ops have

@@ -116,21 +116,21 @@ static sr_stencil_set make_set(void)
     for (size_t i = 0; i < SG_OP__COUNT; i++)
         stencils[i] = sg_stencils[i];
     stencils[SG_OP__COUNT] = (sg_stencil){
-        "pad", (const uint8_t *)pad_code, sizeof pad_code, NULL, 0, 1, NULL, 0, NULL, 0, 1, NULL};
+        "pad", (const uint8_t *)pad_code, sizeof pad_code, NULL, 0, 1, NULL, 0, NULL, 0, 1, NULL, 0};
     for (size_t k = 0; k < 1024; k++)
         pad4k_code[k] = 0xd503201f;
     stencils[SG_OP__COUNT + 5] = (sg_stencil){"pad4k", (const uint8_t *)pad4k_code,
                                               sizeof pad4k_code, NULL, 0, 1, NULL, 0, NULL, 0, 1,
-                                              NULL};
+                                              NULL, 0};
     stencils[SG_OP__COUNT + 6] = (sg_stencil){"adrp_add", (const uint8_t *)adrp_code,
                                               sizeof adrp_code, NULL, 0, 1, adrp_holes, 2,
-                                              NULL, 0, 1, NULL};
+                                              NULL, 0, 1, NULL, 0};
     stencils[SG_OP__COUNT + 7] = (sg_stencil){"adr", (const uint8_t *)adr_code, sizeof adr_code,
-                                              NULL, 0, 1, adr_holes, 1, NULL, 0, 1, NULL};
+                                              NULL, 0, 1, adr_holes, 1, NULL, 0, 1, NULL, 0};
     for (size_t k = 0; k < 4; k++)
         stencils[SG_OP__COUNT + 1 + k] =
             (sg_stencil){lo12_names[k], (const uint8_t *)&lo12_code[k], 4, NULL, 0, 1,
-                         &lo12_holes[k], 1, NULL, 0, 1, NULL};
+                         &lo12_holes[k], 1, NULL, 0, 1, NULL, 0};
     set.stencils = stencils;
     set.count = SG_OP__COUNT + EXTRA;
     return set;

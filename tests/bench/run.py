@@ -576,6 +576,48 @@ def variant_rows(v, n=40):
                                                            b["edit_compiled"])),
     ]
 
+def header_compile_rows(build, f, ops=1100):
+    """The VM's compile of one target's generated header (one .c file that
+    includes it, as stencils/jit.c does) for an `ops`-op corpus: CPU seconds,
+    best of 3, gcc -O2 against an empty file, clang -O2 and gcc -O0 beside;
+    then emit speed of the header's emitters against the table-driven patcher,
+    from bench_runtime in this run (`f`)."""
+    tmp = tempfile.mkdtemp(prefix="sg-bench-header-")
+    try:
+        corpus = os.path.join(tmp, "corpus")
+        run([sys.executable, os.path.join(ROOT, "tests", "bench", "make_corpus.py"), corpus,
+             "--ops", str(ops)])
+        out = os.path.join(corpus, "out")
+        run([os.path.join(build, "generator", "stencilgen"), "build", "--manifest",
+             os.path.join(corpus, "corpus.yaml"), "--outdir", out, "-j2"])
+        vm, empty = os.path.join(tmp, "vm.c"), os.path.join(tmp, "empty.c")
+        with open(vm, "w") as fh:
+            fh.write('#include "stencilrt.h"\n#include "jit_stencils.h"\n'
+                     "const sr_stencil_set *vm_set(void);\n"
+                     "static const sr_stencil_set set = SR_STENCIL_SET_FROM_HEADER;\n"
+                     "const sr_stencil_set *vm_set(void) { return &set; }\n")
+        with open(empty, "w") as fh:
+            fh.write("int vm_empty;\n")
+
+        def cpu(cc, opt, src):
+            return min(cpu_timed([cc, opt, "-c", "-I", out, "-I", os.path.join(ROOT, "runtime"),
+                                  src, "-o", os.path.join(tmp, "out.o")])[1] for _ in range(3))
+        gcc, none = cpu("gcc", "-O2", vm), cpu("gcc", "-O2", empty)
+        clang, gcc0 = cpu("clang-22", "-O2", vm), cpu("gcc", "-O0", vm)
+        with open(os.path.join(out, "jit_stencils-x86_64-unknown-linux-gnu.h")) as fh:
+            size = len(fh.read())
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return [("VM's compile of the generated header, %s stencils, gcc -O2 / per 1,000" % (
+                 format(ops, ",")),
+             "%.2f / %.2f s" % (gcc, gcc * 1000 / ops),
+             "CPU, best of 3; an empty file %.2f s; clang -O2 %.2f s, gcc -O0 %.2f s; "
+             "header %.1f KB per stencil" % (none, clang, gcc0, size / 1024 / ops)),
+            ("emit speed, generated emitters / table-driven patcher",
+             "%.2fx" % (f["emit_core_bytes_per_s"] / f["emit_table_bytes_per_s"]),
+             "%.2f / %.2f GB/s (1000-instruction executor)" % (
+                 f["emit_core_bytes_per_s"] / 1e9, f["emit_table_bytes_per_s"] / 1e9))]
+
 
 def gdb_figures(build):
     """Executors registered per second with 10,000 live, GDB attached."""
@@ -668,6 +710,7 @@ def main():
                  "%.2f GB/s" % (f["emit_table_bytes_per_s"] / 1e9),
                  "generated emitters %.2fx faster" % (
                      f["emit_core_bytes_per_s"] / f["emit_table_bytes_per_s"])))
+    rows += header_compile_rows(build, f)
     def lives(tag):
         return [f["emit_free_8instr_%slive_%s" % (n, tag)] for n in ("100", "10000", "100000")]
 

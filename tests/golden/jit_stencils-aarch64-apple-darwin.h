@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "stencilrt_abi.h"
-#if SG_ABI_VERSION != 6 /* the stencil ABI this header was written for */
+#if SG_ABI_VERSION != 7 /* the stencil ABI this header was written for */
 #error "jit_stencils-aarch64-apple-darwin.h: stencilrt_abi.h is another ABI version; regenerate this header"
 #endif
 
@@ -72,19 +72,6 @@ static const sg_hole sg_code_holes_push_operand[2] = {
     {0x8, SG_PATCH_AARCH64_GOT_LO12, SG_VALUE_OPERAND, 0, 0}, /* ARM64_RELOC_GOT_LOAD_PAGEOFF12 _JIT_OPERAND0 */
 };
 
-static unsigned sg_emit_push_operand(uint8_t *code, uint8_t *data, sg_emit_env *env)
-{
-    (void)data;
-    const uint64_t at = (uintptr_t)code + env->delta;
-    memcpy(code, sg_code_push_operand, 12);
-    const uint64_t got_operand0 = sg_got(env, env->operand[0]);
-    if (sg_patch_AARCH64_GOT_ADRP(code + 0x4, at + 0x4, got_operand0))
-        return 1;
-    if (sg_patch_AARCH64_GOT_LO12(code + 0x8, at + 0x8, got_operand0))
-        return 2;
-    return 0;
-}
-
 /* branch_if_zero - ops.c:10:1
  *   0000: e8 03 16 aa                    mov x8, x22
  *   0004: b6 8e 5f f8                    ldr x22, [x21, #-8]!
@@ -103,18 +90,6 @@ static const sg_hole sg_code_holes_branch_if_zero[2] = {
     {0x10, SG_PATCH_AARCH64_BRANCH26, SG_VALUE_JUMP_TARGET, 0, 0}, /* ARM64_RELOC_BRANCH26 _JIT_JUMP_TARGET */
 };
 
-static unsigned sg_emit_branch_if_zero(uint8_t *code, uint8_t *data, sg_emit_env *env)
-{
-    (void)data;
-    const uint64_t at = (uintptr_t)code + env->delta;
-    memcpy(code, sg_code_branch_if_zero, 20);
-    if (sg_patch_AARCH64_BRANCH26(code + 0xc, at + 0xc, at + 20))
-        return 1;
-    if (sg_patch_AARCH64_BRANCH26(code + 0x10, at + 0x10, env->target))
-        return 2;
-    return 0;
-}
-
 /* print - ops.c:19:1
  *   0000: fd 7b bf a9                    stp x29, x30, [sp, #-16]!
  *   0004: e1 03 16 aa                    mov x1, x22
@@ -132,16 +107,6 @@ static const uint8_t sg_code_print[24] = {
 static const sg_hole sg_code_holes_print[1] = {
     {0xc, SG_PATCH_AARCH64_BRANCH26, SG_VALUE_SYMBOL, 1, 0}, /* ARM64_RELOC_BRANCH26 vm_print */
 };
-
-static unsigned sg_emit_print(uint8_t *code, uint8_t *data, sg_emit_env *env)
-{
-    (void)data;
-    const uint64_t at = (uintptr_t)code + env->delta;
-    memcpy(code, sg_code_print, 24);
-    if (sg_patch_veneered(code + 0xc, at + 0xc, SG_PATCH_AARCH64_BRANCH26, (uintptr_t)env->symbol[SG_SYM_vm_print], env))
-        return 1;
-    return 0;
-}
 
 /* square_small - ops.c:27:1
  *   0000: 08 00 00 90                    adrp x8, 0x0
@@ -167,18 +132,6 @@ static const sg_hole sg_code_holes_square_small[2] = {
     {0x4, SG_PATCH_AARCH64_ADD_LO12, SG_VALUE_DATA, 0, 0}, /* ARM64_RELOC_PAGEOFF12 squares */
 };
 
-static unsigned sg_emit_square_small(uint8_t *code, uint8_t *data, sg_emit_env *env)
-{
-    const uint64_t at = (uintptr_t)code + env->delta;
-    const uint64_t data_at = (uintptr_t)data + env->delta;
-    memcpy(code, sg_code_square_small, 16);
-    if (sg_patch_AARCH64_ADRP(code + 0x0, at + 0x0, data_at))
-        return 1;
-    if (sg_patch_AARCH64_ADD_LO12(code + 0x4, at + 0x4, data_at))
-        return 2;
-    return 0;
-}
-
 /* trap - ops.c:33:1
  *   0000: fd 7b bf a9                    stp x29, x30, [sp, #-16]!
  *   0004: e0 03 14 aa                    mov x0, x20
@@ -203,20 +156,6 @@ static const sg_hole sg_code_holes_trap[3] = {
     {0x10, SG_PATCH_AARCH64_BRANCH26, SG_VALUE_SYMBOL, 3, 0}, /* ARM64_RELOC_BRANCH26 vm_trap */
 };
 
-static unsigned sg_emit_trap(uint8_t *code, uint8_t *data, sg_emit_env *env)
-{
-    const uint64_t at = (uintptr_t)code + env->delta;
-    const uint64_t data_at = (uintptr_t)data + env->delta;
-    memcpy(code, sg_code_trap, 20);
-    if (sg_patch_AARCH64_ADRP(code + 0x8, at + 0x8, data_at))
-        return 1;
-    if (sg_patch_AARCH64_ADD_LO12(code + 0xc, at + 0xc, data_at))
-        return 2;
-    if (sg_patch_veneered(code + 0x10, at + 0x10, SG_PATCH_AARCH64_BRANCH26, (uintptr_t)env->symbol[SG_SYM_vm_trap], env))
-        return 3;
-    return 0;
-}
-
 /* ret - ops.c:40:1
  *   0000: e0 03 16 aa                    mov x0, x22
  *   0004: c0 03 5f d6                    ret
@@ -225,23 +164,76 @@ static const uint8_t sg_code_ret[8] = {
     0xe0, 0x03, 0x16, 0xaa, 0xc0, 0x03, 0x5f, 0xd6,
 };
 
-static unsigned sg_emit_ret(uint8_t *code, uint8_t *data, sg_emit_env *env)
+static unsigned sg_emit_ops0(unsigned which, uint8_t *code, uint8_t *data, sg_emit_env *env)
 {
-    (void)data;
-    (void)env;
-    memcpy(code, sg_code_ret, 8);
-    return 0;
+    (void)code, (void)data, (void)env; /* not every stencil uses each */
+    switch (which) {
+    case 0: { /* push_operand */
+        const uint64_t at = (uintptr_t)code + env->delta;
+        memcpy(code, sg_code_push_operand, 12);
+        const uint64_t got_operand0 = sg_got(env, env->operand[0]);
+        if (sg_patch_AARCH64_GOT_ADRP(code + 0x4, at + 0x4, got_operand0))
+            return 1;
+        if (sg_patch_AARCH64_GOT_LO12(code + 0x8, at + 0x8, got_operand0))
+            return 2;
+        return 0;
+    }
+    case 1: { /* branch_if_zero */
+        const uint64_t at = (uintptr_t)code + env->delta;
+        memcpy(code, sg_code_branch_if_zero, 20);
+        if (sg_patch_AARCH64_BRANCH26(code + 0xc, at + 0xc, at + 20))
+            return 1;
+        if (sg_patch_AARCH64_BRANCH26(code + 0x10, at + 0x10, env->target))
+            return 2;
+        return 0;
+    }
+    case 2: { /* print */
+        const uint64_t at = (uintptr_t)code + env->delta;
+        memcpy(code, sg_code_print, 24);
+        if (sg_patch_veneered(code + 0xc, at + 0xc, SG_PATCH_AARCH64_BRANCH26, (uintptr_t)env->symbol[SG_SYM_vm_print], env))
+            return 1;
+        return 0;
+    }
+    case 3: { /* square_small */
+        const uint64_t at = (uintptr_t)code + env->delta;
+        const uint64_t data_at = (uintptr_t)data + env->delta;
+        memcpy(code, sg_code_square_small, 16);
+        if (sg_patch_AARCH64_ADRP(code + 0x0, at + 0x0, data_at))
+            return 1;
+        if (sg_patch_AARCH64_ADD_LO12(code + 0x4, at + 0x4, data_at))
+            return 2;
+        return 0;
+    }
+    case 4: { /* trap */
+        const uint64_t at = (uintptr_t)code + env->delta;
+        const uint64_t data_at = (uintptr_t)data + env->delta;
+        memcpy(code, sg_code_trap, 20);
+        if (sg_patch_AARCH64_ADRP(code + 0x8, at + 0x8, data_at))
+            return 1;
+        if (sg_patch_AARCH64_ADD_LO12(code + 0xc, at + 0xc, data_at))
+            return 2;
+        if (sg_patch_veneered(code + 0x10, at + 0x10, SG_PATCH_AARCH64_BRANCH26, (uintptr_t)env->symbol[SG_SYM_vm_trap], env))
+            return 3;
+        return 0;
+    }
+    case 5: { /* ret */
+        memcpy(code, sg_code_ret, 8);
+        return 0;
+    }
+    default: return SG_EMIT_UNKNOWN;
+    }
 }
 
 /* Fields: name, code, code_size, data, data_size, data_align, code_holes,
- * code_hole_count, data_holes, data_hole_count, falls_through, emit. */
+ * code_hole_count, data_holes, data_hole_count, falls_through, emit,
+ * emit_case. */
 static const sg_stencil sg_stencils[SG_OP__COUNT] = {
-    /* SG_OP_push_operand */ {"push_operand", sg_code_push_operand, 12, NULL, 0, 1, sg_code_holes_push_operand, 2, NULL, 0, 1, sg_emit_push_operand},
-    /* SG_OP_branch_if_zero */ {"branch_if_zero", sg_code_branch_if_zero, 20, NULL, 0, 1, sg_code_holes_branch_if_zero, 2, NULL, 0, 0, sg_emit_branch_if_zero},
-    /* SG_OP_print */ {"print", sg_code_print, 24, NULL, 0, 1, sg_code_holes_print, 1, NULL, 0, 1, sg_emit_print},
-    /* SG_OP_square_small */ {"square_small", sg_code_square_small, 16, sg_data_square_small, 64, 8, sg_code_holes_square_small, 2, NULL, 0, 1, sg_emit_square_small},
-    /* SG_OP_trap */ {"trap", sg_code_trap, 20, sg_data_trap, 16, 1, sg_code_holes_trap, 3, NULL, 0, 0, sg_emit_trap},
-    /* SG_OP_ret */ {"ret", sg_code_ret, 8, NULL, 0, 1, NULL, 0, NULL, 0, 0, sg_emit_ret},
+    /* SG_OP_push_operand */ {"push_operand", sg_code_push_operand, 12, NULL, 0, 1, sg_code_holes_push_operand, 2, NULL, 0, 1, sg_emit_ops0, 0},
+    /* SG_OP_branch_if_zero */ {"branch_if_zero", sg_code_branch_if_zero, 20, NULL, 0, 1, sg_code_holes_branch_if_zero, 2, NULL, 0, 0, sg_emit_ops0, 1},
+    /* SG_OP_print */ {"print", sg_code_print, 24, NULL, 0, 1, sg_code_holes_print, 1, NULL, 0, 1, sg_emit_ops0, 2},
+    /* SG_OP_square_small */ {"square_small", sg_code_square_small, 16, sg_data_square_small, 64, 8, sg_code_holes_square_small, 2, NULL, 0, 1, sg_emit_ops0, 3},
+    /* SG_OP_trap */ {"trap", sg_code_trap, 20, sg_data_trap, 16, 1, sg_code_holes_trap, 3, NULL, 0, 0, sg_emit_ops0, 4},
+    /* SG_OP_ret */ {"ret", sg_code_ret, 8, NULL, 0, 1, NULL, 0, NULL, 0, 0, sg_emit_ops0, 5},
 };
 
 /* The shim: the C function that calls into JIT code. */
@@ -283,15 +275,19 @@ static const uint8_t sg_code_shim[104] = {
     0xef, 0x3b, 0xca, 0x6c, 0xc0, 0x03, 0x5f, 0xd6,
 };
 
-static unsigned sg_emit_shim(uint8_t *code, uint8_t *data, sg_emit_env *env)
+static unsigned sg_emit_shim(unsigned which, uint8_t *code, uint8_t *data, sg_emit_env *env)
 {
-    (void)data;
-    (void)env;
-    memcpy(code, sg_code_shim, 104);
-    return 0;
+    (void)code, (void)data, (void)env; /* not every stencil uses each */
+    switch (which) {
+    case 0: { /* tinyvm_shim */
+        memcpy(code, sg_code_shim, 104);
+        return 0;
+    }
+    default: return SG_EMIT_UNKNOWN;
+    }
 }
 
-static const sg_stencil sg_shim = {"tinyvm_shim", sg_code_shim, 104, NULL, 0, 1, NULL, 0, NULL, 0, 0, sg_emit_shim};
+static const sg_stencil sg_shim = {"tinyvm_shim", sg_code_shim, 104, NULL, 0, 1, NULL, 0, NULL, 0, 0, sg_emit_shim, 0};
 #define SG_SHIM_ENTRY 0 /* offset of tinyvm_shim in sg_shim.code */
 
 /* Unwind facts, all derived from the shim's compiled .eh_frame. No stencil

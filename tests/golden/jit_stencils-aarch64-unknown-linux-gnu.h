@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "stencilrt_abi.h"
-#if SG_ABI_VERSION != 6 /* the stencil ABI this header was written for */
+#if SG_ABI_VERSION != 7 /* the stencil ABI this header was written for */
 #error "jit_stencils-aarch64-unknown-linux-gnu.h: stencilrt_abi.h is another ABI version; regenerate this header"
 #endif
 
@@ -81,22 +81,6 @@ static const sg_hole sg_code_holes_push_operand[4] = {
     {0x10, SG_PATCH_AARCH64_MOVW_G0_NC, SG_VALUE_OPERAND, 0, 0}, /* R_AARCH64_MOVW_UABS_G0_NC _JIT_OPERAND0 */
 };
 
-static unsigned sg_emit_push_operand(uint8_t *code, uint8_t *data, sg_emit_env *env)
-{
-    (void)data;
-    const uint64_t at = (uintptr_t)code + env->delta;
-    memcpy(code, sg_code_push_operand, 28);
-    if (sg_patch_AARCH64_MOVW_G3(code + 0x4, at + 0x4, env->operand[0]))
-        return 1;
-    if (sg_patch_AARCH64_MOVW_G2_NC(code + 0x8, at + 0x8, env->operand[0]))
-        return 2;
-    if (sg_patch_AARCH64_MOVW_G1_NC(code + 0xc, at + 0xc, env->operand[0]))
-        return 3;
-    if (sg_patch_AARCH64_MOVW_G0_NC(code + 0x10, at + 0x10, env->operand[0]))
-        return 4;
-    return 0;
-}
-
 /* branch_if_zero - ops.c:10:1
  *   0000: 5f 24 03 d5                    bti c
  *   0004: e8 03 16 aa                    mov x8, x22
@@ -115,18 +99,6 @@ static const sg_hole sg_code_holes_branch_if_zero[2] = {
     {0x10, SG_PATCH_AARCH64_BRANCH26, SG_VALUE_CONTINUE, 0, 0}, /* R_AARCH64_JUMP26 _JIT_CONTINUE */
     {0x14, SG_PATCH_AARCH64_BRANCH26, SG_VALUE_JUMP_TARGET, 0, 0}, /* R_AARCH64_JUMP26 _JIT_JUMP_TARGET */
 };
-
-static unsigned sg_emit_branch_if_zero(uint8_t *code, uint8_t *data, sg_emit_env *env)
-{
-    (void)data;
-    const uint64_t at = (uintptr_t)code + env->delta;
-    memcpy(code, sg_code_branch_if_zero, 24);
-    if (sg_patch_AARCH64_BRANCH26(code + 0x10, at + 0x10, at + 24))
-        return 1;
-    if (sg_patch_AARCH64_BRANCH26(code + 0x14, at + 0x14, env->target))
-        return 2;
-    return 0;
-}
 
 /* print - ops.c:19:1
  *   0000: 3f 23 03 d5                    paciasp
@@ -153,18 +125,6 @@ static const sg_hole sg_code_holes_print[2] = {
     {0x14, SG_PATCH_AARCH64_GOT_LO12, SG_VALUE_SYMBOL, 1, 0}, /* R_AARCH64_LD64_GOT_LO12_NC vm_print */
 };
 
-static unsigned sg_emit_print(uint8_t *code, uint8_t *data, sg_emit_env *env)
-{
-    (void)data;
-    const uint64_t at = (uintptr_t)code + env->delta;
-    memcpy(code, sg_code_print, 40);
-    if (sg_patch_AARCH64_GOT_ADRP(code + 0x8, at + 0x8, env->symbol_got[SG_SYM_vm_print]))
-        return 1;
-    if (sg_patch_AARCH64_GOT_LO12(code + 0x14, at + 0x14, env->symbol_got[SG_SYM_vm_print]))
-        return 2;
-    return 0;
-}
-
 /* square_small - ops.c:27:1
  *   0000: 5f 24 03 d5                    bti c
  *   0004: c8 0a 40 92                    and x8, x22, #0x7
@@ -190,18 +150,6 @@ static const sg_hole sg_code_holes_square_small[2] = {
     {0x8, SG_PATCH_AARCH64_ADRP, SG_VALUE_DATA, 0, 0}, /* R_AARCH64_ADR_PREL_PG_HI21 .rodata */
     {0xc, SG_PATCH_AARCH64_ADD_LO12, SG_VALUE_DATA, 0, 0}, /* R_AARCH64_ADD_ABS_LO12_NC .rodata */
 };
-
-static unsigned sg_emit_square_small(uint8_t *code, uint8_t *data, sg_emit_env *env)
-{
-    const uint64_t at = (uintptr_t)code + env->delta;
-    const uint64_t data_at = (uintptr_t)data + env->delta;
-    memcpy(code, sg_code_square_small, 20);
-    if (sg_patch_AARCH64_ADRP(code + 0x8, at + 0x8, data_at))
-        return 1;
-    if (sg_patch_AARCH64_ADD_LO12(code + 0xc, at + 0xc, data_at))
-        return 2;
-    return 0;
-}
 
 /* trap - ops.c:33:1
  *   0000: 3f 23 03 d5                    paciasp
@@ -232,22 +180,6 @@ static const sg_hole sg_code_holes_trap[4] = {
     {0x18, SG_PATCH_AARCH64_GOT_LO12, SG_VALUE_SYMBOL, 3, 0}, /* R_AARCH64_LD64_GOT_LO12_NC vm_trap */
 };
 
-static unsigned sg_emit_trap(uint8_t *code, uint8_t *data, sg_emit_env *env)
-{
-    const uint64_t at = (uintptr_t)code + env->delta;
-    const uint64_t data_at = (uintptr_t)data + env->delta;
-    memcpy(code, sg_code_trap, 32);
-    if (sg_patch_AARCH64_GOT_ADRP(code + 0x8, at + 0x8, env->symbol_got[SG_SYM_vm_trap]))
-        return 1;
-    if (sg_patch_AARCH64_ADRP(code + 0x10, at + 0x10, data_at))
-        return 2;
-    if (sg_patch_AARCH64_ADD_LO12(code + 0x14, at + 0x14, data_at))
-        return 3;
-    if (sg_patch_AARCH64_GOT_LO12(code + 0x18, at + 0x18, env->symbol_got[SG_SYM_vm_trap]))
-        return 4;
-    return 0;
-}
-
 /* ret - ops.c:40:1
  *   0000: 5f 24 03 d5                    bti c
  *   0004: e0 03 16 aa                    mov x0, x22
@@ -257,23 +189,83 @@ static const uint8_t sg_code_ret[12] = {
     0x5f, 0x24, 0x03, 0xd5, 0xe0, 0x03, 0x16, 0xaa, 0xc0, 0x03, 0x5f, 0xd6,
 };
 
-static unsigned sg_emit_ret(uint8_t *code, uint8_t *data, sg_emit_env *env)
+static unsigned sg_emit_ops0(unsigned which, uint8_t *code, uint8_t *data, sg_emit_env *env)
 {
-    (void)data;
-    (void)env;
-    memcpy(code, sg_code_ret, 12);
-    return 0;
+    (void)code, (void)data, (void)env; /* not every stencil uses each */
+    switch (which) {
+    case 0: { /* push_operand */
+        const uint64_t at = (uintptr_t)code + env->delta;
+        memcpy(code, sg_code_push_operand, 28);
+        if (sg_patch_AARCH64_MOVW_G3(code + 0x4, at + 0x4, env->operand[0]))
+            return 1;
+        if (sg_patch_AARCH64_MOVW_G2_NC(code + 0x8, at + 0x8, env->operand[0]))
+            return 2;
+        if (sg_patch_AARCH64_MOVW_G1_NC(code + 0xc, at + 0xc, env->operand[0]))
+            return 3;
+        if (sg_patch_AARCH64_MOVW_G0_NC(code + 0x10, at + 0x10, env->operand[0]))
+            return 4;
+        return 0;
+    }
+    case 1: { /* branch_if_zero */
+        const uint64_t at = (uintptr_t)code + env->delta;
+        memcpy(code, sg_code_branch_if_zero, 24);
+        if (sg_patch_AARCH64_BRANCH26(code + 0x10, at + 0x10, at + 24))
+            return 1;
+        if (sg_patch_AARCH64_BRANCH26(code + 0x14, at + 0x14, env->target))
+            return 2;
+        return 0;
+    }
+    case 2: { /* print */
+        const uint64_t at = (uintptr_t)code + env->delta;
+        memcpy(code, sg_code_print, 40);
+        if (sg_patch_AARCH64_GOT_ADRP(code + 0x8, at + 0x8, env->symbol_got[SG_SYM_vm_print]))
+            return 1;
+        if (sg_patch_AARCH64_GOT_LO12(code + 0x14, at + 0x14, env->symbol_got[SG_SYM_vm_print]))
+            return 2;
+        return 0;
+    }
+    case 3: { /* square_small */
+        const uint64_t at = (uintptr_t)code + env->delta;
+        const uint64_t data_at = (uintptr_t)data + env->delta;
+        memcpy(code, sg_code_square_small, 20);
+        if (sg_patch_AARCH64_ADRP(code + 0x8, at + 0x8, data_at))
+            return 1;
+        if (sg_patch_AARCH64_ADD_LO12(code + 0xc, at + 0xc, data_at))
+            return 2;
+        return 0;
+    }
+    case 4: { /* trap */
+        const uint64_t at = (uintptr_t)code + env->delta;
+        const uint64_t data_at = (uintptr_t)data + env->delta;
+        memcpy(code, sg_code_trap, 32);
+        if (sg_patch_AARCH64_GOT_ADRP(code + 0x8, at + 0x8, env->symbol_got[SG_SYM_vm_trap]))
+            return 1;
+        if (sg_patch_AARCH64_ADRP(code + 0x10, at + 0x10, data_at))
+            return 2;
+        if (sg_patch_AARCH64_ADD_LO12(code + 0x14, at + 0x14, data_at))
+            return 3;
+        if (sg_patch_AARCH64_GOT_LO12(code + 0x18, at + 0x18, env->symbol_got[SG_SYM_vm_trap]))
+            return 4;
+        return 0;
+    }
+    case 5: { /* ret */
+        memcpy(code, sg_code_ret, 12);
+        return 0;
+    }
+    default: return SG_EMIT_UNKNOWN;
+    }
 }
 
 /* Fields: name, code, code_size, data, data_size, data_align, code_holes,
- * code_hole_count, data_holes, data_hole_count, falls_through, emit. */
+ * code_hole_count, data_holes, data_hole_count, falls_through, emit,
+ * emit_case. */
 static const sg_stencil sg_stencils[SG_OP__COUNT] = {
-    /* SG_OP_push_operand */ {"push_operand", sg_code_push_operand, 28, NULL, 0, 1, sg_code_holes_push_operand, 4, NULL, 0, 1, sg_emit_push_operand},
-    /* SG_OP_branch_if_zero */ {"branch_if_zero", sg_code_branch_if_zero, 24, NULL, 0, 1, sg_code_holes_branch_if_zero, 2, NULL, 0, 0, sg_emit_branch_if_zero},
-    /* SG_OP_print */ {"print", sg_code_print, 40, NULL, 0, 1, sg_code_holes_print, 2, NULL, 0, 1, sg_emit_print},
-    /* SG_OP_square_small */ {"square_small", sg_code_square_small, 20, sg_data_square_small, 64, 8, sg_code_holes_square_small, 2, NULL, 0, 1, sg_emit_square_small},
-    /* SG_OP_trap */ {"trap", sg_code_trap, 32, sg_data_trap, 16, 1, sg_code_holes_trap, 4, NULL, 0, 0, sg_emit_trap},
-    /* SG_OP_ret */ {"ret", sg_code_ret, 12, NULL, 0, 1, NULL, 0, NULL, 0, 0, sg_emit_ret},
+    /* SG_OP_push_operand */ {"push_operand", sg_code_push_operand, 28, NULL, 0, 1, sg_code_holes_push_operand, 4, NULL, 0, 1, sg_emit_ops0, 0},
+    /* SG_OP_branch_if_zero */ {"branch_if_zero", sg_code_branch_if_zero, 24, NULL, 0, 1, sg_code_holes_branch_if_zero, 2, NULL, 0, 0, sg_emit_ops0, 1},
+    /* SG_OP_print */ {"print", sg_code_print, 40, NULL, 0, 1, sg_code_holes_print, 2, NULL, 0, 1, sg_emit_ops0, 2},
+    /* SG_OP_square_small */ {"square_small", sg_code_square_small, 20, sg_data_square_small, 64, 8, sg_code_holes_square_small, 2, NULL, 0, 1, sg_emit_ops0, 3},
+    /* SG_OP_trap */ {"trap", sg_code_trap, 32, sg_data_trap, 16, 1, sg_code_holes_trap, 4, NULL, 0, 0, sg_emit_ops0, 4},
+    /* SG_OP_ret */ {"ret", sg_code_ret, 12, NULL, 0, 1, NULL, 0, NULL, 0, 0, sg_emit_ops0, 5},
 };
 
 /* The shim: the C function that calls into JIT code. */
@@ -317,15 +309,19 @@ static const uint8_t sg_code_shim[112] = {
     0xed, 0x33, 0x41, 0x6d, 0xef, 0x3b, 0xca, 0x6c, 0xbf, 0x23, 0x03, 0xd5, 0xc0, 0x03, 0x5f, 0xd6,
 };
 
-static unsigned sg_emit_shim(uint8_t *code, uint8_t *data, sg_emit_env *env)
+static unsigned sg_emit_shim(unsigned which, uint8_t *code, uint8_t *data, sg_emit_env *env)
 {
-    (void)data;
-    (void)env;
-    memcpy(code, sg_code_shim, 112);
-    return 0;
+    (void)code, (void)data, (void)env; /* not every stencil uses each */
+    switch (which) {
+    case 0: { /* tinyvm_shim */
+        memcpy(code, sg_code_shim, 112);
+        return 0;
+    }
+    default: return SG_EMIT_UNKNOWN;
+    }
 }
 
-static const sg_stencil sg_shim = {"tinyvm_shim", sg_code_shim, 112, NULL, 0, 1, NULL, 0, NULL, 0, 0, sg_emit_shim};
+static const sg_stencil sg_shim = {"tinyvm_shim", sg_code_shim, 112, NULL, 0, 1, NULL, 0, NULL, 0, 0, sg_emit_shim, 0};
 #define SG_SHIM_ENTRY 0 /* offset of tinyvm_shim in sg_shim.code */
 
 /* Unwind facts, all derived from the shim's compiled .eh_frame. No stencil

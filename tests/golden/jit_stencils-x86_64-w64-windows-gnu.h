@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "stencilrt_abi.h"
-#if SG_ABI_VERSION != 6 /* the stencil ABI this header was written for */
+#if SG_ABI_VERSION != 7 /* the stencil ABI this header was written for */
 #error "jit_stencils-x86_64-w64-windows-gnu.h: stencilrt_abi.h is another ABI version; regenerate this header"
 #endif
 
@@ -71,16 +71,6 @@ static const sg_hole sg_code_holes_push_operand[1] = {
     {0xa, SG_PATCH_ABS64, SG_VALUE_OPERAND, 0, 0}, /* IMAGE_REL_AMD64_ADDR64 _JIT_OPERAND0 */
 };
 
-static unsigned sg_emit_push_operand(uint8_t *code, uint8_t *data, sg_emit_env *env)
-{
-    (void)data;
-    const uint64_t at = (uintptr_t)code + env->delta;
-    memcpy(code, sg_code_push_operand, 18);
-    if (sg_patch_ABS64(code + 0xa, at + 0xa, env->operand[0]))
-        return 1;
-    return 0;
-}
-
 /* branch_if_zero - ops.c:10:1
  *   0000: 4c 89 f0                       movq %r14, %rax
  *   0003: 4d 8b 75 f8                    movq -8(%r13), %r14
@@ -100,18 +90,6 @@ static const sg_hole sg_code_holes_branch_if_zero[2] = {
     {0x15, SG_PATCH_X86_BRANCH32, SG_VALUE_JUMP_TARGET, 0, -4}, /* IMAGE_REL_AMD64_REL32 _JIT_JUMP_TARGET */
 };
 
-static unsigned sg_emit_branch_if_zero(uint8_t *code, uint8_t *data, sg_emit_env *env)
-{
-    (void)data;
-    const uint64_t at = (uintptr_t)code + env->delta;
-    memcpy(code, sg_code_branch_if_zero, 25);
-    if (sg_patch_X86_BRANCH32(code + 0x10, at + 0x10, at + 25 - 0x4u))
-        return 1;
-    if (sg_patch_X86_BRANCH32(code + 0x15, at + 0x15, env->target - 0x4u))
-        return 2;
-    return 0;
-}
-
 /* print - ops.c:19:1
  *   0000: 48 83 ec 28                    subq $40, %rsp
  *   0004: 4c 89 f2                       movq %r14, %rdx
@@ -129,16 +107,6 @@ static const uint8_t sg_code_print[22] = {
 static const sg_hole sg_code_holes_print[1] = {
     {0xb, SG_PATCH_X86_BRANCH32, SG_VALUE_SYMBOL, 1, -4}, /* IMAGE_REL_AMD64_REL32 vm_print */
 };
-
-static unsigned sg_emit_print(uint8_t *code, uint8_t *data, sg_emit_env *env)
-{
-    (void)data;
-    const uint64_t at = (uintptr_t)code + env->delta;
-    memcpy(code, sg_code_print, 22);
-    if (sg_patch_veneered(code + 0xb, at + 0xb, SG_PATCH_X86_BRANCH32, (uintptr_t)env->symbol[SG_SYM_vm_print] - 0x4u, env))
-        return 1;
-    return 0;
-}
 
 /* square_small - ops.c:27:1
  *   0000: 41 83 e6 07                    andl $7, %r14d
@@ -161,16 +129,6 @@ static const sg_hole sg_code_holes_square_small[1] = {
     {0x7, SG_PATCH_PCREL32, SG_VALUE_DATA, 0, -4}, /* IMAGE_REL_AMD64_REL32 squares */
 };
 
-static unsigned sg_emit_square_small(uint8_t *code, uint8_t *data, sg_emit_env *env)
-{
-    const uint64_t at = (uintptr_t)code + env->delta;
-    const uint64_t data_at = (uintptr_t)data + env->delta;
-    memcpy(code, sg_code_square_small, 15);
-    if (sg_patch_PCREL32(code + 0x7, at + 0x7, data_at - 0x4u))
-        return 1;
-    return 0;
-}
-
 /* trap - ops.c:33:1
  *   0000: 48 83 ec 28                    subq $40, %rsp
  *   0004: 4c 89 e1                       movq %r12, %rcx
@@ -192,18 +150,6 @@ static const sg_hole sg_code_holes_trap[2] = {
     {0xf, SG_PATCH_X86_BRANCH32, SG_VALUE_SYMBOL, 3, -4}, /* IMAGE_REL_AMD64_REL32 vm_trap */
 };
 
-static unsigned sg_emit_trap(uint8_t *code, uint8_t *data, sg_emit_env *env)
-{
-    const uint64_t at = (uintptr_t)code + env->delta;
-    const uint64_t data_at = (uintptr_t)data + env->delta;
-    memcpy(code, sg_code_trap, 19);
-    if (sg_patch_PCREL32(code + 0xa, at + 0xa, data_at - 0x4u))
-        return 1;
-    if (sg_patch_veneered(code + 0xf, at + 0xf, SG_PATCH_X86_BRANCH32, (uintptr_t)env->symbol[SG_SYM_vm_trap] - 0x4u, env))
-        return 2;
-    return 0;
-}
-
 /* ret - ops.c:40:1
  *   0000: 4c 89 f0                       movq %r14, %rax
  *   0003: c3                             retq
@@ -212,23 +158,69 @@ static const uint8_t sg_code_ret[4] = {
     0x4c, 0x89, 0xf0, 0xc3,
 };
 
-static unsigned sg_emit_ret(uint8_t *code, uint8_t *data, sg_emit_env *env)
+static unsigned sg_emit_ops0(unsigned which, uint8_t *code, uint8_t *data, sg_emit_env *env)
 {
-    (void)data;
-    (void)env;
-    memcpy(code, sg_code_ret, 4);
-    return 0;
+    (void)code, (void)data, (void)env; /* not every stencil uses each */
+    switch (which) {
+    case 0: { /* push_operand */
+        const uint64_t at = (uintptr_t)code + env->delta;
+        memcpy(code, sg_code_push_operand, 18);
+        if (sg_patch_ABS64(code + 0xa, at + 0xa, env->operand[0]))
+            return 1;
+        return 0;
+    }
+    case 1: { /* branch_if_zero */
+        const uint64_t at = (uintptr_t)code + env->delta;
+        memcpy(code, sg_code_branch_if_zero, 25);
+        if (sg_patch_X86_BRANCH32(code + 0x10, at + 0x10, at + 25 - 0x4u))
+            return 1;
+        if (sg_patch_X86_BRANCH32(code + 0x15, at + 0x15, env->target - 0x4u))
+            return 2;
+        return 0;
+    }
+    case 2: { /* print */
+        const uint64_t at = (uintptr_t)code + env->delta;
+        memcpy(code, sg_code_print, 22);
+        if (sg_patch_veneered(code + 0xb, at + 0xb, SG_PATCH_X86_BRANCH32, (uintptr_t)env->symbol[SG_SYM_vm_print] - 0x4u, env))
+            return 1;
+        return 0;
+    }
+    case 3: { /* square_small */
+        const uint64_t at = (uintptr_t)code + env->delta;
+        const uint64_t data_at = (uintptr_t)data + env->delta;
+        memcpy(code, sg_code_square_small, 15);
+        if (sg_patch_PCREL32(code + 0x7, at + 0x7, data_at - 0x4u))
+            return 1;
+        return 0;
+    }
+    case 4: { /* trap */
+        const uint64_t at = (uintptr_t)code + env->delta;
+        const uint64_t data_at = (uintptr_t)data + env->delta;
+        memcpy(code, sg_code_trap, 19);
+        if (sg_patch_PCREL32(code + 0xa, at + 0xa, data_at - 0x4u))
+            return 1;
+        if (sg_patch_veneered(code + 0xf, at + 0xf, SG_PATCH_X86_BRANCH32, (uintptr_t)env->symbol[SG_SYM_vm_trap] - 0x4u, env))
+            return 2;
+        return 0;
+    }
+    case 5: { /* ret */
+        memcpy(code, sg_code_ret, 4);
+        return 0;
+    }
+    default: return SG_EMIT_UNKNOWN;
+    }
 }
 
 /* Fields: name, code, code_size, data, data_size, data_align, code_holes,
- * code_hole_count, data_holes, data_hole_count, falls_through, emit. */
+ * code_hole_count, data_holes, data_hole_count, falls_through, emit,
+ * emit_case. */
 static const sg_stencil sg_stencils[SG_OP__COUNT] = {
-    /* SG_OP_push_operand */ {"push_operand", sg_code_push_operand, 18, NULL, 0, 1, sg_code_holes_push_operand, 1, NULL, 0, 1, sg_emit_push_operand},
-    /* SG_OP_branch_if_zero */ {"branch_if_zero", sg_code_branch_if_zero, 25, NULL, 0, 1, sg_code_holes_branch_if_zero, 2, NULL, 0, 0, sg_emit_branch_if_zero},
-    /* SG_OP_print */ {"print", sg_code_print, 22, NULL, 0, 1, sg_code_holes_print, 1, NULL, 0, 1, sg_emit_print},
-    /* SG_OP_square_small */ {"square_small", sg_code_square_small, 15, sg_data_square_small, 64, 16, sg_code_holes_square_small, 1, NULL, 0, 1, sg_emit_square_small},
-    /* SG_OP_trap */ {"trap", sg_code_trap, 19, sg_data_trap, 16, 1, sg_code_holes_trap, 2, NULL, 0, 0, sg_emit_trap},
-    /* SG_OP_ret */ {"ret", sg_code_ret, 4, NULL, 0, 1, NULL, 0, NULL, 0, 0, sg_emit_ret},
+    /* SG_OP_push_operand */ {"push_operand", sg_code_push_operand, 18, NULL, 0, 1, sg_code_holes_push_operand, 1, NULL, 0, 1, sg_emit_ops0, 0},
+    /* SG_OP_branch_if_zero */ {"branch_if_zero", sg_code_branch_if_zero, 25, NULL, 0, 1, sg_code_holes_branch_if_zero, 2, NULL, 0, 0, sg_emit_ops0, 1},
+    /* SG_OP_print */ {"print", sg_code_print, 22, NULL, 0, 1, sg_code_holes_print, 1, NULL, 0, 1, sg_emit_ops0, 2},
+    /* SG_OP_square_small */ {"square_small", sg_code_square_small, 15, sg_data_square_small, 64, 16, sg_code_holes_square_small, 1, NULL, 0, 1, sg_emit_ops0, 3},
+    /* SG_OP_trap */ {"trap", sg_code_trap, 19, sg_data_trap, 16, 1, sg_code_holes_trap, 2, NULL, 0, 0, sg_emit_ops0, 4},
+    /* SG_OP_ret */ {"ret", sg_code_ret, 4, NULL, 0, 1, NULL, 0, NULL, 0, 0, sg_emit_ops0, 5},
 };
 
 /* The shim: the C function that calls into JIT code. */
@@ -291,15 +283,19 @@ static const uint8_t sg_code_shim[155] = {
     0x5e, 0x41, 0x5c, 0x41, 0x5d, 0x41, 0x5e, 0x41, 0x5f, 0x5d, 0xc3,
 };
 
-static unsigned sg_emit_shim(uint8_t *code, uint8_t *data, sg_emit_env *env)
+static unsigned sg_emit_shim(unsigned which, uint8_t *code, uint8_t *data, sg_emit_env *env)
 {
-    (void)data;
-    (void)env;
-    memcpy(code, sg_code_shim, 155);
-    return 0;
+    (void)code, (void)data, (void)env; /* not every stencil uses each */
+    switch (which) {
+    case 0: { /* tinyvm_shim */
+        memcpy(code, sg_code_shim, 155);
+        return 0;
+    }
+    default: return SG_EMIT_UNKNOWN;
+    }
 }
 
-static const sg_stencil sg_shim = {"tinyvm_shim", sg_code_shim, 155, NULL, 0, 1, NULL, 0, NULL, 0, 0, sg_emit_shim};
+static const sg_stencil sg_shim = {"tinyvm_shim", sg_code_shim, 155, NULL, 0, 1, NULL, 0, NULL, 0, 0, sg_emit_shim, 0};
 #define SG_SHIM_ENTRY 0 /* offset of tinyvm_shim in sg_shim.code */
 
 /* Unwind facts, all derived from the shim's compiled .pdata/.xdata (Windows

@@ -295,6 +295,29 @@ def test_aarch64_generated_emitters_match_tables(ctx):
     check(want <= kinds, "patch kinds never generated: %s", sorted(want - kinds))
 
 
+def test_aarch64_corpus_emitters_match_tables(ctx):
+    """tests/unit/test_emit.c under qemu on every stencil of a 200-op corpus
+    (tests/bench/make_corpus.py, for AArch64): its grouped generated emitters
+    and the table-driven patcher give the same bytes, every op emitted."""
+    xb = cross_build(ctx)
+    corpus = os.path.join(ctx.tmp, "corpus")
+    ctx.run([sys.executable, ctx.path("tests", "bench", "make_corpus.py"), corpus, "--ops",
+             "200"], timeout=60, check=True)
+    manifest = os.path.join(corpus, "corpus.yaml")
+    write(manifest, read(manifest).replace("x86_64-unknown-linux-gnu", A64))
+    out = os.path.join(ctx.tmp, "emit-corpus")
+    ctx.build_stencils(manifest, out, "--target", A64, "-j2", timeout=T)
+    exe = os.path.join(ctx.tmp, "test_emit-corpus")
+    ctx.run([CC, "-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", "-D_GNU_SOURCE",
+             "-I", out, "-I", ctx.path("runtime"), ctx.path("tests", "unit", "test_emit.c"),
+             os.path.join(xb, "runtime", "libstencilrt.a"), "-lpthread", "-o", exe],
+            check=True, timeout=T)
+    p = qemu(ctx, [exe, "2000"], timeout=T)
+    m = re.search(r"^(\d+) passed, (\d+) failed$", p.stdout, re.M)
+    check(p.returncode == 0 and m and m.group(2) == "0" and ", 0 ops never" in p.stdout,
+          "corpus: exit %d\n%s%s", p.returncode, p.stdout[-3000:], p.stderr[-2000:])
+
+
 def test_aarch64_range_and_alignment_checks(ctx):
     """Every checked hole kind refuses a value just out of its range with
     SR_ERANGE (naming the op) and accepts the value at the edge."""

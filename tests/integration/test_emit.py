@@ -4,8 +4,9 @@ the same status, message and bytes. (The bundled set runs as a unit program;
 the AArch64 fixtures run under qemu in test_aarch64_qemu.py.)"""
 import os
 import re
+import sys
 
-from sgtest import X86_MANIFESTS, check, patch_kinds
+from sgtest import X86_MANIFESTS, check, patch_kinds, read, write
 
 ASAN = False
 TRIPLE = "x86_64-unknown-linux-gnu"
@@ -39,3 +40,46 @@ def test_generated_emitters_match_tables_on_fixtures(ctx):
             kinds |= set(re.findall(r"sg_patch_\w+(?=\(code|\(data)", f.read()))
     want = {"sg_patch_" + k for k in patch_kinds() if not k.startswith("AARCH64_")}
     check(want <= kinds, "patch kinds never generated: %s", sorted(want - kinds))
+
+
+def corpus_manifest(ctx, ops, triple):
+    """tests/bench/make_corpus.py's corpus of `ops` ops, for `triple` alone."""
+    corpus = os.path.join(ctx.tmp, "corpus-%d-%s" % (ops, triple))
+    ctx.run([sys.executable, ctx.path("tests", "bench", "make_corpus.py"), corpus, "--ops",
+             str(ops)], timeout=60, check=True)
+    manifest = os.path.join(corpus, "corpus.yaml")
+    text = read(manifest)
+    check("x86_64-unknown-linux-gnu" in text, "make_corpus.py names no x86-64 target")
+    write(manifest, text.replace("x86_64-unknown-linux-gnu", triple))
+    return manifest
+
+
+def test_corpus_emitters_match_tables(ctx):
+    """Every stencil of a 200-op corpus (four emitter functions, a partial one
+    last) written by its generated emitter and by the table-driven patcher:
+    the same bytes, on random programs that use every op (the AArch64 twin is
+    test_aarch64_qemu::test_aarch64_corpus_emitters_match_tables)."""
+    out = emit_differential(ctx, "corpus", corpus_manifest(ctx, 200, TRIPLE))
+    check("ops never in an emitted one" in out and ", 0 ops never" in out,
+          "not every corpus op was emitted both ways:\n%s", out[-2000:])
+
+
+def emitter_functions(header):
+    """The emitter functions a generated header defines."""
+    return re.findall(r"^static unsigned (sg_emit_\w+)\(", read(header), re.M)
+
+
+def test_emitter_functions_stay_grouped(ctx):
+    """A VM compiles the header on every build and gcc -O2 pays about 1 ms per
+    function, even an empty one (docs/build.md, "What a header holds"): the
+    ops' emitters come 64 to a function, so 300 ops get 5 and the shim 1,
+    where one per stencil made 301."""
+    out = os.path.join(ctx.tmp, "grouped")
+    ctx.build_stencils(corpus_manifest(ctx, 300, TRIPLE), out, "-j2", timeout=600)
+    header = os.path.join(out, "jit_stencils-%s.h" % TRIPLE)
+    fns = emitter_functions(header)
+    want = ["sg_emit_ops%d" % k for k in range(5)] + ["sg_emit_shim"]
+    check(fns == want, "emitter functions of a 300-op header: %d (%s ...), want %d",
+          len(fns), ", ".join(fns[:4]), len(want))
+    cases = re.findall(r"^    case (\d+): \{ /\* (\w+) \*/$", read(header), re.M)
+    check(len(cases) == 301, "%d emitter cases, want 300 ops and the shim", len(cases))

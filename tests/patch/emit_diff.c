@@ -100,7 +100,7 @@ static int emit(int argc, char **argv)
                        .symbol_got = symbol_got,
                        .got_free = got + 8 * SG_SYM__COUNT,
                        .veneer = no_veneer};
-    unsigned bad = st->emit ? st->emit(code, data, &env) : 0;
+    unsigned bad = st->emit ? st->emit(st->emit_case, code, data, &env) : 0;
     if (!st->emit)
         memcpy(code, st->code, st->code_size);
     if (bad)

@@ -77,9 +77,9 @@ static sr_stencil_set make_set(void)
     for (size_t i = 0; i < SG_OP__COUNT; i++)
         stencils[i] = sg_stencils[i];
     stencils[SG_OP__COUNT] =
-        (sg_stencil){"pad", pad_code, sizeof pad_code, NULL, 0, 1, NULL, 0, NULL, 0, 1, NULL};
+        (sg_stencil){"pad", pad_code, sizeof pad_code, NULL, 0, 1, NULL, 0, NULL, 0, 1, NULL, 0};
     stencils[SG_OP__COUNT + 1] =
-        (sg_stencil){"end", end_code, sizeof end_code, NULL, 0, 1, NULL, 0, NULL, 0, 0, NULL};
+        (sg_stencil){"end", end_code, sizeof end_code, NULL, 0, 1, NULL, 0, NULL, 0, 0, NULL, 0};
     set.stencils = stencils;
     set.count = SG_OP__COUNT + 2;
     return set;

@@ -277,7 +277,7 @@ int main(int argc, char **argv)
     set = header_set;
     memcpy(stencils, header_set.stencils, sizeof sg_stencils);
     stencils[SG_OP__COUNT] = (sg_stencil){"end", end_code, sizeof end_code, NULL, 0, 1,
-                                          NULL, 0, NULL, 0, 0, NULL};
+                                          NULL, 0, NULL, 0, 0, NULL, 0};
     set.stencils = stencils;
     set.count = SG_OP__COUNT + 1;
     generated_in_use();

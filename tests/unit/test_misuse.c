@@ -321,8 +321,8 @@ static int wrapping_stencil(size_t code, size_t data, size_t align)
                                      0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90};
     static const uint8_t ret[1] = {0xc3};
     sg_stencil ops[2] = {
-        {"nops", nops, sizeof nops, NULL, 0, 1, NULL, 0, NULL, 0, 1, NULL},
-        {"wraps", ret, code, data ? ret : NULL, data, align, NULL, 0, NULL, 0, 0, NULL},
+        {"nops", nops, sizeof nops, NULL, 0, 1, NULL, 0, NULL, 0, 1, NULL, 0},
+        {"wraps", ret, code, data ? ret : NULL, data, align, NULL, 0, NULL, 0, 0, NULL, 0},
     };
     sr_stencil_set set = rt_set;
     set.stencils = ops;

@@ -320,8 +320,8 @@ static void patch_refusals_keep_the_code(void)
     static const sg_hole got_hole[] = {{3, SG_PATCH_GOTPCREL32, SG_VALUE_OPERAND, 0, -4}};
     static const sg_hole imm_hole[] = {{1, SG_PATCH_ABS32, SG_VALUE_OPERAND, 0, 0}};
     static const sg_stencil ops[] = {
-        {"got_operand", got_code, sizeof got_code, NULL, 0, 1, got_hole, 1, NULL, 0, 0, NULL},
-        {"imm32_operand", imm_code, sizeof imm_code, NULL, 0, 1, imm_hole, 1, NULL, 0, 0, NULL},
+        {"got_operand", got_code, sizeof got_code, NULL, 0, 1, got_hole, 1, NULL, 0, 0, NULL, 0},
+        {"imm32_operand", imm_code, sizeof imm_code, NULL, 0, 1, imm_hole, 1, NULL, 0, 0, NULL, 0},
     };
     sr_stencil_set set = rt_set;
     set.stencils = ops;
@@ -348,6 +348,32 @@ static void patch_refusals_keep_the_code(void)
                   "patch: a value that fits is patched");
     rt_result(!memcmp((const uint8_t *)sr_executor_entry(i) + 1, "\xfe\xff\xff\xff", 4),
               "patch: ... into the immediate", "");
+    sr_runtime_destroy(rt);
+}
+
+/* A stencil whose emitter does not write its emit_case (a hand-made
+ * sg_stencil, an edited header) is an error naming the op and the case,
+ * not a copy of some other stencil. */
+static void unknown_emit_case_is_refused(void)
+{
+    sg_stencil ret = sg_stencils[SG_OP_ret];
+    ret.emit_case = 1000; /* the bundled set's emitters write cases 0 .. SG_OP__COUNT - 1 */
+    sr_stencil_set set = rt_set;
+    set.stencils = &ret;
+    set.count = 1;
+    sr_runtime *rt;
+    sr_executor *ex = NULL;
+    static const sr_instr prog[] = {{0, 0, {0}}};
+    if (sr_runtime_create(&set, rt_symbols, NULL, &rt) != SR_OK) {
+        rt_result(false, "emit: set-up of an unknown emit_case", sr_last_error());
+        return;
+    }
+    sr_status st = sr_emit(rt, prog, 1, "unknown", &ex);
+    rt_result(st == SR_EUNSUPPORTED && strstr(sr_last_error(), "instruction 0 (ret)") &&
+                  strstr(sr_last_error(), "emit_case 1000"),
+              "emit: an emit_case its emitter does not write is refused", sr_last_error());
+    if (st == SR_OK)
+        sr_executor_free(ex);
     sr_runtime_destroy(rt);
 }
 
@@ -528,6 +554,7 @@ int main(void)
     lookup_pc();
     patch_after_emit();
     patch_refusals_keep_the_code();
+    unknown_emit_case_is_refused();
     freed_code_stops();
     code_views_probe();
     traced_process_gets_one_view();
