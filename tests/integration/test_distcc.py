@@ -12,7 +12,7 @@ import socket
 import sys
 
 from engines import pid_from, stop, vm_project
-from sgtest import TRIPLE, TestFailure, check, read
+from sgtest import TRIPLE, check, read
 
 ASAN = False  # the daemons compile: the sanitized generator adds nothing here
 
@@ -208,5 +208,45 @@ def test_distcc_fallback_is_caught_by_the_log_check(ctx):
         check(headers(out, [TRIPLE]) == headers(local, [TRIPLE]), "the fallback's header differs")
         problems = remote_problems(daemons, before, compiler_runs(p.stderr))
         check(problems, "the log check passed a build that ran nothing remotely")
+    finally:
+        daemons.stop()
+
+
+def one_file_corpus(ctx, ops):
+    """The benchmark corpus's `ops` ops as one file (as in a CPython-style
+    interpreter): its manifest."""
+    corpus = os.path.join(ctx.tmp, "one")
+    ctx.run([sys.executable, ctx.path("tests", "bench", "make_corpus.py"), corpus, "--ops",
+             str(ops)], check=True)
+    d = os.path.join(corpus, "ops")
+    files = sorted(f for f in os.listdir(d) if f.endswith(".c"))
+    text = "".join(read(os.path.join(d, f)) for f in files)
+    for f in files:
+        os.remove(os.path.join(d, f))
+    with open(os.path.join(d, "all.c"), "w") as f:
+        f.write(text)
+    manifest = os.path.join(corpus, "corpus.yaml")
+    m = re.sub(r"^ops:.*?(?=^\w)", "ops: [ops/all.c]\n", read(manifest), flags=re.M | re.S)
+    with open(manifest, "w") as f:
+        f.write(m)
+    return manifest
+
+
+def test_distcc_wide_farm_batches_fill_every_slot(ctx):
+    """-j 32 (or more, beyond this machine's CPUs): 300 ops in one file are cut
+    into at least one batch a job (16-op batches, the local floor, made 19),
+    all compiled remotely."""
+    jobs = max(32, os.cpu_count() + 1)
+    manifest = one_file_corpus(ctx, 300)
+    daemons = Daemons(ctx, 4)
+    try:
+        before = daemons.compiles()
+        p = ctx.build_stencils(manifest, os.path.join(ctx.tmp, "out"), "-j", str(jobs), "--launcher",
+                               "distcc", "-v", env=distcc_env(ctx, daemons.hosts()), timeout=600)
+        runs = compiler_runs(p.stderr)
+        check(runs >= jobs + 1, "-j %d: %d compiler runs (the shim and %d batches), not one "
+              "batch a job at least", jobs, runs, runs - 1)
+        problems = remote_problems(daemons, before, runs)
+        check(not problems, "\n".join(problems))
     finally:
         daemons.stop()
