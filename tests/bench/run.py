@@ -11,6 +11,7 @@ import platform
 import re
 import resource
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -401,6 +402,60 @@ def stack_figures(build, threads=4, hz=1000, seconds=4):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def farm_rows(build, ops=3000, daemons=4, jobs=32):
+    """A cold batched build of a 3,000-op corpus: -j2 on this machine against
+    -j32 through distcc to 4 distccd on 127.0.0.1 (the same 2 cores: what the
+    farm's batching and distcc's own cost come to, not a speed-up). Remote
+    compiles are counted from the daemons' logs."""
+    stencilgen = os.path.join(build, "generator", "stencilgen")
+    tmp = tempfile.mkdtemp(prefix="sgfarm-")
+    pids = []
+    try:
+        os.chmod(tmp, 0o777)  # as root distccd runs as `nobody` and writes its log here
+        corpus = os.path.join(tmp, "corpus")
+        run([sys.executable, os.path.join(ROOT, "tests", "bench", "make_corpus.py"), corpus,
+             "--ops", str(ops)])
+        manifest, out = os.path.join(corpus, "corpus.yaml"), os.path.join(corpus, "out")
+        logs, hosts = [], []
+        for k in range(daemons):
+            with socket.socket() as sock:  # a loopback port no one listens on now
+                sock.bind(("127.0.0.1", 0))
+                port = sock.getsockname()[1]
+            log, pidfile = (os.path.join(tmp, "distccd-%d.%s" % (k, e)) for e in ("log", "pid"))
+            run(["distccd", "--daemon", "--allow", "127.0.0.1", "--listen", "127.0.0.1", "--port",
+                 str(port), "--jobs", str(jobs // daemons), "--log-file", log, "--pid-file",
+                 pidfile, "--enable-tcp-insecure", "--log-level", "info"], timeout=30)
+            for _ in range(400):
+                if os.path.exists(pidfile) and open(pidfile).read().strip().isdigit():
+                    break
+                time.sleep(0.05)
+            pids.append(int(open(pidfile).read()))
+            logs.append(log)
+            hosts.append("127.0.0.1:%d/%d" % (port, jobs // daemons))
+        cmd = [stencilgen, "build", "--manifest", manifest, "--outdir", out, "-v"]
+        local, p = timed(cmd + ["-j", "2"])
+        local_runs = int(re.search(r"(\d+) compiler runs", p.stderr).group(1))
+        shutil.rmtree(out)
+        os.makedirs(os.path.join(tmp, "distcc"))
+        env = {"DISTCC_HOSTS": " ".join(hosts), "DISTCC_DIR": os.path.join(tmp, "distcc"),
+               "DISTCC_FALLBACK": "0"}
+        farm, p = timed(cmd + ["-j", str(jobs), "--launcher", "distcc"], env=env)
+        farm_runs = int(re.search(r"(\d+) compiler runs", p.stderr).group(1))
+        remote = [len(re.findall(r"COMPILE_OK exit:0", open(log).read())) for log in logs]
+        return [("cold build, %d-op corpus: -j%d through distcc, %d daemons on 127.0.0.1 / "
+                 "-j2 local" % (ops, jobs, daemons), "%.1f / %.1f s" % (farm, local),
+                 "ratio %.2f (the same 2 cores); compiler runs %d / %d; remote compiles by "
+                 "daemon %s" % (farm / local, farm_runs, local_runs,
+                                "/".join(str(r) for r in remote)))]
+    finally:
+        for pid in pids:
+            try:
+                os.kill(pid, 15)
+            except ProcessLookupError:
+                pass
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", required=True)
@@ -424,6 +479,7 @@ def main():
                      g["cold"] / g["pipeline"], g["ops"], min(g["colds"]), max(g["colds"]),
                      min(g["pipelines"]), max(g["pipelines"]))))
     rows += batched_rows(batched_figures(build, g), g)
+    rows += farm_rows(build)
     rows.append(("no-op rebuild, 300 ops: best / median of 10", "%.0f / %.0f ms" % (
         g["noop"] * 1e3, g["noop_median"] * 1e3), ""))
     rows.append(("one-op edit rebuild / that op's compile alone (best of 3)",
