@@ -74,6 +74,9 @@ def run_one(full, fn, build, label):
     try:
         fn(ctx)
     except Exception as e:  # a test failure or a harness error: both fail the test
+        if type(e).__name__ == "Skip":  # engines.Skip: the machine lacks what it needs
+            print("skip %s%s: %s" % (full, label, e), flush=True)
+            return True
         detail = str(e) if isinstance(e, sgtest.TestFailure) else traceback.format_exc()
         print("FAIL %s%s (%.1fs)\n     %s" % (full, label, time.monotonic() - t0,
                                              detail.replace("\n", "\n     ")), flush=True)
