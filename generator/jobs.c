@@ -508,11 +508,29 @@ static size_t compile_the_alone(gen_run *run, job_set *js, done_ctx *ctx,
     return failures;
 }
 
+/* distcc's own failures (exit 100-127, not clang's) name a host only when it
+ * could not connect; one that hung up, refused the job or is backed off goes
+ * unnamed (docs/build.md, "distcc"): say which hosts it was given. */
+static void note_distcc_failure(const gen_run *run, const gen_job *job)
+{
+    const char *l = run->opt.launcher, *base = l ? strrchr(l, '/') : NULL;
+    base = base ? base + 1 : l;
+    const char *hosts = getenv("DISTCC_HOSTS");
+    if (!base || strcmp(base, "distcc") || job->status < 100 || job->status > 127)
+        return;
+    diag_note("%s: distcc could not compile it on its hosts (DISTCC_HOSTS=%s; its exit %d, "
+              "not the compiler's)", job->label, hosts ? hosts : "unset: its hosts file",
+              job->status);
+}
+
 /* A batch that does not compile fails all its ops; its errors are told
- * which op each is in (gen_job_failed, compile.h). */
+ * which op each is in (gen_job_failed, compile.h). A launcher's own failure
+ * says so. */
 static void note_batch_errors(const gen_job *job, void *data)
 {
-    batch_note_errors(((const done_ctx *)data)->js, job);
+    const done_ctx *ctx = data;
+    batch_note_errors(ctx->js, job);
+    note_distcc_failure(ctx->run, job);
 }
 
 int jobs_run(gen_run *run, job_set *js)

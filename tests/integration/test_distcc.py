@@ -182,9 +182,13 @@ def test_distcc_host_down_or_refusing_is_named(ctx):
                                timeout=120)
         check(p.returncode == 3, "a host that refuses: exit %d, not 3:\n%s", p.returncode,
               p.stderr[-2000:])
-        # distcc names a host it cannot connect to, not one that hangs up.
+        # distcc names a host it cannot connect to, not one that hangs up: the
+        # generator's note does.
         check("failed to distribute" in p.stderr, "distcc's error is not shown:\n%s",
               p.stderr[-2000:])
+        check(re.search(r"note: .*distcc could not compile it on its hosts \(DISTCC_HOSTS="
+                        r"127\.0\.0\.1:%d/1; its exit 1\d\d" % daemons.ports[0], p.stderr),
+              "no note names the refusing host:\n%s", p.stderr[-2000:])
     finally:
         daemons.stop()
 
