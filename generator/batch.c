@@ -33,9 +33,10 @@ static bool *ops_to_compile(const gen_run *run, const job_set *js, size_t *count
 /* The fewest ops a batch holds: BATCH_MIN, since a clang process costs about
  * as much as compiling 15 small ops (docs/build.md, "Batched units"). More -j
  * jobs than this machine has CPUs can only run elsewhere (distcc, icecc:
- * docs/build.md, "Batches for a build farm"), where a clang's start costs the
- * farm, not this machine: there BATCH_MIN gives way as far as one batch a job
- * needs, so that no slot waits while ops are left to compile. */
+ * docs/build.md, "Batches for a build farm"), where the compiles run in
+ * parallel beyond this machine's CPUs (only their preprocessing stays here):
+ * there BATCH_MIN gives way as far as one batch a job needs, so that no slot
+ * waits while ops are left to compile. */
 #define BATCH_MIN 16
 static size_t batch_floor(size_t count, size_t jobs)
 {

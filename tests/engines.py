@@ -71,13 +71,6 @@ def wait_for(what, cond, timeout=20.0):
     raise TestFailure("timed out after %ss waiting for %s" % (timeout, what))
 
 
-def pid_from(path, timeout=20.0):
-    """The pid a daemon wrote to `path`."""
-    wait_for("a pid in %s" % path, lambda: os.path.exists(path) and read(path).strip().isdigit(),
-             timeout)
-    return int(read(path).strip())
-
-
 def stop(pid, timeout=10.0):
     """Stop a process this test started: SIGTERM, then SIGKILL after `timeout`."""
     try:

@@ -404,12 +404,13 @@ def stack_figures(build, threads=4, hz=1000, seconds=4):
 
 def farm_rows(build, ops=3000, daemons=4, jobs=32):
     """A cold batched build of a 3,000-op corpus: -j2 on this machine against
-    -j32 through distcc to 4 distccd on 127.0.0.1 (the same 2 cores: what the
-    farm's batching and distcc's own cost come to, not a speed-up). Remote
+    -j32 through distcc to 4 distccd on 127.0.0.1 (sharing this machine's
+    CPUs: what the farm's batching and distcc's own work cost, not a
+    speed-up). Remote
     compiles are counted from the daemons' logs."""
     stencilgen = os.path.join(build, "generator", "stencilgen")
     tmp = tempfile.mkdtemp(prefix="sgfarm-")
-    pids = []
+    procs = []
     try:
         os.chmod(tmp, 0o777)  # as root distccd runs as `nobody` and writes its log here
         corpus = os.path.join(tmp, "corpus")
@@ -421,15 +422,17 @@ def farm_rows(build, ops=3000, daemons=4, jobs=32):
             with socket.socket() as sock:  # a loopback port no one listens on now
                 sock.bind(("127.0.0.1", 0))
                 port = sock.getsockname()[1]
-            log, pidfile = (os.path.join(tmp, "distccd-%d.%s" % (k, e)) for e in ("log", "pid"))
-            run(["distccd", "--daemon", "--allow", "127.0.0.1", "--listen", "127.0.0.1", "--port",
-                 str(port), "--jobs", str(jobs // daemons), "--log-file", log, "--pid-file",
-                 pidfile, "--enable-tcp-insecure", "--log-level", "info"], timeout=30)
-            for _ in range(400):
-                if os.path.exists(pidfile) and open(pidfile).read().strip().isdigit():
-                    break
+            log = os.path.join(tmp, "distccd-%d.log" % k)
+            procs.append(subprocess.Popen(
+                ["distccd", "--daemon", "--no-detach", "--allow", "127.0.0.1", "--listen",
+                 "127.0.0.1", "--port", str(port), "--jobs", str(jobs // daemons), "--log-file",
+                 log, "--enable-tcp-insecure", "--log-level", "info"],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+            for _ in range(400):  # at most 20 s until it listens
+                with socket.socket() as sock:
+                    if sock.connect_ex(("127.0.0.1", port)) == 0:
+                        break
                 time.sleep(0.05)
-            pids.append(int(open(pidfile).read()))
             logs.append(log)
             hosts.append("127.0.0.1:%d/%d" % (port, jobs // daemons))
         cmd = [stencilgen, "build", "--manifest", manifest, "--outdir", out, "-v"]
@@ -444,15 +447,18 @@ def farm_rows(build, ops=3000, daemons=4, jobs=32):
         remote = [len(re.findall(r"COMPILE_OK exit:0", open(log).read())) for log in logs]
         return [("cold build, %d-op corpus: -j%d through distcc, %d daemons on 127.0.0.1 / "
                  "-j2 local" % (ops, jobs, daemons), "%.1f / %.1f s" % (farm, local),
-                 "ratio %.2f (the same 2 cores); compiler runs %d / %d; remote compiles by "
-                 "daemon %s" % (farm / local, farm_runs, local_runs,
+                 "ratio %.2f (the daemons share this machine's %d CPUs); compiler runs %d / %d; "
+                 "remote compiles by daemon %s" % (farm / local, os.cpu_count(), farm_runs,
+                                                   local_runs,
                                 "/".join(str(r) for r in remote)))]
     finally:
-        for pid in pids:
+        for proc in procs:  # the daemons this function started, by pid
+            proc.terminate()
             try:
-                os.kill(pid, 15)
-            except ProcessLookupError:
-                pass
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
         shutil.rmtree(tmp, ignore_errors=True)
 
 

@@ -9,9 +9,10 @@ local ones passes every other check and is caught by the log check."""
 import os
 import re
 import socket
+import subprocess
 import sys
 
-from engines import pid_from, stop, vm_project
+from engines import stop, vm_project, wait_for
 from sgtest import TRIPLE, check, read
 
 ASAN = False  # the daemons compile: the sanitized generator adds nothing here
@@ -27,27 +28,36 @@ def free_port():
         return s.getsockname()[1]
 
 
+def listening(port):
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
 class Daemons:
-    """distccd daemons on 127.0.0.1, each with its own log; stopped by pid."""
+    """distccd daemons on 127.0.0.1, each with its own log; started in the
+    foreground (--no-detach), so each one's pid is known from the start, and
+    stopped by it."""
 
     def __init__(self, ctx, count, allow="127.0.0.1"):
-        self.ctx, self.pids, self.logs, self.ports = ctx, [], [], []
+        self.ctx, self.procs, self.logs, self.ports = ctx, [], [], []
         d = os.path.join(ctx.tmp, "distccd")
         os.makedirs(d, exist_ok=True)
-        # As root the daemon runs as `nobody`, and writes its log and pid here.
+        # As root the daemon runs as `nobody`, and writes its log here.
         os.chmod(ctx.tmp, 0o755)
         os.chmod(d, 0o777)
         try:
             for k in range(count):
                 port = free_port()
-                log, pidfile = (os.path.join(d, "%d.%s" % (port, ext)) for ext in ("log", "pid"))
-                ctx.run(["distccd", "--daemon", "--allow", allow, "--listen", "127.0.0.1",
-                         "--port", str(port), "--jobs", "1", "--log-file", log,
-                         "--pid-file", pidfile, "--enable-tcp-insecure", "--log-level", "info"],
-                        check=True, timeout=30)
-                self.pids.append(pid_from(pidfile))
+                log = os.path.join(d, "%d.log" % port)
+                self.procs.append(subprocess.Popen(
+                    ["distccd", "--daemon", "--no-detach", "--allow", allow, "--listen",
+                     "127.0.0.1", "--port", str(port), "--jobs", "1", "--log-file", log,
+                     "--enable-tcp-insecure", "--log-level", "info"],
+                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL))
                 self.logs.append(log)
                 self.ports.append(port)
+                wait_for("distccd on 127.0.0.1:%d" % port, lambda: listening(port))
         except BaseException:
             self.stop()
             raise
@@ -61,9 +71,13 @@ class Daemons:
                 for log in self.logs]
 
     def stop(self):
-        for pid in self.pids:
-            stop(pid)
-        self.pids = []
+        for p in self.procs:
+            stop(p.pid)
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+        self.procs = []
 
 
 def distcc_env(ctx, hosts, fallback=False):
