@@ -13,10 +13,6 @@ VM_FILES = ("ops", "shim.c", "tinyvm.h", "stencil_template.h")
 EDITED_OP = os.path.join("ops", "arith.c")
 
 
-class Skip(Exception):
-    """The machine cannot run this test (tests/run.py prints the reason)."""
-
-
 def install(ctx):
     """`meson install` of the build under test into ctx.tmp/dest: (prefix, env
     that finds its stencilgen on PATH)."""

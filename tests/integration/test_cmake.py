@@ -42,8 +42,8 @@ printf '%%s: %%s\\n' "$target" "$manifest" > "$depfile"
 
 def what_ran(out):
     """What a build's output says it ran: (generator ran, sources compiled, linked)."""
-    return (GENERATOR_RAN in out, sorted(set(re.findall(r"Building C object \S*?(\w+\.c)\.o", out))),
-            "Linking C executable" in out)
+    compiled = sorted(set(re.findall(r"Building C object \S*?(\w+\.c)\.o", out)))
+    return GENERATOR_RAN in out, compiled, "Linking C executable" in out
 
 
 def edit_problems(ctx, generator, proj, env, stencilgen=None):

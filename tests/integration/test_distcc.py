@@ -165,7 +165,8 @@ def test_distcc_target_rewrite_is_caught(ctx):
     try:
         env = distcc_env(ctx, daemons.hosts())
         env["PATH"] = masq + os.pathsep + os.environ["PATH"]
-        p = ctx.build_stencils(manifest, os.path.join(ctx.tmp, "out"), "--clang", os.path.join(masq, "clang-22"), check=False,
+        p = ctx.build_stencils(manifest, os.path.join(ctx.tmp, "out"), "--clang",
+                               os.path.join(masq, "clang-22"), check=False,
                                env=env)
         check(sum(daemons.compiles()) > 0, "the masquerade build ran nothing remotely:\n%s",
               p.stderr[-2000:])
@@ -260,8 +261,9 @@ def test_distcc_wide_farm_batches_fill_every_slot(ctx):
     daemons = Daemons(ctx, 4)
     try:
         before = daemons.compiles()
-        p = ctx.build_stencils(manifest, os.path.join(ctx.tmp, "out"), "-j", str(jobs), "--launcher",
-                               "distcc", "-v", env=distcc_env(ctx, daemons.hosts()), timeout=600)
+        p = ctx.build_stencils(manifest, os.path.join(ctx.tmp, "out"), "-j", str(jobs),
+                               "--launcher", "distcc", "-v", env=distcc_env(ctx, daemons.hosts()),
+                               timeout=600)
         runs = compiler_runs(p.stderr)
         check(runs >= jobs + 1, "-j %d: %d compiler runs (the shim and %d batches), not one "
               "batch a job at least", jobs, runs, runs - 1)

@@ -14,8 +14,7 @@ import re
 import shutil
 import time
 
-from engines import Skip
-from sgtest import TRIPLE, check, read, write
+from sgtest import TRIPLE, Skip, check, read, write
 
 ASAN = False
 
