@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "diag.h"
 #include "flags.h"
@@ -29,17 +30,32 @@ static bool *ops_to_compile(const gen_run *run, const job_set *js, size_t *count
     return must;
 }
 
-/* Ops per batch: --batch-ops, or else enough batches for every -j job to
- * have two, but at least BATCH_MIN ops each: a clang process costs about as
- * much as compiling 15 small ops (docs/build.md, "Batched units"). */
+/* The fewest ops a batch holds: BATCH_MIN, since a clang process costs about
+ * as much as compiling 15 small ops (docs/build.md, "Batched units"). More -j
+ * jobs than this machine has CPUs can only run elsewhere (distcc, icecc:
+ * docs/build.md, "Batches for a build farm"), where the compiles run in
+ * parallel beyond this machine's CPUs (only their preprocessing stays here):
+ * there BATCH_MIN gives way as far as one batch a job needs, so that no slot
+ * waits while ops are left to compile. */
 #define BATCH_MIN 16
+static size_t batch_floor(size_t count, size_t jobs)
+{
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    if (cpus < 1 || jobs <= (size_t)cpus)
+        return BATCH_MIN;
+    size_t per_job = count / jobs;
+    return per_job < 1 ? 1 : per_job < BATCH_MIN ? per_job : BATCH_MIN;
+}
+
+/* Ops per batch: --batch-ops, or else enough batches for every -j job to
+ * have two, but at least batch_floor's. */
 static size_t batch_size(const gen_run *run, size_t count)
 {
     if (run->opt.batch_ops)
         return run->opt.batch_ops;
-    size_t parts = 2 * (size_t)(run->opt.jobs > 0 ? run->opt.jobs : 1);
-    size_t size = (count + parts - 1) / parts;
-    return size < BATCH_MIN ? BATCH_MIN : size;
+    size_t jobs = (size_t)(run->opt.jobs > 0 ? run->opt.jobs : 1);
+    size_t size = (count + 2 * jobs - 1) / (2 * jobs), floor = batch_floor(count, jobs);
+    return size < floor ? floor : size;
 }
 
 static op_batch *new_batch(gen_run *run, job_set *js, size_t *cap, const gen_op *const *ops,

@@ -137,6 +137,19 @@ static pid_t fork_job(gen_job *job, int log, const sigset_t *child_mask)
     return pid;
 }
 
+/* job->argv with every argument naming a file under `dir` made relative to it
+ * (gen_job.dir); the strings are argv's own, offset. */
+static char **argv_relative_to(char *const *argv, const char *dir)
+{
+    size_t n = 0, len = strlen(dir);
+    while (argv[n])
+        n++;
+    char **out = xcalloc(n + 1, sizeof *out);
+    for (size_t i = 0; i < n; i++)
+        out[i] = !strncmp(argv[i], dir, len) && argv[i][len] == '/' ? argv[i] + len + 1 : argv[i];
+    return out;
+}
+
 /* The log is opened here, not by posix_spawn, so a log that cannot be created
  * is reported as such rather than as a failure to run the compiler. */
 static pid_t spawn_job(gen_job *job, sigset_t *child_mask, bool in_process)
@@ -157,9 +170,16 @@ static pid_t spawn_job(gen_job *job, sigset_t *child_mask, bool in_process)
     posix_spawnattr_init(&attr);
     posix_spawnattr_setsigmask(&attr, child_mask);
     posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
+    char **argv = job->argv;
+    if (job->dir) {
+        posix_spawn_file_actions_addchdir_np(&fa, job->dir);
+        argv = argv_relative_to(job->argv, job->dir);
+    }
     clock_gettime(CLOCK_REALTIME_COARSE, &job->started);
     pid_t pid;
-    int rc = posix_spawnp(&pid, job->argv[0], &fa, &attr, job->argv, environ);
+    int rc = posix_spawnp(&pid, argv[0], &fa, &attr, argv, environ);
+    if (argv != job->argv)
+        free(argv);
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&attr);
     close(log);

@@ -18,6 +18,13 @@ typedef struct gen_job {
      * the paths the compile looked for and did not find (lb_clang_main); a
      * compile the executable runs leaves it unwritten. NULL: not asked. */
     char *probes;
+    /* When set (compiles through a launcher), the executable starts in this
+     * directory and the arguments naming files under it name them relative to
+     * it: the command is then the same in every run, whatever the run
+     * directory's name, as a launcher's cache (ccache, sccache) needs. argv
+     * keeps the full paths (the key, -vv, --compile-commands). NULL: started
+     * where the generator runs, with argv as it is. */
+    const char *dir;
     bool skip;     /* already up to date (cache hit): not run */
     int status;    /* 0 ok; otherwise the exit status, or -1 spawn/timeout failure */
     int term_signal; /* the signal that killed the compiler, or 0 */

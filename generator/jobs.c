@@ -52,6 +52,18 @@ static bool make_run_dirs(gen_run *run)
     return true;
 }
 
+/* Through a launcher, compiles start in the run directory and name its files
+ * relative to it (gen_job.dir): the same command in every run, so that
+ * ccache and sccache hit on a clean build's. Not when the launcher or clang
+ * is named by a relative path, which means the generator's directory. */
+static const char *launcher_dir(const gen_run *run)
+{
+    const char *l = run->opt.launcher;
+    if (!l || run->clang[0] != '/' || (l[0] != '/' && strchr(l, '/')))
+        return NULL;
+    return run->rundir.path;
+}
+
 static void add_job(job_set *js, gen_run *run, gen_target_result *r, const gen_op *op)
 {
     const char *name = op ? op->name : "shim";
@@ -62,6 +74,7 @@ static void add_job(job_set *js, gen_run *run, gen_target_result *r, const gen_o
      * by it (its slot), whichever compile makes the op. */
     job.output = xasprintf("%s/%s%s.o", dir, op ? "op_" : "", name);
     job.log = xasprintf("%s.log", job.output);
+    job.dir = launcher_dir(run);
     job.label = op ? xasprintf("op %s (%s)", op_display(op), r->target->triple)
                    : xasprintf("shim %s (%s)", run->manifest.shim_function, r->target->triple);
     /* An op compiles from its own translation unit or its batch's (written
@@ -261,6 +274,36 @@ static bool take_batch(done_ctx *ctx, gen_job *job, const inc_output *fresh)
     return ok;
 }
 
+/* A compile started in its run directory (gen_job.dir) names its unit in its
+ * dependency file as it was given, relative to that directory: the full path
+ * again, which the cache's key leaves out and the build's depfile filters.
+ * The unit's path is the run's own (tu/<name>/unit.c: no character to
+ * escape). */
+static void unit_path_absolute(const gen_job *job, const char *unit, uint8_t **text,
+                               size_t *size)
+{
+    size_t dlen = strlen(job->dir);
+    if (!unit || strncmp(unit, job->dir, dlen) || unit[dlen] != '/')
+        return;
+    const char *rel = unit + dlen + 1;
+    size_t rlen = strlen(rel);
+    char *s = (char *)*text, *end = s + *size;
+    for (char *p = s; (p = memmem(p, (size_t)(end - p), rel, rlen)) != NULL; p += rlen) {
+        bool starts = p > s && p[-1] == ' ';
+        bool ends = p + rlen == end || p[rlen] == ' ' || p[rlen] == '\n' || p[rlen] == '\r';
+        if (!starts || !ends)
+            continue;
+        strbuf sb = {0};
+        sb_putn(&sb, s, (size_t)(p - s));
+        sb_putn(&sb, unit, strlen(unit));
+        sb_putn(&sb, p + rlen, (size_t)(end - p - rlen));
+        free(*text);
+        *size = sb.len;
+        *text = (uint8_t *)sb.data;
+        return;
+    }
+}
+
 /* Runs while other compiles are still going: cache the object, build the
  * stencil; a batch's for each of its ops that had to compile. */
 static bool on_compiled(gen_job *job, void *vctx)
@@ -280,6 +323,8 @@ static bool on_compiled(gen_job *job, void *vctx)
     free(dfile);
     if (!have)
         return false; /* status -1 without extract_failed: exit 3 */
+    if (job->dir)
+        unit_path_absolute(job, ref->tu_path, &dtext, &dsize);
     ctx->compiles++;
     /* The paths the compile looked for and did not find: none listed (clang's
      * executable ran it) leaves the result uncached (incremental.h). */
@@ -490,11 +535,29 @@ static void build_status(strbuf *line, void *data)
     }
 }
 
+/* distcc's own failures (exit 100-127, not clang's) name a host only when it
+ * could not connect; one that hung up, refused the job or is backed off goes
+ * unnamed (docs/build.md, "distcc"): say which hosts it was given. */
+static void note_distcc_failure(const gen_run *run, const gen_job *job)
+{
+    const char *l = run->opt.launcher, *base = l ? strrchr(l, '/') : NULL;
+    base = base ? base + 1 : l;
+    const char *hosts = getenv("DISTCC_HOSTS");
+    if (!base || strcmp(base, "distcc") || job->status < 100 || job->status > 127)
+        return;
+    diag_note("%s: distcc could not compile it on its hosts (DISTCC_HOSTS=%s; its exit %d, "
+              "not the compiler's)", job->label, hosts ? hosts : "unset: its hosts file",
+              job->status);
+}
+
 /* A batch that does not compile fails all its ops; its errors are told
- * which op each is in (gen_job_failed, compile.h). */
+ * which op each is in (gen_job_failed, compile.h). A launcher's own failure
+ * says so. */
 static void note_batch_errors(const gen_job *job, void *data)
 {
-    batch_note_errors(((done_ctx *)data)->js, job);
+    const done_ctx *ctx = data;
+    batch_note_errors(ctx->js, job);
+    note_distcc_failure(ctx->run, job);
 }
 
 int jobs_run(gen_run *run, job_set *js)

@@ -53,6 +53,11 @@ class TestFailure(AssertionError):
     pass
 
 
+class Skip(Exception):
+    """This machine cannot run the test (no root, no namespaces): tests/run.py
+    reports it as skipped, with the reason, and does not count it."""
+
+
 class Ctx:
     def __init__(self, build, name):
         self.root = ROOT

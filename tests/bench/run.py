@@ -11,6 +11,7 @@ import platform
 import re
 import resource
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -669,6 +670,66 @@ def stack_figures(build, threads=4, hz=1000, seconds=4):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def farm_rows(build, ops=3000, daemons=4, jobs=32):
+    """A cold batched build of a 3,000-op corpus: -j2 on this machine against
+    -j32 through distcc to 4 distccd on 127.0.0.1 (sharing this machine's
+    CPUs: what the farm's batching and distcc's own work cost, not a
+    speed-up). Remote
+    compiles are counted from the daemons' logs."""
+    stencilgen = os.path.join(build, "generator", "stencilgen")
+    tmp = tempfile.mkdtemp(prefix="sgfarm-")
+    procs = []
+    try:
+        os.chmod(tmp, 0o777)  # as root distccd runs as `nobody` and writes its log here
+        corpus = os.path.join(tmp, "corpus")
+        run([sys.executable, os.path.join(ROOT, "tests", "bench", "make_corpus.py"), corpus,
+             "--ops", str(ops)])
+        manifest, out = os.path.join(corpus, "corpus.yaml"), os.path.join(corpus, "out")
+        logs, hosts = [], []
+        for k in range(daemons):
+            with socket.socket() as sock:  # a loopback port no one listens on now
+                sock.bind(("127.0.0.1", 0))
+                port = sock.getsockname()[1]
+            log = os.path.join(tmp, "distccd-%d.log" % k)
+            procs.append(subprocess.Popen(
+                ["distccd", "--daemon", "--no-detach", "--allow", "127.0.0.1", "--listen",
+                 "127.0.0.1", "--port", str(port), "--jobs", str(jobs // daemons), "--log-file",
+                 log, "--enable-tcp-insecure", "--log-level", "info"],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+            for _ in range(400):  # at most 20 s until it listens
+                with socket.socket() as sock:
+                    if sock.connect_ex(("127.0.0.1", port)) == 0:
+                        break
+                time.sleep(0.05)
+            logs.append(log)
+            hosts.append("127.0.0.1:%d/%d" % (port, jobs // daemons))
+        cmd = [stencilgen, "build", "--manifest", manifest, "--outdir", out, "-v"]
+        local, p = timed(cmd + ["-j", "2"])
+        local_runs = int(re.search(r"(\d+) compiler runs", p.stderr).group(1))
+        shutil.rmtree(out)
+        os.makedirs(os.path.join(tmp, "distcc"))
+        env = {"DISTCC_HOSTS": " ".join(hosts), "DISTCC_DIR": os.path.join(tmp, "distcc"),
+               "DISTCC_FALLBACK": "0"}
+        farm, p = timed(cmd + ["-j", str(jobs), "--launcher", "distcc"], env=env)
+        farm_runs = int(re.search(r"(\d+) compiler runs", p.stderr).group(1))
+        remote = [len(re.findall(r"COMPILE_OK exit:0", open(log).read())) for log in logs]
+        return [("cold build, %d-op corpus: -j%d through distcc, %d daemons on 127.0.0.1 / "
+                 "-j2 local" % (ops, jobs, daemons), "%.1f / %.1f s" % (farm, local),
+                 "ratio %.2f (the daemons share this machine's %d CPUs); compiler runs %d / %d; "
+                 "remote compiles by daemon %s" % (farm / local, os.cpu_count(), farm_runs,
+                                                   local_runs,
+                                "/".join(str(r) for r in remote)))]
+    finally:
+        for proc in procs:  # the daemons this function started, by pid
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", required=True)
@@ -694,6 +755,8 @@ def main():
     rows += batched_rows(batched_figures(build, g), g)
     rows += scale_rows(scale_figures(build))
     rows += variant_rows(variant_figures(build))
+
+    rows += farm_rows(build)
     rows.append(("no-op rebuild, 300 ops: best / median of 10", "%.0f / %.0f ms" % (
         g["noop"] * 1e3, g["noop_median"] * 1e3), ""))
     rows.append(("one-op edit rebuild / that op's compile alone (best of 3)",
