@@ -120,7 +120,8 @@ static gen_header_model header_model(const gen_run *run, const gen_target_result
     const char *slash = strrchr(run->manifest.path, '/');
     return (gen_header_model){r->target, slash ? slash + 1 : run->manifest.path,
                              run->manifest.symbols.items, run->manifest.symbols.count,
-                             r->ops, run->ops.count, &r->shim, &r->unwind, r->landing_pads};
+                             r->ops, run->ops.count, &r->shim, &r->unwind, r->landing_pads,
+                             !run->opt.no_hot_cold};
 }
 
 static void print_summary(const gen_run *run)

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "emitter.h"
+#include "hotcold.h"
 
 static const char *reg_or_number(const gen_target *t, uint32_t r)
 {
@@ -442,6 +443,8 @@ bool writer_dump(strbuf *sb, const gen_header_model *m, const char *only)
         found = true;
         sb_printf(sb, "op %s (%s) - %s:%u:%u, %zu bytes\n", s->name, m->target->triple,
                   s->source, s->line, s->col, s->code_size);
+        if (m->hot_cold)
+            hotcold_describe(sb, s, m->target, "  ");
         writer_listing(sb, m->symbols, s, "  ");
         sb_putc(sb, '\n');
     }
