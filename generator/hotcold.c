@@ -113,7 +113,25 @@ static bool *reach_hot_exits(const gen_stencil *s, const bool *marked)
     return hot;
 }
 
-void hotcold_analyse(gen_stencil *s)
+/* The cold run may start after instruction i: it does not run on into it, or
+ * it is a conditional jump to the continuation that the target can invert
+ * (hotcold_split: the hot part then runs on into the next instruction). */
+static bool cold_may_follow(const gen_stencil *s, const gen_target *t, size_t i)
+{
+    const gen_insn *in = &s->insns[i];
+    if (in->ends_flow)
+        return true;
+    if (!t->invert_branch || !is_jump(in) || in->is_indirect)
+        return false;
+    for (size_t h = 0; h < s->ncode_holes; h++) {
+        const gen_hole *x = &s->code_holes[h];
+        if (x->offset >= in->offset && x->offset < in->offset + in->size)
+            return x->value == SG_VALUE_CONTINUE;
+    }
+    return false;
+}
+
+void hotcold_analyse(gen_stencil *s, const gen_target *t)
 {
     for (size_t i = 0; i < s->ninsns; i++) {
         if (!s->insns[i].decoded)
@@ -127,7 +145,7 @@ void hotcold_analyse(gen_stencil *s)
     while (start > 0 && !hot[start - 1])
         start--;
     /* Entered only by branches: the instruction before it must not run on. */
-    while (start < s->ninsns && (start == 0 || !s->insns[start - 1].ends_flow))
+    while (start < s->ninsns && (start == 0 || !cold_may_follow(s, t, start - 1)))
         start++;
     if (start < s->ninsns && s->insns[start].offset > s->entry)
         s->hot_size = s->insns[start].offset;
@@ -150,14 +168,14 @@ size_t hotcold_hot_jump(const gen_stencil *s, const gen_target *t)
 
 void hotcold_describe(strbuf *sb, const gen_stencil *s, const gen_target *t, const char *prefix)
 {
-    size_t jump = hotcold_hot_jump(s, t);
+    (void)t;
     sb_printf(sb, "%shot +0x0..+0x%zx (%zu bytes", prefix, s->hot_size, s->hot_size);
-    if (jump)
-        sb_printf(sb, ", %zu without its %zu-byte jump to the continuation", s->hot_size - jump,
-                  jump);
-    if (s->hot_size < s->code_size)
-        sb_printf(sb, "), cold +0x%zx..+0x%zx (%zu bytes)\n", s->hot_size, s->code_size,
-                  s->code_size - s->hot_size);
-    else
+    if (s->split && s->removed_jump)
+        sb_printf(sb, "; its %zu-byte jump to the continuation removed", s->removed_jump);
+    if (s->hot_size == s->code_size)
         sb_puts(sb, "), no cold part\n");
+    else
+        sb_printf(sb, "), cold +0x%zx..+0x%zx (%zu bytes%s)\n", s->hot_size, s->code_size,
+                  s->code_size - s->hot_size,
+                  s->split ? "" : "; kept in place: a branch or reference cannot be moved");
 }

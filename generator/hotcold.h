@@ -14,10 +14,11 @@
  * ends the code and is only entered by branches (never by running into it).
  * Cold: no path from it leaves the stencil for the next instruction, a jump
  * target, a tail call or a return (it ends in a trap or a call that never
- * returns), or it is in a block the op marked with STENCIL_COLD(). Needs a
+ * returns), or it is in a block the op marked with STENCIL_COLD(); the run
+ * may follow a conditional jump to the continuation that t can invert. Needs a
  * fresh decode (stencil_disassemble) and s->cold_marks; leaves hot_size as it
  * is when some byte did not decode. */
-void hotcold_analyse(gen_stencil *s);
+void hotcold_analyse(gen_stencil *s, const gen_target *t);
 
 /* Bytes of a jump to the continuation that ends the hot part, which a layout
  * of hot parts back to back drops (the next hot part follows): 0 if none. */

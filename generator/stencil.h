@@ -70,6 +70,8 @@ typedef struct gen_stencil {
     /* code[hot_size, code_size) is the cold part (hotcold.c; docs/design.md,
      * "Hot and cold parts"): hot_size == code_size when there is none. */
     size_t hot_size;
+    bool split; /* laid out as hot part, cold part (hotcold_split): the header says so */
+    bool hot_runs_on; /* split: the hot part runs into the next instruction's */
     uint32_t *cold_marks;    /* code offsets of STENCIL_COLD() marks, fresh extracts only */
     size_t ncold_marks;
     gen_insn *insns;          /* tile code[0, code_size) in order */

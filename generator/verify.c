@@ -145,7 +145,7 @@ bool verify_objfile(const objfile *obj, const gen_verify_in *in, gen_stencil *s,
     if (ok) /* once: the check, the header's listing and dump all use it */
         stencil_disassemble(s, in->disasm);
     if (ok && in->op) /* from the fresh decode; the cache keeps its result */
-        hotcold_analyse(s);
+        hotcold_analyse(s, in->target);
     if (ok)
         ok = in->op ? fp_check(s, in->target, &where) : check_shim(o, in, s, &where, unwind);
     if (batched)

@@ -65,12 +65,24 @@ static void put_insn_bytes(strbuf *sb, const uint8_t *p, size_t n)
 
 /* The listing comes from the instructions decoded once per stencil (s->insns):
  * no disassembly here. */
+/* Where a split stencil's hot part ends and its cold part starts. */
+static void put_cold_start(strbuf *sb, const gen_stencil *s, const char *prefix)
+{
+    if (s->removed_jump)
+        sb_printf(sb, "%s%04zx: (jump to the continuation removed: %zu bytes; the next "
+                      "instruction's hot part follows)\n", prefix, s->hot_size, s->removed_jump);
+    sb_printf(sb, "%s---- cold part: %zu bytes, placed after the executor's hot parts\n", prefix,
+              s->code_size - s->hot_size);
+}
+
 void writer_listing(strbuf *sb, char *const *symbols, const gen_stencil *s, const char *prefix)
 {
     size_t h = 0;
     for (size_t k = 0; k < s->ninsns; k++) {
         const gen_insn *in = &s->insns[k];
         size_t pc = in->offset, len = in->size;
+        if (s->split && pc == s->hot_size)
+            put_cold_start(sb, s, prefix);
         sb_puts(sb, prefix); /* no printf: every instruction of every stencil comes here */
         sb_put_hex(sb, pc, 4);
         sb_puts(sb, ": ");
@@ -85,7 +97,7 @@ void writer_listing(strbuf *sb, char *const *symbols, const gen_stencil *s, cons
             sb_putc(sb, '\n');
         }
     }
-    if (s->removed_jump)
+    if (s->removed_jump && !s->split)
         sb_printf(sb, "%s%04zx: (jump to the continuation removed: %zu bytes)\n", prefix,
                   s->code_size, s->removed_jump);
     if (s->data_size)
@@ -176,7 +188,8 @@ static void put_stencil_arrays(strbuf *sb, const gen_stencil *s, const char *id,
         free(name);
     }
     sb_putc(sb, '\n');
-    emitter_write(sb, s, id, symbols);
+    if (!s->split) /* a split stencil is written the table-driven way (runtime/emit.c) */
+        emitter_write(sb, s, id, symbols);
 }
 
 static void put_stencil_init(strbuf *sb, const gen_stencil *s, const char *id)
@@ -194,7 +207,24 @@ static void put_stencil_init(strbuf *sb, const gen_stencil *s, const char *id)
         sb_printf(sb, "sg_data_holes_%s, %zu, ", id, s->ndata_holes);
     else
         sb_puts(sb, "NULL, 0, ");
-    sb_printf(sb, "%d, sg_emit_%s}", s->removed_jump ? 1 : 0, id);
+    if (s->split) /* written the table-driven way (runtime/emit.c) */
+        sb_printf(sb, "%d, NULL}", s->hot_runs_on ? 1 : 0);
+    else
+        sb_printf(sb, "%d, sg_emit_%s}", s->removed_jump ? 1 : 0, id);
+}
+
+/* sr_stencil_set.cold_sizes: the last bytes of each op's code that are its
+ * cold part (docs/runtime.md, "Hot and cold parts"). */
+static void put_cold_sizes(strbuf *sb, const gen_header_model *m)
+{
+    sb_puts(sb, "/* Per op: the bytes at the end of its code that are its cold part, placed\n"
+                " * after the executor's hot parts (0: none). */\n"
+                "static const size_t sg_cold_sizes[SG_OP__COUNT] = {");
+    for (size_t i = 0; i < m->nops; i++) {
+        const gen_stencil *s = &m->ops[i];
+        sb_printf(sb, "%s%zu", i ? ", " : "", s->split ? s->code_size - s->hot_size : 0);
+    }
+    sb_puts(sb, "};\n\n");
 }
 
 static void put_summary(strbuf *sb, const gen_header_model *m)
@@ -402,6 +432,7 @@ void writer_target_header(strbuf *sb, const gen_header_model *m)
         sb_puts(sb, ",\n");
     }
     sb_puts(sb, "};\n\n");
+    put_cold_sizes(sb, m);
 
     sb_puts(sb, "/* The shim: the C function that calls into JIT code. */\n");
     put_stencil_arrays(sb, m->shim, "shim", m->symbols);

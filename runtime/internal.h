@@ -309,7 +309,8 @@ static inline void perf_close(sr_perf *p)
 
 /* Where things go in an executor's chunk. */
 typedef struct sr_layout {
-    size_t code_size;
+    size_t code_size;  /* the hot parts, then from cold_start the cold parts */
+    size_t cold_start;
     size_t data_start, data_end; /* data_end is an upper bound (shared data) */
     size_t got_start, got_slots; /* got_slots is an upper bound (symbols share) */
     size_t total;

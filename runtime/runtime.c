@@ -171,6 +171,7 @@ static sr_status write_shim(sr_runtime *rt, const sr_config *asked, sr_layout *l
     sr_stencil_set one = *rt->set;
     one.stencils = rt->set->shim;
     one.count = 1;
+    one.cold_sizes = NULL; /* the shim is one part */
     uint32_t offsets[2];
     sr_emitter em;
     uint8_t *mem = NULL, *write = NULL;

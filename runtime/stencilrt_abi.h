@@ -14,7 +14,8 @@
  * bumps SG_ABI_VERSION, as does a new constant every header must define
  * (version 4: SG_TARGET_LANDING_PADS and SG_UNWIND_RA_SIGNED; version 5: a
  * hole's address as the code runs is passed apart from where it is written;
- * version 6: an instruction's holes holding the same value share a GOT slot).
+ * version 6: an instruction's holes holding the same value share a GOT slot;
+ * version 7: stencils' cold parts, sg_cold_sizes and SG_VALUE_COLD).
  *
  * JIT memory may be mapped twice, written through one view and run through
  * the other: every formula writes at p and computes with P, its address in
@@ -31,7 +32,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#define SG_ABI_VERSION 6
+#define SG_ABI_VERSION 7
 
 /* Operands per VM instruction (SG_VALUE_OPERAND indexes 0 .. SG_OPERANDS - 1). */
 #define SG_OPERANDS 4
@@ -89,7 +90,8 @@
     X(CONTINUE, "the next instruction's code")                                                     \
     X(JUMP_TARGET, "the code of the instruction this one jumps to")                                \
     X(OPERAND, "operand number `index` of the instruction")                                        \
-    X(SYMBOL, "run-time symbol number `index` (the manifest's order)")
+    X(SYMBOL, "run-time symbol number `index` (the manifest's order)")                           \
+    X(COLD, "this instruction's cold part")
 
 #define SG_ENUM_ROW_(name, ...) SG_PATCH_##name,
 typedef enum sg_patch { SG_PATCH_KINDS(SG_ENUM_ROW_) SG_PATCH__COUNT } sg_patch;
