@@ -223,9 +223,10 @@ static gen_hole cross_hole(const moved *m, const moved *to, size_t base)
     x.value = to->part == PART_COLD ? SG_VALUE_COLD
               : to->part == PART_HOT ? SG_VALUE_CODE : SG_VALUE_CONTINUE;
     snprintf(x.reloc, sizeof x.reloc, "%s", "split");
+    /* For the listing's comments: one word each, as a relocation's symbol. */
     snprintf(x.symbol, sizeof x.symbol, "%s",
-             to->part == PART_COLD ? "cold part" : to->part == PART_HOT ? "hot part"
-                                                                         : "continuation");
+             to->part == PART_COLD ? "cold_part" : to->part == PART_HOT ? "hot_part"
+                                                                         : SG_HOLE_CONTINUE);
     return x;
 }
 
