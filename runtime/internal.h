@@ -501,6 +501,14 @@ struct sr_runtime {
     sr_record_pool records;
 };
 
+/* Bytes of instruction i's cold part, placed after every hot part of the
+ * executor in instruction order (emit.c); 0 when its op has none. */
+static inline size_t executor_cold_size(const sr_executor *e, size_t i)
+{
+    const size_t *cold = e->rt->set->cold_sizes;
+    return cold ? cold[e->ops[i]] : 0;
+}
+
 /* A record for n instructions of `code` named `name` (NULL or "": "executor"),
  * with its instruction names; not live until the emit makes it so. */
 sr_status executor_new(sr_runtime *rt, const sr_instr *code, size_t n, const char *name,

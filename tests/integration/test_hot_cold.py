@@ -123,3 +123,4 @@ def test_hot_cold_mark_is_no_value(ctx):
     check(re.search(r"control\.c:\d+:\d+: .*coldaddr.*refers to '_JIT_COLD', which only "
                     r"STENCIL_COLD\(\) may name", r.stderr, re.S),
           "no clear message: %s", r.stderr)
+
