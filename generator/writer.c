@@ -188,8 +188,7 @@ static void put_stencil_arrays(strbuf *sb, const gen_stencil *s, const char *id,
         free(name);
     }
     sb_putc(sb, '\n');
-    if (!s->split) /* a split stencil is written the table-driven way (runtime/emit.c) */
-        emitter_write(sb, s, id, symbols);
+    emitter_write(sb, s, id, symbols);
 }
 
 static void put_stencil_init(strbuf *sb, const gen_stencil *s, const char *id)
@@ -207,10 +206,8 @@ static void put_stencil_init(strbuf *sb, const gen_stencil *s, const char *id)
         sb_printf(sb, "sg_data_holes_%s, %zu, ", id, s->ndata_holes);
     else
         sb_puts(sb, "NULL, 0, ");
-    if (s->split) /* written the table-driven way (runtime/emit.c) */
-        sb_printf(sb, "%d, NULL}", s->hot_runs_on ? 1 : 0);
-    else
-        sb_printf(sb, "%d, sg_emit_%s}", s->removed_jump ? 1 : 0, id);
+    sb_printf(sb, "%d, sg_emit_%s}", (s->split ? s->hot_runs_on : s->removed_jump != 0) ? 1 : 0,
+              id);
 }
 
 /* sr_stencil_set.cold_sizes: the last bytes of each op's code that are its

@@ -15,7 +15,8 @@
  * goes with the others back to back, its cold part after every hot part,
  * [hot parts][cold parts] being the executor's code (docs/runtime.md, "Hot
  * and cold parts"); the branches between them are holes (SG_VALUE_COLD from
- * hot to cold, SG_VALUE_CODE back), and it is written the table-driven way.
+ * hot to cold, SG_VALUE_CODE back); its emitter writes the cold part at
+ * sg_emit_env.cold.
  *
  * Each stencil is written by its generated emitter (straight-line code in the
  * header) when every one of its holes was checked valid up front; otherwise,
@@ -59,6 +60,10 @@ static bool hole_checked(const sr_emitter *em, const sg_hole *h)
     case SG_VALUE_DATA:
     case SG_VALUE_CONTINUE:
     case SG_VALUE_JUMP_TARGET: break;
+    case SG_VALUE_COLD:
+        if (sg_patch_uses_got(h->patch))
+            return false; /* no GOT key (value_of refuses it, naming it) */
+        break;
     case SG_VALUE_OPERAND:
         if (h->index >= SG_OPERANDS)
             return false;
@@ -130,8 +135,7 @@ sr_status emit_init(sr_emitter *em, const sr_stencil_set *set, const void *const
             return sr_fail(SR_EINVAL, "op %zu (%s): a cold part of %zu bytes in %zu bytes of code",
                            i, s->name, cold_size(set, (uint32_t)i), s->code_size);
         }
-        /* A split op's holes name two places: the table-driven way knows both. */
-        info->generated = generated && s->emit && !cold_size(set, (uint32_t)i);
+        info->generated = generated && s->emit;
         info->continues = s->falls_through;
         note_holes(em, info, s->code_holes, s->code_hole_count);
         note_holes(em, info, s->data_holes, s->data_hole_count);
@@ -432,6 +436,7 @@ static sr_status patch_all(writer *w)
         }
         w->env.target = info->jumps ? running(w, w->offsets[in->target]) : 0;
         w->env.operand = in->operand;
+        w->env.cold = w->mem + w->cold;
         unsigned bad = s->emit(w->mem + w->offsets[i], w->mem + w->data, &w->env);
         if (bad)
             return explain(w, i, s, bad - 1);
@@ -450,7 +455,7 @@ sr_status emit_write(const sr_emitter *em, const sr_instr *code, size_t n,
     w.op_data = calloc(em->set->count, sizeof *w.op_data);
     w.symbol_got = calloc(em->set->symbol_count + 1, sizeof *w.symbol_got);
     w.env = (sg_emit_env){delta, 0, NULL, em->symbols, w.symbol_got, mem + l->got_start,
-                          veneer, &w};
+                          veneer, &w, NULL};
     sr_status st = w.op_data && w.symbol_got ? patch_all(&w) : sr_fail(SR_ENOMEM, "out of memory");
     free(w.op_data);
     free(w.symbol_got);

@@ -122,6 +122,7 @@ typedef struct sg_emit_env {
     uint8_t *got_free;           /* the next free GOT slot, for other values */
     uint64_t (*veneer)(void *ctx, uint64_t target); /* address of a jump to target, 0: none */
     void *ctx;
+    uint8_t *cold; /* an op with a cold part: where that part is written (SG_VALUE_COLD) */
 } sg_emit_env;
 
 /* Copies a stencil's code to `code` and patches its holes there and in its

@@ -273,7 +273,7 @@ static unsigned sg_emit_ret(uint8_t *code, uint8_t *data, sg_emit_env *env)
  *   0008: df 02 08 eb                    cmp x22, x8
  *   000c: 41 00 00 54                    b.ne 0x14
  *   0010: 00 00 00 14                    b 0x10
- *         ^ hole +0x10: AARCH64_BRANCH26 <- COLD  (split cold part)
+ *         ^ hole +0x10: AARCH64_BRANCH26 <- COLD  (split cold_part)
  *   0014: f6 03 16 cb                    neg x22, x22
  *   0018: (jump to the continuation removed: 4 bytes; the next instruction's hot part follows)
  *   ---- cold part: 32 bytes, placed after the executor's hot parts
@@ -302,12 +302,32 @@ static const uint8_t sg_data_checked_neg[19] = {
     0x77, 0x73, 0x00,
 };
 static const sg_hole sg_code_holes_checked_neg[5] = {
-    {0x10, SG_PATCH_AARCH64_BRANCH26, SG_VALUE_COLD, 0, 0}, /* split cold part */
+    {0x10, SG_PATCH_AARCH64_BRANCH26, SG_VALUE_COLD, 0, 0}, /* split cold_part */
     {0x20, SG_PATCH_AARCH64_GOT_ADRP, SG_VALUE_SYMBOL, 3, 0}, /* R_AARCH64_ADR_GOT_PAGE vm_trap */
     {0x24, SG_PATCH_AARCH64_ADRP, SG_VALUE_DATA, 0, 0}, /* R_AARCH64_ADR_PREL_PG_HI21 .rodata.str1.1 */
     {0x28, SG_PATCH_AARCH64_ADD_LO12, SG_VALUE_DATA, 0, 0}, /* R_AARCH64_ADD_ABS_LO12_NC .rodata.str1.1 */
     {0x2c, SG_PATCH_AARCH64_GOT_LO12, SG_VALUE_SYMBOL, 3, 0}, /* R_AARCH64_LD64_GOT_LO12_NC vm_trap */
 };
+
+static unsigned sg_emit_checked_neg(uint8_t *code, uint8_t *data, sg_emit_env *env)
+{
+    const uint64_t at = (uintptr_t)code + env->delta;
+    const uint64_t data_at = (uintptr_t)data + env->delta;
+    const uint64_t cold_at = (uintptr_t)env->cold + env->delta;
+    memcpy(env->cold, sg_code_checked_neg + 24, 32);
+    memcpy(code, sg_code_checked_neg, 24);
+    if (sg_patch_AARCH64_BRANCH26(code + 0x10, at + 0x10, cold_at))
+        return 1;
+    if (sg_patch_AARCH64_GOT_ADRP(env->cold + 0x8, cold_at + 0x8, env->symbol_got[SG_SYM_vm_trap]))
+        return 2;
+    if (sg_patch_AARCH64_ADRP(env->cold + 0xc, cold_at + 0xc, data_at))
+        return 3;
+    if (sg_patch_AARCH64_ADD_LO12(env->cold + 0x10, cold_at + 0x10, data_at))
+        return 4;
+    if (sg_patch_AARCH64_GOT_LO12(env->cold + 0x14, cold_at + 0x14, env->symbol_got[SG_SYM_vm_trap]))
+        return 5;
+    return 0;
+}
 
 /* Fields: name, code, code_size, data, data_size, data_align, code_holes,
  * code_hole_count, data_holes, data_hole_count, falls_through, emit. */
@@ -318,7 +338,7 @@ static const sg_stencil sg_stencils[SG_OP__COUNT] = {
     /* SG_OP_square_small */ {"square_small", sg_code_square_small, 20, sg_data_square_small, 64, 8, sg_code_holes_square_small, 2, NULL, 0, 1, sg_emit_square_small},
     /* SG_OP_trap */ {"trap", sg_code_trap, 32, sg_data_trap, 16, 1, sg_code_holes_trap, 4, NULL, 0, 0, sg_emit_trap},
     /* SG_OP_ret */ {"ret", sg_code_ret, 12, NULL, 0, 1, NULL, 0, NULL, 0, 0, sg_emit_ret},
-    /* SG_OP_checked_neg */ {"checked_neg", sg_code_checked_neg, 56, sg_data_checked_neg, 19, 1, sg_code_holes_checked_neg, 5, NULL, 0, 1, NULL},
+    /* SG_OP_checked_neg */ {"checked_neg", sg_code_checked_neg, 56, sg_data_checked_neg, 19, 1, sg_code_holes_checked_neg, 5, NULL, 0, 1, sg_emit_checked_neg},
 };
 
 /* Per op: the bytes at the end of its code that are its cold part, placed

@@ -225,7 +225,7 @@ static unsigned sg_emit_ret(uint8_t *code, uint8_t *data, sg_emit_env *env)
 /* checked_neg - ops.c:47:1
  *   0000: 49 f7 de                       negq %r14
  *   0003: 0f 80 00 00 00 00              jo 0x9
- *         ^ hole +0x5: PCREL32 <- COLD - 0x4  (split cold part)
+ *         ^ hole +0x5: PCREL32 <- COLD - 0x4  (split cold_part)
  *   ---- cold part: 17 bytes, placed after the executor's hot parts
  *   0009: 50                             pushq %rax
  *   000a: 48 8d 35 00 00 00 00           leaq (%rip), %rsi
@@ -244,10 +244,26 @@ static const uint8_t sg_data_checked_neg[19] = {
     0x77, 0x73, 0x00,
 };
 static const sg_hole sg_code_holes_checked_neg[3] = {
-    {0x5, SG_PATCH_PCREL32, SG_VALUE_COLD, 0, -4}, /* split cold part */
+    {0x5, SG_PATCH_PCREL32, SG_VALUE_COLD, 0, -4}, /* split cold_part */
     {0xd, SG_PATCH_PCREL32, SG_VALUE_DATA, 0, -4}, /* R_X86_64_PC32 .L.str */
     {0x16, SG_PATCH_GOTPCREL32, SG_VALUE_SYMBOL, 3, -4}, /* R_X86_64_GOTPCRELX vm_trap */
 };
+
+static unsigned sg_emit_checked_neg(uint8_t *code, uint8_t *data, sg_emit_env *env)
+{
+    const uint64_t at = (uintptr_t)code + env->delta;
+    const uint64_t data_at = (uintptr_t)data + env->delta;
+    const uint64_t cold_at = (uintptr_t)env->cold + env->delta;
+    memcpy(env->cold, sg_code_checked_neg + 9, 17);
+    memcpy(code, sg_code_checked_neg, 9);
+    if (sg_patch_PCREL32(code + 0x5, at + 0x5, cold_at - 0x4u))
+        return 1;
+    if (sg_patch_PCREL32(env->cold + 0x4, cold_at + 0x4, data_at - 0x4u))
+        return 2;
+    if (sg_patch_GOTPCREL32(env->cold + 0xd, cold_at + 0xd, env->symbol_got[SG_SYM_vm_trap] - 0x4u))
+        return 3;
+    return 0;
+}
 
 /* Fields: name, code, code_size, data, data_size, data_align, code_holes,
  * code_hole_count, data_holes, data_hole_count, falls_through, emit. */
@@ -258,7 +274,7 @@ static const sg_stencil sg_stencils[SG_OP__COUNT] = {
     /* SG_OP_square_small */ {"square_small", sg_code_square_small, 15, sg_data_square_small, 64, 16, sg_code_holes_square_small, 1, NULL, 0, 1, sg_emit_square_small},
     /* SG_OP_trap */ {"trap", sg_code_trap, 17, sg_data_trap, 16, 1, sg_code_holes_trap, 2, NULL, 0, 0, sg_emit_trap},
     /* SG_OP_ret */ {"ret", sg_code_ret, 4, NULL, 0, 1, NULL, 0, NULL, 0, 0, sg_emit_ret},
-    /* SG_OP_checked_neg */ {"checked_neg", sg_code_checked_neg, 26, sg_data_checked_neg, 19, 1, sg_code_holes_checked_neg, 3, NULL, 0, 1, NULL},
+    /* SG_OP_checked_neg */ {"checked_neg", sg_code_checked_neg, 26, sg_data_checked_neg, 19, 1, sg_code_holes_checked_neg, 3, NULL, 0, 1, sg_emit_checked_neg},
 };
 
 /* Per op: the bytes at the end of its code that are its cold part, placed

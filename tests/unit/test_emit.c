@@ -251,8 +251,7 @@ static void differential(size_t programs, bool null_symbols, const char *name)
         munmap(low, BUFFER);
 }
 
-/* With every symbol set, each op of the header is written by its emitter,
- * but for ops with a cold part, which the hole table writes (emit.c). */
+/* With every symbol set, each op of the header is written by its emitter. */
 static void generated_in_use(void)
 {
     const void *symbols[SG_SYM__COUNT + 1];
@@ -262,7 +261,7 @@ static void generated_in_use(void)
     size_t table = 0;
     if (emit_init(&em, &header_set, symbols, true) == SR_OK) {
         for (size_t op = 0; op < header_set.count; op++)
-            table += !em.ops[op].generated && !header_set.cold_sizes[op];
+            table += !em.ops[op].generated;
         emit_fini(&em);
     }
     char detail[96];
