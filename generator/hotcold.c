@@ -166,9 +166,8 @@ size_t hotcold_hot_jump(const gen_stencil *s, const gen_target *t)
     return 0;
 }
 
-void hotcold_describe(strbuf *sb, const gen_stencil *s, const gen_target *t, const char *prefix)
+void hotcold_describe(strbuf *sb, const gen_stencil *s, const char *prefix)
 {
-    (void)t;
     sb_printf(sb, "%shot +0x0..+0x%zx (%zu bytes", prefix, s->hot_size, s->hot_size);
     if (s->split && s->removed_jump)
         sb_printf(sb, "; its %zu-byte jump to the continuation removed", s->removed_jump);

@@ -24,8 +24,8 @@ void hotcold_analyse(gen_stencil *s, const gen_target *t);
  * of hot parts back to back drops (the next hot part follows): 0 if none. */
 size_t hotcold_hot_jump(const gen_stencil *s, const gen_target *t);
 
-/* One line for `dump`: the hot part (and what it is without that jump) and
- * the cold part, as offsets in the listing that follows. */
-void hotcold_describe(strbuf *sb, const gen_stencil *s, const gen_target *t, const char *prefix);
+/* One line for `dump`: the hot part (and the jump to the continuation it
+ * dropped) and the cold part, as offsets in the listing that follows. */
+void hotcold_describe(strbuf *sb, const gen_stencil *s, const char *prefix);
 
 #endif

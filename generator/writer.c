@@ -472,7 +472,7 @@ bool writer_dump(strbuf *sb, const gen_header_model *m, const char *only)
         sb_printf(sb, "op %s (%s) - %s:%u:%u, %zu bytes\n", s->name, m->target->triple,
                   s->source, s->line, s->col, s->code_size);
         if (m->hot_cold)
-            hotcold_describe(sb, s, m->target, "  ");
+            hotcold_describe(sb, s, "  ");
         writer_listing(sb, m->symbols, s, "  ");
         sb_putc(sb, '\n');
     }
