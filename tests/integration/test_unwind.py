@@ -498,12 +498,13 @@ def test_unwind_cpp_exception(ctx):
     frames between them, running their destructors) and is caught below the
     outermost shim with its payload and the catcher's register-held locals
     intact; also rethrown at each level, caught between JIT frames with the
-    outer JIT code going on correctly, and through runtimes registered and
-    deregistered after the first throws."""
+    outer JIT code going on correctly, through runtimes registered and
+    deregistered after the first throws, and from a helper called on a cold path
+    (div's trap path, after every hot part)."""
     p = _run(ctx, "unwind_throw")
     _passed(p, "unwind_throw")
     for line in ("A: 200 of 200", "B: 50 of 50", "C: 50 of 50", "D: plain(41) = 42",
-                 "E: 40 of 40"):
+                 "E: 40 of 40", "F: 8 of 8 throws from div's cold part"):
         check(line in p.stdout, "missing %r:\n%s", line, _show(p))
 
 
