@@ -5,6 +5,14 @@
 
 #include <inttypes.h>
 
+/* The bytes of s that run in the instruction's own place: all of them, but
+ * for an op laid out in two parts (hotcold_split.c), whose cold part the
+ * emitter writes at env->cold. */
+static size_t hot_bytes(const gen_stencil *s)
+{
+    return s->split ? s->hot_size : s->code_size;
+}
+
 /* S: the hole's value, as a C expression over the emitter's parameters and
  * its locals `at` and `data_at`, where its code and data run. */
 static void put_value(strbuf *sb, const gen_stencil *s, const gen_hole *h, char *const *symbols)
@@ -14,7 +22,8 @@ static void put_value(strbuf *sb, const gen_stencil *s, const gen_hole *h, char 
     case SG_VALUE_DATA: sb_puts(sb, "data_at"); break;
     /* The next instruction's code follows this one's: a PC-relative jump there
      * is a constant the compiler folds, range check included. */
-    case SG_VALUE_CONTINUE: sb_printf(sb, "at + %zu", s->code_size); break;
+    case SG_VALUE_CONTINUE: sb_printf(sb, "at + %zu", hot_bytes(s)); break;
+    case SG_VALUE_COLD: sb_puts(sb, "cold_at"); break; /* hotcold_split.c */
     case SG_VALUE_JUMP_TARGET: sb_puts(sb, "env->target"); break;
     case SG_VALUE_OPERAND: sb_printf(sb, "env->operand[%" PRIu32 "]", h->index); break;
     case SG_VALUE_SYMBOL:
@@ -73,7 +82,14 @@ static void put_patch(strbuf *sb, const gen_stencil *s, const gen_hole *h, bool 
                       size_t number, char *const *symbols)
 {
     const char *kind = sg_patch_infos[h->patch].name;
-    const char *p = in_data ? "data" : "code", *pc = in_data ? "data_at" : "at";
+    bool cold = !in_data && h->offset >= hot_bytes(s); /* in the cold part, written apart */
+    const char *p = in_data ? "data" : cold ? "env->cold" : "code";
+    const char *pc = in_data ? "data_at" : cold ? "cold_at" : "at";
+    gen_hole moved = *h;
+    if (cold) { /* its offset in the cold part */
+        moved.offset = (uint32_t)(h->offset - hot_bytes(s));
+        h = &moved;
+    }
     bool via_veneer = sg_hole_may_use_veneer(h->patch, h->value);
     if (via_veneer)
         sb_printf(sb, "        if (sg_patch_veneered(%s + 0x%" PRIx32 ", %s + 0x%" PRIx32
@@ -116,8 +132,12 @@ static void put_case(strbuf *sb, const gen_stencil *s, const char *id, size_t wh
         sb_puts(sb, "        const uint64_t at = (uintptr_t)code + env->delta;\n");
     if (data_at)
         sb_puts(sb, "        const uint64_t data_at = (uintptr_t)data + env->delta;\n");
-    if (s->code_size)
-        sb_printf(sb, "        memcpy(code, sg_code_%s, %zu);\n", id, s->code_size);
+    if (hot_bytes(s) < s->code_size) /* a cold part (hotcold_split.c), written apart */
+        sb_printf(sb, "        const uint64_t cold_at = (uintptr_t)env->cold + env->delta;\n"
+                      "        memcpy(env->cold, sg_code_%s + %zu, %zu);\n",
+                  id, hot_bytes(s), s->code_size - hot_bytes(s));
+    if (hot_bytes(s))
+        sb_printf(sb, "        memcpy(code, sg_code_%s, %zu);\n", id, hot_bytes(s));
     put_got_slots(sb, s, symbols);
     for (size_t i = 0; i < s->ncode_holes; i++)
         put_patch(sb, s, &s->code_holes[i], false, i + 1, symbols);

@@ -18,6 +18,7 @@ static const char usage_text[] =
     "                        [-v|-vv] [--extra-cflags STR] [--extra-shim-cflags STR]\n"
     "                        [--compile-timeout SECONDS] [--units batched|per-op]\n"
     "                        [--batch-ops N]   (units: batched by default; per-op to debug an op)\n"
+    "                        [--no-hot-cold]   (each op one part: no cold part split off)\n"
     "       stencilgen check --manifest FILE [--target TRIPLE]...   (all checks, writes nothing)\n"
     "       stencilgen dump  --manifest FILE --target TRIPLE [--op NAME]\n"
     "       stencilgen --version\n"
@@ -31,6 +32,7 @@ enum {
     OPT_MANIFEST = 256, OPT_TARGET, OPT_OUTDIR, OPT_CACHE_DIR, OPT_DEPFILE, OPT_CLANG,
     OPT_LAUNCHER, OPT_COMPILE_COMMANDS, OPT_EXTRA_CFLAGS, OPT_EXTRA_SHIM_CFLAGS, OPT_OP,
     OPT_COMPILE_TIMEOUT, OPT_UNITS, OPT_BATCH_OPS, OPT_EXEC_CLANG, OPT_HELP,
+    OPT_NO_HOT_COLD,
 };
 
 static const struct option long_opts[] = {
@@ -52,6 +54,7 @@ static const struct option long_opts[] = {
     {"batch-ops", required_argument, NULL, OPT_BATCH_OPS},
     {"verbose", no_argument, NULL, 'v'},
     {"help", no_argument, NULL, OPT_HELP},
+    {"no-hot-cold", no_argument, NULL, OPT_NO_HOT_COLD},
     {NULL, 0, NULL, 0},
 };
 
@@ -119,6 +122,7 @@ static int parse_options(int argc, char **argv, gen_options *o)
         case OPT_CLANG: o->clang = optarg; break;
         case OPT_LAUNCHER: o->launcher = optarg; break;
         case OPT_EXEC_CLANG: o->exec_clang = true; break;
+        case OPT_NO_HOT_COLD: o->no_hot_cold = true; break;
         case OPT_COMPILE_COMMANDS: o->compile_commands = optarg; break;
         case OPT_EXTRA_CFLAGS: o->extra_cflags = optarg; break;
         case OPT_EXTRA_SHIM_CFLAGS: o->extra_shim_cflags = optarg; break;

@@ -2,6 +2,7 @@
  * objfile -> stencil -> writer. Each stage reports its own errors; this file
  * only wires them together and maps failures to exit codes. */
 #define _GNU_SOURCE
+#include "hotcold_split.h"
 #include "pipeline.h"
 
 #include <errno.h>
@@ -166,7 +167,31 @@ static gen_header_model header_model(const gen_run *run, const gen_target_result
     return (gen_header_model){r->target, slash ? slash + 1 : run->manifest.path,
                              run->manifest.symbols.items, run->manifest.symbols.count,
                              r->ops, run->ops.count, run->ops.items, r->twin, &r->shim,
-                             &r->unwind, r->landing_pads};
+                             &r->unwind, r->landing_pads, !run->opt.no_hot_cold};
+}
+
+/* Each op with a cold part, laid out as hot part then cold part (after the
+ * cache: a cached stencil serves both settings of --no-hot-cold). */
+static int split_hot_cold(gen_run *run)
+{
+    for (size_t t = 0; t < run->nresults; t++) {
+        gen_target_result *r = &run->results[t];
+        bool wanted = false;
+        for (size_t i = 0; i < run->ops.count && r->target->long_branch; i++)
+            wanted |= r->ops[i].hot_size < r->ops[i].code_size;
+        if (!wanted)
+            continue;
+        char err[256];
+        if (!r->disasm &&
+            !(r->disasm = lb_disasm_create(r->target->triple, r->target->fp_reg,
+                                           r->target->fp_writers, err, sizeof err))) {
+            diag_error("%s: %s", r->target->triple, err);
+            return SG_EXIT_TOOLCHAIN;
+        }
+        for (size_t i = 0; i < run->ops.count; i++)
+            hotcold_split(&r->ops[i], r->target, r->disasm);
+    }
+    return SG_EXIT_OK;
 }
 
 static void print_summary(const gen_run *run)
@@ -387,6 +412,8 @@ int pipeline_run(const gen_options *opt)
         rc = check_across_ops(&run);
     if (rc == SG_EXIT_OK)
         fold_variants(&run);
+    if (rc == SG_EXIT_OK && !opt->no_hot_cold)
+        rc = split_hot_cold(&run);
     if (dumping)
         diag_capture(outer);
     double t2 = now_seconds();

@@ -43,6 +43,7 @@ typedef struct gen_options {
     gen_units units;
     unsigned batch_ops; /* batched units: ops a batch holds (0: spread over the -j jobs) */
     int verbose; /* -v: counts and phase times; -vv: also every compiler command */
+    bool no_hot_cold; /* --no-hot-cold: ops are one part (docs/design.md, "Hot and cold parts") */
 } gen_options;
 
 typedef struct gen_target_result {

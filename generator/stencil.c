@@ -179,15 +179,41 @@ static bool classify_reloc(const objfile *obj, const gen_extract_ctx *ctx, const
     return true;
 }
 
+/* A relocation against SG_COLD_MARK: a STENCIL_COLD() mark, recorded (in code,
+ * of type 0, the no-op) for hotcold.c, or an error (anything else would be a
+ * hole nobody patches). Returns 1 for a mark, 0 for another relocation, -1 on
+ * an error. */
+static int take_cold_mark(const objfile *obj, const gen_extract_ctx *ctx, const obj_reloc *r,
+                          int64_t cbase, gen_stencil *s, size_t *cap)
+{
+    if (r->symbol < 0 || strcmp(obj->syms[r->symbol].name, SG_COLD_MARK) != 0)
+        return 0;
+    if (cbase < 0 || r->type != 0) {
+        diag_error_in(ctx->where,
+                      "%s in %s at offset 0x%" PRIx64 " refers to '%s', which only "
+                      "STENCIL_COLD() may name (a mark, not a value)",
+                      r->type_name, obj->secs[r->section].name, r->offset, SG_COLD_MARK);
+        return -1;
+    }
+    uint32_t at = (uint32_t)(cbase + (int64_t)r->offset);
+    ARRAY_PUSH(s->cold_marks, s->ncold_marks, *cap, at);
+    return 1;
+}
+
 static bool collect_holes(const objfile *obj, const gen_extract_ctx *ctx, const layout *l,
                           gen_stencil *s)
 {
-    size_t code_cap = 0, data_cap = 0;
+    size_t code_cap = 0, data_cap = 0, mark_cap = 0;
     for (size_t i = 0; i < obj->nrelocs; i++) {
         const obj_reloc *r = &obj->relocs[i];
         int64_t cbase = l->code_base[r->section], dbase = l->data_base[r->section];
         if (cbase < 0 && dbase < 0)
             continue; /* e.g. .eh_frame: not part of the stencil */
+        int mark = take_cold_mark(obj, ctx, r, cbase, s, &mark_cap);
+        if (mark < 0)
+            return false;
+        if (mark)
+            continue;
         gen_hole h = {0};
         if (!classify_reloc(obj, ctx, l, r, &h))
             return false;
@@ -246,6 +272,7 @@ bool stencil_extract(const objfile *obj, const gen_extract_ctx *ctx, gen_stencil
             entry_is_last_code &= (int)i == entry_sec || l.code_base[i] < 0;
         if (ctx->remove_trailing_jump && entry_is_last_code)
             remove_trailing_jump(ctx, s);
+        s->hot_size = s->code_size; /* hotcold_analyse may find a cold part */
     }
     free(l.code_base);
     free(l.data_base);
@@ -267,7 +294,9 @@ void stencil_disassemble(gen_stencil *s, lb_disasm *d)
                      .is_call = in.is_call,
                      .is_indirect = in.is_indirect,
                      .call_reg = in.call_reg,
-                     .defs = in.defs};
+                     .defs = in.defs,
+                     .ends_flow = in.ends_flow,
+                     .is_return = in.is_return};
         if ((in.is_call || in.is_branch) && !in.is_indirect) {
             i.has_target = i.target_is_branch = true;
             i.target = (int64_t)in.target;
@@ -293,6 +322,7 @@ void stencil_free(gen_stencil *s)
     free(s->data);
     free(s->code_holes);
     free(s->data_holes);
+    free(s->cold_marks);
     *s = (gen_stencil){0};
 }
 

@@ -18,6 +18,9 @@
 #define SG_HOLE_JUMP_TARGET "_JIT_JUMP_TARGET"
 #define SG_HOLE_OPERAND_PREFIX "_JIT_OPERAND"
 #define SG_HOLE_ENTRY "_JIT_ENTRY"
+/* Not a hole: STENCIL_COLD() in stencil_op.h leaves a no-op relocation (type
+ * 0, ELF's R_*_NONE) against it where an op declares its path cold. */
+#define SG_COLD_MARK "_JIT_COLD"
 
 typedef struct gen_hole {
     uint32_t offset; /* in the stencil's code or data */
@@ -45,6 +48,8 @@ typedef struct gen_insn {
     uint64_t defs;    /* DWARF registers 0..63 it writes (bit n: register n) */
     bool has_target, target_is_branch;
     int64_t target;
+    bool ends_flow; /* never runs into the next instruction (hotcold.c) */
+    bool is_return;
 } gen_insn;
 
 typedef struct gen_stencil {
@@ -62,6 +67,13 @@ typedef struct gen_stencil {
     size_t ndata_holes;
     size_t entry;            /* offset of the entry point in code */
     size_t removed_jump;     /* bytes of trailing jump to the continuation removed */
+    /* code[hot_size, code_size) is the cold part (hotcold.c; docs/design.md,
+     * "Hot and cold parts"): hot_size == code_size when there is none. */
+    size_t hot_size;
+    bool split; /* laid out as hot part, cold part (hotcold_split): the header says so */
+    bool hot_runs_on; /* split: the hot part runs into the next instruction's */
+    uint32_t *cold_marks;    /* code offsets of STENCIL_COLD() marks, fresh extracts only */
+    size_t ncold_marks;
     gen_insn *insns;          /* tile code[0, code_size) in order */
     size_t ninsns;
     char *insn_text;         /* the instructions' texts, back to back */

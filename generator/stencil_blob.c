@@ -48,6 +48,7 @@ void stencil_blob_encode(strbuf *out, const gen_stencil *s, const char *deps, ui
     sb_put_le(out, s->data_align, 8);
     sb_put_le(out, s->entry, 8);
     sb_put_le(out, s->removed_jump, 8);
+    sb_put_le(out, s->hot_size, 8);
     sb_put_le(out, s->ncode_holes, 4);
     sb_put_le(out, s->ndata_holes, 4);
     sb_put_le(out, s->ninsns, 4);
@@ -222,6 +223,7 @@ static bool decode(reader *r, uint64_t context, size_t nsymbols, gen_stencil *t,
     t->data_align = get_size(r, (uint64_t)1 << 30, "data alignment");
     t->entry = get_size(r, t->code_size, "entry");
     t->removed_jump = get_size(r, MAX_REMOVED_JUMP, "removed jump");
+    t->hot_size = get_size(r, t->code_size, "hot part");
     if (!r->failed && (t->data_align == 0 || (t->data_align & (t->data_align - 1))))
         fail(r, "data alignment %zu is not a power of two", t->data_align);
     /* Each hole takes at least 20 bytes and each instruction 2: counts beyond
@@ -285,6 +287,7 @@ bool stencil_blob_decode(const uint8_t *buf, size_t size, uint64_t context, size
     s->ndata_holes = t.ndata_holes;
     s->entry = t.entry;
     s->removed_jump = t.removed_jump;
+    s->hot_size = t.hot_size;
     s->insns = t.insns;
     s->ninsns = t.ninsns;
     s->insn_text = t.insn_text;

@@ -53,6 +53,22 @@ typedef struct gen_target {
      * (AArch64 BTI, x86-64 IBT), and the compiler flag that makes one. */
     bool (*landing_pad)(const uint8_t *code, size_t size);
     const char *landing_pad_flag;
+    /* Hot and cold parts (hotcold_split.c); NULL: this target keeps ops whole.
+     * long_branch: the form of the direct branch `insn` (`size` bytes) whose
+     * displacement a hole can carry, into out (at most 8 bytes): its size, the
+     * hole's offset in it and kind, and the addend that makes the hole's value
+     * the branch's target; false for a branch that has none (x86 JRCXZ, LOOP).
+     * set_branch: point the direct branch `insn` at `disp` bytes from its
+     * start; false when that is out of its reach. */
+    bool (*long_branch)(const uint8_t *insn, unsigned size, uint8_t *out, unsigned *out_size,
+                        unsigned *field, sg_patch *patch, int64_t *addend);
+    bool (*set_branch)(uint8_t *insn, unsigned size, int64_t disp);
+    /* invert_branch: the conditional branch `insn` made to branch on the
+     * opposite condition; false for an unconditional one. short_jump: an
+     * unconditional direct jump to the next byte (long_branch grows it). */
+    bool (*invert_branch)(uint8_t *insn, unsigned size);
+    const uint8_t *short_jump;
+    unsigned short_jump_size;
 } gen_target;
 
 /* NULL when the triple is not supported. */

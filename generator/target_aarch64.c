@@ -78,6 +78,86 @@ static bool classify(uint32_t type, const uint8_t *bytes, uint64_t size, uint64_
 
 /* `b imm26` (0b000101 in bits 31..26) as the last instruction, its field
  * being the hole. */
+/* A direct branch's immediate: which bits (lo, width), in words. B: 26 bits at
+ * 0; B.cond, CBZ, CBNZ: 19 at 5; TBZ, TBNZ: 14 at 5. 0 width: not one. */
+static unsigned branch_field(uint32_t insn, unsigned *lo)
+{
+    *lo = 5;
+    if ((insn & 0xfc000000u) == 0x14000000u)
+        return *lo = 0, 26;
+    if ((insn & 0xff000010u) == 0x54000000u || (insn & 0x7e000000u) == 0x34000000u)
+        return 19;
+    if ((insn & 0x7e000000u) == 0x36000000u)
+        return 14;
+    return 0;
+}
+
+static uint32_t load32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static void store32(uint8_t *p, uint32_t v)
+{
+    for (unsigned k = 0; k < 4; k++)
+        p[k] = (uint8_t)(v >> (8 * k));
+}
+
+static bool invert_branch(uint8_t *insn, unsigned size);
+
+/* B reaches +-128 MiB as it is. A conditional branch (+-1 MiB, TBZ +-32 KiB)
+ * becomes the opposite branch over a B (`b.ne 1f; b target; 1:`), so that a
+ * jump between an executor's hot and cold parts reaches as far as any B. */
+static bool long_branch(const uint8_t *insn, unsigned size, uint8_t *out, unsigned *out_size,
+                        unsigned *field, sg_patch *patch, int64_t *addend)
+{
+    unsigned lo, width = size == 4 ? branch_field(load32(insn), &lo) : 0;
+    if (!width)
+        return false;
+    uint32_t mask = (uint32_t)(((uint64_t)1 << width) - 1) << lo;
+    *patch = SG_PATCH_AARCH64_BRANCH26;
+    *addend = 0; /* S + A - P, P being the B itself */
+    if (width == 26) {
+        store32(out, load32(insn) & ~mask);
+        *out_size = 4, *field = 0;
+        return true;
+    }
+    store32(out, (load32(insn) & ~mask) | (2u << lo)); /* over the B: 2 words on */
+    if (!invert_branch(out, 4))
+        return false;
+    store32(out + 4, 0x14000000u);
+    *out_size = 8, *field = 4;
+    return true;
+}
+
+static bool set_branch(uint8_t *insn, unsigned size, int64_t disp)
+{
+    unsigned lo, width = size == 4 ? branch_field(load32(insn), &lo) : 0;
+    int64_t words = disp / 4, lim = (int64_t)1 << (width - 1);
+    if (!width || disp % 4 || words < -lim || words >= lim)
+        return false;
+    uint32_t mask = (uint32_t)(((uint64_t)1 << width) - 1);
+    uint32_t v = load32(insn) & ~(mask << lo);
+    store32(insn, v | ((uint32_t)words & mask) << lo);
+    return true;
+}
+
+/* B.cond flips the condition's low bit (not AL/NV); CBZ/CBNZ and TBZ/TBNZ
+ * differ in bit 24. */
+static bool invert_branch(uint8_t *insn, unsigned size)
+{
+    uint32_t v = size == 4 ? load32(insn) : 0;
+    if ((v & 0xff000010u) == 0x54000000u && (v & 0xe) != 0xe)
+        store32(insn, v ^ 1);
+    else if ((v & 0x7e000000u) == 0x34000000u || (v & 0x7e000000u) == 0x36000000u)
+        store32(insn, v ^ (1u << 24));
+    else
+        return false;
+    return true;
+}
+
+static const uint8_t short_jump[] = {0x01, 0x00, 0x00, 0x14}; /* b .+4 */
+
 static size_t trailing_jump(const uint8_t *code, size_t size, uint32_t hole_offset,
                             sg_patch patch, int64_t addend)
 {
@@ -142,6 +222,11 @@ const gen_target sg_target_aarch64_linux = {
     .trailing_jump = trailing_jump,
     .landing_pad = landing_pad,
     .landing_pad_flag = "-mbranch-protection=bti (or standard)",
+    .long_branch = long_branch,
+    .set_branch = set_branch,
+    .invert_branch = invert_branch,
+    .short_jump = short_jump,
+    .short_jump_size = sizeof short_jump,
 };
 
 /* Mach-O relocation numbers (<mach-o/arm64/reloc.h>); objfile.h puts the

@@ -2,6 +2,8 @@
  * macOS (Mach-O). */
 #include "target.h"
 
+#include <string.h>
+
 /* ELF relocation numbers, from the x86-64 psABI. */
 enum {
     R_X86_64_64 = 1,
@@ -41,6 +43,61 @@ static size_t trailing_jump(const uint8_t *code, size_t size, uint32_t hole_offs
         return 0;
     return code[size - 5] == 0xe9 ? 5 : 0;
 }
+
+/* Jcc rel8 (70+cc) and JMP rel8 (EB) grow to Jcc rel32 (0F 80+cc) and JMP
+ * rel32 (E9); the rel32 forms stay. Displacements count from the end. */
+static bool long_branch(const uint8_t *insn, unsigned size, uint8_t *out, unsigned *out_size,
+                        unsigned *field, sg_patch *patch, int64_t *addend)
+{
+    if (size == 2 && insn[0] >= 0x70 && insn[0] <= 0x7f) {
+        out[0] = 0x0f, out[1] = (uint8_t)(0x80 + (insn[0] - 0x70)), *out_size = 6;
+    } else if (size == 2 && insn[0] == 0xeb) {
+        out[0] = 0xe9, *out_size = 5;
+    } else if (size == 6 && insn[0] == 0x0f && insn[1] >= 0x80 && insn[1] <= 0x8f) {
+        out[0] = insn[0], out[1] = insn[1], *out_size = 6;
+    } else if (size == 5 && insn[0] == 0xe9) {
+        out[0] = 0xe9, *out_size = 5;
+    } else {
+        return false;
+    }
+    *field = *out_size - 4;
+    memset(out + *field, 0, 4);
+    *patch = SG_PATCH_PCREL32;
+    *addend = -4; /* S + A - P, P being the field, is the displacement from its end */
+    return true;
+}
+
+static bool set_branch(uint8_t *insn, unsigned size, int64_t disp)
+{
+    int64_t rel = disp - (int64_t)size;
+    if (size == 2) {
+        if (rel < INT8_MIN || rel > INT8_MAX)
+            return false;
+        insn[1] = (uint8_t)(int8_t)rel;
+        return true;
+    }
+    if (rel < INT32_MIN || rel > INT32_MAX)
+        return false;
+    uint32_t v = (uint32_t)(int32_t)rel;
+    for (unsigned k = 0; k < 4; k++)
+        insn[size - 4 + k] = (uint8_t)(v >> (8 * k));
+    return true;
+}
+
+static bool invert_branch(uint8_t *insn, unsigned size)
+{
+    if (size == 2 && insn[0] >= 0x70 && insn[0] <= 0x7f) {
+        insn[0] ^= 1; /* the condition codes come in pairs: JO/JNO, JB/JAE, ... */
+        return true;
+    }
+    if (size == 6 && insn[0] == 0x0f && insn[1] >= 0x80 && insn[1] <= 0x8f) {
+        insn[1] ^= 1;
+        return true;
+    }
+    return false;
+}
+
+static const uint8_t short_jump[] = {0xeb, 0x00}; /* jmp .+2 */
 
 static const char *reg_name(uint32_t r)
 {
@@ -82,6 +139,11 @@ const gen_target sg_target_x86_64_linux = {
     .trailing_jump = trailing_jump,
     .landing_pad = landing_pad,
     .landing_pad_flag = "-fcf-protection=branch (or full)",
+    .long_branch = long_branch,
+    .set_branch = set_branch,
+    .invert_branch = invert_branch,
+    .short_jump = short_jump,
+    .short_jump_size = sizeof short_jump,
 };
 
 /* COFF relocation numbers, from the PE/COFF specification. */

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "fp_check.h"
+#include "hotcold.h"
 #include "objfile.h"
 #include "split.h"
 #include "util.h"
@@ -143,6 +144,8 @@ bool verify_objfile(const objfile *obj, const gen_verify_in *in, gen_stencil *s,
     bool ok = stencil_extract(o, &ec, s);
     if (ok) /* once: the check, the header's listing and dump all use it */
         stencil_disassemble(s, in->disasm);
+    if (ok && in->op) /* from the fresh decode; the cache keeps its result */
+        hotcold_analyse(s, in->target);
     if (ok)
         ok = in->op ? fp_check(s, in->target, &where) : check_shim(o, in, s, &where, unwind);
     if (batched)

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "emitter.h"
+#include "hotcold.h"
 #include "variant.h"
 
 static const char *reg_or_number(const gen_target *t, uint32_t r)
@@ -65,12 +66,24 @@ static void put_insn_bytes(strbuf *sb, const uint8_t *p, size_t n)
 
 /* The listing comes from the instructions decoded once per stencil (s->insns):
  * no disassembly here. */
+/* Where a split stencil's hot part ends and its cold part starts. */
+static void put_cold_start(strbuf *sb, const gen_stencil *s, const char *prefix)
+{
+    if (s->removed_jump)
+        sb_printf(sb, "%s%04zx: (jump to the continuation removed: %zu bytes; the next "
+                      "instruction's hot part follows)\n", prefix, s->hot_size, s->removed_jump);
+    sb_printf(sb, "%s---- cold part: %zu bytes, placed after the executor's hot parts\n", prefix,
+              s->code_size - s->hot_size);
+}
+
 void writer_listing(strbuf *sb, char *const *symbols, const gen_stencil *s, const char *prefix)
 {
     size_t h = 0;
     for (size_t k = 0; k < s->ninsns; k++) {
         const gen_insn *in = &s->insns[k];
         size_t pc = in->offset, len = in->size;
+        if (s->split && pc == s->hot_size)
+            put_cold_start(sb, s, prefix);
         sb_puts(sb, prefix); /* no printf: every instruction of every stencil comes here */
         sb_put_hex(sb, pc, 4);
         sb_puts(sb, ": ");
@@ -85,7 +98,7 @@ void writer_listing(strbuf *sb, char *const *symbols, const gen_stencil *s, cons
             sb_putc(sb, '\n');
         }
     }
-    if (s->removed_jump)
+    if (s->removed_jump && !s->split)
         sb_printf(sb, "%s%04zx: (jump to the continuation removed: %zu bytes)\n", prefix,
                   s->code_size, s->removed_jump);
     if (s->data_size)
@@ -194,7 +207,8 @@ static void put_stencil_init(strbuf *sb, const gen_stencil *s, const char *id,
         sb_printf(sb, "sg_data_holes_%s, %zu, ", id, s->ndata_holes);
     else
         sb_puts(sb, "NULL, 0, ");
-    sb_printf(sb, "%d, %s, %zu}", s->removed_jump ? 1 : 0, emit_fn, emit_case);
+    sb_printf(sb, "%d, %s, %zu}", (s->split ? s->hot_runs_on : s->removed_jump != 0) ? 1 : 0,
+              emit_fn, emit_case);
 }
 
 /* Whether op i has a stencil of its own (it is not folded into a twin). */
@@ -236,6 +250,24 @@ static bool has_variants(const gen_header_model *m)
         if (m->defs[i].naxes)
             return true;
     return false;
+}
+
+/* sr_stencil_set.cold_sizes: the last bytes of each stencil's code that are
+ * its cold part (docs/runtime.md, "Hot and cold parts"). */
+static void put_cold_sizes(strbuf *sb, const gen_header_model *m)
+{
+    sb_puts(sb, "/* Per stencil: the bytes at the end of its code that are its cold part,\n"
+                " * placed after the executor's hot parts (0: none). */\n"
+                "static const size_t sg_cold_sizes[SG_OP__COUNT] = {");
+    const char *sep = "";
+    for (size_t i = 0; i < m->nops; i++) {
+        const gen_stencil *s = &m->ops[i];
+        if (!own_stencil(m, i))
+            continue;
+        sb_printf(sb, "%s%zu", sep, s->split ? s->code_size - s->hot_size : 0);
+        sep = ", ";
+    }
+    sb_puts(sb, "};\n\n");
 }
 
 static void put_summary(strbuf *sb, const gen_header_model *m)
@@ -548,6 +580,7 @@ void writer_target_header(strbuf *sb, const gen_header_model *m)
         free(fn);
     }
     sb_puts(sb, "};\n\n");
+    put_cold_sizes(sb, m);
     if (has_variants(m))
         put_variant_tables(sb, m);
 
@@ -594,6 +627,8 @@ bool writer_dump(strbuf *sb, const gen_header_model *m, const char *only)
         found = true;
         sb_printf(sb, "op %s (%s) - %s:%u:%u, %zu bytes\n", s->name, m->target->triple,
                   s->source, s->line, s->col, s->code_size);
+        if (m->hot_cold)
+            hotcold_describe(sb, s, "  ");
         writer_listing(sb, m->symbols, s, "  ");
         sb_putc(sb, '\n');
     }

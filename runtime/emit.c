@@ -11,6 +11,13 @@
  * call scratch register the AAPCS64 reserves for exactly this) or
  * `jmp *2(%rip); ud2; .quad target`.
  *
+ * An op with a cold part (sr_stencil_set.cold_sizes) is split: its hot part
+ * goes with the others back to back, its cold part after every hot part,
+ * [hot parts][cold parts] being the executor's code (docs/runtime.md, "Hot
+ * and cold parts"); the branches between them are holes (SG_VALUE_COLD from
+ * hot to cold, SG_VALUE_CODE back); its emitter writes the cold part at
+ * sg_emit_env.cold.
+ *
  * Each stencil is written by its generated emitter (straight-line code in the
  * header) when every one of its holes was checked valid up front; otherwise,
  * and to explain any patch that fails, by the table-driven patcher here. Both
@@ -28,6 +35,21 @@ static size_t align_up(size_t v, size_t a)
     return a > 1 ? (v + a - 1) / a * a : v;
 }
 
+/* The bytes at the end of op's code that are its cold part (0: none). */
+static size_t cold_size(const sr_stencil_set *set, uint32_t op)
+{
+    return set->cold_sizes ? set->cold_sizes[op] : 0;
+}
+
+/* Where hole h of instruction i is written: in its hot part at hot, or in its
+ * cold part at cold (offsets in the stencil's code either way). */
+static uint8_t *code_hole_at(const sg_stencil *s, size_t cold, uint8_t *hot, uint8_t *coldp,
+                             const sg_hole *h)
+{
+    size_t hot_size = s->code_size - cold;
+    return h->offset < hot_size ? hot + h->offset : coldp + (h->offset - hot_size);
+}
+
 /* The generated emitter trusts its holes: operand and symbol numbers in range,
  * symbols present, kinds known. Anything else goes the table-driven way, which
  * reports it. */
@@ -38,6 +60,10 @@ static bool hole_checked(const sr_emitter *em, const sg_hole *h)
     case SG_VALUE_DATA:
     case SG_VALUE_CONTINUE:
     case SG_VALUE_JUMP_TARGET: break;
+    case SG_VALUE_COLD:
+        if (sg_patch_uses_got(h->patch))
+            return false; /* no GOT key (value_of refuses it, naming it) */
+        break;
     case SG_VALUE_OPERAND:
         if (h->index >= SG_OPERANDS)
             return false;
@@ -104,6 +130,11 @@ sr_status emit_init(sr_emitter *em, const sr_stencil_set *set, const void *const
     for (size_t i = 0; i < set->count; i++) {
         const sg_stencil *s = &set->stencils[i];
         sr_op_info *info = &em->ops[i];
+        if (cold_size(set, (uint32_t)i) > s->code_size) {
+            emit_fini(em);
+            return sr_fail(SR_EINVAL, "op %zu (%s): a cold part of %zu bytes in %zu bytes of code",
+                           i, s->name, cold_size(set, (uint32_t)i), s->code_size);
+        }
         info->generated = generated && s->emit;
         info->continues = s->falls_through;
         note_holes(em, info, s->code_holes, s->code_hole_count);
@@ -136,7 +167,7 @@ sr_status emit_plan(const sr_emitter *em, const sr_instr *code, size_t n, uint32
     const sr_stencil_set *set = em->set;
     if (n == 0)
         return sr_fail(SR_EINVAL, "an executor needs at least one instruction");
-    size_t at = 0, data = 0, got = 0, veneers = 0;
+    size_t at = 0, cold = 0, data = 0, got = 0, veneers = 0;
     for (size_t i = 0; i < n; i++) {
         if (code[i].op >= set->count)
             return sr_fail(SR_EINVAL, "instruction %zu: op %" PRIu32 " does not exist (%zu ops)",
@@ -154,10 +185,11 @@ sr_status emit_plan(const sr_emitter *em, const sr_instr *code, size_t n, uint32
         /* Each size is checked before it is added, so no sum wraps (a
          * stencil set is a struct anyone can fill: SIZE_MAX - 8 bytes of
          * code would otherwise wrap `at` back to a small chunk). */
-        if (s->code_size > SIZE_LIMIT - at)
+        if (s->code_size > SIZE_LIMIT - at - cold)
             return sr_fail(SR_ENOMEM, "instruction %zu (%s): executor code larger than 2 GiB",
                            i, s->name);
-        at += s->code_size;
+        at += s->code_size - cold_size(set, code[i].op);
+        cold += cold_size(set, code[i].op);
         if (s->data_size > SIZE_LIMIT || s->data_align > SIZE_LIMIT ||
             s->data_size + s->data_align > SIZE_LIMIT - data)
             return sr_fail(SR_ENOMEM, "instruction %zu (%s): executor data larger than 2 GiB",
@@ -170,6 +202,8 @@ sr_status emit_plan(const sr_emitter *em, const sr_instr *code, size_t n, uint32
                            "than 2 GiB", i, s->name);
     }
     offsets[n] = (uint32_t)at;
+    l->cold_start = at;
+    at += cold;
     l->code_size = at;
     /* Veneers sit at align_up(code_size, 16), before the data (an upper bound:
      * only out-of-range branches get one, and equal targets share it). */
@@ -195,6 +229,8 @@ typedef struct writer {
     size_t *op_data;      /* per op: shared data offset + 1 (0 = not placed yet) */
     size_t data_next;     /* where the next stencil's data goes */
     size_t data;          /* the current instruction's data */
+    size_t cold;          /* the current instruction's cold part */
+    size_t cold_next;     /* where the next cold part goes */
     size_t veneer_start, veneer_cap, veneer_used; /* veneers: [start, start + 16 * cap) */
 } writer;
 
@@ -211,6 +247,11 @@ static sr_status value_of(writer *w, size_t i, const sg_hole *h, uint64_t *s)
     switch ((sg_value)h->value) {
     case SG_VALUE_CODE: *s = running(w, w->offsets[i]); return SR_OK;
     case SG_VALUE_DATA: *s = running(w, w->data); return SR_OK;
+    case SG_VALUE_COLD:
+        if (sg_patch_uses_got(h->patch))
+            break; /* no GOT key: the generator never writes one */
+        *s = running(w, w->cold);
+        return SR_OK;
     case SG_VALUE_CONTINUE: *s = running(w, w->offsets[i + 1]); return SR_OK;
     case SG_VALUE_JUMP_TARGET: *s = running(w, w->offsets[in->target]); return SR_OK;
     case SG_VALUE_OPERAND:
@@ -334,11 +375,15 @@ static void place_symbol_slots(writer *w, const sr_op_info *info)
 /* The table-driven way: what the generated emitter does, hole by hole. */
 static sr_status patch_table(writer *w, size_t i, const sg_stencil *s)
 {
-    uint8_t *code = w->mem + w->offsets[i];
-    memcpy(code, s->code, s->code_size);
+    uint8_t *code = w->mem + w->offsets[i], *cold = w->mem + w->cold;
+    size_t cold_bytes = cold_size(w->em->set, w->code[i].op);
+    memcpy(code, s->code, s->code_size - cold_bytes);
+    if (cold_bytes)
+        memcpy(cold, s->code + s->code_size - cold_bytes, cold_bytes);
     memset(w->insn_got, 0, sizeof w->insn_got);
     for (size_t h = 0; h < s->code_hole_count; h++) {
-        sr_status st = patch(w, i, &s->code_holes[h], code + s->code_holes[h].offset);
+        const sg_hole *x = &s->code_holes[h];
+        sr_status st = patch(w, i, x, code_hole_at(s, cold_bytes, code, cold, x));
         if (st != SR_OK)
             return st;
     }
@@ -356,7 +401,9 @@ static sr_status explain(writer *w, size_t i, const sg_stencil *s, unsigned bad)
 {
     bool in_code = bad < s->code_hole_count;
     const sg_hole *h = in_code ? &s->code_holes[bad] : &s->data_holes[bad - s->code_hole_count];
-    uint8_t *loc = w->mem + (in_code ? w->offsets[i] : w->data) + h->offset;
+    uint8_t *loc = in_code ? code_hole_at(s, cold_size(w->em->set, w->code[i].op),
+                                          w->mem + w->offsets[i], w->mem + w->cold, h)
+                           : w->mem + w->data + h->offset;
     memset(w->insn_got, 0, sizeof w->insn_got); /* the spare slot (emit_plan) */
     sr_status st = patch(w, i, h, loc);
     if (st != SR_OK)
@@ -388,6 +435,8 @@ static sr_status patch_all(writer *w)
         const sr_op_info *info = &w->em->ops[in->op];
         if (s->data_size)
             place_data(w, i, s);
+        w->cold = w->cold_next;
+        w->cold_next += cold_size(set, in->op);
         place_symbol_slots(w, info);
         if (!info->generated) {
             sr_status st = patch_table(w, i, s);
@@ -397,6 +446,7 @@ static sr_status patch_all(writer *w)
         }
         w->env.target = info->jumps ? running(w, w->offsets[in->target]) : 0;
         w->env.operand = in->operand;
+        w->env.cold = w->mem + w->cold;
         unsigned bad = s->emit(s->emit_case, w->mem + w->offsets[i], w->mem + w->data, &w->env);
         if (bad > s->code_hole_count + s->data_hole_count)
             return unknown_case(w, i, s);
@@ -411,12 +461,13 @@ sr_status emit_write(const sr_emitter *em, const sr_instr *code, size_t n,
 {
     writer w = {.em = em, .code = code, .n = n, .offsets = offsets, .mem = mem};
     w.data_next = l->data_start;
+    w.cold_next = l->cold_start;
     w.veneer_start = align_up(l->code_size, 16);
     w.veneer_cap = (l->data_start - w.veneer_start) / VENEER_SIZE;
     w.op_data = calloc(em->set->count, sizeof *w.op_data);
     w.symbol_got = calloc(em->set->symbol_count + 1, sizeof *w.symbol_got);
     w.env = (sg_emit_env){delta, 0, NULL, em->symbols, w.symbol_got, mem + l->got_start,
-                          veneer, &w};
+                          veneer, &w, NULL};
     sr_status st = w.op_data && w.symbol_got ? patch_all(&w) : sr_fail(SR_ENOMEM, "out of memory");
     free(w.op_data);
     free(w.symbol_got);

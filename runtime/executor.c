@@ -240,7 +240,8 @@ void *sr_executor_instr(const sr_executor *ex, size_t i)
 {
     if (!pin(ex))
         return NULL;
-    void *p = i <= ex->n ? ex->mem + ex->offsets[i] : NULL;
+    /* n: the end of the code, cold parts included (emit.c's layout). */
+    void *p = i < ex->n ? ex->mem + ex->offsets[i] : i == ex->n ? ex->mem + ex->code_size : NULL;
     unpin(ex);
     return p;
 }

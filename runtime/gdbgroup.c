@@ -43,6 +43,8 @@ static void register_group(sr_runtime *rt, sr_group *g)
         nrun += e->mem != run_end;
         run_end = e->mem + jitmem_chunk_size(&e->arena->region, e->mem_size);
         nsyms += 1 + e->n;
+        for (size_t i = 0; i < e->n; i++) /* a cold part: a second symbol of the same name */
+            nsyms += executor_cold_size(e, i) != 0;
         names_size += e->names_size;
     }
     gdbjit_writer w;
@@ -71,6 +73,12 @@ static void register_group(sr_runtime *rt, sr_group *g)
             gdbjit_add_symbol(&w, names + (uint32_t)(e->symbols[i] - e->name),
                               (uintptr_t)(e->mem + e->offsets[i]),
                               e->offsets[i + 1] - e->offsets[i], run);
+        size_t cold = e->offsets[e->n];
+        for (size_t i = 0; i < e->n; cold += executor_cold_size(e, i), i++) {
+            if (executor_cold_size(e, i))
+                gdbjit_add_symbol(&w, names + (uint32_t)(e->symbols[i] - e->name),
+                                  (uintptr_t)(e->mem + cold), executor_cold_size(e, i), run);
+        }
     }
     ehframe_table_fde(eh, w.eh_frame, run, run_addr, run_size);
     ehframe_table_end(eh, w.eh_frame, nrun);

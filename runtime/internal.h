@@ -309,7 +309,8 @@ static inline void perf_close(sr_perf *p)
 
 /* Where things go in an executor's chunk. */
 typedef struct sr_layout {
-    size_t code_size;
+    size_t code_size;  /* the hot parts, then from cold_start the cold parts */
+    size_t cold_start;
     size_t data_start, data_end; /* data_end is an upper bound (shared data) */
     size_t got_start, got_slots; /* got_slots is an upper bound (symbols share) */
     size_t total;
@@ -499,6 +500,14 @@ struct sr_runtime {
     struct sr_executor *retired_executors;
     sr_record_pool records;
 };
+
+/* Bytes of instruction i's cold part, placed after every hot part of the
+ * executor in instruction order (emit.c); 0 when its op has none. */
+static inline size_t executor_cold_size(const sr_executor *e, size_t i)
+{
+    const size_t *cold = e->rt->set->cold_sizes;
+    return cold ? cold[e->ops[i]] : 0;
+}
 
 /* A record for n instructions of `code` named `name` (NULL or "": "executor"),
  * with its instruction names; not live until the emit makes it so. */

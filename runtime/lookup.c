@@ -115,9 +115,25 @@ static sr_arena *arena_of(const sr_arena_table *t, uintptr_t pc)
     return NULL;
 }
 
-/* The instruction whose code holds offset `at` (< code_size). */
-static size_t instruction_at(const sr_executor *e, uint32_t at)
+/* The instruction whose cold part holds offset `at` (offsets[n] <= at <
+ * code_size): the cold parts follow the hot ones in instruction order
+ * (emit.c). A linear walk: cold code is where a program rarely is. */
+static size_t cold_instruction_at(const sr_stencil_set *set, const sr_executor *e, uint32_t at)
 {
+    size_t end = e->offsets[e->n];
+    for (size_t i = 0; i < e->n && set->cold_sizes; i++) {
+        end += set->cold_sizes[e->ops[i]];
+        if (at < end)
+            return i;
+    }
+    return e->n - 1; /* cannot happen: code_size is the sum */
+}
+
+/* The instruction whose code holds offset `at` (< code_size). */
+static size_t instruction_at(const sr_stencil_set *set, const sr_executor *e, uint32_t at)
+{
+    if (at >= e->offsets[e->n])
+        return cold_instruction_at(set, e, at);
     size_t lo = 0, hi = e->n; /* offsets[lo] <= at < offsets[hi] */
     while (hi - lo > 1) {
         size_t mid = lo + (hi - lo) / 2;
@@ -146,7 +162,7 @@ SR_API bool sr_lookup_pc(const sr_runtime *crt, const void *pc, sr_executor **ex
     if (found) {
         *executor = e;
         if (instruction)
-            *instruction = instruction_at(e, (uint32_t)(at - (uintptr_t)e->mem));
+            *instruction = instruction_at(rt->set, e, (uint32_t)(at - (uintptr_t)e->mem));
     }
     atomic_fetch_sub(&rt->lookups, 1);
     return found;

@@ -40,6 +40,11 @@ static sr_status check_holes(const sr_executor *ex, size_t i, const sg_stencil *
             return sr_fail(SR_EUNSUPPORTED, "%s: its %s is loaded from a GOT slot, which "
                            "cannot be patched alone (STENCIL_OPERANDS_IN_GOT?)",
                            ex->symbols[i], w->what);
+        const size_t *cold = ex->rt->set->cold_sizes;
+        if (cold && h->offset >= s->code_size - cold[ex->ops[i]])
+            return sr_fail(SR_EUNSUPPORTED, "%s: its %s is in the op's cold part, which is "
+                           "not patched after emit (build the op with --no-hot-cold)",
+                           ex->symbols[i], w->what);
         found++;
     }
     for (size_t k = 0; k < s->data_hole_count; k++)

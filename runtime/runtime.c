@@ -119,7 +119,7 @@ void executor_announce_to_perf(sr_runtime *rt, const sr_executor *e)
 {
     if (!rt->perf)
         return;
-    sr_perf_code *codes = calloc(e->n + 1, sizeof *codes);
+    sr_perf_code *codes = calloc(2 * e->n + 1, sizeof *codes); /* hot and cold parts */
     if (!codes)
         return;
     /* The arena's FDE, as registered (perf gets none where no table was built). */
@@ -133,6 +133,12 @@ void executor_announce_to_perf(sr_runtime *rt, const sr_executor *e)
         if (size)
             codes[k++] = (sr_perf_code){e->symbols[i], (uintptr_t)(e->mem + e->offsets[i]),
                                         size, fde, true};
+    }
+    size_t cold = e->offsets[e->n]; /* the cold parts, named as their instructions */
+    for (size_t i = 0; i < e->n; cold += executor_cold_size(e, i), i++) {
+        if (executor_cold_size(e, i))
+            codes[k++] = (sr_perf_code){e->symbols[i], (uintptr_t)(e->mem + cold),
+                                        executor_cold_size(e, i), fde, true};
     }
     perf_code_load(rt->perf, codes, k);
     free(codes);
@@ -171,6 +177,7 @@ static sr_status write_shim(sr_runtime *rt, const sr_config *asked, sr_layout *l
     sr_stencil_set one = *rt->set;
     one.stencils = rt->set->shim;
     one.count = 1;
+    one.cold_sizes = NULL; /* the shim is one part */
     uint32_t offsets[2];
     sr_emitter em;
     uint8_t *mem = NULL, *write = NULL;

@@ -74,6 +74,10 @@ typedef struct sr_stencil_set {
     const uint8_t *executor_unwind_info;
     size_t executor_unwind_info_len;
     size_t shim_function_start, shim_function_size;
+    /* Per op (NULL: none has one): the last cold_sizes[op] bytes of its code
+     * are its cold part, placed after every hot part of the executor
+     * (docs/runtime.md, "Hot and cold parts"). */
+    const size_t *cold_sizes;
 } sr_stencil_set;
 
 /* Positional (C++17 has no designated initializers), in the struct's order.
@@ -107,7 +111,8 @@ typedef struct sr_stencil_set {
             SG_UNWIND_CFA_OFFSET, SG_UNWIND_FP_OFFSET,        /* cfa_offset, fp_offset */    \
             SG_UNWIND_RA_OFFSET, SG_UNWIND_RA_SIGNED,         /* ra_offset, ra_signed */     \
             SG_SHIM_CALL_OFFSET, SG_SHIM_CALL_SIZE,           /* shim_call_offset, _size */  \
-            SR_SET_WIN64_                                                                    \
+            SR_SET_WIN64_,                                                                   \
+            sg_cold_sizes                                     /* cold_sizes */               \
     }
 
 typedef enum sr_perf_mode { SR_PERF_OFF, SR_PERF_MAP, SR_PERF_JITDUMP } sr_perf_mode;

@@ -16,7 +16,8 @@
  * hole's address as the code runs is passed apart from where it is written;
  * version 6: an instruction's holes holding the same value share a GOT slot;
  * version 7: one emitter function writes a group of stencils, told which by
- * the stencil's emit_case).
+ * the stencil's emit_case; stencils' cold parts, sg_cold_sizes and
+ * SG_VALUE_COLD).
  *
  * JIT memory may be mapped twice, written through one view and run through
  * the other: every formula writes at p and computes with P, its address in
@@ -91,7 +92,8 @@
     X(CONTINUE, "the next instruction's code")                                                     \
     X(JUMP_TARGET, "the code of the instruction this one jumps to")                                \
     X(OPERAND, "operand number `index` of the instruction")                                        \
-    X(SYMBOL, "run-time symbol number `index` (the manifest's order)")
+    X(SYMBOL, "run-time symbol number `index` (the manifest's order)")                           \
+    X(COLD, "this instruction's cold part")
 
 #define SG_ENUM_ROW_(name, ...) SG_PATCH_##name,
 typedef enum sg_patch { SG_PATCH_KINDS(SG_ENUM_ROW_) SG_PATCH__COUNT } sg_patch;
@@ -122,6 +124,7 @@ typedef struct sg_emit_env {
     uint8_t *got_free;           /* the next free GOT slot, for other values */
     uint64_t (*veneer)(void *ctx, uint64_t target); /* address of a jump to target, 0: none */
     void *ctx;
+    uint8_t *cold; /* an op with a cold part: where that part is written (SG_VALUE_COLD) */
 } sg_emit_env;
 
 /* Copies stencil `which` (its emit_case) of the function's group to `code`

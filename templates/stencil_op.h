@@ -100,6 +100,26 @@ extern char _JIT_OPERAND3[];
 #define CONTINUE() __attribute__((musttail)) return _JIT_CONTINUE(STENCIL_ARGS)
 #define JUMP() __attribute__((musttail)) return _JIT_JUMP_TARGET(STENCIL_ARGS)
 
+/* Cold paths (docs/design.md, "Hot and cold parts"). stencilgen finds an op's
+ * cold part itself where no path reaches CONTINUE() or JUMP() (a trap, a call
+ * that never returns); STENCIL_COLD() makes the block it is written in cold
+ * too, however it ends (a branch weight such as __builtin_expect leaves no
+ * trace in the object). It emits no code: a no-op relocation against _JIT_COLD
+ * that stencilgen reads as the mark. ELF only (COFF and Mach-O have no such
+ * relocation there: the mark is dropped). COLD_EXIT(fn) leaves on a cold path
+ * for `fn`, a function of the op's type listed under the manifest's
+ * `symbols:`, e.g. a VM's deoptimization or error handler. */
+#if defined(__ELF__) && (defined(__x86_64__) || defined(__aarch64__))
+#define STENCIL_COLD() __asm__ volatile(".reloc ., BFD_RELOC_NONE, _JIT_COLD")
+#else
+#define STENCIL_COLD() ((void)0)
+#endif
+#define COLD_EXIT(fn)                                                                    \
+    do {                                                                                 \
+        STENCIL_COLD();                                                                  \
+        __attribute__((musttail)) return fn(STENCIL_ARGS);                               \
+    } while (0)
+
 /* stencilgen finds ops through this annotation (with libclang), which is only
  * present while it looks: in a real compile it would keep every op alive. */
 #ifdef STENCILGEN_DISCOVER

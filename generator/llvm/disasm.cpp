@@ -171,6 +171,11 @@ extern "C" void lb_disasm_one(lb_disasm *d, const uint8_t *code, size_t size, ui
     out->size = (unsigned)len;
     out->is_call = d->mia->isCall(inst);
     out->is_branch = !out->is_call && d->mia->isBranch(inst);
+    /* hotcold.c's flow graph: what never falls through (a barrier, as LLVM's
+     * block layout names it: unconditional jumps, returns, traps). */
+    const MCInstrDesc &flow = d->mii->get(inst.getOpcode());
+    out->is_return = d->mia->isReturn(inst);
+    out->ends_flow = flow.isBarrier() || out->is_return || d->mia->isUnconditionalBranch(inst);
     uint64_t target = 0;
     if (out->is_call || out->is_branch) {
         out->is_indirect = !d->mia->evaluateBranch(inst, pc, len, target);

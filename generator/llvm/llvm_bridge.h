@@ -24,6 +24,8 @@ typedef struct lb_insn {
     bool is_call;
     bool is_branch;     /* jumps, conditional or not (not calls) */
     bool is_indirect;   /* a call or branch whose target is not in the instruction */
+    bool ends_flow;     /* never runs into the next instruction: jmp, ret, ud2, b, br, brk */
+    bool is_return;     /* ret: leaves the stencil for its caller */
     uint64_t target;    /* direct call/branch target */
     int call_reg;       /* an indirect call through one register: its DWARF number; else -1 */
     uint64_t defs;      /* DWARF registers 0..63 it writes, wholly or in part (bit n: reg n) */

@@ -109,6 +109,7 @@ static const sg_hole adr_holes[1] = {{0, SG_PATCH_AARCH64_ADR21, SG_VALUE_OPERAN
 #define EXTRA 8
 static const sr_stencil_set header_set = SR_STENCIL_SET_FROM_HEADER;
 static sg_stencil stencils[SG_OP__COUNT + EXTRA];
+static size_t cold_sizes[SG_OP__COUNT + EXTRA]; /* the header's, then 0s */
 
 static sr_stencil_set make_set(void)
 {
@@ -131,7 +132,9 @@ static sr_stencil_set make_set(void)
         stencils[SG_OP__COUNT + 1 + k] =
             (sg_stencil){lo12_names[k], (const uint8_t *)&lo12_code[k], 4, NULL, 0, 1,
                          &lo12_holes[k], 1, NULL, 0, 1, NULL, 0};
+    memcpy(cold_sizes, sg_cold_sizes, sizeof sg_cold_sizes);
     set.stencils = stencils;
+    set.cold_sizes = cold_sizes;
     set.count = SG_OP__COUNT + EXTRA;
     return set;
 }

@@ -17,6 +17,8 @@ import sys
 import tempfile
 import time
 
+from hot_cold_bench import hot_cold_rows  # tests/bench/hot_cold_bench.py
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PROGRAMS = [("loop.tvm", 5), ("fib.tvm", 20)]
 
@@ -850,6 +852,7 @@ def main():
                  "%.2f / %.2f ms" % (min(imm), min(got)),
                  "immediates %.2fx faster (runs: %.1f-%.1f / %.1f-%.1f ms)" % (
                      min(got) / min(imm), min(imm), max(imm), min(got), max(got))))
+    rows += hot_cold_rows(build)
     width = max(len(r[0]) for r in rows)
     print("stencilgen benchmarks on %s" % machine())
     print("%-*s  %-22s  %s" % (width, "measure", "figure", "comparison"))

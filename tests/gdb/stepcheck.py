@@ -94,7 +94,7 @@ def disassemble(lo, hi):
 
 
 def in_jit(pc):
-    return shim_lo <= pc < shim_hi or any(lo <= pc < hi for _, lo, hi, _, _ in executors)
+    return shim_lo <= pc < shim_hi or any(lo <= pc < hi for _, lo, hi, _, _, _ in executors)
 
 
 def is_call(asm):
@@ -139,7 +139,18 @@ try:
         bounds = [u64(gdb.parse_and_eval("(unsigned long)(%s)" % HOST["instr"].format(
             ex=ex, fn=i, k=k))) for k in range(n + 1)]
         ops = [CFG["op_names"][int(fn["code"][k]["op"])] for k in range(n)]
-        executors.append((name, bounds[0], bounds[-1], bounds, ops))
+        # Cold parts (docs/runtime.md, "Hot and cold parts"): after every hot
+        # part, in instruction order, up to the end of the code.
+        hi = bounds[-1]
+        if "end" in HOST:
+            hi = u64(gdb.parse_and_eval("(unsigned long)(%s)" % HOST["end"].format(ex=ex, fn=i)))
+        colds = CFG.get("cold_sizes") or [0] * len(CFG["op_names"])
+        at, cold = bounds[-1], []
+        for k in range(n):
+            size = colds[int(fn["code"][k]["op"])]
+            cold.append((at, at + size))
+            at += size
+        executors.append((name, bounds[0], hi, bounds, ops, cold))
     gdb.newest_frame().select()
 
     # 2. Every instruction of the shim and of the executors, and which symbol
@@ -149,10 +160,13 @@ try:
     for addr, length, asm in disassemble(shim_lo, shim_hi):
         insn_at[addr] = (length, asm)
         owner[addr] = ("shim", None, CFG["shim_name"])
-    for name, lo, hi, bounds, ops in executors:
+    for name, lo, hi, bounds, ops, cold in executors:
         for addr, length, asm in disassemble(lo, hi):
             insn_at[addr] = (length, asm)
-            k = max(j for j in range(len(ops)) if bounds[j] <= addr)
+            if addr >= bounds[-1]:  # a cold part
+                k = [j for j, (a, b) in enumerate(cold) if a <= addr < b][0]
+            else:
+                k = max(j for j in range(len(ops)) if bounds[j] <= addr)
             owner[addr] = (name, k, "%s@%s[%d]" % (ops[k], name, k))
         result["executors"][name] = {"instructions": sum(1 for a in owner if owner[a][0] == name),
                                      "visited": 0, "missing": [], "ret_pcs": 0,

@@ -43,3 +43,11 @@ OP(ret) /* no hole at all */
     (void)sp;
     return tos;
 }
+
+OP(checked_neg) /* a cold part: the trap path, after every hot part (hotcold_split) */
+{
+    if (tos == INT64_MIN)
+        vm_trap(frame, "negation overflows");
+    tos = -tos;
+    CONTINUE();
+}

@@ -163,8 +163,12 @@ def check_stops(tag, res, wants):
 
 def header_config(ctx):
     """What the single-step checker needs from the generated header."""
-    cfg = shim_facts(os.path.join(ctx.build, "stencils", "jit_stencils-%s.h" % TRIPLE))
+    header = os.path.join(ctx.build, "stencils", "jit_stencils-%s.h" % TRIPLE)
+    cfg = shim_facts(header)
     cfg.update({"max_steps": 20000, "time_limit": 90, "max_failures": 10})
+    # Per op: the bytes of its cold part, after every hot part (sg_cold_sizes).
+    m = re.search(r"sg_cold_sizes\[SG_OP__COUNT\] = \{([^}]*)\}", read(header))
+    cfg["cold_sizes"] = [int(x) for x in m.group(1).split(",")] if m else []
     return cfg
 
 
@@ -177,6 +181,7 @@ TINYVM_HOST = {"start": "vm_jit_run", "functions": "vm.functions", "nfunctions":
                "shim": "vm.shim",
                "instr": "((struct sr_executor *){ex})->mem + "
                         "((struct sr_executor *){ex})->offsets[{k}]",
+               "end": "((struct sr_executor *){ex})->mem + ((struct sr_executor *){ex})->code_size",
                "glue": GLUE, "glue_outer": GLUE}
 DLHOST_HOST = {"start": "run_function", "functions": "dlhost_functions",
                "nfunctions": "dlhost_nfunctions", "shim": "dlhost_shim",
@@ -311,6 +316,31 @@ def test_backtrace_at_helpers(ctx):
     check(names[-len(tail):] == tail and clean_to_main(stop["frames"]) and
           all(f["reason"] == 0 for f in stop["frames"][:len(names)]) and "??" not in stop["bt"],
           "trap.tvm: at SIGTRAP, frames %s, expected to end with %s:\n%s", names, tail, stop["bt"])
+
+
+def test_single_step_through_a_cold_path(ctx):
+    """GDB single-steps div0.tvm, whose div runs its cold trap path (placed after
+    every hot part): at every PC, cold ones included, GDB names the instruction
+    (its cold part is a second symbol of the same name) and the backtrace reaches
+    main (docs/runtime.md, "Hot and cold parts")."""
+    header = read(os.path.join(ctx.build, "stencils", "jit_stencils-%s.h" % TRIPLE))
+    m = re.search(r"sg_cold_sizes\[SG_OP__COUNT\] = \{([^}]*)\}", header)
+    ops = re.findall(r"^    SG_OP_(\w+) = \d+,$", header, re.M)
+    cold = dict(zip(ops, [int(x) for x in m.group(1).split(",")])) if m else {}
+    check(cold.get("div", 0) > 0, "div has no cold part in the bundled header")
+    r = stepcheck(ctx, "div0.tvm", "div0.tvm")
+    check(r["exited"] and r["exit_code"] == 3, "div0.tvm: exit %s, want 3 (the trap)",
+          r["exit_code"])
+    check(r["nfailures"] == 0, "%d of %d PCs failed: %s", r["nfailures"], r["checked"],
+          r["failures"])
+    e = r["executors"]["main"]
+    cold_start = int(e["range"][1], 16) - cold["div"]
+    missed = [x for x in e["missing"] if int(x.split()[0], 16) >= cold_start]
+    check(not missed and e["visited"] + len(e["missing"]) == e["instructions"],
+          "cold instructions never stepped: %s", missed)
+    print("div0.tvm: %d PCs checked, %d of them in main's executor, none failed; "
+          "div's cold part (%d bytes) stepped" % (r["checked"], r["checked_executor"],
+                                                   cold["div"]))
 
 
 def test_single_step(ctx):

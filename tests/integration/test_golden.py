@@ -22,13 +22,22 @@ def normalized(text):
 
 
 def test_headers_equal_the_golden_ones(ctx):
+    compare_with_golden(ctx, GOLDEN)
+
+
+def test_headers_without_hot_cold_equal_the_golden_ones(ctx):
+    """--no-hot-cold (docs/design.md, "Hot and cold parts"): tests/golden/no-hot-cold."""
+    compare_with_golden(ctx, os.path.join(GOLDEN, "no-hot-cold"), "--no-hot-cold")
+
+
+def compare_with_golden(ctx, golden, *options):
     out = os.path.join(ctx.tmp, "out")
-    ctx.build_stencils(os.path.join(GOLDEN, "golden.yaml"), out)
-    want = sorted(os.path.basename(p) for p in glob.glob(os.path.join(GOLDEN, "jit_stencils*.h")))
+    ctx.build_stencils(os.path.join(GOLDEN, "golden.yaml"), out, *options)
+    want = sorted(os.path.basename(p) for p in glob.glob(os.path.join(golden, "jit_stencils*.h")))
     got = sorted(f for f in os.listdir(out) if f.endswith(".h"))
     check(want == got, "headers written %s, golden %s", got, want)
     for name in want:
-        a, b = normalized(read(os.path.join(GOLDEN, name))), normalized(read(os.path.join(out, name)))
+        a, b = normalized(read(os.path.join(golden, name))), normalized(read(os.path.join(out, name)))
         if a != b:
             diff = "".join(list(difflib.unified_diff(a.splitlines(True), b.splitlines(True),
                                                      "golden/" + name, "generated/" + name))[:120])

@@ -84,6 +84,17 @@ def _disassembly(text):
     return out
 
 
+def _hot_sizes(text):
+    """{op: bytes of its hot part} from the header (sg_cold_sizes: the last bytes of an
+    op's code that are its cold part, placed after every instruction's hot part)."""
+    ops = re.findall(r"^    SG_OP_(\w+) = \d+,$", text, re.M)
+    m = re.search(r"sg_cold_sizes\[SG_OP__COUNT\] = \{([^}]*)\}", text)
+    check(m is not None, "header has no sg_cold_sizes")
+    colds = [int(x) for x in m.group(1).split(",")]
+    check(len(colds) == len(ops), "%d cold sizes for %d ops", len(colds), len(ops))
+    return {op: len(_blob(text, "sg_code_" + op)) - c for op, c in zip(ops, colds)}
+
+
 def _blob(text, name):
     m = re.search(r"static const uint8_t %s\[(\d+)\] = \{([^}]*)\};" % name, text)
     check(m is not None, "header has no %s", name)
@@ -284,15 +295,24 @@ def test_unwind_every_instruction(ctx):
           "shim: stepped offsets %s, its instructions are at %s", r["visited"]["shim"], shim_offs)
 
     check(set(r["layout"]) == set(EXECUTORS), "executors: %s", sorted(r["layout"]))
+    hot = _hot_sizes(_header(ctx))
+    cold_at = {}  # executor: {instruction: where its cold part starts}
     for ex, (ops, end) in r["layout"].items():
         visited = set(r["visited"][ex])
         boundaries, must = set(), set()
+        # [hot parts][cold parts], each in instruction order (runtime/emit.c)
+        cold = end - sum(len(_blob(_header(ctx), "sg_code_" + op)) - hot[op] for op, _ in ops)
+        hot_end, cold_at[ex] = cold, {}
         for i, (op, off) in enumerate(ops):
-            nxt = ops[i + 1][1] if i + 1 < len(ops) else end
+            nxt = ops[i + 1][1] if i + 1 < len(ops) else hot_end
             check(op in dis, "no disassembly for op %s", op)
-            insns = [(o, t) for o, t in dis[op] if off + o < nxt]
+            insns = [(o, t) for o, t in dis[op] if o < hot[op] and off + o < nxt]
             boundaries |= {off + o for o, _ in insns}
-            if _is_straight(insns) and off in visited:  # it ran (C checked: = interpreter)
+            cold_at[ex][i] = cold
+            boundaries |= {cold + o - hot[op] for o, _ in dis[op] if o >= hot[op]}
+            cold += len(_blob(_header(ctx), "sg_code_" + op)) - hot[op]
+            if _is_straight(insns) and hot[op] == len(_blob(_header(ctx), "sg_code_" + op)) \
+                    and off in visited:  # it ran (C checked: = interpreter)
                 must |= {off + o for o, _ in insns}
         stray = sorted(visited - boundaries)
         check(not stray, "%s: stepped at offsets %s, which are not instruction boundaries",
@@ -305,12 +325,19 @@ def test_unwind_every_instruction(ctx):
         check(e["executed"] == e["instructions"] - (ex == "trapper") == e["starts_visited"]
               and e["failed"] == 0 and e["checks"] >= e["distinct_pcs"] == len(visited),
               "%s: %s", ex, e)
-    # trapper's div called vm_trap: the call at the very end of the stencil.
+    # trapper's div called vm_trap: the call at the very end of the stencil, in its
+    # cold part when it has one (then after every hot part of the executor).
     ops, _ = r["layout"]["trapper"]
-    div_at = [off for op, off in ops if op == "div"][0]
-    trap_call = div_at + dis["div"][-1][0]
+    k, div_at = [(k, off) for k, (op, off) in enumerate(ops) if op == "div"][0]
+    last = dis["div"][-1][0]
+    trap_call = (cold_at["trapper"][k] + last - hot["div"] if last >= hot["div"]
+                 else div_at + last)
     check("call" in dis["div"][-1][1] and trap_call in r["visited"]["trapper"],
           "trapper: div's call of vm_trap (+%d) was not stepped", trap_call)
+    cold_pcs = [pc for pc in r["visited"]["trapper"] if pc >= cold_at["trapper"][0]]
+    check(hot["div"] == len(_blob(_header(ctx), "sg_code_div")) or len(cold_pcs) >= 4,
+          "trapper: only %d PCs of cold code stepped (%s)", len(cold_pcs), cold_pcs)
+    print("trapper: %d PCs of div's cold part stepped and unwound" % len(cold_pcs))
     m = re.search(r"^helper checks: (.*)$", p.stdout, re.M)
     counts = dict(re.findall(r"(\w+)=(\d+)", m.group(1))) if m else {}
     check(sorted(counts) == ["vm_call", "vm_native", "vm_print", "vm_trap"] and
@@ -471,12 +498,13 @@ def test_unwind_cpp_exception(ctx):
     frames between them, running their destructors) and is caught below the
     outermost shim with its payload and the catcher's register-held locals
     intact; also rethrown at each level, caught between JIT frames with the
-    outer JIT code going on correctly, and through runtimes registered and
-    deregistered after the first throws."""
+    outer JIT code going on correctly, through runtimes registered and
+    deregistered after the first throws, and from a helper called on a cold path
+    (div's trap path, after every hot part)."""
     p = _run(ctx, "unwind_throw")
     _passed(p, "unwind_throw")
     for line in ("A: 200 of 200", "B: 50 of 50", "C: 50 of 50", "D: plain(41) = 42",
-                 "E: 40 of 40"):
+                 "E: 40 of 40", "F: 8 of 8 throws from div's cold part"):
         check(line in p.stdout, "missing %r:\n%s", line, _show(p))
 
 

@@ -70,6 +70,7 @@ static const uint8_t end_code[1] = {0xc3};
 
 static const sr_stencil_set header_set = SR_STENCIL_SET_FROM_HEADER;
 static sg_stencil stencils[SG_OP__COUNT + 2];
+static size_t cold_sizes[SG_OP__COUNT + 2]; /* the header's, then 0s */
 
 static sr_stencil_set make_set(void)
 {
@@ -80,7 +81,9 @@ static sr_stencil_set make_set(void)
         (sg_stencil){"pad", pad_code, sizeof pad_code, NULL, 0, 1, NULL, 0, NULL, 0, 1, NULL, 0};
     stencils[SG_OP__COUNT + 1] =
         (sg_stencil){"end", end_code, sizeof end_code, NULL, 0, 1, NULL, 0, NULL, 0, 0, NULL, 0};
+    memcpy(cold_sizes, sg_cold_sizes, sizeof sg_cold_sizes);
     set.stencils = stencils;
+    set.cold_sizes = cold_sizes;
     set.count = SG_OP__COUNT + 2;
     return set;
 }

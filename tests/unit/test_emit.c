@@ -27,6 +27,7 @@ static const uint8_t end_code[4] = {0xc0, 0x03, 0x5f, 0xd6}; /* ret */
 static const uint8_t end_code[1] = {0xc3}; /* ret */
 #endif
 static sg_stencil stencils[SG_OP__COUNT + 1];
+static size_t cold_sizes[SG_OP__COUNT + 1]; /* the header's, and the end op's 0 */
 static sr_stencil_set set;
 static int passed, failed;
 
@@ -278,7 +279,9 @@ int main(int argc, char **argv)
     memcpy(stencils, header_set.stencils, sizeof sg_stencils);
     stencils[SG_OP__COUNT] = (sg_stencil){"end", end_code, sizeof end_code, NULL, 0, 1,
                                           NULL, 0, NULL, 0, 0, NULL, 0};
+    memcpy(cold_sizes, sg_cold_sizes, sizeof sg_cold_sizes);
     set.stencils = stencils;
+    set.cold_sizes = cold_sizes;
     set.count = SG_OP__COUNT + 1;
     generated_in_use();
     differential(programs, false, "generated = table, random programs");

@@ -326,6 +326,7 @@ static int wrapping_stencil(size_t code, size_t data, size_t align)
     };
     sr_stencil_set set = rt_set;
     set.stencils = ops;
+    set.cold_sizes = NULL; /* these ops are one part */
     set.count = 2;
     sr_runtime *rt = make_runtime(&set);
     if (!rt)

@@ -325,6 +325,7 @@ static void patch_refusals_keep_the_code(void)
     };
     sr_stencil_set set = rt_set;
     set.stencils = ops;
+    set.cold_sizes = NULL; /* these ops are one part */
     set.count = 2;
     sr_runtime *rt;
     sr_executor *g, *i;

@@ -60,7 +60,8 @@ static gen_stencil sample(void)
     return (gen_stencil){.code = code, .code_size = sizeof code, .data = data,
                         .data_size = sizeof data, .data_align = 8, .code_holes = code_holes,
                         .ncode_holes = 2, .data_holes = data_holes, .ndata_holes = 1,
-                        .entry = 0, .removed_jump = 5, .insns = insns, .ninsns = 3,
+                        .entry = 0, .removed_jump = 5, .hot_size = 4, .insns = insns,
+                        .ninsns = 3,
                         .insn_text = insn_text, .insn_text_size = sizeof insn_text};
 }
 
@@ -107,7 +108,7 @@ TEST(round_trip)
                                sizeof err));
     int ok = out.code_size == in.code_size && !memcmp(out.code, code, sizeof code) &&
              out.data_size == in.data_size && !memcmp(out.data, data, sizeof data) &&
-             out.data_align == 8 && out.entry == 0 && out.removed_jump == 5 &&
+             out.data_align == 8 && out.entry == 0 && out.removed_jump == 5 && out.hot_size == 4 &&
              out.ncode_holes == 2 && out.ndata_holes == 1 && out.ninsns == 3 &&
              !memcmp(out.code_holes, code_holes, sizeof code_holes) &&
              !memcmp(out.data_holes, data_holes, sizeof data_holes) && !strcmp(deps, DEPS);
@@ -166,7 +167,7 @@ TEST(version_and_context_refused)
     gen_stencil in = sample();
     strbuf b = encode(&in);
     b.data[8]++; /* the version's low byte */
-    CHECK(refused(b.data, b.len, NSYMBOLS, "format version 2, this stencilgen reads 1"));
+    CHECK(refused(b.data, b.len, NSYMBOLS, "format version 3, this stencilgen reads 2"));
     b.data[8]--;
     b.data[12] ^= 1; /* the context */
     CHECK(refused(b.data, b.len, NSYMBOLS, "another generator"));
@@ -193,6 +194,7 @@ TEST(bad_fields_refused)
         "not a power of two", "entry 15 out of range", "removed jump 17 out of range",
         "code hole 1: out of order", "outside 14 bytes", "kind 99/4 out of range",
         "size 2 does not fit the code", "instructions cover 13 of 14 code bytes",
+        "hot part 15 out of range",
     };
     for (size_t k = 0; k < sizeof reasons / sizeof *reasons; k++) {
         gen_stencil s = sample();
@@ -211,6 +213,7 @@ TEST(bad_fields_refused)
         case 5: holes[0].patch = (sg_patch)99; break;
         case 6: ins[2].size = 2; break;
         case 7: s.ninsns = 2; break;
+        case 8: s.hot_size = s.code_size + 1; break;
         }
         strbuf b = encode(&s);
         int ok = refused(b.data, b.len, NSYMBOLS, reasons[k]);

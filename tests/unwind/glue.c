@@ -176,16 +176,13 @@ long glue_instr_at(const struct vm *vm, size_t ex, uintptr_t pc)
 {
     if (ex >= vm->nprogs || pc < vm->ex_start[ex] || pc >= vm->ex_end[ex])
         return -1;
-    /* Instructions are laid out in order: binary search their start addresses. */
-    size_t lo = 0, hi = vm->progs[ex].n; /* answer in [lo, hi) */
-    while (hi - lo > 1) {
-        size_t mid = (lo + hi) / 2;
-        if ((uintptr_t)sr_executor_instr(vm->ex[ex], mid) <= pc)
-            lo = mid;
-        else
-            hi = mid;
-    }
-    return (long)lo;
+    /* The runtime's answer: it knows the instructions' cold parts too, which
+     * follow all the hot ones (docs/runtime.md, "Hot and cold parts"). */
+    sr_executor *e = NULL;
+    size_t i = 0;
+    if (!sr_lookup_pc(vm->rt, (const void *)pc, &e, &i) || e != vm->ex[ex])
+        return -1;
+    return (long)i;
 }
 
 /* ---- reference interpreter */

@@ -20,6 +20,9 @@
 //  D. afterwards, JIT code runs normally.
 //  E. runtimes created (registered) after the first throws, thrown through,
 //     destroyed; the first runtime's frames are still found afterwards.
+//  F. vm_trap throws, called from div's cold part (its trap path, placed after
+//     every hot part of the executor: docs/runtime.md, "Hot and cold parts"):
+//     caught below the shim, the call's return address in the cold part.
 // Prints "unwind_throw: PASS" and exits 0 when all hold. With
 // STENCILRT_FRAMES=0 the first throw finds no handler: std::terminate, SIGABRT.
 #include <cstdint>
@@ -32,7 +35,7 @@
 
 namespace {
 
-enum { F_INNER, F_MID, F_OUTER, F_CATCH, F_PLAIN, NPROGS };
+enum { F_INNER, F_MID, F_OUTER, F_CATCH, F_PLAIN, F_DIV0, NPROGS };
 
 // inner(x) = throws VmError(x + 1) from native 1
 const char SRC_INNER[] =
@@ -76,7 +79,18 @@ const char SRC_PLAIN[] =
     "    addi 1\n"
     "    ret\n";
 
+// div0() traps: div's cold path calls vm_trap
+const char SRC_DIV0[] =
+    "    push 1\n"
+    "    push 0\n"
+    "    div\n"
+    "    ret\n";
+
 const long MAGIC = 0x5eed1e55;
+
+// Scenario F: vm_trap throws instead of exiting, and keeps its return address.
+bool trap_throws = false;
+uintptr_t trap_ra = 0;
 
 struct VmError : std::exception {
     long magic;
@@ -190,6 +204,10 @@ vm_value vm_native(vm_frame *frame, vm_value which, vm_value arg)
 
 [[noreturn]] void vm_trap(vm_frame *frame, const char *why)
 {
+    if (trap_throws) {
+        trap_ra = (uintptr_t)__builtin_return_address(0);
+        throw VmError(-1, live_guards);
+    }
     std::fprintf(stderr, "unwind_throw: trap in %s: %s\n", VM.progs[frame->function].name, why);
     std::exit(3);
 }
@@ -247,6 +265,7 @@ int main()
     glue_asm(&progs[F_OUTER], "outer", SRC_OUTER);
     glue_asm(&progs[F_CATCH], "catch_mid", SRC_CATCH);
     glue_asm(&progs[F_PLAIN], "plain", SRC_PLAIN);
+    glue_asm(&progs[F_DIV0], "div0", SRC_DIV0);
     if (!glue_init(&VM, progs, NPROGS, nullptr, (const void *)vm_call, (const void *)vm_print,
                    (const void *)vm_native, (const void *)vm_trap))
         return 2;
@@ -293,6 +312,33 @@ int main()
     vm_value r = run.go();
     CHECK(r == 42, "plain(41) = %lld after the exceptions", (long long)r);
     std::printf("D: plain(41) = %lld\n", (long long)r);
+
+    // F: thrown on a cold path. ret (instruction 3) follows div's hot part; the
+    // cold parts come after every hot part, so after ret's start. Only on an
+    // unwinder that passed A-D: after a broken restore the catcher's registers
+    // are garbage, and the controls (UNWIND_TEST_MUTATE) want their exit 1.
+    trap_throws = failures == 0;
+    int ok_f = 0;
+    for (int k = 0; k < 8 && trap_throws; k++) {
+        Run div0(&VM, F_DIV0, 0, nullptr);
+        try {
+            div0.go();
+            CHECK(false, "div0 returned");
+        } catch (const VmError &err) {
+            ok_f += err.value == -1 && err.magic == MAGIC;
+        }
+    }
+    trap_throws = false;
+    sr_executor *at_ex = nullptr;
+    size_t at_instr = 0;
+    bool in_div = sr_lookup_pc(VM.rt, (const void *)(trap_ra - 1), &at_ex, &at_instr) &&
+                  at_ex == VM.ex[F_DIV0] && at_instr == 2;
+    bool cold = trap_ra > (uintptr_t)sr_executor_instr(VM.ex[F_DIV0], 3);
+    if (failures == 0) {
+        CHECK(ok_f == 8 && in_div && cold, "F: %d of 8 throws caught; return address %#lx in "
+              "div: %d, after the hot parts: %d", ok_f, (unsigned long)trap_ra, in_div, cold);
+        std::printf("F: %d of 8 throws from div's cold part caught\n", ok_f);
+    }
 
     // E: runtimes registered after libgcc has already sorted the first one's
     // frames, thrown through, destroyed (deregistered); the first one still
