@@ -43,6 +43,7 @@ typedef struct gen_options {
     gen_units units;
     unsigned batch_ops; /* batched units: ops a batch holds (0: spread over the -j jobs) */
     int verbose; /* -v: counts and phase times; -vv: also every compiler command */
+    bool no_listing; /* headers without the disassembly listing (docs/build.md, "Prebuilt headers") */
 } gen_options;
 
 typedef struct gen_target_result {

@@ -147,14 +147,15 @@ static void put_in_comment(strbuf *sb, const char *text)
 }
 
 static void put_stencil_arrays(strbuf *sb, const gen_stencil *s, const char *id,
-                               char *const *symbols)
+                               char *const *symbols, bool listing)
 {
     sb_printf(sb, "/* %s - ", s->name);
     put_in_comment(sb, s->source);
     if (s->line) /* the shim is named by its file alone */
         sb_printf(sb, ":%u:%u", s->line, s->col);
     sb_putc(sb, '\n');
-    writer_listing(sb, symbols, s, " *   ");
+    if (listing)
+        writer_listing(sb, symbols, s, " *   ");
     sb_puts(sb, " */\n");
     char *name = xasprintf("sg_code_%s", id);
     put_bytes(sb, "uint8_t", name, s->code, s->code_size);
@@ -390,7 +391,7 @@ void writer_target_header(strbuf *sb, const gen_header_model *m)
     sb_putc(sb, '\n');
 
     for (size_t i = 0; i < m->nops; i++)
-        put_stencil_arrays(sb, &m->ops[i], m->ops[i].name, m->symbols);
+        put_stencil_arrays(sb, &m->ops[i], m->ops[i].name, m->symbols, !m->no_listing);
     /* In SG_OP_ order, positional: C++17 has neither array nor field designators. */
     sb_puts(sb, "/* Fields: name, code, code_size, data, data_size, data_align, code_holes,\n"
                 " * code_hole_count, data_holes, data_hole_count, falls_through, emit. */\n"
@@ -403,12 +404,14 @@ void writer_target_header(strbuf *sb, const gen_header_model *m)
     sb_puts(sb, "};\n\n");
 
     sb_puts(sb, "/* The shim: the C function that calls into JIT code. */\n");
-    put_stencil_arrays(sb, m->shim, "shim", m->symbols);
+    put_stencil_arrays(sb, m->shim, "shim", m->symbols, !m->no_listing);
     sb_puts(sb, "static const sg_stencil sg_shim = ");
     put_stencil_init(sb, m->shim, "shim");
     sb_printf(sb, ";\n#define SG_SHIM_ENTRY %zu /* offset of %s in sg_shim.code */\n\n",
               m->shim->entry, m->shim->name);
     put_unwind(sb, t, m->unwind);
+    if (m->provenance)
+        sb_printf(sb, "%s\n", m->provenance);
     sb_printf(sb, "#endif /* %s */\n", guard);
     free(guard);
     free(file);
