@@ -374,7 +374,7 @@ static void sources_changed(const pb_record *r, const gen_manifest *m, pb_reason
     if (strcmp(rel, shim->source))
         add_reason(rs, 0, xasprintf("the manifest's shim is now %s", rel));
     else if (!ok || strcmp(d.hex, shim->unit))
-        add_reason(rs, 0, xasprintf("shim %s changed", rel));
+        add_reason(rs, 0, xasprintf("%s changed", rel));
     free(text);
     free(rel);
 }
@@ -439,7 +439,7 @@ static size_t report(const pb_record *r, pb_reasons *rs, strbuf *out)
         if (!all)
             continue;
         sb_printf(out, "every op: %s\n", why);
-        for (size_t k = 2; k < r->nops; k++)
+        for (size_t k = r->nops - 1; k >= 1; k--) /* op 1 last: `why` is its string */
             for (size_t j = 0; j < rs->count[k]; j++)
                 if (rs->items[k][j] && !strcmp(rs->items[k][j], why)) {
                     free(rs->items[k][j]);

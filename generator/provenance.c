@@ -221,7 +221,13 @@ void prov_put_name(strbuf *sb, const char *name)
 {
     for (const char *p = name; *p; p++) {
         unsigned char c = (unsigned char)*p;
-        if (c <= ' ' || c == 0x7f || c == '\\' || (c == '*' && p[1] == '/'))
+        if (c == '\n')
+            sb_puts(sb, "\\n"); /* as the listings' comments write it (writer.c) */
+        else if (c == '\r')
+            sb_puts(sb, "\\r");
+        else if (c == '\\')
+            sb_puts(sb, "\\\\");
+        else if (c <= ' ' || c == 0x7f || (c == '*' && p[1] == '/'))
             sb_printf(sb, "\\x%02x", c);
         else
             sb_putc(sb, *p);
@@ -243,6 +249,11 @@ bool prov_decode_name(char *s)
     for (char *p = s; *p; p++) {
         if (*p != '\\') {
             *w++ = *p;
+            continue;
+        }
+        if (p[1] == 'n' || p[1] == 'r' || p[1] == '\\') {
+            *w++ = p[1] == 'n' ? '\n' : p[1] == 'r' ? '\r' : '\\';
+            p++;
             continue;
         }
         int hi = p[1] == 'x' ? hex_value(p[2]) : -1, lo = hi >= 0 ? hex_value(p[3]) : -1;
@@ -295,17 +306,41 @@ static bool under(const char *path, const char *dir)
     return !strncmp(path, dir, n) && (path[n] == '/' || (n && dir[n - 1] == '/'));
 }
 
-/* A file the project owns: under the manifest's directory or one of its
- * include directories (clang's and the C library's headers come with the
- * compiler that sg-compiler names). */
-static bool project_file(const prov_inputs *in, const char *abs)
+/* `path` relative to `dir` when it lies under it, else NULL. clang's
+ * dependency files turn a backslash into '/' (test_odd_paths): a directory
+ * holding one is also tried that way. */
+static char *rel_under(const char *path, const char *dir)
 {
-    if (under(abs, in->manifest->dir))
-        return true;
-    for (size_t i = 0; i < in->manifest->include_dirs.count; i++)
-        if (under(abs, in->manifest->include_dirs.items[i]))
-            return true;
-    return false;
+    if (under(path, dir))
+        return path_relative_to(path, dir);
+    if (!strchr(dir, '\\'))
+        return NULL;
+    char *slashed = xstrdup(dir);
+    for (char *p = slashed; *p; p++)
+        if (*p == '\\')
+            *p = '/';
+    char *rel = under(path, slashed) ? path_relative_to(path, slashed) : NULL;
+    free(slashed);
+    return rel;
+}
+
+/* A file the project owns, relative to the manifest: under the manifest's
+ * directory or one of its include directories; else NULL (clang's and the
+ * C library's headers come with the compiler that sg-compiler names). */
+static char *project_name(const prov_inputs *in, const char *abs)
+{
+    const gen_manifest *m = in->manifest;
+    char *rel = rel_under(abs, m->dir);
+    for (size_t i = 0; !rel && i < m->include_dirs.count; i++) {
+        char *inner = rel_under(abs, m->include_dirs.items[i]);
+        if (inner) {
+            char *dir = manifest_relpath(m, m->include_dirs.items[i]);
+            rel = path_join(dir, inner);
+            free(dir);
+            free(inner);
+        }
+    }
+    return rel;
 }
 
 /* The files a compile read, relative to the manifest, less `own` (its unit). */
@@ -316,11 +351,16 @@ static name_set reads_of(const prov_inputs *in, const char *deps, const char *ow
     size_t n = 0, cap = 0;
     if (deps)
         outputs_parse_deps((const uint8_t *)deps, strlen(deps), &abs, &n, &cap);
+    char *own_rel = manifest_relpath(in->manifest, own);
     for (size_t i = 0; i < n; i++) {
-        if (!under(abs[i], in->workdir) && strcmp(abs[i], own) && project_file(in, abs[i]))
-            ARRAY_PUSH(s.items, s.count, s.cap, manifest_relpath(in->manifest, abs[i]));
+        char *rel = under(abs[i], in->workdir) ? NULL : project_name(in, abs[i]);
+        if (rel && strcmp(rel, own_rel))
+            ARRAY_PUSH(s.items, s.count, s.cap, rel);
+        else
+            free(rel);
         free(abs[i]);
     }
+    free(own_rel);
     free(abs);
     sort_unique(&s);
     return s;

@@ -342,4 +342,22 @@ static const uint8_t sg_executor_cfi[51] = {
     0x11, 0x4f, 0x14,
 };
 
+/* Provenance, read by `stencilgen check-prebuilt` (docs/build.md, "Prebuilt
+ * headers"): what each stencil was made from; paths are relative to the
+ * manifest, digests cover the files' bytes.
+ * sg-provenance 1
+ * sg-generator stencilgen 0.1
+ * sg-compiler clang-22, LLVM 22.1.8
+ * sg-abi 6
+ * sg-file ../../stencils/stencil_template.h 47962b40ce70e42db009a477a039fb0a
+ * sg-file ../../stencils/tinyvm.h 3ef42e1286a28a048c71130ead8a9836
+ * sg-shim ../../stencils/shim.c unit c4dd9f0d49ceb933b64ce817f1cd203f flags 1dfb0685b67eab503d38b0b19dadfd9b reads ../../stencils/stencil_template.h ../../stencils/tinyvm.h
+ * sg-op push_operand ops.c at 1f9d287440c2c471d54e1b9e4572084f unit 010886c54afee2c885ca82c96cb4e4a7 flags 07006d3bc64da5ce6d3affb5c5dc21a4 reads ../../stencils/stencil_template.h ../../stencils/tinyvm.h
+ * sg-op branch_if_zero ops.c at 45ff51550cc575c7e1ebde0f6f9c2eb0 unit 60b511d8cdff8fd0aa78a7b71ba9638d flags 07006d3bc64da5ce6d3affb5c5dc21a4 reads ../../stencils/stencil_template.h ../../stencils/tinyvm.h
+ * sg-op print ops.c at 1331811c744ed79d4c62686737c783a4 unit c25432310cad6c63fa746133075a44c6 flags 07006d3bc64da5ce6d3affb5c5dc21a4 reads ../../stencils/stencil_template.h ../../stencils/tinyvm.h
+ * sg-op square_small ops.c at 3f4ba451fe0d34d8e984ae02fc0f4f68 unit 5b5889df8b64609695b68b6ac2d311cc flags 07006d3bc64da5ce6d3affb5c5dc21a4 reads ../../stencils/stencil_template.h ../../stencils/tinyvm.h
+ * sg-op trap ops.c at 66bccd2c5a7267d635875c73c370ffa7 unit 4616f1f6105c436b01283310233c04a3 flags 07006d3bc64da5ce6d3affb5c5dc21a4 reads ../../stencils/stencil_template.h ../../stencils/tinyvm.h
+ * sg-op ret ops.c at 618da61f458faae1f5806304b1c155a3 unit 614dbb6bff254db9883c58cac8245d15 flags 07006d3bc64da5ce6d3affb5c5dc21a4 reads ../../stencils/stencil_template.h ../../stencils/tinyvm.h
+ */
+
 #endif /* JIT_STENCILS_AARCH64_APPLE_DARWIN_H */
