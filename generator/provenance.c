@@ -173,6 +173,33 @@ static size_t find_line(const char *text, size_t size, size_t from, const prov_d
     return size;
 }
 
+static bool blank(const char *p, size_t n)
+{
+    return strspn(p, " \t\r") >= n;
+}
+
+/* Blank lines of the text outside the ops go: the one that separates an
+ * added op from the next is not a change to the others (their positions
+ * count apart, below). A blank line that ends a macro continued onto it
+ * stays. */
+static void drop_blank_lines(strbuf *sb)
+{
+    size_t w = 0;
+    bool continued = false;
+    for (size_t r = 0; r < sb->len;) {
+        size_t e = line_end(sb->data, sb->len, r);
+        size_t n = e - r;
+        if (continued || !blank(sb->data + r, n)) {
+            memmove(sb->data + w, sb->data + r, e < sb->len ? n + 1 : n);
+            w += e < sb->len ? n + 1 : n;
+        }
+        continued = n && sb->data[r + n - 1 - (n > 1 && sb->data[r + n - 1] == '\r')] == '\\';
+        r = e < sb->len ? e + 1 : e;
+    }
+    sb->len = w;
+    sb->data[w] = '\0';
+}
+
 void prov_cut(const char *text, size_t size, const prov_digest *at, size_t n, prov_file_cut *out)
 {
     out->ext = xcalloc(n ? n : 1, sizeof *out->ext);
@@ -191,6 +218,7 @@ void prov_cut(const char *text, size_t size, const prov_digest *at, size_t n, pr
         pos = out->ext[i].end;
     }
     sb_putn(&shared, text + pos, size - pos);
+    drop_blank_lines(&shared);
     uint64_t base[2] = {0, 0};
     hash128(shared.data, shared.len, base);
     /* Code that compiles its position in changes when its op moves. */

@@ -150,9 +150,10 @@ static void put_stencil_arrays(strbuf *sb, const gen_stencil *s, const char *id,
                                char *const *symbols, bool listing)
 {
     sb_printf(sb, "/* %s - ", s->name);
+    /* The file alone, not the op's line: adding an op would otherwise rewrite
+     * this line of every op after it (docs/build.md, "Prebuilt headers");
+     * `stencilgen dump` gives the line. */
     put_in_comment(sb, s->source);
-    if (s->line) /* the shim is named by its file alone */
-        sb_printf(sb, ":%u:%u", s->line, s->col);
     sb_putc(sb, '\n');
     if (listing)
         writer_listing(sb, symbols, s, " *   ");

@@ -55,7 +55,7 @@ enum sg_op {
 #define SG_OP_trap SG_OP_trap
 #define SG_OP_ret SG_OP_ret
 
-/* push_operand - ops.c:3:1
+/* push_operand - ops.c
  *   0000: b6 86 00 f8                    str x22, [x21], #8
  *   0004: 16 00 00 90                    adrp x22, 0x0
  *         ^ hole +0x4: AARCH64_GOT_ADRP <- OPERAND0  (ARM64_RELOC_GOT_LOAD_PAGE21 _JIT_OPERAND0)
@@ -84,7 +84,7 @@ static unsigned sg_emit_push_operand(uint8_t *code, uint8_t *data, sg_emit_env *
     return 0;
 }
 
-/* branch_if_zero - ops.c:10:1
+/* branch_if_zero - ops.c
  *   0000: e8 03 16 aa                    mov x8, x22
  *   0004: b6 8e 5f f8                    ldr x22, [x21, #-8]!
  *   0008: 48 00 00 b4                    cbz x8, 0x10
@@ -114,7 +114,7 @@ static unsigned sg_emit_branch_if_zero(uint8_t *code, uint8_t *data, sg_emit_env
     return 0;
 }
 
-/* print - ops.c:19:1
+/* print - ops.c
  *   0000: fd 7b bf a9                    stp x29, x30, [sp, #-16]!
  *   0004: e1 03 16 aa                    mov x1, x22
  *   0008: e0 03 14 aa                    mov x0, x20
@@ -142,7 +142,7 @@ static unsigned sg_emit_print(uint8_t *code, uint8_t *data, sg_emit_env *env)
     return 0;
 }
 
-/* square_small - ops.c:27:1
+/* square_small - ops.c
  *   0000: 08 00 00 90                    adrp x8, 0x0
  *         ^ hole +0x0: AARCH64_ADRP <- DATA  (ARM64_RELOC_PAGE21 squares)
  *   0004: 08 01 00 91                    add x8, x8, #0
@@ -178,7 +178,7 @@ static unsigned sg_emit_square_small(uint8_t *code, uint8_t *data, sg_emit_env *
     return 0;
 }
 
-/* trap - ops.c:33:1
+/* trap - ops.c
  *   0000: fd 7b bf a9                    stp x29, x30, [sp, #-16]!
  *   0004: e0 03 14 aa                    mov x0, x20
  *   0008: 01 00 00 90                    adrp x1, 0x0
@@ -216,7 +216,7 @@ static unsigned sg_emit_trap(uint8_t *code, uint8_t *data, sg_emit_env *env)
     return 0;
 }
 
-/* ret - ops.c:40:1
+/* ret - ops.c
  *   0000: e0 03 16 aa                    mov x0, x22
  *   0004: c0 03 5f d6                    ret
  */
@@ -351,12 +351,12 @@ static const uint8_t sg_executor_cfi[51] = {
  * sg-file ../../stencils/stencil_template.h 47962b40ce70e42db009a477a039fb0a
  * sg-file ../../stencils/tinyvm.h 3ef42e1286a28a048c71130ead8a9836
  * sg-shim ../../stencils/shim.c unit c4dd9f0d49ceb933b64ce817f1cd203f flags 1dfb0685b67eab503d38b0b19dadfd9b reads ../../stencils/stencil_template.h ../../stencils/tinyvm.h
- * sg-op push_operand ops.c at 1f9d287440c2c471d54e1b9e4572084f unit 010886c54afee2c885ca82c96cb4e4a7 flags 07006d3bc64da5ce6d3affb5c5dc21a4 reads ../../stencils/stencil_template.h ../../stencils/tinyvm.h
- * sg-op branch_if_zero ops.c at 45ff51550cc575c7e1ebde0f6f9c2eb0 unit 60b511d8cdff8fd0aa78a7b71ba9638d flags 07006d3bc64da5ce6d3affb5c5dc21a4 reads ../../stencils/stencil_template.h ../../stencils/tinyvm.h
- * sg-op print ops.c at 1331811c744ed79d4c62686737c783a4 unit c25432310cad6c63fa746133075a44c6 flags 07006d3bc64da5ce6d3affb5c5dc21a4 reads ../../stencils/stencil_template.h ../../stencils/tinyvm.h
- * sg-op square_small ops.c at 3f4ba451fe0d34d8e984ae02fc0f4f68 unit 5b5889df8b64609695b68b6ac2d311cc flags 07006d3bc64da5ce6d3affb5c5dc21a4 reads ../../stencils/stencil_template.h ../../stencils/tinyvm.h
- * sg-op trap ops.c at 66bccd2c5a7267d635875c73c370ffa7 unit 4616f1f6105c436b01283310233c04a3 flags 07006d3bc64da5ce6d3affb5c5dc21a4 reads ../../stencils/stencil_template.h ../../stencils/tinyvm.h
- * sg-op ret ops.c at 618da61f458faae1f5806304b1c155a3 unit 614dbb6bff254db9883c58cac8245d15 flags 07006d3bc64da5ce6d3affb5c5dc21a4 reads ../../stencils/stencil_template.h ../../stencils/tinyvm.h
+ * sg-op push_operand ops.c at 1f9d287440c2c471d54e1b9e4572084f unit ded802e7e7c9966a68ce6e035563c2a7 flags 07006d3bc64da5ce6d3affb5c5dc21a4 reads ../../stencils/stencil_template.h ../../stencils/tinyvm.h
+ * sg-op branch_if_zero ops.c at 45ff51550cc575c7e1ebde0f6f9c2eb0 unit b2ad03df65efd8670a14699855c8112e flags 07006d3bc64da5ce6d3affb5c5dc21a4 reads ../../stencils/stencil_template.h ../../stencils/tinyvm.h
+ * sg-op print ops.c at 1331811c744ed79d4c62686737c783a4 unit 3a115d44bef5268afe3384f613a201ba flags 07006d3bc64da5ce6d3affb5c5dc21a4 reads ../../stencils/stencil_template.h ../../stencils/tinyvm.h
+ * sg-op square_small ops.c at 3f4ba451fe0d34d8e984ae02fc0f4f68 unit 34a547c82db21a216b03efe63e8242f3 flags 07006d3bc64da5ce6d3affb5c5dc21a4 reads ../../stencils/stencil_template.h ../../stencils/tinyvm.h
+ * sg-op trap ops.c at 66bccd2c5a7267d635875c73c370ffa7 unit c676800793d7c5618509105cafe0bd40 flags 07006d3bc64da5ce6d3affb5c5dc21a4 reads ../../stencils/stencil_template.h ../../stencils/tinyvm.h
+ * sg-op ret ops.c at 618da61f458faae1f5806304b1c155a3 unit 3a35ca7df86c75e00521a2d69d26bca5 flags 07006d3bc64da5ce6d3affb5c5dc21a4 reads ../../stencils/stencil_template.h ../../stencils/tinyvm.h
  */
 
 #endif /* JIT_STENCILS_AARCH64_APPLE_DARWIN_H */

@@ -55,7 +55,7 @@ enum sg_op {
 #define SG_OP_trap SG_OP_trap
 #define SG_OP_ret SG_OP_ret
 
-/* push_operand - ops.c:3:1
+/* push_operand - ops.c
  *   0000: 5f 24 03 d5                    bti c
  *   0004: 08 00 e0 d2                    movz x8, #0, lsl #48
  *         ^ hole +0x4: AARCH64_MOVW_G3 <- OPERAND0  (R_AARCH64_MOVW_UABS_G3 _JIT_OPERAND0)
@@ -96,7 +96,7 @@ static unsigned sg_emit_push_operand(uint8_t *code, uint8_t *data, sg_emit_env *
     return 0;
 }
 
-/* branch_if_zero - ops.c:10:1
+/* branch_if_zero - ops.c
  *   0000: 5f 24 03 d5                    bti c
  *   0004: e8 03 16 aa                    mov x8, x22
  *   0008: b6 8e 5f f8                    ldr x22, [x21, #-8]!
@@ -127,7 +127,7 @@ static unsigned sg_emit_branch_if_zero(uint8_t *code, uint8_t *data, sg_emit_env
     return 0;
 }
 
-/* print - ops.c:19:1
+/* print - ops.c
  *   0000: 3f 23 03 d5                    paciasp
  *   0004: fe 0f 1f f8                    str x30, [sp, #-16]!
  *   0008: 08 00 00 90                    adrp x8, 0x0
@@ -164,7 +164,7 @@ static unsigned sg_emit_print(uint8_t *code, uint8_t *data, sg_emit_env *env)
     return 0;
 }
 
-/* square_small - ops.c:27:1
+/* square_small - ops.c
  *   0000: 5f 24 03 d5                    bti c
  *   0004: c8 0a 40 92                    and x8, x22, #0x7
  *   0008: 09 00 00 90                    adrp x9, 0x0
@@ -202,7 +202,7 @@ static unsigned sg_emit_square_small(uint8_t *code, uint8_t *data, sg_emit_env *
     return 0;
 }
 
-/* trap - ops.c:33:1
+/* trap - ops.c
  *   0000: 3f 23 03 d5                    paciasp
  *   0004: fe 0f 1f f8                    str x30, [sp, #-16]!
  *   0008: 08 00 00 90                    adrp x8, 0x0
@@ -247,7 +247,7 @@ static unsigned sg_emit_trap(uint8_t *code, uint8_t *data, sg_emit_env *env)
     return 0;
 }
 
-/* ret - ops.c:40:1
+/* ret - ops.c
  *   0000: 5f 24 03 d5                    bti c
  *   0004: e0 03 16 aa                    mov x0, x22
  *   0008: c0 03 5f d6                    ret
@@ -387,12 +387,12 @@ static const uint8_t sg_executor_cfi[52] = {
  * sg-file ../../stencils/stencil_template.h 47962b40ce70e42db009a477a039fb0a
  * sg-file ../../stencils/tinyvm.h 3ef42e1286a28a048c71130ead8a9836
  * sg-shim ../../stencils/shim.c unit c4dd9f0d49ceb933b64ce817f1cd203f flags 1107ce6dc314b8cb1bb73454c0c42a70 reads ../../stencils/stencil_template.h ../../stencils/tinyvm.h
- * sg-op push_operand ops.c at 1f9d287440c2c471d54e1b9e4572084f unit 010886c54afee2c885ca82c96cb4e4a7 flags 6dd5856fd76486246bd3b69fc199b4ad reads ../../stencils/stencil_template.h ../../stencils/tinyvm.h
- * sg-op branch_if_zero ops.c at 45ff51550cc575c7e1ebde0f6f9c2eb0 unit 60b511d8cdff8fd0aa78a7b71ba9638d flags 6dd5856fd76486246bd3b69fc199b4ad reads ../../stencils/stencil_template.h ../../stencils/tinyvm.h
- * sg-op print ops.c at 1331811c744ed79d4c62686737c783a4 unit c25432310cad6c63fa746133075a44c6 flags 6dd5856fd76486246bd3b69fc199b4ad reads ../../stencils/stencil_template.h ../../stencils/tinyvm.h
- * sg-op square_small ops.c at 3f4ba451fe0d34d8e984ae02fc0f4f68 unit 5b5889df8b64609695b68b6ac2d311cc flags 6dd5856fd76486246bd3b69fc199b4ad reads ../../stencils/stencil_template.h ../../stencils/tinyvm.h
- * sg-op trap ops.c at 66bccd2c5a7267d635875c73c370ffa7 unit 4616f1f6105c436b01283310233c04a3 flags 6dd5856fd76486246bd3b69fc199b4ad reads ../../stencils/stencil_template.h ../../stencils/tinyvm.h
- * sg-op ret ops.c at 618da61f458faae1f5806304b1c155a3 unit 614dbb6bff254db9883c58cac8245d15 flags 6dd5856fd76486246bd3b69fc199b4ad reads ../../stencils/stencil_template.h ../../stencils/tinyvm.h
+ * sg-op push_operand ops.c at 1f9d287440c2c471d54e1b9e4572084f unit ded802e7e7c9966a68ce6e035563c2a7 flags 6dd5856fd76486246bd3b69fc199b4ad reads ../../stencils/stencil_template.h ../../stencils/tinyvm.h
+ * sg-op branch_if_zero ops.c at 45ff51550cc575c7e1ebde0f6f9c2eb0 unit b2ad03df65efd8670a14699855c8112e flags 6dd5856fd76486246bd3b69fc199b4ad reads ../../stencils/stencil_template.h ../../stencils/tinyvm.h
+ * sg-op print ops.c at 1331811c744ed79d4c62686737c783a4 unit 3a115d44bef5268afe3384f613a201ba flags 6dd5856fd76486246bd3b69fc199b4ad reads ../../stencils/stencil_template.h ../../stencils/tinyvm.h
+ * sg-op square_small ops.c at 3f4ba451fe0d34d8e984ae02fc0f4f68 unit 34a547c82db21a216b03efe63e8242f3 flags 6dd5856fd76486246bd3b69fc199b4ad reads ../../stencils/stencil_template.h ../../stencils/tinyvm.h
+ * sg-op trap ops.c at 66bccd2c5a7267d635875c73c370ffa7 unit c676800793d7c5618509105cafe0bd40 flags 6dd5856fd76486246bd3b69fc199b4ad reads ../../stencils/stencil_template.h ../../stencils/tinyvm.h
+ * sg-op ret ops.c at 618da61f458faae1f5806304b1c155a3 unit 3a35ca7df86c75e00521a2d69d26bca5 flags 6dd5856fd76486246bd3b69fc199b4ad reads ../../stencils/stencil_template.h ../../stencils/tinyvm.h
  */
 
 #endif /* JIT_STENCILS_AARCH64_UNKNOWN_LINUX_GNU_H */

@@ -55,7 +55,7 @@ enum sg_op {
 #define SG_OP_trap SG_OP_trap
 #define SG_OP_ret SG_OP_ret
 
-/* push_operand - ops.c:3:1
+/* push_operand - ops.c
  *   0000: 4d 89 75 00                    movq %r14, (%r13)
  *   0004: 49 83 c5 08                    addq $8, %r13
  *   0008: 49 be 00 00 00 00 00 00 00 00  movabsq $0, %r14
@@ -80,7 +80,7 @@ static unsigned sg_emit_push_operand(uint8_t *code, uint8_t *data, sg_emit_env *
     return 0;
 }
 
-/* branch_if_zero - ops.c:10:1
+/* branch_if_zero - ops.c
  *   0000: 4c 89 f0                       movq %r14, %rax
  *   0003: 4d 8b 75 f8                    movq -8(%r13), %r14
  *   0007: 49 83 c5 f8                    addq $-8, %r13
@@ -111,7 +111,7 @@ static unsigned sg_emit_branch_if_zero(uint8_t *code, uint8_t *data, sg_emit_env
     return 0;
 }
 
-/* print - ops.c:19:1
+/* print - ops.c
  *   0000: 50                             pushq %rax
  *   0001: 4c 89 f6                       movq %r14, %rsi
  *   0004: 4c 89 e7                       movq %r12, %rdi
@@ -138,7 +138,7 @@ static unsigned sg_emit_print(uint8_t *code, uint8_t *data, sg_emit_env *env)
     return 0;
 }
 
-/* square_small - ops.c:27:1
+/* square_small - ops.c
  *   0000: 41 83 e6 07                    andl $7, %r14d
  *   0004: 48 8d 05 00 00 00 00           leaq (%rip), %rax
  *         ^ hole +0x7: PCREL32 <- DATA - 0x4  (X86_64_RELOC_SIGNED squares)
@@ -169,7 +169,7 @@ static unsigned sg_emit_square_small(uint8_t *code, uint8_t *data, sg_emit_env *
     return 0;
 }
 
-/* trap - ops.c:33:1
+/* trap - ops.c
  *   0000: 50                             pushq %rax
  *   0001: 4c 89 e7                       movq %r12, %rdi
  *   0004: 48 8d 35 00 00 00 00           leaq (%rip), %rsi
@@ -201,7 +201,7 @@ static unsigned sg_emit_trap(uint8_t *code, uint8_t *data, sg_emit_env *env)
     return 0;
 }
 
-/* ret - ops.c:40:1
+/* ret - ops.c
  *   0000: 4c 89 f0                       movq %r14, %rax
  *   0003: c3                             retq
  */
@@ -319,12 +319,12 @@ static const uint8_t sg_executor_cfi[17] = {
  * sg-file ../../stencils/stencil_template.h 47962b40ce70e42db009a477a039fb0a
  * sg-file ../../stencils/tinyvm.h 3ef42e1286a28a048c71130ead8a9836
  * sg-shim ../../stencils/shim.c unit c4dd9f0d49ceb933b64ce817f1cd203f flags 12f3a7e39e1e0a41f2e29515d7d551ae reads ../../stencils/stencil_template.h ../../stencils/tinyvm.h
- * sg-op push_operand ops.c at 1f9d287440c2c471d54e1b9e4572084f unit 010886c54afee2c885ca82c96cb4e4a7 flags e68f7501220eaa2b30f49511b48227e1 reads ../../stencils/stencil_template.h ../../stencils/tinyvm.h
- * sg-op branch_if_zero ops.c at 45ff51550cc575c7e1ebde0f6f9c2eb0 unit 60b511d8cdff8fd0aa78a7b71ba9638d flags e68f7501220eaa2b30f49511b48227e1 reads ../../stencils/stencil_template.h ../../stencils/tinyvm.h
- * sg-op print ops.c at 1331811c744ed79d4c62686737c783a4 unit c25432310cad6c63fa746133075a44c6 flags e68f7501220eaa2b30f49511b48227e1 reads ../../stencils/stencil_template.h ../../stencils/tinyvm.h
- * sg-op square_small ops.c at 3f4ba451fe0d34d8e984ae02fc0f4f68 unit 5b5889df8b64609695b68b6ac2d311cc flags e68f7501220eaa2b30f49511b48227e1 reads ../../stencils/stencil_template.h ../../stencils/tinyvm.h
- * sg-op trap ops.c at 66bccd2c5a7267d635875c73c370ffa7 unit 4616f1f6105c436b01283310233c04a3 flags e68f7501220eaa2b30f49511b48227e1 reads ../../stencils/stencil_template.h ../../stencils/tinyvm.h
- * sg-op ret ops.c at 618da61f458faae1f5806304b1c155a3 unit 614dbb6bff254db9883c58cac8245d15 flags e68f7501220eaa2b30f49511b48227e1 reads ../../stencils/stencil_template.h ../../stencils/tinyvm.h
+ * sg-op push_operand ops.c at 1f9d287440c2c471d54e1b9e4572084f unit ded802e7e7c9966a68ce6e035563c2a7 flags e68f7501220eaa2b30f49511b48227e1 reads ../../stencils/stencil_template.h ../../stencils/tinyvm.h
+ * sg-op branch_if_zero ops.c at 45ff51550cc575c7e1ebde0f6f9c2eb0 unit b2ad03df65efd8670a14699855c8112e flags e68f7501220eaa2b30f49511b48227e1 reads ../../stencils/stencil_template.h ../../stencils/tinyvm.h
+ * sg-op print ops.c at 1331811c744ed79d4c62686737c783a4 unit 3a115d44bef5268afe3384f613a201ba flags e68f7501220eaa2b30f49511b48227e1 reads ../../stencils/stencil_template.h ../../stencils/tinyvm.h
+ * sg-op square_small ops.c at 3f4ba451fe0d34d8e984ae02fc0f4f68 unit 34a547c82db21a216b03efe63e8242f3 flags e68f7501220eaa2b30f49511b48227e1 reads ../../stencils/stencil_template.h ../../stencils/tinyvm.h
+ * sg-op trap ops.c at 66bccd2c5a7267d635875c73c370ffa7 unit c676800793d7c5618509105cafe0bd40 flags e68f7501220eaa2b30f49511b48227e1 reads ../../stencils/stencil_template.h ../../stencils/tinyvm.h
+ * sg-op ret ops.c at 618da61f458faae1f5806304b1c155a3 unit 3a35ca7df86c75e00521a2d69d26bca5 flags e68f7501220eaa2b30f49511b48227e1 reads ../../stencils/stencil_template.h ../../stencils/tinyvm.h
  */
 
 #endif /* JIT_STENCILS_X86_64_APPLE_DARWIN_H */
