@@ -116,6 +116,55 @@ def test_fresh_checkout_builds_tinyvm_without_llvm(ctx):
           p.stderr[-2000:])
 
 
+def tool_dir(ctx, name, tools):
+    """A directory for PATH holding `tools` ({name: path}) and nothing else."""
+    d = os.path.join(ctx.tmp, name)
+    os.makedirs(d)
+    for tool, path in tools.items():
+        check(path, "%s is not installed", tool)
+        os.symlink(path, os.path.join(d, tool))
+    return d
+
+
+def meson_build(ctx, base, path, name):
+    build = os.path.join(base, name)
+    env = {"PATH": path, "LD_LIBRARY_PATH": ""}
+    p = ctx.run(["meson", "setup", build, base], timeout=TIMEOUT, env=env)
+    if p.returncode == 0:
+        q = ctx.run(["ninja", "-C", build], timeout=TIMEOUT, env=env)
+        check(q.returncode == 0, "ninja: exit %d\n%s%s", q.returncode, q.stdout[-3000:],
+              q.stderr[-3000:])
+    return p, os.path.join(build, "tinyvm")
+
+
+def test_meson_recipe_prebuilt_when_llvm_is_absent(ctx):
+    """tests/fixtures/prebuilt/meson.build: with no LLVM, current headers are
+    used and stale ones fail the setup with the list; with LLVM, the headers
+    are regenerated whatever their state."""
+    base = project(ctx, "recipe")
+    prebuild(ctx, base)
+    shutil.copy(ctx.path("tests", "fixtures", "prebuilt", "meson.build"), base)
+    common = {t: shutil.which(t) for t in ("gcc", "as", "ld", "ar", "meson", "ninja")}
+    no_llvm = tool_dir(ctx, "no-llvm", dict(common, stencilgen=lone_stencilgen(ctx)))
+    p, vm = meson_build(ctx, base, no_llvm, "b-current")
+    check(p.returncode == 0 and "stencils: prebuilt" in p.stdout, "setup: exit %d\n%s%s",
+          p.returncode, p.stdout[-3000:], p.stderr[-3000:])
+    q = ctx.run([vm, "--jit", os.path.join(base, "stencils", "programs", "fib.tvm")], timeout=60)
+    check(q.returncode == 0 and q.stdout.strip() == "46368", "tinyvm: %s%s", q.stdout, q.stderr)
+    arith = os.path.join(base, "stencils", "ops", "arith.c")
+    write(arith, read(arith).replace("(uint64_t)a * (uint64_t)b", "(uint64_t)a * (uint64_t)b * 3"))
+    p, _ = meson_build(ctx, base, no_llvm, "b-stale")
+    check(p.returncode != 0 and "op mul: ops/arith.c changed" in p.stdout + p.stderr,
+          "stale, no LLVM: exit %d\n%s%s", p.returncode, p.stdout[-3000:], p.stderr[-3000:])
+    llvm = tool_dir(ctx, "llvm", dict(common, stencilgen=ctx.stencilgen,
+                                      **{"clang-22": shutil.which("clang-22")}))
+    p, vm = meson_build(ctx, base, llvm, "b-llvm")
+    check(p.returncode == 0 and "stencils: regenerated" in p.stdout, "with LLVM: exit %d\n%s%s",
+          p.returncode, p.stdout[-3000:], p.stderr[-3000:])
+    q = ctx.run([vm, "--jit", os.path.join(base, "stencils", "programs", "fib.tvm")], timeout=60)
+    check(q.returncode == 0 and q.stdout.strip() == "46368", "tinyvm: %s%s", q.stdout, q.stderr)
+
+
 # --- 2. each kind of edit: exactly the ops it affects -------------------------
 
 ARITH_OPS = ["add", "sub", "mul", "div", "mod", "addi"]
