@@ -8,10 +8,14 @@
 #include "prebuilt.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "diag.h"
 #include "manifest.h"
@@ -168,6 +172,15 @@ static bool parse_line(pb_record *r, char *line)
     return false;
 }
 
+/* The line number in the header of the record's line `k` (from 0). */
+static unsigned line_of(const char *text, const char *start, size_t k)
+{
+    size_t n = 1 + k;
+    for (const char *p = text; p < start; p++)
+        n += *p == '\n';
+    return (unsigned)n;
+}
+
 static const char record_start[] = "/* Provenance, read by `stencilgen check-prebuilt`";
 
 /* The record is the header's last comment: found from the end, so a header
@@ -195,9 +208,7 @@ static int parse_record(const char *path, const char *text, size_t size, pb_reco
         return SG_EXIT_USAGE;
     }
     r->text = xstrndup(start, (size_t)(close - start) + 1);
-    size_t lineno = 1;
-    for (const char *p = text; p < start; p++)
-        lineno += *p == '\n';
+    size_t lineno = 0; /* within the record: the header's lines are counted on error only */
     char *save = NULL;
     bool seen_version = false;
     for (char *line = strtok_r(r->text, "\n", &save); line; line = strtok_r(NULL, "\n", &save),
@@ -207,14 +218,14 @@ static int parse_record(const char *path, const char *text, size_t size, pb_reco
         if (!strncmp(line, " * sg-provenance ", 17)) {
             seen_version = true;
             if (atoi(line + 17) != PROV_FORMAT_VERSION) {
-                diag_error_at(path, (unsigned)lineno, 4, "provenance format %s, this stencilgen "
+                diag_error_at(path, line_of(text, start, lineno), 4, "provenance format %s, this stencilgen "
                               "reads format %d", line + 17, PROV_FORMAT_VERSION);
                 return SG_EXIT_USAGE;
             }
             continue;
         }
         if (!seen_version || !parse_line(r, line + 3)) {
-            diag_error_at(path, (unsigned)lineno, 4, "malformed provenance line '%s'", line + 3);
+            diag_error_at(path, line_of(text, start, lineno), 4, "malformed provenance line '%s'", line + 3);
             return SG_EXIT_USAGE;
         }
     }
@@ -313,9 +324,9 @@ static bool is_op_source(const gen_manifest *m, const char *abs)
     return false;
 }
 
-/* The ops recorded from one op source, against its text now. */
+/* The ops idx[0..n) recorded from one op source, against its text now. */
 static void source_changed(const pb_record *r, const gen_manifest *m, const char *source,
-                           pb_reasons *rs)
+                           const size_t *idx, size_t n, pb_reasons *rs)
 {
     char *abs0 = path_join(m->dir, source);
     char *abs = path_absolute(abs0);
@@ -324,10 +335,6 @@ static void source_changed(const pb_record *r, const gen_manifest *m, const char
     size_t size = 0;
     bool listed = is_op_source(m, abs), ok = listed && read_file(abs, &bytes, &size);
     free(abs);
-    size_t n = 0, cap = 0, *idx = NULL;
-    for (size_t o = 0; o < r->nops; o++)
-        if (!strcmp(r->ops[o].source, source))
-            ARRAY_PUSH(idx, n, cap, o);
     prov_digest *at = xcalloc(n ? n : 1, sizeof *at);
     for (size_t k = 0; k < n; k++)
         at[k] = r->ops[idx[k]].at;
@@ -352,18 +359,36 @@ static void source_changed(const pb_record *r, const gen_manifest *m, const char
     if (ok)
         prov_cut_free(&cut);
     free(at);
-    free(idx);
     free(bytes);
 }
 
-static void sources_changed(const pb_record *r, const gen_manifest *m, pb_reasons *rs)
+/* Ops by source, then by position: each source's ops in source order. */
+static int cmp_by_source(const void *a, const void *b, void *ctx)
 {
-    for (size_t o = 0; o < r->nops; o++) {
-        bool first = true;
-        for (size_t p = 0; p < o && first; p++)
-            first = strcmp(r->ops[p].source, r->ops[o].source) != 0;
-        if (r->ops[o].name && first)
-            source_changed(r, m, r->ops[o].source, rs);
+    const pb_op *ops = ctx;
+    size_t x = *(const size_t *)a, y = *(const size_t *)b;
+    int c = strcmp(ops[x].source, ops[y].source);
+    return c ? c : (x > y) - (x < y);
+}
+
+/* The recorded ops' indices (the shim left out), grouped by source. */
+static size_t *ops_by_source(const pb_record *r)
+{
+    size_t *idx = xcalloc(r->nops, sizeof *idx);
+    for (size_t o = 1; o < r->nops; o++)
+        idx[o - 1] = o;
+    qsort_r(idx, r->nops - 1, sizeof *idx, cmp_by_source, r->ops);
+    return idx;
+}
+
+static void sources_changed(const pb_record *r, const gen_manifest *m, const size_t *by_source,
+                            pb_reasons *rs)
+{
+    for (size_t i = 0, j; i < r->nops - 1; i = j) {
+        const char *source = r->ops[by_source[i]].source;
+        for (j = i + 1; j < r->nops - 1 && !strcmp(r->ops[by_source[j]].source, source); j++)
+            ;
+        source_changed(r, m, source, by_source + i, j - i, rs);
     }
     const pb_op *shim = &r->ops[0];
     char *rel = manifest_relpath(m, m->shim_source);
@@ -379,17 +404,38 @@ static void sources_changed(const pb_record *r, const gen_manifest *m, pb_reason
     free(rel);
 }
 
+static int cmp_source_key(const void *key, const void *item, void *ctx)
+{
+    const pb_op *ops = ctx;
+    return strcmp((const char *)key, ops[*(const size_t *)item].source);
+}
+
+/* bsearch with a context, over `by_source`. */
+static bool recorded_source(const pb_record *r, const size_t *by_source, const char *rel)
+{
+    size_t lo = 0, hi = r->nops - 1;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = cmp_source_key(rel, &by_source[mid], r->ops);
+        if (!c)
+            return true;
+        if (c < 0)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return false;
+}
+
 /* Op sources the manifest lists now that no recorded op comes from: the
  * header lacks their ops. */
-static size_t new_sources(const pb_record *r, const gen_manifest *m, strbuf *out)
+static size_t new_sources(const pb_record *r, const gen_manifest *m, const size_t *by_source,
+                          strbuf *out)
 {
     size_t n = 0;
     for (size_t i = 0; i < m->op_sources.count; i++) {
         char *rel = manifest_relpath(m, m->op_sources.items[i]);
-        bool known = false;
-        for (size_t o = 1; o < r->nops && !known; o++)
-            known = !strcmp(r->ops[o].source, rel);
-        if (!known) {
+        if (!recorded_source(r, by_source, rel)) {
             sb_printf(out, "op list: %s is new in the manifest\n", rel);
             n++;
         }
@@ -476,21 +522,51 @@ static void reasons_free(pb_reasons *rs)
     free(rs->cap);
 }
 
+/* The header, mapped: the record is read from the end, so the pages of a
+ * header of thousands of stencils before it are never touched (a copy of
+ * the whole file cost more than the check). NULL with errno on failure; an
+ * empty file maps to "" with *size 0. */
+static const char *map_header(const char *path, size_t *size)
+{
+    *size = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return NULL;
+    struct stat st;
+    const char *text = NULL;
+    if (fstat(fd, &st) != 0) {
+        text = NULL;
+    } else if (!S_ISREG(st.st_mode)) {
+        errno = EISDIR;
+    } else if (st.st_size == 0) {
+        text = "";
+    } else {
+        void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+        text = p == MAP_FAILED ? NULL : p;
+        *size = text ? (size_t)st.st_size : 0;
+    }
+    int saved = errno;
+    close(fd);
+    errno = saved;
+    return text;
+}
+
 /* One target: 0 current, 1 stale (listed in `out`), 2 bad input. */
 static int check_target(const pb_options *o, const gen_manifest *m, const gen_manifest_target *t,
                         pb_now *now, strbuf *out)
 {
     char *path = xasprintf("%s/jit_stencils-%s.h", o->prebuilt, t->triple);
-    uint8_t *text = NULL;
     size_t size = 0;
-    if (!read_file(path, &text, &size)) {
+    const char *text = map_header(path, &size);
+    if (!text) {
         diag_error("%s: no prebuilt header for target %s (%s)", path, t->triple, strerror(errno));
         free(path);
         return SG_EXIT_USAGE;
     }
     pb_record r = {0};
-    int rc = parse_record(path, (const char *)text, size, &r);
-    free(text);
+    int rc = parse_record(path, text, size, &r);
+    if (size)
+        munmap((void *)text, size);
     if (rc) {
         record_free(&r);
         free(path);
@@ -498,12 +574,14 @@ static int check_target(const pb_options *o, const gen_manifest *m, const gen_ma
     }
     pb_reasons rs = {xcalloc(r.nops, sizeof(char **)), xcalloc(r.nops, sizeof(size_t)),
                      xcalloc(r.nops, sizeof(size_t)), r.nops};
+    size_t *by_source = ops_by_source(&r);
     globals_changed(&r, m, t, o, &rs);
-    sources_changed(&r, m, &rs);
+    sources_changed(&r, m, by_source, &rs);
     files_changed(&r, m, now, &rs);
     strbuf lines = {0};
     sb_puts(&lines, "");
-    size_t added = new_sources(&r, m, &lines);
+    size_t added = new_sources(&r, m, by_source, &lines);
+    free(by_source);
     size_t stale = report(&r, &rs, &lines);
     if (stale || added)
         sb_printf(out, "%s: %zu of %zu stencils stale (%s)\n%s", t->triple, stale, r.nops, path,

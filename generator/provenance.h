@@ -58,8 +58,8 @@ typedef struct prov_extent {
 } prov_extent;
 
 /* One op source's text cut into its ops (by `at` digests, in source order)
- * and the rest; each op's unit digest from both. `line_digest(i)` is given
- * by the caller as at[i]. unit[i] is filled for found ops. */
+ * and the rest; each op's unit digest from both. unit[i] is filled for the
+ * ops found (ext[i].found). */
 typedef struct prov_file_cut {
     prov_extent *ext; /* one per op */
     prov_digest *unit;
@@ -69,8 +69,9 @@ typedef struct prov_file_cut {
 prov_digest prov_line_digest(const char *text, size_t size, size_t begin);
 /* The extent of the definition whose first line starts at `line_begin`. */
 prov_extent prov_extent_at(const char *text, size_t size, size_t line_begin);
-/* Cut `text` at the ops whose first lines have the digests at[0..n) (in
- * source order) and compute each found op's unit digest. */
+/* Cut `text` (NUL-terminated at `size`, as read_file leaves it) at the ops
+ * whose first lines have the digests at[0..n) (in source order) and compute
+ * each found op's unit digest. */
 void prov_cut(const char *text, size_t size, const prov_digest *at, size_t n, prov_file_cut *out);
 void prov_cut_free(prov_file_cut *c);
 
