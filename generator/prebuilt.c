@@ -29,12 +29,13 @@ typedef struct pb_options {
     size_t ntargets;
 } pb_options;
 
-/* One recorded file, and what it holds now (computed once per run). */
+/* One sg-file line: a file some compile read, and its digest then. */
 typedef struct pb_file {
     char *name;
     char recorded[PROV_DIGEST_HEX + 1];
 } pb_file;
 
+/* An sg-op or sg-shim line. */
 typedef struct pb_op {
     char *name, *source;
     bool whole;
@@ -44,7 +45,8 @@ typedef struct pb_op {
     size_t nreads;
 } pb_op;
 
-/* One header's record. The shim is ops[nops] (its name NULL). */
+/* One header's record. The shim is ops[0] (its name NULL), the ops follow
+ * in header order. */
 typedef struct pb_record {
     char *generator, *abi;
     pb_file *files;
