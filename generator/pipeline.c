@@ -151,7 +151,7 @@ static strbuf provenance_of(const gen_run *run, const job_set *js, const gen_tar
         else
             shim_deps = ref->deps;
     }
-    prov_inputs in = {&run->manifest, r->mt, &run->ops, deps, shim_deps, run->workdir,
+    prov_inputs in = {&run->manifest, r->target->triple, r->mt, &run->ops, deps, shim_deps, run->workdir,
                       run->opt.clang ? run->opt.clang : "clang-22", run->opt.extra_cflags,
                       run->opt.extra_shim_cflags};
     strbuf sb = {0};

@@ -20,6 +20,7 @@
 #include "diag.h"
 #include "manifest.h"
 #include "provenance.h"
+#include "target.h"
 #include "../runtime/stencilrt_abi.h" /* the ABI, owned by the runtime */
 #include "util.h"
 
@@ -446,12 +447,12 @@ static size_t new_sources(const pb_record *r, const gen_manifest *m, const size_
     return n;
 }
 
-static void globals_changed(const pb_record *r, const gen_manifest *m,
+static void globals_changed(const pb_record *r, const gen_manifest *m, const char *triple,
                             const gen_manifest_target *t, const pb_options *o, pb_reasons *rs)
 {
     char *abi = xasprintf("%d", SG_ABI_VERSION);
-    prov_digest op_flags = prov_flags_digest(m, t, false, o->extra_cflags);
-    prov_digest shim_flags = prov_flags_digest(m, t, true, o->extra_shim_cflags);
+    prov_digest op_flags = prov_flags_digest(m, triple, t, false, o->extra_cflags);
+    prov_digest shim_flags = prov_flags_digest(m, triple, t, true, o->extra_shim_cflags);
     for (size_t k = 0; k < r->nops; k++) {
         if (strcmp(r->generator, prov_generator()))
             add_reason(rs, k, xasprintf("generator changed (header: %s, this: %s)", r->generator,
@@ -553,15 +554,16 @@ static const char *map_header(const char *path, size_t *size)
     return text;
 }
 
-/* One target: 0 current, 1 stale (listed in `out`), 2 bad input. */
-static int check_target(const pb_options *o, const gen_manifest *m, const gen_manifest_target *t,
-                        pb_now *now, strbuf *out)
+/* One target (`t`: its manifest entry, NULL for a --target the manifest
+ * does not list): 0 current, 1 stale (listed in `out`), 2 bad input. */
+static int check_target(const pb_options *o, const gen_manifest *m, const char *triple,
+                        const gen_manifest_target *t, pb_now *now, strbuf *out)
 {
-    char *path = xasprintf("%s/jit_stencils-%s.h", o->prebuilt, t->triple);
+    char *path = xasprintf("%s/jit_stencils-%s.h", o->prebuilt, triple);
     size_t size = 0;
     const char *text = map_header(path, &size);
     if (!text) {
-        diag_error("%s: no prebuilt header for target %s (%s)", path, t->triple, strerror(errno));
+        diag_error("%s: no prebuilt header for target %s (%s)", path, triple, strerror(errno));
         free(path);
         return SG_EXIT_USAGE;
     }
@@ -577,7 +579,7 @@ static int check_target(const pb_options *o, const gen_manifest *m, const gen_ma
     pb_reasons rs = {xcalloc(r.nops, sizeof(char **)), xcalloc(r.nops, sizeof(size_t)),
                      xcalloc(r.nops, sizeof(size_t)), r.nops};
     size_t *by_source = ops_by_source(&r);
-    globals_changed(&r, m, t, o, &rs);
+    globals_changed(&r, m, triple, t, o, &rs);
     sources_changed(&r, m, by_source, &rs);
     files_changed(&r, m, now, &rs);
     strbuf lines = {0};
@@ -586,7 +588,7 @@ static int check_target(const pb_options *o, const gen_manifest *m, const gen_ma
     free(by_source);
     size_t stale = report(&r, &rs, &lines);
     if (stale || added)
-        sb_printf(out, "%s: %zu of %zu stencils stale (%s)\n%s", t->triple, stale, r.nops, path,
+        sb_printf(out, "%s: %zu of %zu stencils stale (%s)\n%s", triple, stale, r.nops, path,
                   lines.data);
     sb_free(&lines);
     reasons_free(&rs);
@@ -603,26 +605,36 @@ static const gen_manifest_target *find_target(const gen_manifest *m, const char 
     return NULL;
 }
 
+/* A --target the manifest does not list is one `build --target` accepts
+ * too, when stencilgen supports it. */
+static bool known_target(const pb_options *o, const gen_manifest *m, const char *triple)
+{
+    if (find_target(m, triple) || target_lookup(triple))
+        return true;
+    strbuf known = {0};
+    for (size_t k = 0; k < m->ntargets; k++)
+        sb_printf(&known, "%s%s", k ? ", " : "", m->targets[k].triple);
+    char *supported = target_supported_list();
+    diag_error("unknown target '%s': %s lists %s, and stencilgen supports %s", triple,
+               o->manifest, known.data ? known.data : "none", supported);
+    free(supported);
+    sb_free(&known);
+    return false;
+}
+
 static int check_all(const pb_options *o, const gen_manifest *m)
 {
     for (size_t i = 0; i < o->ntargets; i++)
-        if (!find_target(m, o->targets[i])) {
-            strbuf known = {0};
-            for (size_t k = 0; k < m->ntargets; k++)
-                sb_printf(&known, "%s%s", k ? ", " : "", m->targets[k].triple);
-            diag_error("unknown target '%s': %s lists %s", o->targets[i], o->manifest,
-                       known.data ? known.data : "none");
-            sb_free(&known);
+        if (!known_target(o, m, o->targets[i]))
             return SG_EXIT_USAGE;
-        }
     pb_now now = {0};
     strbuf out = {0};
     sb_puts(&out, "");
     int rc = SG_EXIT_OK;
     size_t n = o->ntargets ? o->ntargets : m->ntargets;
     for (size_t i = 0; i < n && rc != SG_EXIT_USAGE; i++) {
-        const gen_manifest_target *t = o->ntargets ? find_target(m, o->targets[i]) : &m->targets[i];
-        int one = check_target(o, m, t, &now, &out);
+        const char *triple = o->ntargets ? o->targets[i] : m->targets[i].triple;
+        int one = check_target(o, m, triple, find_target(m, triple), &now, &out);
         rc = one > rc ? one : rc;
     }
     if (rc != SG_EXIT_USAGE)

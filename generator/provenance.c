@@ -46,11 +46,12 @@ static void put_list(strbuf *sb, const char *tag, const gen_strlist *l, const ge
     }
 }
 
-prov_digest prov_flags_digest(const gen_manifest *m, const gen_manifest_target *t, bool shim,
-                              const char *extra_cflags)
+prov_digest prov_flags_digest(const gen_manifest *m, const char *triple,
+                              const gen_manifest_target *t, bool shim, const char *extra_cflags)
 {
+    static const gen_strlist none = {0};
     strbuf sb = {0};
-    sb_printf(&sb, "target %s\n", t->triple);
+    sb_printf(&sb, "target %s\n", triple);
     char *tmpl = manifest_relpath(m, m->template_path);
     sb_printf(&sb, "template %s\n", tmpl);
     free(tmpl);
@@ -59,10 +60,10 @@ prov_digest prov_flags_digest(const gen_manifest *m, const gen_manifest_target *
     put_list(&sb, "symbol", &m->symbols, m, false); /* holes name symbols by number */
     if (shim) {
         sb_printf(&sb, "shim %s\n", m->shim_function);
-        put_list(&sb, "target-cflag", &t->shim_cflags, m, false);
+        put_list(&sb, "target-cflag", t ? &t->shim_cflags : &none, m, false);
     } else {
         put_list(&sb, "cflag", &m->cflags, m, false);
-        put_list(&sb, "target-cflag", &t->cflags, m, false);
+        put_list(&sb, "target-cflag", t ? &t->cflags : &none, m, false);
     }
     if (extra_cflags)
         sb_printf(&sb, "extra %s\n", extra_cflags);
@@ -544,10 +545,10 @@ void prov_write(strbuf *sb, const prov_inputs *in)
     sb_puts(sb, " * sg-shim ");
     prov_put_name(sb, shim_rel);
     sb_printf(sb, " unit %s flags %s", file_digest(m->shim_source).hex,
-              prov_flags_digest(m, in->target, true, in->extra_shim_cflags).hex);
+              prov_flags_digest(m, in->triple, in->target, true, in->extra_shim_cflags).hex);
     put_reads(sb, &reads[in->ops->count]);
     free(shim_rel);
-    prov_digest flags = prov_flags_digest(m, in->target, false, in->extra_cflags);
+    prov_digest flags = prov_flags_digest(m, in->triple, in->target, false, in->extra_cflags);
     for (size_t i = 0; i < in->ops->count; i++) {
         const gen_op *o = &in->ops->items[i];
         char *src = manifest_relpath(m, o->source);

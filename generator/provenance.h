@@ -43,11 +43,12 @@ prov_digest prov_digest_of(const void *data, size_t size);
 /* "stencilgen 0.1" */
 const char *prov_generator(void);
 
-/* The flags every op (shim: false) or the shim (shim: true) of target `t`
- * compiles with, as the manifest and the command line give them, with paths
+/* The flags every op (shim: false) or the shim (shim: true) of target
+ * `triple` compiles with (`t`: its manifest entry, NULL for a --target the
+ * manifest does not list), as the manifest and the command line give them, with paths
  * relative to the manifest: checkouts elsewhere give the same digest. */
-prov_digest prov_flags_digest(const gen_manifest *m, const gen_manifest_target *t, bool shim,
-                              const char *extra_cflags);
+prov_digest prov_flags_digest(const gen_manifest *m, const char *triple,
+                              const gen_manifest_target *t, bool shim, const char *extra_cflags);
 
 /* Where one op sits in its file, found from its first line alone (no parse):
  * the line is recorded by digest, the definition runs to the brace that
@@ -84,7 +85,8 @@ bool prov_decode_name(char *s);
 /* What one target's record is made from. */
 typedef struct prov_inputs {
     const gen_manifest *manifest;
-    const gen_manifest_target *target;
+    const char *triple;
+    const gen_manifest_target *target; /* NULL: a --target the manifest does not list */
     const gen_oplist *ops;      /* every op, in op order */
     char *const *op_deps;       /* per op: its compile's depfile text (NULL: none) */
     const char *shim_deps;      /* the shim's */

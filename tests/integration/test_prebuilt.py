@@ -399,3 +399,17 @@ def test_no_listing_leaves_only_the_listing_out(ctx):
     check(listing.search(full) and not listing.search(bare), "the listing is not left out")
     check(listing.sub("", full) == bare, "--no-listing changed more than the listing")
     check(len(bare) < len(full) * 0.8, "no smaller: %d vs %d bytes", len(bare), len(full))
+
+
+def test_a_target_the_manifest_does_not_list(ctx):
+    """`build --target` takes a supported target the manifest does not list;
+    its header records flags without the manifest's target entry, and
+    check-prebuilt takes the same --target."""
+    manifest = ctx.path("tests", "fixtures", "shim", "jit_and_c_call.yaml")
+    out = os.path.join(ctx.tmp, "out")
+    triple = "aarch64-unknown-linux-gnu"
+    ctx.build_stencils(manifest, out, "--target", triple, timeout=TIMEOUT)
+    p = ctx.run([ctx.stencilgen, "check-prebuilt", "--manifest", manifest, "--prebuilt", out,
+                 "--target", triple], timeout=60)
+    check(p.returncode == 0 and p.stdout == "", "exit %d\n%s%s", p.returncode, p.stdout,
+          p.stderr)
