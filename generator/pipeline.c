@@ -152,8 +152,7 @@ static strbuf provenance_of(const gen_run *run, const job_set *js, const gen_tar
             shim_deps = ref->deps;
     }
     prov_inputs in = {&run->manifest, r->target->triple, r->mt, &run->ops, deps, shim_deps, run->workdir,
-                      run->opt.clang ? run->opt.clang : "clang-22", run->opt.extra_cflags,
-                      run->opt.extra_shim_cflags};
+                      run->opt.clang ? run->opt.clang : "clang-22"};
     strbuf sb = {0};
     prov_write(&sb, &in);
     free(deps);

@@ -25,7 +25,7 @@
 #include "util.h"
 
 typedef struct pb_options {
-    const char *manifest, *prebuilt, *extra_cflags, *extra_shim_cflags;
+    const char *manifest, *prebuilt;
     const char **targets;
     size_t ntargets;
 } pb_options;
@@ -448,11 +448,11 @@ static size_t new_sources(const pb_record *r, const gen_manifest *m, const size_
 }
 
 static void globals_changed(const pb_record *r, const gen_manifest *m, const char *triple,
-                            const gen_manifest_target *t, const pb_options *o, pb_reasons *rs)
+                            const gen_manifest_target *t, pb_reasons *rs)
 {
     char *abi = xasprintf("%d", SG_ABI_VERSION);
-    prov_digest op_flags = prov_flags_digest(m, triple, t, false, o->extra_cflags);
-    prov_digest shim_flags = prov_flags_digest(m, triple, t, true, o->extra_shim_cflags);
+    prov_digest op_flags = prov_flags_digest(m, triple, t, false);
+    prov_digest shim_flags = prov_flags_digest(m, triple, t, true);
     for (size_t k = 0; k < r->nops; k++) {
         if (strcmp(r->generator, prov_generator()))
             add_reason(rs, k, xasprintf("generator changed (header: %s, this: %s)", r->generator,
@@ -461,8 +461,9 @@ static void globals_changed(const pb_record *r, const gen_manifest *m, const cha
             add_reason(rs, k, xasprintf("ABI version changed (header: %s, this: %s)", r->abi,
                                         abi));
         if (strcmp(r->ops[k].flags, k ? op_flags.hex : shim_flags.hex))
-            add_reason(rs, k, xasprintf("flags changed (manifest or --extra-%scflags)",
-                                        k ? "" : "shim-"));
+            add_reason(rs, k, xasprintf("flags changed (the manifest's %s)",
+                                        k ? "cflags, defines or include_dirs"
+                                          : "shim_cflags, defines or include_dirs"));
     }
     free(abi);
 }
@@ -579,7 +580,7 @@ static int check_target(const pb_options *o, const gen_manifest *m, const char *
     pb_reasons rs = {xcalloc(r.nops, sizeof(char **)), xcalloc(r.nops, sizeof(size_t)),
                      xcalloc(r.nops, sizeof(size_t)), r.nops};
     size_t *by_source = ops_by_source(&r);
-    globals_changed(&r, m, triple, t, o, &rs);
+    globals_changed(&r, m, triple, t, &rs);
     sources_changed(&r, m, by_source, &rs);
     files_changed(&r, m, now, &rs);
     strbuf lines = {0};
@@ -646,7 +647,6 @@ static int check_all(const pb_options *o, const gen_manifest *m)
 
 static const char pb_usage[] =
     "usage: stencilgen check-prebuilt --manifest FILE --prebuilt DIR [--target TRIPLE]...\n"
-    "                                 [--extra-cflags STR] [--extra-shim-cflags STR]\n"
     "Exit codes: 0 every header current, 1 some stencils stale (listed), 2 bad input.\n";
 
 static int pb_usage_error(const char *what, const char *arg)
@@ -657,7 +657,7 @@ static int pb_usage_error(const char *what, const char *arg)
     return SG_EXIT_USAGE;
 }
 
-enum { PB_MANIFEST = 256, PB_PREBUILT, PB_TARGET, PB_EXTRA, PB_EXTRA_SHIM, PB_HELP };
+enum { PB_MANIFEST = 256, PB_PREBUILT, PB_TARGET, PB_HELP };
 
 static int parse_pb_options(int argc, char **argv, pb_options *o)
 {
@@ -665,8 +665,6 @@ static int parse_pb_options(int argc, char **argv, pb_options *o)
         {"manifest", required_argument, NULL, PB_MANIFEST},
         {"prebuilt", required_argument, NULL, PB_PREBUILT},
         {"target", required_argument, NULL, PB_TARGET},
-        {"extra-cflags", required_argument, NULL, PB_EXTRA},
-        {"extra-shim-cflags", required_argument, NULL, PB_EXTRA_SHIM},
         {"help", no_argument, NULL, PB_HELP},
         {NULL, 0, NULL, 0},
     };
@@ -683,8 +681,6 @@ static int parse_pb_options(int argc, char **argv, pb_options *o)
                     return pb_usage_error("--target '%s' is given twice", optarg);
             ARRAY_PUSH(o->targets, o->ntargets, cap, optarg);
             break;
-        case PB_EXTRA: o->extra_cflags = optarg; break;
-        case PB_EXTRA_SHIM: o->extra_shim_cflags = optarg; break;
         case PB_HELP: fputs(pb_usage, stdout); return SG_EXIT_OK;
         default: return pb_usage_error("unknown or incomplete option '%s'", argv[optind - 1]);
         }

@@ -47,7 +47,7 @@ static void put_list(strbuf *sb, const char *tag, const gen_strlist *l, const ge
 }
 
 prov_digest prov_flags_digest(const gen_manifest *m, const char *triple,
-                              const gen_manifest_target *t, bool shim, const char *extra_cflags)
+                              const gen_manifest_target *t, bool shim)
 {
     static const gen_strlist none = {0};
     strbuf sb = {0};
@@ -65,8 +65,6 @@ prov_digest prov_flags_digest(const gen_manifest *m, const char *triple,
         put_list(&sb, "cflag", &m->cflags, m, false);
         put_list(&sb, "target-cflag", t ? &t->cflags : &none, m, false);
     }
-    if (extra_cflags)
-        sb_printf(&sb, "extra %s\n", extra_cflags);
     prov_digest d = prov_digest_of(sb.data, sb.len);
     sb_free(&sb);
     return d;
@@ -545,10 +543,10 @@ void prov_write(strbuf *sb, const prov_inputs *in)
     sb_puts(sb, " * sg-shim ");
     prov_put_name(sb, shim_rel);
     sb_printf(sb, " unit %s flags %s", file_digest(m->shim_source).hex,
-              prov_flags_digest(m, in->triple, in->target, true, in->extra_shim_cflags).hex);
+              prov_flags_digest(m, in->triple, in->target, true).hex);
     put_reads(sb, &reads[in->ops->count]);
     free(shim_rel);
-    prov_digest flags = prov_flags_digest(m, in->triple, in->target, false, in->extra_cflags);
+    prov_digest flags = prov_flags_digest(m, in->triple, in->target, false);
     for (size_t i = 0; i < in->ops->count; i++) {
         const gen_op *o = &in->ops->items[i];
         char *src = manifest_relpath(m, o->source);

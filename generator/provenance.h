@@ -45,10 +45,12 @@ const char *prov_generator(void);
 
 /* The flags every op (shim: false) or the shim (shim: true) of target
  * `triple` compiles with (`t`: its manifest entry, NULL for a --target the
- * manifest does not list), as the manifest and the command line give them, with paths
- * relative to the manifest: checkouts elsewhere give the same digest. */
+ * manifest does not list), as the manifest gives them, with paths relative
+ * to the manifest: checkouts elsewhere give the same digest. --extra-cflags
+ * are the build's own and not recorded: headers stay what they were for any
+ * that do not change the code (docs/build.md, "Prebuilt headers"). */
 prov_digest prov_flags_digest(const gen_manifest *m, const char *triple,
-                              const gen_manifest_target *t, bool shim, const char *extra_cflags);
+                              const gen_manifest_target *t, bool shim);
 
 /* Where one op sits in its file, found from its first line alone (no parse):
  * the line is recorded by digest, the definition runs to the brace that
@@ -92,7 +94,6 @@ typedef struct prov_inputs {
     const char *shim_deps;      /* the shim's */
     const char *workdir;        /* files under it are the generator's own */
     const char *clang;          /* the compiler as given (named by its file name only) */
-    const char *extra_cflags, *extra_shim_cflags;
 } prov_inputs;
 
 /* The record, as the header's closing comment. */

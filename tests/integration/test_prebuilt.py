@@ -201,7 +201,7 @@ def edits(base):
          {"op %s: header ops/arith_extra.h changed" % op for op in ARITH_OPS}),
         ("manifest flag", sub("stencils.yaml", "cflags: [-Wall, -Wextra, -Werror]",
                               "cflags: [-Wall, -Wextra, -Werror, -DEDITED]"),
-         {"every op: flags changed (manifest or --extra-cflags)"}),
+         {"every op: flags changed (the manifest's cflags, defines or include_dirs)"}),
         ("generator version", version,
          {"every op: generator changed (header: stencilgen 0.0, this: %s)" % this,
           "shim: generator changed (header: stencilgen 0.0, this: %s)" % this}),
