@@ -151,8 +151,8 @@ static strbuf provenance_of(const gen_run *run, const job_set *js, const gen_tar
         else
             shim_deps = ref->deps;
     }
-    prov_inputs in = {&run->manifest, r->target->triple, r->mt, &run->ops, deps, shim_deps, run->workdir,
-                      run->opt.clang ? run->opt.clang : "clang-22"};
+    prov_inputs in = {&run->manifest, r->target->triple, r->mt, &run->ops,
+                      deps, shim_deps, run->workdir};
     strbuf sb = {0};
     prov_write(&sb, &in);
     free(deps);

@@ -6,7 +6,7 @@
  * The record is the last comment of a per-target header, one line per fact:
  *   sg-provenance 1
  *   sg-generator stencilgen 0.1
- *   sg-compiler clang-22, LLVM 22.1.8      (the compiler by name and version, never its path)
+ *   sg-compiler clang, LLVM 22.1.8        (the LLVM stencilgen links, never a path)
  *   sg-abi 6
  *   sg-file NAME DIGEST                     (every file a compile read, once)
  *   sg-shim SOURCE unit D flags D reads NAME...
@@ -93,7 +93,6 @@ typedef struct prov_inputs {
     char *const *op_deps;       /* per op: its compile's depfile text (NULL: none) */
     const char *shim_deps;      /* the shim's */
     const char *workdir;        /* files under it are the generator's own */
-    const char *clang;          /* the compiler as given (named by its file name only) */
 } prov_inputs;
 
 /* The record, as the header's closing comment. */

@@ -317,7 +317,7 @@ static const uint8_t sg_executor_cfi[17] = {
  * manifest, digests cover the files' bytes.
  * sg-provenance 1
  * sg-generator stencilgen 0.1
- * sg-compiler clang-22, LLVM 22.1.8
+ * sg-compiler clang, LLVM 22.1.8
  * sg-abi 6
  * sg-file ../../stencils/stencil_template.h 47962b40ce70e42db009a477a039fb0a
  * sg-file ../../stencils/tinyvm.h 3ef42e1286a28a048c71130ead8a9836
