@@ -9,6 +9,8 @@
 #include "diag.h"
 #include "llvm_bridge.h"
 #include "pipeline.h"
+#include "prebuilt.h"
+#include "provenance.h"
 #include "util.h"
 
 static const char usage_text[] =
@@ -19,6 +21,8 @@ static const char usage_text[] =
     "                        [--compile-timeout SECONDS] [--units batched|per-op]\n"
     "                        [--batch-ops N]   (units: batched by default; per-op to debug an op)\n"
     "                        [--no-hot-cold]   (each op one part: no cold part split off)\n"
+    "                        [--no-listing]   (headers without the disassembly listing)\n"
+    "       stencilgen check-prebuilt --manifest FILE --prebuilt DIR [--target TRIPLE]...\n"
     "       stencilgen check --manifest FILE [--target TRIPLE]...   (all checks, writes nothing)\n"
     "       stencilgen dump  --manifest FILE --target TRIPLE [--op NAME]\n"
     "       stencilgen --version\n"
@@ -31,7 +35,7 @@ static const char usage_text[] =
 enum {
     OPT_MANIFEST = 256, OPT_TARGET, OPT_OUTDIR, OPT_CACHE_DIR, OPT_DEPFILE, OPT_CLANG,
     OPT_LAUNCHER, OPT_COMPILE_COMMANDS, OPT_EXTRA_CFLAGS, OPT_EXTRA_SHIM_CFLAGS, OPT_OP,
-    OPT_COMPILE_TIMEOUT, OPT_UNITS, OPT_BATCH_OPS, OPT_EXEC_CLANG, OPT_HELP,
+    OPT_COMPILE_TIMEOUT, OPT_UNITS, OPT_BATCH_OPS, OPT_EXEC_CLANG, OPT_NO_LISTING, OPT_HELP,
     OPT_NO_HOT_COLD,
 };
 
@@ -52,6 +56,7 @@ static const struct option long_opts[] = {
     {"compile-timeout", required_argument, NULL, OPT_COMPILE_TIMEOUT},
     {"units", required_argument, NULL, OPT_UNITS},
     {"batch-ops", required_argument, NULL, OPT_BATCH_OPS},
+    {"no-listing", no_argument, NULL, OPT_NO_LISTING},
     {"verbose", no_argument, NULL, 'v'},
     {"help", no_argument, NULL, OPT_HELP},
     {"no-hot-cold", no_argument, NULL, OPT_NO_HOT_COLD},
@@ -146,6 +151,7 @@ static int parse_options(int argc, char **argv, gen_options *o)
                                    optarg);
             batch_ops = true;
             break;
+        case OPT_NO_LISTING: o->no_listing = true; break;
         case 'v': o->verbose++; break;
         case OPT_HELP: fputs(usage_text, stdout); return SG_EXIT_OK;
         default:
@@ -194,13 +200,17 @@ int main(int argc, char **argv)
     if (argc < 2)
         return usage_error("%s", "no command given");
     if (!strcmp(argv[1], "--version")) {
-        printf("stencilgen 0.1 (LLVM %s)\n", lb_llvm_version());
+        printf("%s (LLVM %s)\n", prov_generator(), lb_llvm_version());
         return SG_EXIT_OK;
     }
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         fputs(usage_text, stdout);
         return SG_EXIT_OK;
     }
+    /* Before anything that could load the LLVM module: check-prebuilt runs
+     * where there is none (prebuilt.c). */
+    if (!strcmp(argv[1], "check-prebuilt"))
+        return prebuilt_main(argc - 1, argv + 1);
     gen_options o = {.command = argv[1]};
     if (strcmp(o.command, "build") && strcmp(o.command, "check") && strcmp(o.command, "dump"))
         return usage_error("unknown command '%s'", o.command);

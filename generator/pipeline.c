@@ -14,6 +14,7 @@
 #include "flags.h"
 #include "jobs.h"
 #include "outputs.h"
+#include "provenance.h"
 #include "util.h"
 #include "variant.h"
 #include "verify.h"
@@ -167,7 +168,8 @@ static gen_header_model header_model(const gen_run *run, const gen_target_result
     return (gen_header_model){r->target, slash ? slash + 1 : run->manifest.path,
                              run->manifest.symbols.items, run->manifest.symbols.count,
                              r->ops, run->ops.count, run->ops.items, r->twin, &r->shim,
-                             &r->unwind, r->landing_pads, !run->opt.no_hot_cold};
+                             &r->unwind, r->landing_pads, !run->opt.no_hot_cold,
+                             run->opt.no_listing, NULL};
 }
 
 /* Each op with a cold part, laid out as hot part then cold part (after the
@@ -205,13 +207,39 @@ static void print_summary(const gen_run *run)
     sb_free(&sb);
 }
 
+/* The closing comment of a target's header: what its stencils were made
+ * from, each op's files from its compile's depfile (provenance.h). */
+static strbuf provenance_of(const gen_run *run, const job_set *js, const gen_target_result *r)
+{
+    char **deps = xcalloc(run->ops.count + 1, sizeof *deps);
+    const char *shim_deps = NULL;
+    for (size_t i = 0; i < js->count; i++) {
+        const job_ref *ref = &js->refs[i];
+        if (ref->result != r)
+            continue;
+        if (ref->op)
+            deps[ref->op - run->ops.items] = ref->deps;
+        else
+            shim_deps = ref->deps;
+    }
+    prov_inputs in = {&run->manifest, r->target->triple, r->mt, &run->ops,
+                      deps, shim_deps, run->workdir};
+    strbuf sb = {0};
+    prov_write(&sb, &in);
+    free(deps);
+    return sb;
+}
+
 static int render_and_publish(gen_run *run, const job_set *js)
 {
     gen_outputs out = {0};
     for (size_t t = 0; t < run->nresults; t++) {
         strbuf sb = {0};
         gen_header_model m = header_model(run, &run->results[t]);
+        strbuf prov = provenance_of(run, js, &run->results[t]);
+        m.provenance = prov.data;
         writer_target_header(&sb, &m);
+        sb_free(&prov);
         char *name = writer_target_filename(run->results[t].target);
         outputs_add(&out, path_join(run->opt.outdir, name), sb);
         free(name);

@@ -44,6 +44,7 @@ typedef struct gen_options {
     unsigned batch_ops; /* batched units: ops a batch holds (0: spread over the -j jobs) */
     int verbose; /* -v: counts and phase times; -vv: also every compiler command */
     bool no_hot_cold; /* --no-hot-cold: ops are one part (docs/design.md, "Hot and cold parts") */
+    bool no_listing; /* headers without the disassembly listing (docs/build.md, "Prebuilt headers") */
 } gen_options;
 
 typedef struct gen_target_result {

@@ -27,6 +27,8 @@ typedef struct gen_header_model {
     const gen_unwind *unwind;   /* derived from the shim (partly, when it failed a check) */
     bool landing_pads;         /* every op and the shim start with a landing pad */
     bool hot_cold;             /* ops have hot and cold parts (off: --no-hot-cold) */
+    bool no_listing;           /* leave the disassembly listing out (shipped headers) */
+    const char *provenance;    /* the closing provenance comment (provenance.h), or NULL */
 } gen_header_model;
 
 /* Annotated disassembly of a stencil (from s->insns), every line starting with `prefix`. */

@@ -203,7 +203,8 @@ _HOLES = re.compile(r"static const sg_hole (sg_(?:code|data)_holes_\w+)\[(\d+)\]
                     re.S)
 _HOLE = re.compile(r"\{0x([0-9a-f]+), SG_PATCH_(\w+), SG_VALUE_(\w+), (\d+), (-?\d+)\}, "
                    r"/\* (\S+) (\S*) \*/")
-_OP = re.compile(r"^    SG_OP_(\w+) = \d+,$", re.M)
+# Enumerators numbered by position (SG_OP_add,), or written (SG_OP_add = 5,) by older headers.
+_OP = re.compile(r"^    SG_OP_(\w+)(?: = \d+)?,$", re.M)
 
 
 class Header:

@@ -731,6 +731,72 @@ def farm_rows(build, ops=3000, daemons=4, jobs=32):
                 proc.wait(timeout=10)
         shutil.rmtree(tmp, ignore_errors=True)
 
+def prebuilt_rows(build, ops=3000, jobs=2):
+    """check-prebuilt on the largest corpus make_corpus.py makes here
+    (docs/build.md, "Prebuilt headers"): current and after a one-op edit,
+    against a no-op `stencilgen build` of the same; header bytes per stencil
+    with and without the listing, for it and the bundled stencils."""
+    gen = os.path.join(build, "generator", "stencilgen")
+    triple = "x86_64-unknown-linux-gnu"
+    header = "jit_stencils-%s.h" % triple
+
+    def best_ms(cmd, codes, n=20):
+        """Best wall and best CPU (user + system) milliseconds of n runs."""
+        times, cpus = [], []
+        for _ in range(n):
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            t0 = time.monotonic()
+            p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+            times.append(time.monotonic() - t0)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+            if p.returncode not in codes:
+                raise RuntimeError("%s: exit %d\n%s" % (cmd, p.returncode, p.stderr[-2000:]))
+        return min(times) * 1e3, min(cpus) * 1e3
+
+    def sizes(manifest, out, stencils, extra=()):
+        full = os.path.join(out, "full")
+        bare = os.path.join(out, "bare")
+        run([gen, "build", "--manifest", manifest, "--outdir", full, "--target", triple,
+             "-j", str(jobs)] + list(extra), timeout=3600)
+        run([gen, "build", "--manifest", manifest, "--outdir", bare, "--target", triple,
+             "--cache-dir", os.path.join(full, ".stencilgen"), "--no-listing"] + list(extra),
+            timeout=3600)
+        return (os.path.getsize(os.path.join(full, header)) / stencils,
+                os.path.getsize(os.path.join(bare, header)) / stencils)
+
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        bundled = sizes(os.path.join(ROOT, "stencils", "stencils.yaml"), os.path.join(tmp, "b"), 23)
+        corpus = os.path.join(tmp, "corpus")
+        run([sys.executable, os.path.join(ROOT, "tests", "bench", "make_corpus.py"), corpus,
+             "--ops", str(ops)])
+        manifest = os.path.join(corpus, "corpus.yaml")
+        big = sizes(manifest, os.path.join(tmp, "c"), ops + 1)
+        check = [gen, "check-prebuilt", "--manifest", manifest, "--prebuilt",
+                 os.path.join(tmp, "c", "bare")]
+        current = best_ms(check, (0,))
+        noop = best_ms([gen, "build", "--manifest", manifest, "--outdir",
+                        os.path.join(tmp, "c", "bare"), "--target", triple, "--no-listing",
+                        "--cache-dir", os.path.join(tmp, "c", "full", ".stencilgen")], (0,), 5)
+        src = os.path.join(corpus, "ops", "group13.c")
+        with open(src) as f:
+            text = f.read()
+        with open(src, "w") as f:
+            f.write(text.replace("CONTINUE();", "tos += 1;\n    CONTINUE();", 1))
+        stale = best_ms(check, (1,))
+    rows.append(("check-prebuilt, %d-op corpus (one header, %d stencils): current / one op "
+                 "edited, wall (CPU)" % (ops, ops + 1),
+                 "%.1f (%.1f) / %.1f (%.1f) ms" % (current + stale),
+                 "no-op `stencilgen build` of the same %.1f (%.1f) ms: check-prebuilt %.1fx "
+                 "faster in wall time (best of 20 / 5)" % (noop + (noop[0] / current[0],))))
+    rows.append(("header bytes per stencil, with / without the listing: bundled (23) / "
+                 "%d-op corpus" % ops,
+                 "%.0f / %.0f; %.0f / %.0f B" % (bundled + big),
+                 "without the listing: ratio %.2f / %.2f" % (bundled[1] / bundled[0],
+                                                             big[1] / big[0])))
+    return rows
+
 
 def main():
     ap = argparse.ArgumentParser()
@@ -843,6 +909,7 @@ def main():
                      "JIT %.2fx faster (runs: interpreter %.1f-%.1f, JIT %.1f-%.1f ms)" % (
                          i / j, min(interp), max(interp), min(jit), max(jit))))
     rows += orc_rows(build)
+    rows += prebuilt_rows(build)
     # The same JIT with operands loaded from GOT slots instead of immediates.
     imm, got = [], []
     for _ in range(3):

@@ -576,7 +576,7 @@ def fp_reads_stores_and_other_registers_pass(ctx, t):
               t.fp, texts)
     header = read(os.path.join(out, "jit_stencils-%s.h" % t.triple))
     for op in t.controls:
-        check("SG_OP_%s = " % op in header, "%s missing from the header", op)
+        check("SG_OP_%s," % op in header, "%s missing from the header", op)
 
 
 # --- 3. register pressure: the check is what keeps the frame pointer safe ----
