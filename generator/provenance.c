@@ -4,6 +4,10 @@
 #define _GNU_SOURCE
 #include "provenance.h"
 
+#ifndef SG_GENERATOR_VERSION /* meson.build's project version (generator/meson.build) */
+#error "SG_GENERATOR_VERSION is not defined: build stencilgen with its meson.build"
+#endif
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -29,9 +29,6 @@
 #include "manifest.h"
 #include "util.h"
 
-#ifndef SG_GENERATOR_VERSION /* meson.build's project version, passed by generator/meson.build */
-#error "SG_GENERATOR_VERSION is not defined: build stencilgen with its meson.build"
-#endif
 #define PROV_FORMAT_VERSION 1
 #define PROV_DIGEST_HEX 32
 

@@ -7,7 +7,14 @@ import os
 import re
 import shutil
 
+import sgtest
 from sgtest import TRIPLE, check, read, write
+
+
+def meson_version():
+    """The project's version, which every header records (provenance.h)."""
+    with open(os.path.join(sgtest.ROOT, "meson.build")) as f:
+        return re.search(r"version: '([^']+)'", f.read()).group(1)
 
 ASAN = True
 
@@ -189,7 +196,7 @@ def edits(base):
         write(path, re.sub(r" \* sg-generator stencilgen \S+", " * sg-generator stencilgen 0.0",
                            text))
 
-    this = "stencilgen 0.1"
+    this = "stencilgen " + meson_version()
     return [
         ("op body", sub("ops/arith.c", "(uint64_t)a - (uint64_t)b", "(uint64_t)a - (uint64_t)b - 1"),
          {"op sub: ops/arith.c changed"}),
