@@ -121,13 +121,13 @@ static void put_got_slots(strbuf *sb, const gen_stencil *s, char *const *symbols
     }
 }
 
-/* Stencil `s` as case `which` of its group's switch: copy, GOT slots, patches. */
-static void put_case(strbuf *sb, const gen_stencil *s, const char *id, size_t which,
+/* Stencil `s` as case `label` of its group's switch: copy, GOT slots, patches. */
+static void put_case(strbuf *sb, const gen_stencil *s, const char *id, const char *label,
                      char *const *symbols)
 {
     bool code_at, data_at;
     addresses_used(s, &code_at, &data_at);
-    sb_printf(sb, "    case %zu: { /* %s */\n", which, s->name);
+    sb_printf(sb, "    case %s: { /* %s */\n", label, s->name);
     if (code_at)
         sb_puts(sb, "        const uint64_t at = (uintptr_t)code + env->delta;\n");
     if (data_at)
@@ -147,13 +147,13 @@ static void put_case(strbuf *sb, const gen_stencil *s, const char *id, size_t wh
 }
 
 void emitter_write_group(strbuf *sb, const char *fn, const emitter_case *cases, size_t n,
-                         size_t first, char *const *symbols)
+                         char *const *symbols)
 {
     sb_printf(sb, "static unsigned %s(unsigned which, uint8_t *code, uint8_t *data, "
                   "sg_emit_env *env)\n{\n"
                   "    (void)code, (void)data, (void)env; /* not every stencil uses each */\n"
                   "    switch (which) {\n", fn);
     for (size_t i = 0; i < n; i++)
-        put_case(sb, cases[i].stencil, cases[i].id, first + i, symbols);
+        put_case(sb, cases[i].stencil, cases[i].id, cases[i].label, symbols);
     sb_puts(sb, "    default: return SG_EMIT_UNKNOWN;\n    }\n}\n\n");
 }

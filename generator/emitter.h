@@ -14,15 +14,17 @@
  * a header holds"). */
 #define EMITTER_GROUP 64
 
-/* A stencil of a group, and the C name of its arrays (sg_code_<id> ...). */
+/* A stencil of a group, the C name of its arrays (sg_code_<id> ...) and its
+ * case label (its enumerator, so an added op renumbers no other case). */
 typedef struct emitter_case {
     const gen_stencil *stencil;
     const char *id;
+    const char *label;
 } emitter_case;
 
 /* "static unsigned <fn>(which, ...) { switch (which) ... }" (the sg_emit_fn
- * contract) writing cases[0..n), numbered first, first + 1, ... */
+ * contract) writing cases[0..n). */
 void emitter_write_group(strbuf *sb, const char *fn, const emitter_case *cases, size_t n,
-                         size_t first, char *const *symbols);
+                         char *const *symbols);
 
 #endif

@@ -194,7 +194,7 @@ static void put_stencil_arrays(strbuf *sb, const gen_stencil *s, const char *id,
 }
 
 static void put_stencil_init(strbuf *sb, const gen_stencil *s, const char *id,
-                             const char *emit_fn, size_t emit_case)
+                             const char *emit_fn, const char *emit_case)
 {
     sb_printf(sb, "{\"%s\", sg_code_%s, %zu, ", s->name, id, s->code_size);
     if (s->data_size)
@@ -209,7 +209,7 @@ static void put_stencil_init(strbuf *sb, const gen_stencil *s, const char *id,
         sb_printf(sb, "sg_data_holes_%s, %zu, ", id, s->ndata_holes);
     else
         sb_puts(sb, "NULL, 0, ");
-    sb_printf(sb, "%d, %s, %zu}", (s->split ? s->hot_runs_on : s->removed_jump != 0) ? 1 : 0,
+    sb_printf(sb, "%d, %s, %s}", (s->split ? s->hot_runs_on : s->removed_jump != 0) ? 1 : 0,
               emit_fn, emit_case);
 }
 
@@ -228,21 +228,55 @@ static size_t stencil_count(const gen_header_model *m)
     return n;
 }
 
-/* The emitter functions of the stencils, EMITTER_GROUP a function: the k-th
- * stencil (folded variants have none) is case k of sg_emit_ops<k / EMITTER_GROUP>. */
+/* The emitter groups of a header with n stencils: EMITTER_GROUP stencils a
+ * function on average. */
+static size_t emitter_groups(size_t n)
+{
+    return (n + EMITTER_GROUP - 1) / EMITTER_GROUP;
+}
+
+/* The group of the stencil whose C name is `id`: by a hash of the name, not
+ * by position, so adding or removing an op moves no other op's emitter to
+ * another function (docs/build.md, "Prebuilt headers"). */
+static size_t emitter_group_of(const char *id, size_t ngroups)
+{
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (const unsigned char *p = (const unsigned char *)id; *p; p++)
+        h = (h ^ *p) * 16777619u;
+    return ngroups ? h % ngroups : 0;
+}
+
+static char *emitter_fn_name(size_t group)
+{
+    return xasprintf("sg_emit_ops%zu", group);
+}
+
+/* The emitter functions of the stencils (folded variants have none), each
+ * stencil a case of its group's function, labelled by its enumerator; a group
+ * no stencil hashed to gets no function. */
 static void put_op_emitters(strbuf *sb, const gen_header_model *m)
 {
+    size_t ngroups = emitter_groups(stencil_count(m));
     emitter_case *cases = xcalloc(m->nops ? m->nops : 1, sizeof *cases);
-    size_t n = 0;
-    for (size_t i = 0; i < m->nops; i++)
-        if (own_stencil(m, i))
-            cases[n++] = (emitter_case){&m->ops[i], m->defs[i].name};
-    for (size_t first = 0; first < n; first += EMITTER_GROUP) {
-        size_t count = n - first < EMITTER_GROUP ? n - first : EMITTER_GROUP;
-        char *fn = xasprintf("sg_emit_ops%zu", first / EMITTER_GROUP);
-        emitter_write_group(sb, fn, cases + first, count, first, m->symbols);
-        free(fn);
+    char **labels = xcalloc(m->nops ? m->nops : 1, sizeof *labels);
+    for (size_t g = 0; g < ngroups; g++) {
+        size_t n = 0;
+        for (size_t i = 0; i < m->nops; i++) {
+            if (!own_stencil(m, i) || emitter_group_of(m->defs[i].name, ngroups) != g)
+                continue;
+            labels[n] = xasprintf("SG_OP_%s", m->defs[i].name);
+            cases[n] = (emitter_case){&m->ops[i], m->defs[i].name, labels[n]};
+            n++;
+        }
+        if (n) {
+            char *fn = emitter_fn_name(g);
+            emitter_write_group(sb, fn, cases, n, m->symbols);
+            free(fn);
+        }
+        for (size_t i = 0; i < n; i++)
+            free(labels[i]);
     }
+    free(labels);
     free(cases);
 }
 
@@ -260,14 +294,12 @@ static void put_cold_sizes(strbuf *sb, const gen_header_model *m)
 {
     sb_puts(sb, "/* Per stencil: the bytes at the end of its code that are its cold part,\n"
                 " * placed after the executor's hot parts (0: none). */\n"
-                "static const size_t sg_cold_sizes[SG_OP__COUNT] = {");
-    const char *sep = "";
-    for (size_t i = 0; i < m->nops; i++) {
+                "static const size_t sg_cold_sizes[SG_OP__COUNT] = {\n");
+    for (size_t i = 0; i < m->nops; i++) { /* a line each: an edit changes its op's line */
         const gen_stencil *s = &m->ops[i];
-        if (!own_stencil(m, i))
-            continue;
-        sb_printf(sb, "%s%zu", sep, s->split ? s->code_size - s->hot_size : 0);
-        sep = ", ";
+        if (own_stencil(m, i))
+            sb_printf(sb, "    %zu, /* %s */\n", s->split ? s->code_size - s->hot_size : 0,
+                      m->defs[i].name);
     }
     sb_puts(sb, "};\n\n");
 }
@@ -562,14 +594,16 @@ void writer_target_header(strbuf *sb, const gen_header_model *m)
                 " * code_hole_count, data_holes, data_hole_count, falls_through, emit,\n"
                 " * emit_case. */\n"
                 "static const sg_stencil sg_stencils[SG_OP__COUNT] = {\n");
-    size_t k = 0; /* the stencil's position, its case in put_op_emitters */
+    size_t ngroups = emitter_groups(stencil_count(m));
     for (size_t i = 0; i < m->nops; i++) {
         if (!own_stencil(m, i))
             continue;
-        char *fn = xasprintf("sg_emit_ops%zu", k / EMITTER_GROUP);
+        char *fn = emitter_fn_name(emitter_group_of(m->defs[i].name, ngroups));
+        char *label = xasprintf("SG_OP_%s", m->defs[i].name);
         sb_printf(sb, "    /* SG_OP_%s */ ", m->defs[i].name);
-        put_stencil_init(sb, &m->ops[i], m->defs[i].name, fn, k++);
+        put_stencil_init(sb, &m->ops[i], m->defs[i].name, fn, label);
         sb_puts(sb, ",\n");
+        free(label);
         free(fn);
     }
     sb_puts(sb, "};\n\n");
@@ -579,9 +613,9 @@ void writer_target_header(strbuf *sb, const gen_header_model *m)
 
     sb_puts(sb, "/* The shim: the C function that calls into JIT code. */\n");
     put_stencil_arrays(sb, m->shim, "shim", m->symbols, !m->no_listing);
-    emitter_write_group(sb, "sg_emit_shim", &(emitter_case){m->shim, "shim"}, 1, 0, m->symbols);
+    emitter_write_group(sb, "sg_emit_shim", &(emitter_case){m->shim, "shim", "0"}, 1, m->symbols);
     sb_puts(sb, "static const sg_stencil sg_shim = ");
-    put_stencil_init(sb, m->shim, "shim", "sg_emit_shim", 0);
+    put_stencil_init(sb, m->shim, "shim", "sg_emit_shim", "0");
     sb_printf(sb, ";\n#define SG_SHIM_ENTRY %zu /* offset of %s in sg_shim.code */\n\n",
               m->shim->entry, m->shim->name);
     put_unwind(sb, t, m->unwind);

@@ -205,6 +205,15 @@ _HOLE = re.compile(r"\{0x([0-9a-f]+), SG_PATCH_(\w+), SG_VALUE_(\w+), (\d+), (-?
                    r"/\* (\S+) (\S*) \*/")
 # Enumerators numbered by position (SG_OP_add,), or written (SG_OP_add = 5,) by older headers.
 _OP = re.compile(r"^    SG_OP_(\w+)(?: = \d+)?,$", re.M)
+_COLD_SIZES = re.compile(r"sg_cold_sizes\[SG_OP__COUNT\] = \{\n(.*?)\};", re.S)
+_COLD_SIZE = re.compile(r"^    (\d+), /\* (\w+) \*/$", re.M)
+
+
+def cold_sizes(text):
+    """{op: bytes at the end of its code that are its cold part} from a header's
+    sg_cold_sizes (a line per stencil); None when the header has none."""
+    m = _COLD_SIZES.search(text)
+    return {op: int(n) for n, op in _COLD_SIZE.findall(m.group(1))} if m else None
 
 
 class Header:

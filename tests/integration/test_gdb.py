@@ -61,6 +61,7 @@ import shutil
 import subprocess
 import time
 
+import sgtest
 from sgtest import TRIPLE, TestFailure, check, read, shim_facts
 
 GDB = ["gdb", "-batch", "-nx", "-iex", "set debuginfod enabled off"]
@@ -167,8 +168,9 @@ def header_config(ctx):
     cfg = shim_facts(header)
     cfg.update({"max_steps": 20000, "time_limit": 90, "max_failures": 10})
     # Per op: the bytes of its cold part, after every hot part (sg_cold_sizes).
-    m = re.search(r"sg_cold_sizes\[SG_OP__COUNT\] = \{([^}]*)\}", read(header))
-    cfg["cold_sizes"] = [int(x) for x in m.group(1).split(",")] if m else []
+    text = read(header)
+    cold = sgtest.cold_sizes(text) or {}
+    cfg["cold_sizes"] = [cold[op] for op in sgtest.Header(header).ops] if cold else []
     return cfg
 
 
@@ -324,9 +326,7 @@ def test_single_step_through_a_cold_path(ctx):
     (its cold part is a second symbol of the same name) and the backtrace reaches
     main (docs/runtime.md, "Hot and cold parts")."""
     header = read(os.path.join(ctx.build, "stencils", "jit_stencils-%s.h" % TRIPLE))
-    m = re.search(r"sg_cold_sizes\[SG_OP__COUNT\] = \{([^}]*)\}", header)
-    ops = re.findall(r"^    SG_OP_(\w+) = \d+,$", header, re.M)
-    cold = dict(zip(ops, [int(x) for x in m.group(1).split(",")])) if m else {}
+    cold = sgtest.cold_sizes(header) or {}
     check(cold.get("div", 0) > 0, "div has no cold part in the bundled header")
     r = stepcheck(ctx, "div0.tvm", "div0.tvm")
     check(r["exited"] and r["exit_code"] == 3, "div0.tvm: exit %s, want 3 (the trap)",

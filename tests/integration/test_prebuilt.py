@@ -273,18 +273,29 @@ def test_an_op_body_edit_regenerates_what_check_prebuilt_listed(ctx):
 def owners(text):
     """Which op (or "header") each line of a header belongs to: an op's part
     (from its "/* NAME - " comment to the next part), its enumerator, its
-    #define, its row of sg_stencils, its provenance line."""
+    #define, its case in an emitter function, its row of sg_stencils and of
+    sg_cold_sizes, its provenance line."""
     result = []
     current = "header"
+    in_case = None
     for line in text.split("\n"):
         m = re.match(r"/\* (\w+) - ", line)
         if m:
             current = m.group(1)
-        elif re.match(r"/\* (Fields|The shim|Unwind facts|Provenance)", line):
+        elif re.match(r"/\* (Fields|The shim|Unwind facts|Provenance|Per stencil)", line) or \
+                line.startswith("static unsigned sg_emit_"):
             current = "header"
         own = current
+        m = re.match(r"    case SG_OP_(\w+): \{", line)
+        if m:
+            in_case = m.group(1)
+        if in_case:
+            own = in_case
+            if line == "    }":
+                in_case = None
         for pattern in (r"    SG_OP_(\w+),$", r"#define SG_OP_(\w+) SG_OP_\w+$",
-                        r"    /\* SG_OP_(\w+) \*/ ", r" \* sg-op (\w+) "):
+                        r"    /\* SG_OP_(\w+) \*/ ", r" \* sg-op (\w+) ",
+                        r"    \d+, /\* (\w+) \*/$"):
             m = re.match(pattern, line)
             if m:
                 own = m.group(1)
@@ -402,7 +413,7 @@ def test_no_listing_leaves_only_the_listing_out(ctx):
     base = project(ctx, "nolisting")
     full = read(os.path.join(prebuild(ctx, base), HEADER))
     bare = read(os.path.join(prebuild(ctx, base, "--no-listing"), HEADER))
-    listing = re.compile(r"^ \*   ([0-9a-f]{4}: |      \^ |data: |  data ).*\n", re.M)
+    listing = re.compile(r"^ \*   ([0-9a-f]{4}: |      \^ |data: |  data |---- ).*\n", re.M)
     check(listing.search(full) and not listing.search(bare), "the listing is not left out")
     check(listing.sub("", full) == bare, "--no-listing changed more than the listing")
     check(len(bare) < len(full) * 0.8, "no smaller: %d vs %d bytes", len(bare), len(full))

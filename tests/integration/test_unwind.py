@@ -19,6 +19,7 @@ import os
 import re
 import signal
 
+import sgtest
 from sgtest import TRIPLE, TestFailure, check, read, sleb, uleb
 
 ASAN = True
@@ -87,12 +88,9 @@ def _disassembly(text):
 def _hot_sizes(text):
     """{op: bytes of its hot part} from the header (sg_cold_sizes: the last bytes of an
     op's code that are its cold part, placed after every instruction's hot part)."""
-    ops = re.findall(r"^    SG_OP_(\w+) = \d+,$", text, re.M)
-    m = re.search(r"sg_cold_sizes\[SG_OP__COUNT\] = \{([^}]*)\}", text)
-    check(m is not None, "header has no sg_cold_sizes")
-    colds = [int(x) for x in m.group(1).split(",")]
-    check(len(colds) == len(ops), "%d cold sizes for %d ops", len(colds), len(ops))
-    return {op: len(_blob(text, "sg_code_" + op)) - c for op, c in zip(ops, colds)}
+    colds = sgtest.cold_sizes(text)
+    check(colds is not None, "header has no sg_cold_sizes")
+    return {op: len(_blob(text, "sg_code_" + op)) - c for op, c in colds.items()}
 
 
 def _blob(text, name):
