@@ -12,7 +12,9 @@
  * JIT code with TINYVM_ENTRY_ARGS: one value cached, a 0. */
 #define STENCIL_RETURN vm_value
 #ifdef TINYVM_CACHED_OPS
-#define STENCIL_PARAMS vm_frame *frame, vm_value *sp, vm_value tos, vm_value tos1
+/* unused: the plain ops pass tos1 on without a look */
+#define STENCIL_PARAMS                                                                     \
+    vm_frame *frame, vm_value *sp, vm_value tos, vm_value tos1 __attribute__((unused))
 #define STENCIL_ARGS frame, sp, tos, tos1
 #define TINYVM_ENTRY_ARGS(frame, sp) frame, sp, 0, 0
 #else
