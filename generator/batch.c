@@ -101,7 +101,7 @@ void batch_compile_alone(gen_run *run, job_set *js, size_t i)
     gen_job *job = &js->jobs[i];
     if (run->opt.verbose)
         diag_note_at(ref->op->source, ref->op->line, ref->op->col,
-                     "op %s is compiled from its own unit: %s", ref->op->name, ref->alone);
+                     "op %s is compiled from its own unit: %s", op_display(ref->op), ref->alone);
     if (ref->op_label) { /* it led its batch: its job is its own again */
         free(job->label);
         job->label = ref->op_label;
@@ -163,10 +163,10 @@ void batch_assign(gen_run *run, job_set *js)
         ref->op_label = job->label;
         char *rel = manifest_relpath(&run->manifest, b->members[0]->source);
         const gen_op *first = b->members[0], *last = b->members[b->n - 1];
-        job->label = first == last ? xasprintf("op %s of %s (%s)", first->name, rel,
+        job->label = first == last ? xasprintf("op %s of %s (%s)", op_display(first), rel,
                                                target->target->triple)
-                                   : xasprintf("ops %s..%s of %s (%s)", first->name, last->name,
-                                               rel, target->target->triple);
+                                   : xasprintf("ops %s..%s of %s (%s)", op_display(first),
+                                               op_display(last), rel, target->target->triple);
         free(rel);
         free(job->output);
         job->output = xasprintf("%s/%s/%s.o", run->rundir.path, target->target->triple, b->name);

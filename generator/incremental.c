@@ -322,7 +322,30 @@ void inc_compiler_verdict(gen_incremental *inc)
 
 /* ---- discovery */
 
-/* Parse "name prefixed line col begin end" lines of a cached discovery into ops of `source`. */
+/* The variant axes after an op's fields in a cached discovery: "<n> [<axis>
+ * <first> <last>]..." (the checks were made when it was discovered). */
+static bool parse_cached_axes(const char *text, gen_op *op)
+{
+    unsigned n;
+    int used = 0;
+    if (sscanf(text, " %u%n", &n, &used) != 1 || n > GEN_MAX_AXES)
+        return false;
+    op->axes = xcalloc(n ? n : 1, sizeof *op->axes);
+    for (text += used; op->naxes < n; text += used) {
+        char name[256];
+        gen_axis a = {NULL, 0, 0};
+        used = 0;
+        if (sscanf(text, " %255s %u %u%n", name, &a.first, &a.last, &used) != 3 || !used ||
+            a.first > a.last || a.last > GEN_MAX_AXIS_VALUE)
+            return false;
+        a.name = xstrdup(name);
+        op->axes[op->naxes++] = a;
+    }
+    return true;
+}
+
+/* Parse "name prefixed line col begin end axes" lines of a cached discovery
+ * into ops of `source`. */
 static bool parse_cached_ops(const uint8_t *text, size_t size, const char *source,
                              gen_oplist *out)
 {
@@ -331,10 +354,13 @@ static bool parse_cached_ops(const uint8_t *text, size_t size, const char *sourc
     for (char *line = strtok(copy, "\n"); line && ok; line = strtok(NULL, "\n")) {
         char name[256];
         unsigned prefixed, l, c, begin, end;
-        ok = sscanf(line, "%255s %u %u %u %u %u", name, &prefixed, &l, &c, &begin, &end) == 6 &&
-             prefixed <= 1;
+        int used = 0;
+        ok = sscanf(line, "%255s %u %u %u %u %u%n", name, &prefixed, &l, &c, &begin, &end,
+                    &used) == 6 && prefixed <= 1 && used;
         if (ok) {
-            gen_op op = {xstrdup(name), prefixed, xstrdup(source), l, c, begin, end};
+            gen_op op = {.name = xstrdup(name), .prefixed = prefixed, .source = xstrdup(source),
+                         .line = l, .col = c, .begin = begin, .end = end};
+            ok = parse_cached_axes(line + used, &op);
             ARRAY_PUSH(out->items, out->count, out->cap, op);
         }
     }
@@ -348,6 +374,7 @@ static void drop_ops_after(gen_oplist *ops, size_t count)
         gen_op *op = &ops->items[--ops->count];
         free(op->name);
         free(op->source);
+        gen_op_free_variant(op);
     }
 }
 
@@ -543,10 +570,14 @@ int inc_discover(gen_incremental *inc, const char *source, const gen_argv *a, ge
         pending_free(&p);
         return rc;
     }
-    for (size_t i = before; i < ops->count; i++)
-        sb_printf(&p.ops, "%s %u %u %u %u %u\n", ops->items[i].name,
-                  (unsigned)ops->items[i].prefixed, ops->items[i].line, ops->items[i].col,
-                  ops->items[i].begin, ops->items[i].end);
+    for (size_t i = before; i < ops->count; i++) {
+        const gen_op *o = &ops->items[i];
+        sb_printf(&p.ops, "%s %u %u %u %u %u %zu", o->name, (unsigned)o->prefixed, o->line,
+                  o->col, o->begin, o->end, o->naxes);
+        for (size_t k = 0; k < o->naxes; k++)
+            sb_printf(&p.ops, " %s %u %u", o->axes[k].name, o->axes[k].first, o->axes[k].last);
+        sb_putc(&p.ops, '\n');
+    }
     ARRAY_PUSH(inc->pending, inc->npending, inc->pending_cap, p);
     return rc;
 }

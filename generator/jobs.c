@@ -62,7 +62,7 @@ static void add_job(job_set *js, gen_run *run, gen_target_result *r, const gen_o
      * by it (its slot), whichever compile makes the op. */
     job.output = xasprintf("%s/%s%s.o", dir, op ? "op_" : "", name);
     job.log = xasprintf("%s.log", job.output);
-    job.label = op ? xasprintf("op %s (%s)", name, r->target->triple)
+    job.label = op ? xasprintf("op %s (%s)", op_display(op), r->target->triple)
                    : xasprintf("shim %s (%s)", run->manifest.shim_function, r->target->triple);
     /* An op compiles from its own translation unit or its batch's (written
      * only if needed), alone in its directory: a quoted include never finds a

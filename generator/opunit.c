@@ -46,6 +46,46 @@ static void add_segment(op_unit *u, bool want_unit, const gen_op *op, const op_s
         sb_putc(&u->unit, '\n');
 }
 
+/* Generator text in both the unit and its key. */
+static void add_generated(op_unit *u, bool want_unit, const char *text)
+{
+    sb_puts(&u->key, text);
+    if (want_unit)
+        sb_puts(&u->unit, text);
+}
+
+/* An op's definition; a variant's between the definitions that make it that
+ * variant (docs/ops.md, "Variants"): its axes' values as STENCIL_V_<axis>,
+ * and its function renamed to the variant's, so that a unit can hold
+ * several variants of an op. Undefined after it: the text after the op is
+ * every variant's. */
+static void add_op_segment(op_unit *u, bool want_unit, const gen_op *first, const op_source *t,
+                           size_t from, size_t to, const gen_op *op)
+{
+    if (!op->naxes) {
+        add_segment(u, want_unit, first, t, from, to);
+        return;
+    }
+    const char *prefix = op->prefixed ? "op_" : "";
+    strbuf defs = {0}, undefs = {0};
+    for (size_t i = 0; i < op->naxes; i++) {
+        sb_printf(&defs, "#define STENCIL_V_%s %u\n", op->axes[i].name, op->values[i]);
+        sb_printf(&undefs, "#undef STENCIL_V_%s\n", op->axes[i].name);
+    }
+    sb_printf(&defs, "#define %s%s %s%s\n", prefix, op->base, prefix, op->name);
+    sb_printf(&undefs, "#undef %s%s\n", prefix, op->base);
+    add_generated(u, want_unit, defs.data);
+    add_segment(u, want_unit, first, t, from, to);
+    add_generated(u, want_unit, undefs.data);
+    sb_free(&defs);
+    sb_free(&undefs);
+}
+
+static bool same_definition(const gen_op *a, const gen_op *b)
+{
+    return a->begin == b->begin && a->end == b->end && !strcmp(a->source, b->source);
+}
+
 static bool is_member(const gen_op *o, const gen_op *const *members, size_t n)
 {
     for (size_t i = 0; i < n; i++)
@@ -72,8 +112,10 @@ static op_unit unit_of(const gen_oplist *ops, const gen_op *const *members, size
         size_t b = o->begin, e = o->end;
         whole_lines(text, size, &b, &e);
         add_segment(&u, want_unit, first, t, at, b);
-        if (is_member(o, members, n))
-            add_segment(&u, want_unit, first, t, b, e);
+        /* The op's variants follow it, with its definition (variant_expand). */
+        for (size_t k = i; k < ops->count && same_definition(&ops->items[k], o); k++)
+            if (is_member(&ops->items[k], members, n))
+                add_op_segment(&u, want_unit, first, t, b, e, &ops->items[k]);
         at = e;
     }
     add_segment(&u, want_unit, first, t, at, size);

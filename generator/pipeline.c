@@ -14,6 +14,7 @@
 #include "jobs.h"
 #include "outputs.h"
 #include "util.h"
+#include "variant.h"
 #include "verify.h"
 #include "writer.h"
 
@@ -88,6 +89,8 @@ static int discover_all(gen_run *run)
     for (size_t i = 0; i < m->op_sources.count && rc == SG_EXIT_OK; i++) {
         size_t before = run->ops.count;
         rc = inc_discover(&run->inc, m->op_sources.items[i], &a, &run->ops);
+        if (rc == SG_EXIT_OK)
+            variant_expand(&run->ops, before);
         if (rc == SG_EXIT_OK && run->ops.count == before) {
             gen_loc l = m->op_sources.locs[i];
             diag_error_at(m->path, l.line, l.col,
@@ -114,13 +117,30 @@ static int check_across_ops(gen_run *run)
     return rc;
 }
 
+/* Variants whose stencils came out the same share one (variant_fold): each
+ * fold told with -v, their count in the summary. */
+static void fold_variants(gen_run *run)
+{
+    for (size_t t = 0; t < run->nresults; t++) {
+        gen_target_result *r = &run->results[t];
+        r->twin = xcalloc(run->ops.count ? run->ops.count : 1, sizeof *r->twin);
+        variant_fold(&run->ops, r->ops, r->twin);
+        for (size_t i = 0; run->opt.verbose && i < run->ops.count; i++)
+            if (r->twin[i] != i)
+                fprintf(stderr, "stencilgen: %s: op %s is folded into %s: their stencils are "
+                                "the same\n", r->target->triple,
+                        op_display(&run->ops.items[i]), op_display(&run->ops.items[r->twin[i]]));
+    }
+}
+
 /* What the writer renders of one target. */
 static gen_header_model header_model(const gen_run *run, const gen_target_result *r)
 {
     const char *slash = strrchr(run->manifest.path, '/');
     return (gen_header_model){r->target, slash ? slash + 1 : run->manifest.path,
                              run->manifest.symbols.items, run->manifest.symbols.count,
-                             r->ops, run->ops.count, &r->shim, &r->unwind, r->landing_pads};
+                             r->ops, run->ops.count, run->ops.items, r->twin, &r->shim,
+                             &r->unwind, r->landing_pads};
 }
 
 static void print_summary(const gen_run *run)
@@ -306,6 +326,7 @@ static void run_free(gen_run *run)
         for (size_t i = 0; r->ops && i < run->ops.count; i++)
             stencil_free(&r->ops[i]);
         free(r->ops);
+        free(r->twin);
         stencil_free(&r->shim);
         unwind_free(&r->unwind);
         if (r->disasm)
@@ -338,6 +359,8 @@ int pipeline_run(const gen_options *opt)
         rc = jobs_run(&run, &js);
     if (rc == SG_EXIT_OK)
         rc = check_across_ops(&run);
+    if (rc == SG_EXIT_OK)
+        fold_variants(&run);
     if (dumping)
         diag_capture(outer);
     double t2 = now_seconds();

@@ -49,6 +49,7 @@ typedef struct gen_target_result {
     const gen_target *target;
     const gen_manifest_target *mt;
     gen_stencil *ops;  /* one per discovered op, in op order */
+    size_t *twin;      /* per op, the op whose stencil it uses: itself, or a variant it folds into */
     gen_stencil shim;
     gen_unwind unwind; /* derived from the shim */
     bool landing_pads; /* every op and the shim start with one (verify_landing_pads) */

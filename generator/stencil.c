@@ -296,10 +296,12 @@ void stencil_free(gen_stencil *s)
     *s = (gen_stencil){0};
 }
 
-gen_totals stencil_totals(const gen_stencil *s, size_t n)
+gen_totals stencil_totals(const gen_stencil *s, size_t n, const size_t *twin)
 {
     gen_totals t = {0};
     for (size_t k = 0; k < n; k++) {
+        if (twin && twin[k] != k)
+            continue;
         t.code += s[k].code_size;
         t.data += s[k].data_size;
         t.holes += s[k].ncode_holes + s[k].ndata_holes;

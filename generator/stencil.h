@@ -96,6 +96,7 @@ typedef struct gen_totals {
     size_t by_patch[SG_PATCH__COUNT];
 } gen_totals;
 
-gen_totals stencil_totals(const gen_stencil *s, size_t n);
+/* Of s[0..n), those that are their own stencil (twin[k] == k; twin NULL: all). */
+gen_totals stencil_totals(const gen_stencil *s, size_t n, const size_t *twin);
 
 #endif

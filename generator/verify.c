@@ -13,7 +13,7 @@
 void verify_name(const gen_verify_in *in, gen_stencil *s)
 {
     const gen_manifest *m = in->manifest;
-    s->name = xstrdup(in->op ? in->op->name : m->shim_function);
+    s->name = xstrdup(in->op ? op_display(in->op) : m->shim_function);
     s->source = manifest_relpath(m, in->op ? in->op->source : m->shim_source);
     s->line = in->op ? in->op->line : 0;
     s->col = in->op ? in->op->col : 0;

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "emitter.h"
+#include "variant.h"
 
 static const char *reg_or_number(const gen_target *t, uint32_t r)
 {
@@ -196,11 +197,34 @@ static void put_stencil_init(strbuf *sb, const gen_stencil *s, const char *id)
     sb_printf(sb, "%d, sg_emit_%s}", s->removed_jump ? 1 : 0, id);
 }
 
+/* Whether op i has a stencil of its own (it is not folded into a twin). */
+static bool own_stencil(const gen_header_model *m, size_t i)
+{
+    return !m->twin || m->twin[i] == i;
+}
+
+/* The header's stencils: SG_OP__COUNT. */
+static size_t stencil_count(const gen_header_model *m)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < m->nops; i++)
+        n += own_stencil(m, i);
+    return n;
+}
+
+static bool has_variants(const gen_header_model *m)
+{
+    for (size_t i = 0; i < m->nops; i++)
+        if (m->defs[i].naxes)
+            return true;
+    return false;
+}
+
 static void put_summary(strbuf *sb, const gen_header_model *m)
 {
-    gen_totals t = stencil_totals(m->ops, m->nops);
-    sb_printf(sb, " * %zu ops, %zu bytes of code, %zu bytes of data; holes:", m->nops, t.code,
-              t.data);
+    gen_totals t = stencil_totals(m->ops, m->nops, m->twin);
+    sb_printf(sb, " * %zu ops, %zu bytes of code, %zu bytes of data; holes:", stencil_count(m),
+              t.code, t.data);
     for (int k = 0; k < SG_PATCH__COUNT; k++) {
         if (t.by_patch[k])
             sb_printf(sb, " %s %zu", sg_patch_infos[k].name, t.by_patch[k]);
@@ -341,6 +365,105 @@ static void put_unwind(strbuf *sb, const gen_target *t, const gen_unwind *u)
     sb_putc(sb, '\n');
 }
 
+/* One enumerator per stencil; a folded variant is a macro of its twin's. */
+static void put_op_enum(strbuf *sb, const gen_header_model *m)
+{
+    sb_puts(sb, "enum sg_op {\n");
+    for (size_t i = 0, k = 0; i < m->nops; i++)
+        if (own_stencil(m, i))
+            sb_printf(sb, "    SG_OP_%s = %zu,\n", m->defs[i].name, k++);
+    sb_printf(sb, "    SG_OP__COUNT = %zu\n};\n", stencil_count(m));
+    sb_puts(sb, "/* Each also a macro of itself, for #ifdef. */\n");
+    for (size_t i = 0; i < m->nops; i++) {
+        const gen_op *twin = &m->defs[own_stencil(m, i) ? i : m->twin[i]];
+        sb_printf(sb, "#define SG_OP_%s SG_OP_%s", m->defs[i].name, twin->name);
+        if (twin != &m->defs[i])
+            sb_printf(sb, " /* folded: the same stencil as %s */", op_display(twin));
+        sb_putc(sb, '\n');
+    }
+    sb_putc(sb, '\n');
+}
+
+/* SG_OP_VARIANT_<op>(v_<axis>, ...): the variant's enumerator as a constant
+ * expression, SG_OP__COUNT (which sr_emit refuses) for a value out of its
+ * axis' range. Without folding the op's enumerators are consecutive. */
+static void put_variant_macro(strbuf *sb, const gen_header_model *m, size_t first)
+{
+    const gen_op *op = &m->defs[first];
+    size_t n = variant_count(op->axes, op->naxes);
+    bool folded = false;
+    for (size_t v = 0; v < n; v++)
+        folded |= !own_stencil(m, first + v);
+    strbuf index = {0}, check = {0};
+    size_t stride = n;
+    sb_printf(sb, "#define SG_OP_VARIANT_%s(", op->base);
+    for (size_t a = 0; a < op->naxes; a++) {
+        const gen_axis *x = &op->axes[a];
+        unsigned span = x->last - x->first + 1;
+        stride /= span;
+        sb_printf(sb, "%sv_%s", a ? ", " : "", x->name);
+        sb_printf(&check, "%s(unsigned)(v_%s) - %uu <= %uu", a ? " && " : "", x->name, x->first,
+                  span - 1);
+        sb_printf(&index, "%s((unsigned)(v_%s) - %uu) * %zuu", a ? " + " : "", x->name, x->first,
+                  stride);
+    }
+    sb_printf(sb, ") \\\n    (%s \\\n         ? ", check.data);
+    if (!folded) {
+        sb_printf(sb, "SG_OP_%s + %s", op->name, index.data);
+    } else {
+        sb_puts(sb, "(");
+        for (size_t v = 0; v + 1 < n; v++)
+            sb_printf(sb, "(%s) == %zuu ? SG_OP_%s : \\\n           ", index.data, v,
+                      m->defs[first + v].name);
+        sb_printf(sb, "SG_OP_%s)", m->defs[first + n - 1].name);
+    }
+    sb_puts(sb, " \\\n         : SG_OP__COUNT)\n");
+    sb_free(&index);
+    sb_free(&check);
+}
+
+/* Per op with variants: its axes, the stencil of each combination, the macro. */
+static void put_variant_op(strbuf *sb, const gen_header_model *m, size_t first)
+{
+    const gen_op *op = &m->defs[first];
+    size_t n = variant_count(op->axes, op->naxes);
+    sb_printf(sb, "static const sg_variant_axis sg_variant_axes_%s[%zu] = {", op->base,
+              op->naxes);
+    for (size_t a = 0; a < op->naxes; a++)
+        sb_printf(sb, "%s{\"%s\", %u, %u}", a ? ", " : "", op->axes[a].name, op->axes[a].first,
+                  op->axes[a].last);
+    sb_printf(sb, "};\nstatic const uint32_t sg_variant_stencils_%s[%zu] = {", op->base, n);
+    for (size_t v = 0; v < n; v++)
+        sb_printf(sb, "%sSG_OP_%s,", v % 4 ? " " : "\n    ", m->defs[first + v].name);
+    sb_puts(sb, "\n};\n");
+    put_variant_macro(sb, m, first);
+}
+
+/* The ops with variants, for a VM to pick one generically (docs/runtime.md,
+ * "Variants"): sg_variant_ops, and SG_VARIANT_OP_<op> its index there. */
+static void put_variant_tables(strbuf *sb, const gen_header_model *m)
+{
+    sb_puts(sb, "/* Ops with variants (docs/ops.md, \"Variants\"): each one's axes, and the\n"
+                " * stencil of each combination of their values (the last axis varying\n"
+                " * fastest); SG_OP_VARIANT_<op>(value, ...) is that stencil as a constant. */\n");
+    size_t nv = 0;
+    strbuf table = {0};
+    for (size_t i = 0; i < m->nops; i++) {
+        const gen_op *op = &m->defs[i];
+        if (!op->naxes || op->variant)
+            continue;
+        put_variant_op(sb, m, i);
+        sb_printf(&table, "    {\"%s\", %zu, sg_variant_axes_%s, %zu, sg_variant_stencils_%s},\n",
+                  op->base, op->naxes, op->base, variant_count(op->axes, op->naxes), op->base);
+        sb_printf(sb, "#define SG_VARIANT_OP_%s %zu\n\n", op->base, nv++);
+    }
+    sb_printf(sb, "#define SG_VARIANT_OP__COUNT %zu\n"
+                  "/* Fields: name, axis_count, axes, count, stencils. */\n"
+                  "static const sg_variant_op sg_variant_ops[SG_VARIANT_OP__COUNT] = {\n%s};\n\n",
+              nv, table.data);
+    sb_free(&table);
+}
+
 void writer_target_header(strbuf *sb, const gen_header_model *m)
 {
     const gen_target *t = m->target;
@@ -360,6 +483,11 @@ void writer_target_header(strbuf *sb, const gen_header_model *m)
                   "#error \"%s: stencilrt_abi.h is another ABI version; regenerate this header\"\n"
                   "#endif\n\n",
               SG_ABI_VERSION, file);
+    if (has_variants(m))
+        sb_printf(sb, "#ifndef SG_ABI_VARIANTS /* the variant tables' types */\n"
+                      "#error \"%s: stencilrt_abi.h predates op variants; use stencilrt 0.3 or "
+                      "later\"\n#endif\n\n",
+                  file);
     sb_printf(sb, "#define SG_TARGET_TRIPLE \"%s\"\n", t->triple);
     sb_printf(sb, "#define SG_TARGET_ELF_MACHINE %u\n", t->elf_machine);
     sb_printf(sb, "#define SG_TARGET_LANDING_PADS %d /* %s */\n\n", m->landing_pads,
@@ -380,27 +508,24 @@ void writer_target_header(strbuf *sb, const gen_header_model *m)
         sb_printf(sb, "    \"%s\",\n", m->symbols[i]);
     sb_puts(sb, "    NULL\n};\n\n");
 
-    sb_puts(sb, "enum sg_op {\n");
+    put_op_enum(sb, m);
     for (size_t i = 0; i < m->nops; i++)
-        sb_printf(sb, "    SG_OP_%s = %zu,\n", m->ops[i].name, i);
-    sb_printf(sb, "    SG_OP__COUNT = %zu\n};\n", m->nops);
-    sb_puts(sb, "/* Each also a macro of itself, for #ifdef. */\n");
-    for (size_t i = 0; i < m->nops; i++)
-        sb_printf(sb, "#define SG_OP_%s SG_OP_%s\n", m->ops[i].name, m->ops[i].name);
-    sb_putc(sb, '\n');
-
-    for (size_t i = 0; i < m->nops; i++)
-        put_stencil_arrays(sb, &m->ops[i], m->ops[i].name, m->symbols);
+        if (own_stencil(m, i))
+            put_stencil_arrays(sb, &m->ops[i], m->defs[i].name, m->symbols);
     /* In SG_OP_ order, positional: C++17 has neither array nor field designators. */
     sb_puts(sb, "/* Fields: name, code, code_size, data, data_size, data_align, code_holes,\n"
                 " * code_hole_count, data_holes, data_hole_count, falls_through, emit. */\n"
                 "static const sg_stencil sg_stencils[SG_OP__COUNT] = {\n");
     for (size_t i = 0; i < m->nops; i++) {
-        sb_printf(sb, "    /* SG_OP_%s */ ", m->ops[i].name);
-        put_stencil_init(sb, &m->ops[i], m->ops[i].name);
+        if (!own_stencil(m, i))
+            continue;
+        sb_printf(sb, "    /* SG_OP_%s */ ", m->defs[i].name);
+        put_stencil_init(sb, &m->ops[i], m->defs[i].name);
         sb_puts(sb, ",\n");
     }
     sb_puts(sb, "};\n\n");
+    if (has_variants(m))
+        put_variant_tables(sb, m);
 
     sb_puts(sb, "/* The shim: the C function that calls into JIT code. */\n");
     put_stencil_arrays(sb, m->shim, "shim", m->symbols);
@@ -437,7 +562,7 @@ bool writer_dump(strbuf *sb, const gen_header_model *m, const char *only)
     bool found = false;
     for (size_t i = 0; i < m->nops; i++) {
         const gen_stencil *s = &m->ops[i];
-        if (only && strcmp(only, s->name))
+        if (only && strcmp(only, s->name) && strcmp(only, m->defs[i].name))
             continue;
         found = true;
         sb_printf(sb, "op %s (%s) - %s:%u:%u, %zu bytes\n", s->name, m->target->triple,
@@ -456,16 +581,20 @@ bool writer_dump(strbuf *sb, const gen_header_model *m, const char *only)
 
 void writer_summary(strbuf *sb, const gen_header_model *m, size_t compiled, size_t cached)
 {
-    gen_totals tot = stencil_totals(m->ops, m->nops);
+    gen_totals tot = stencil_totals(m->ops, m->nops, m->twin);
+    size_t stencils = stencil_count(m);
+    char folded[64] = "";
+    if (stencils < m->nops)
+        snprintf(folded, sizeof folded, ", %zu folded", m->nops - stencils);
     strbuf kinds = {0};
     for (int k = 0; k < SG_PATCH__COUNT; k++) {
         if (tot.by_patch[k])
             sb_printf(&kinds, "%s%s %zu", kinds.len ? ", " : "", sg_patch_infos[k].name,
                       tot.by_patch[k]);
     }
-    sb_printf(sb, "stencilgen: %s: %zu ops (%zu compiled, %zu cached), %zu bytes of code, "
+    sb_printf(sb, "stencilgen: %s: %zu ops (%zu compiled, %zu cached%s), %zu bytes of code, "
                   "%zu bytes of data, %zu holes (%s)\n",
-              m->target->triple, m->nops, compiled, cached, tot.code, tot.data, tot.holes,
+              m->target->triple, stencils, compiled, cached, folded, tot.code, tot.data, tot.holes,
               kinds.len ? kinds.data : "none");
     sb_free(&kinds);
 }

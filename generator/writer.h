@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "discover.h"
 #include "frame_shape.h"
 #include "stencil.h"
 #include "target.h"
@@ -20,6 +21,8 @@ typedef struct gen_header_model {
     size_t nsymbols;
     const gen_stencil *ops;    /* in op order */
     size_t nops;
+    const gen_op *defs;        /* the ops (variants apart), in op order: C names, axes */
+    const size_t *twin;        /* per op, the op whose stencil it uses (variant_fold) */
     const gen_stencil *shim;
     const gen_unwind *unwind;   /* derived from the shim (partly, when it failed a check) */
     bool landing_pads;         /* every op and the shim start with a landing pad */
@@ -38,7 +41,7 @@ char *writer_target_filename(const gen_target *t);
 /* `stencilgen dump`: each op (only the one named `only`, if not NULL), then
  * the shim with its CFI rows. False when `only` names no op. */
 bool writer_dump(strbuf *sb, const gen_header_model *m, const char *only);
-/* "stencilgen: TRIPLE: N ops (C compiled, K cached), ... bytes, ... holes (...)" */
+/* "stencilgen: TRIPLE: N ops (C compiled, K cached[, F folded]), ... bytes, ... holes (...)" */
 void writer_summary(strbuf *sb, const gen_header_model *m, size_t compiled, size_t cached);
 
 #endif

@@ -143,6 +143,53 @@ typedef struct sg_stencil {
     sg_emit_fn *emit;      /* the holes above as straight-line code; NULL: none */
 } sg_stencil;
 
+/* ---- Ops with variants (docs/ops.md, "Variants"). A header whose ops have
+ * variants lists them in sg_variant_ops (and requires SG_ABI_VARIANTS); the
+ * types and the lookups below are all a VM needs to pick a variant by
+ * values known only at run time (SG_OP_VARIANT_<op>() is the constant form). */
+#define SG_ABI_VARIANTS 1
+
+typedef struct sg_variant_axis {
+    const char *name;
+    uint8_t first, last; /* its values, inclusive */
+} sg_variant_axis;
+
+typedef struct sg_variant_op {
+    const char *name;            /* the op as written: "add" */
+    size_t axis_count;           /* 1 to 4 */
+    const sg_variant_axis *axes; /* in declaration order */
+    size_t count;                /* variants: the product of the axes' spans */
+    const uint32_t *stencils;    /* each combination's op (SG_OP_), the last axis fastest */
+} sg_variant_op;
+
+/* The op named `name` among ops[0..count), or NULL. */
+static inline const sg_variant_op *sg_variant_find(const sg_variant_op *ops, size_t count,
+                                                   const char *name)
+{
+    for (size_t i = 0; i < count; i++)
+        if (!strcmp(ops[i].name, name))
+            return &ops[i];
+    return NULL;
+}
+
+/* The op (an index of sg_stencils) of op's variant with values[0..n), one
+ * per axis in declaration order; UINT32_MAX when n is not its axis count or
+ * a value is outside its axis. */
+static inline uint32_t sg_variant_stencil(const sg_variant_op *op, const unsigned *values,
+                                          size_t n)
+{
+    if (n != op->axis_count)
+        return UINT32_MAX;
+    size_t index = 0;
+    for (size_t i = 0; i < n; i++) {
+        const sg_variant_axis *a = &op->axes[i];
+        if (values[i] < a->first || values[i] > a->last)
+            return UINT32_MAX;
+        index = index * (size_t)(a->last - a->first + 1) + (values[i] - a->first);
+    }
+    return op->stencils[index];
+}
+
 /* ---- The formulas. Each writes v into the hole at p and returns 0, or returns
  * 1 when v does not fit or is misaligned (the hole is then left as it was). */
 

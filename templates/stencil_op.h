@@ -127,9 +127,24 @@ extern char _JIT_OPERAND3[];
 #define STENCIL_OP_MARK
 #endif
 
-#define OP(name)                                                                         \
-    static inline STENCIL_OP_MARK __attribute__((unused)) STENCIL_CC STENCIL_RETURN        \
-        op_##name(STENCIL_PARAMS)
+/* OP(name) or OP(name, VARIANT(axis, first, last), ...): an op, or an op
+ * compiled once per combination of its axes' values (docs/ops.md,
+ * "Variants"). Discovery reads the axes from annotations; a real compile
+ * drops them (an empty GNU attribute is allowed), and stencilgen defines
+ * STENCIL_V_<axis> to the variant's value around the op's definition and
+ * renames its function to the variant's. */
+#define OP(...) STENCIL_OP_(op_##__VA_ARGS__, ) /* pasted first: a name is never expanded */
+#define STENCIL_OP_(fn, ...)                                                             \
+    static inline STENCIL_OP_MARK __attribute__((unused, __VA_ARGS__)) STENCIL_CC          \
+        STENCIL_RETURN fn(STENCIL_PARAMS)
+#ifdef STENCILGEN_DISCOVER
+#define VARIANT(axis, first, last) annotate("stencilgen.variant:" #axis ":" #first ":" #last)
+#else
+#define VARIANT(axis, first, last)
+#endif
+/* The value of the variant's axis `axis`: an integer constant for #if and C,
+ * defined inside the op's own definition only. */
+#define STENCIL_V(axis) STENCIL_V_##axis
 
 #ifdef STENCILGEN_OP
 #ifdef __APPLE__

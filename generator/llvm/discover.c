@@ -11,6 +11,7 @@
 #include "util.h"
 
 #define OP_ANNOTATION "stencilgen.op"
+#define VARIANT_ANNOTATION "stencilgen.variant:"
 #define OP_PREFIX "op_"
 
 /* The main file's raw tokens, comments left out, with each token's offset:
@@ -130,16 +131,123 @@ static bool named_by_macro(CXCursor c)
     return eo != so || !clang_File_isEqual(ef, sf);
 }
 
+/* What an op's annotations say: that it is one, and its variant axes as
+ * VARIANT() wrote them ("stencilgen.variant:<axis>:<first>:<last>"), in
+ * declaration order. */
+typedef struct op_marks {
+    bool is_op;
+    char *axes[GEN_MAX_AXES + 1]; /* one more than allowed, to say there are too many */
+    size_t naxes;
+} op_marks;
+
 static enum CXChildVisitResult find_annotation(CXCursor c, CXCursor parent, CXClientData data)
 {
     (void)parent;
+    op_marks *m = data;
     if (clang_getCursorKind(c) != CXCursor_AnnotateAttr)
         return CXChildVisit_Continue;
     CXString s = clang_getCursorSpelling(c);
-    if (!strcmp(clang_getCString(s), OP_ANNOTATION))
-        *(bool *)data = true;
+    const char *text = clang_getCString(s);
+    if (!strcmp(text, OP_ANNOTATION))
+        m->is_op = true;
+    else if (!strncmp(text, VARIANT_ANNOTATION, strlen(VARIANT_ANNOTATION)) &&
+             m->naxes <= GEN_MAX_AXES)
+        m->axes[m->naxes++] = xstrdup(text + strlen(VARIANT_ANNOTATION));
     clang_disposeString(s);
     return CXChildVisit_Continue;
+}
+
+static void marks_free(op_marks *m)
+{
+    for (size_t i = 0; i < m->naxes; i++)
+        free(m->axes[i]);
+}
+
+/* Where the k-th VARIANT of the op written from `from` on is (its name's
+ * token), for messages; false when the op's axes come from another macro. */
+static bool variant_position(const token_run *t, unsigned from, size_t k, unsigned *line,
+                             unsigned *col)
+{
+    for (unsigned i = (unsigned)first_at_least(t->offsets, t->n, from); i < t->n; i++) {
+        if (token_is(t, i, "{") || token_is(t, i, ";"))
+            return false;
+        if (token_is(t, i, "VARIANT") && token_is(t, i + 1, "(") && k-- == 0) {
+            clang_getExpansionLocation(clang_getTokenLocation(t->tu, t->tokens[i]), NULL, line,
+                                       col, NULL);
+            return true;
+        }
+    }
+    return false;
+}
+
+static bool is_identifier(const char *s)
+{
+    if (!*s || (*s >= '0' && *s <= '9'))
+        return false;
+    for (; *s; s++)
+        if (!(*s == '_' || (*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
+              (*s >= '0' && *s <= '9')))
+            return false;
+    return true;
+}
+
+/* An axis value as written: a decimal (or 0x) integer literal of 0..255. */
+static bool axis_value(const char *text, unsigned *v)
+{
+    char *end;
+    if (!*text || *text == '-' || *text == '+')
+        return false;
+    unsigned long n = strtoul(text, &end, 0);
+    *v = (unsigned)n;
+    return !*end && n <= GEN_MAX_AXIS_VALUE;
+}
+
+/* The axes the annotations declare, checked against docs/ops.md's limits;
+ * false (the message printed at `file:line:col`) on the first bad one. */
+static bool parse_axes(const op_marks *m, const char *file, const token_run *t, unsigned from,
+                       unsigned line, unsigned col, const char *op, gen_op *out)
+{
+    if (m->naxes > GEN_MAX_AXES) {
+        diag_error_at(file, line, col, "op '%s' declares more than %d variant axes", op,
+                      GEN_MAX_AXES);
+        return false;
+    }
+    out->axes = xcalloc(m->naxes ? m->naxes : 1, sizeof *out->axes);
+    size_t variants = 1;
+    for (size_t i = 0; i < m->naxes; i++) {
+        unsigned l = line, c = col;
+        variant_position(t, from, i, &l, &c);
+        char *text = xstrdup(m->axes[i]), *colon2 = strrchr(text, ':'), *colon1;
+        if (colon2)
+            *colon2 = '\0';
+        colon1 = colon2 ? strrchr(text, ':') : NULL;
+        if (colon1)
+            *colon1 = '\0';
+        gen_axis a = {xstrdup(text), 0, 0};
+        const char *why = NULL;
+        if (!colon1 || !is_identifier(text))
+            why = "its name must be a C identifier";
+        else if (!axis_value(colon1 + 1, &a.first) || !axis_value(colon2 + 1, &a.last))
+            why = "its first and last values must be integer literals of 0 to 255";
+        else if (a.first > a.last)
+            why = "its first value is greater than its last";
+        for (size_t k = 0; k < i && !why; k++)
+            if (!strcmp(out->axes[k].name, a.name))
+                why = "an axis of that name comes before it";
+        if (!why && (variants *= a.last - a.first + 1) > GEN_MAX_VARIANTS)
+            why = "the op's axes make more than 256 variants";
+        if (why) {
+            diag_error_at(file, l, c, "op '%s': variant axis '%s' (VARIANT(%s, %s, %s)): %s", op,
+                          a.name, a.name, colon1 ? colon1 + 1 : "?", colon2 ? colon2 + 1 : "?",
+                          why);
+            free(a.name);
+            free(text);
+            return false;
+        }
+        out->axes[out->naxes++] = a;
+        free(text);
+    }
+    return true;
 }
 
 static enum CXChildVisitResult visit_top(CXCursor c, CXCursor parent, CXClientData data)
@@ -150,10 +258,12 @@ static enum CXChildVisitResult visit_top(CXCursor c, CXCursor parent, CXClientDa
      * the annotation alone marks an op, and only OP() adds it. */
     if (clang_getCursorKind(c) != CXCursor_FunctionDecl)
         return CXChildVisit_Continue;
-    bool is_op = false;
-    clang_visitChildren(c, find_annotation, &is_op);
-    if (!is_op)
+    op_marks marks = {0};
+    clang_visitChildren(c, find_annotation, &marks);
+    if (!marks.is_op) {
+        marks_free(&marks);
         return CXChildVisit_Continue;
+    }
     /* OP(name) is a macro: report where it is written, not where it expands. */
     CXFile file;
     unsigned line, col, name_at, begin, decl_end;
@@ -181,10 +291,20 @@ static enum CXChildVisitResult visit_top(CXCursor c, CXCursor parent, CXClientDa
         bool by_macro = named_by_macro(c);
         if (!ctx->tokens.tokens)
             ctx->tokens = tokens_of(ctx->tu, file);
-        gen_op op = {xstrdup(name), prefixed, path_absolute(fn ? fn : ctx->source), line, col, begin,
-                    op_end(&ctx->tokens, by_macro ? name_at : decl_end, by_macro)};
-        ARRAY_PUSH(ctx->out->items, ctx->out->count, ctx->out->cap, op);
+        gen_op op = {.name = xstrdup(name), .prefixed = prefixed,
+                     .source = path_absolute(fn ? fn : ctx->source), .line = line, .col = col,
+                     .begin = begin,
+                     .end = op_end(&ctx->tokens, by_macro ? name_at : decl_end, by_macro)};
+        if (parse_axes(&marks, fn ? fn : ctx->source, &ctx->tokens, begin, line, col, name, &op)) {
+            ARRAY_PUSH(ctx->out->items, ctx->out->count, ctx->out->cap, op);
+        } else {
+            gen_op_free_variant(&op);
+            free(op.name);
+            free(op.source);
+            ctx->rc = SG_EXIT_USAGE;
+        }
     }
+    marks_free(&marks);
     clang_disposeString(spelling);
     clang_disposeString(fname);
     return ctx->rc ? CXChildVisit_Break : CXChildVisit_Continue;
