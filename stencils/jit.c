@@ -175,7 +175,7 @@ bool vm_jit_init(struct vm *vm)
 #ifdef SG_OP_VARIANT_tos_push
     for (size_t i = 0; ok && vm->variants && i < vm->nfunctions; i++) {
         sr_instr *cached = malloc(vm->functions[i].n * sizeof *cached);
-        progs[i].code = cached; /* freed below, as every rewritten program */
+        progs[i].code = vm->functions[i].jit_code = cached; /* vm_jit_fini frees it */
         if (!cached || !choose_variants(vm->functions[i].code, vm->functions[i].n, cached)) {
             fputs("tinyvm: out of memory\n", stderr);
             ok = false;
@@ -190,9 +190,6 @@ bool vm_jit_init(struct vm *vm)
         vm->functions[i].executor = out[i];
         vm->functions[i].entry = sr_executor_entry(out[i]);
     }
-    for (size_t i = 0; progs && i < vm->nfunctions; i++)
-        if (progs[i].code != vm->functions[i].code)
-            free((sr_instr *)progs[i].code);
     free(progs);
     free(out);
     return ok;
@@ -200,8 +197,11 @@ bool vm_jit_init(struct vm *vm)
 
 void vm_jit_fini(struct vm *vm)
 {
-    for (size_t i = 0; i < vm->nfunctions; i++)
+    for (size_t i = 0; i < vm->nfunctions; i++) {
         sr_executor_free(vm->functions[i].executor);
+        free(vm->functions[i].jit_code);
+        vm->functions[i].jit_code = NULL;
+    }
     sr_runtime_destroy(vm->rt);
     vm->rt = NULL;
 }

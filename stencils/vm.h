@@ -15,6 +15,7 @@ typedef struct vm_function {
     sr_instr *code;
     size_t n;
     sr_executor *executor; /* JIT mode */
+    sr_instr *jit_code;    /* what it was emitted from, with variants: the cached forms (jit.c) */
     void *entry;           /* its sr_executor_entry, looked up once per call otherwise */
     struct vm_block *blocks; /* chain mode: its basic blocks (chain.c) */
     size_t nblocks;

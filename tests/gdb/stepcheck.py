@@ -55,6 +55,15 @@ result = {"steps": 0, "checked": 0, "checked_shim": 0, "checked_ret": 0, "checke
 exited = []
 
 
+def emitted_code(fn):
+    """The instructions an executor was emitted from: tinyvm's JIT keeps its
+    rewritten copy (jit_code: the cached ops' variants) beside the program's."""
+    fields = [f.name for f in fn.type.strip_typedefs().fields()]
+    if "jit_code" in fields and int(fn["jit_code"]) != 0:
+        return fn["jit_code"]
+    return fn["code"]
+
+
 def on_exit(event):
     exited.append(getattr(event, "exit_code", None))
 
@@ -138,7 +147,8 @@ try:
         # inferior (GDB 13 cannot on CPUs with AMX state).
         bounds = [u64(gdb.parse_and_eval("(unsigned long)(%s)" % HOST["instr"].format(
             ex=ex, fn=i, k=k))) for k in range(n + 1)]
-        ops = [CFG["op_names"][int(fn["code"][k]["op"])] for k in range(n)]
+        code = emitted_code(fn)
+        ops = [CFG["op_names"][int(code[k]["op"])] for k in range(n)]
         executors.append((name, bounds[0], bounds[-1], bounds, ops))
     gdb.newest_frame().select()
 

@@ -61,7 +61,7 @@ import shutil
 import subprocess
 import time
 
-from sgtest import TRIPLE, TestFailure, check, read, shim_facts
+from sgtest import TRIPLE, TestFailure, check, plain_op_name, read, shim_facts
 
 GDB = ["gdb", "-batch", "-nx", "-iex", "set debuginfod enabled off"]
 T = 120  # seconds for one GDB run; the slowest (single-step) takes about 1 s here
@@ -70,7 +70,7 @@ GDB_DIR = os.path.join(os.path.dirname(HERE), "gdb")
 STEPCHECK = os.path.join(GDB_DIR, "stepcheck.py")
 BTSTOPS = os.path.join(GDB_DIR, "btstops.py")
 FRAME_LINE = re.compile(r"^#(\d+)\s+(?:0x[0-9a-f]+ in )?(\S+) \(", re.M)
-STENCIL_SYMBOL = re.compile(r"\b\w+@\w+\[\d+\]")  # "<op>@<executor>[<index>]"
+STENCIL_SYMBOL = re.compile(r"\b\w+(?:\[[\w=,]+\])?@\w+\[\d+\]")  # "<op>@<executor>[<index>]"
 GLUE = ["vm_run"]  # tinyvm's C frames between a JIT frame and the next one down
 
 
@@ -119,7 +119,7 @@ def jit_stack(*jit_frames, below="main"):
 def names_to_main(frames):
     names = []
     for f in frames:
-        names.append(f["name"])
+        names.append(plain_op_name(f["name"]))  # the op, whichever variant ran
         if f["name"] == "main":
             break
     return names
@@ -140,7 +140,8 @@ def check_stop(tag, stop, want):
     names = names_to_main(stop["frames"])
     check(names == want, "%s: frames\n  got  %s\n  want %s\nbt:\n%s", tag, names, want, stop["bt"])
     text_names = FRAME_LINE.findall(stop["bt"])
-    check([n for _, n in text_names] == want, "%s: `bt` text frames differ from %s:\n%s",
+    check([plain_op_name(n) for _, n in text_names] == want,
+          "%s: `bt` text frames differ from %s:\n%s",
           tag, want, stop["bt"])
     check([int(i) for i, _ in text_names] == list(range(len(want))), "%s: bt numbering:\n%s",
           tag, stop["bt"])
@@ -537,7 +538,7 @@ def test_attach_to_running_jit(ctx):
         loop_ops = {"push@spin[0]", "jump_if_nonzero@spin[1]"}
         seen = set()
         for i, block in enumerate(blocks):
-            names = [n for _, n in FRAME_LINE.findall(block)]
+            names = [plain_op_name(n) for _, n in FRAME_LINE.findall(block)]
             check(names and names[0] in loop_ops and
                   names[1:] == GLUE + jit_stack("call@main[1]") and
                   not any(bad in block for bad in ("??", "Backtrace stopped", "corrupt")),

@@ -41,7 +41,10 @@ def read_truth(frame):
         mem = ex.GetChildMemberWithName("mem").GetValueAsUnsigned()
         count = ex.GetChildMemberWithName("n").GetValueAsUnsigned()
         offs = ex.GetChildMemberWithName("offsets")
-        code = f.GetChildMemberWithName("code")
+        # tinyvm's JIT emits from its rewritten copy (the cached ops' variants)
+        code = f.GetChildMemberWithName("jit_code")
+        if not code.IsValid() or code.GetValueAsUnsigned() == 0:
+            code = f.GetChildMemberWithName("code")
         addrs = [mem + offs.GetChildAtIndex(k, lldb.eNoDynamicValues, True).GetValueAsUnsigned()
                  for k in range(count + 1)]
         ops = [code.GetChildAtIndex(k, lldb.eNoDynamicValues, True)
