@@ -98,7 +98,7 @@ def run(debugger, cfg):
         # Set before the code exists: LLDB resolves it when the runtime
         # registers the object that defines the name.
         bp = target.BreakpointCreateByName(cfg["breakpoint"])
-        m = re.match(r"^\w+@(\w+)\[(\d+)\]$", cfg["breakpoint"])
+        m = re.match(r"^\w+(?:\[[\w=,]+\])?@(\w+)\[(\d+)\]$", cfg["breakpoint"])
         process = target.LaunchSimple(cfg["args"], None, os.getcwd())
         while process.GetState() == lldb.eStateStopped:
             thread = process.GetSelectedThread()
