@@ -188,10 +188,37 @@ static const gen_op *op_at_line(const op_batch *b, unsigned line)
     return found;
 }
 
+/* How many members of batch b are variants of op's definition (1 for an op
+ * without variants); *from is the first. */
+static size_t variants_in_batch(const op_batch *b, const gen_op *op, size_t *from)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < b->n; i++)
+        if (b->members[i]->begin == op->begin && !strcmp(b->members[i]->source, op->source)) {
+            if (!n)
+                *from = i;
+            n++;
+        }
+    return n;
+}
+
+/* The variants of `op` in the failed batch of `leader` compile alone next
+ * (compile_the_alone), on this target: their own compiles say which holds the error. */
+static void variants_alone(job_set *js, const job_ref *leader, const gen_op *op)
+{
+    for (size_t i = 0; i < js->count; i++) {
+        job_ref *r = &js->refs[i];
+        if (r->result == leader->result && r->batch == leader->batch && r->op &&
+            r->op->begin == op->begin && !strcmp(r->op->source, op->source) && !r->alone[0])
+            snprintf(r->alone, sizeof r->alone, "its batch did not compile, with an error in "
+                     "op %s, whose variants share their lines", op->base);
+    }
+}
+
 /* A batch that does not compile fails all its ops; the compiler's messages
  * point at the source (#line), and a note under them says which op, on which
  * target, each error is in. */
-void batch_note_errors(const job_set *js, const gen_job *job)
+void batch_note_errors(job_set *js, const gen_job *job)
 {
     const job_ref *ref = job->user;
     if (!ref || !ref->leader || job->status <= 0 || ref->extract_failed)
@@ -211,10 +238,21 @@ void batch_note_errors(const job_set *js, const gen_job *job)
         if ((size_t)(eol - p) > n && !memcmp(p, src, n) && p[n] == ':' &&
             sscanf(p + n, ":%u:%u: error:%n", &line, &col, &used) == 2 && used) {
             const gen_op *op = op_at_line(b, line);
-            if (op)
+            size_t from = 0, nv = op ? variants_in_batch(b, op, &from) : 0;
+            if (nv > 1) {
+                diag_note_at(src, line, col, "this error is in op %s, in one or more of its "
+                             "variants %s..%s (%s; compiled in one unit with %s..%s); each of "
+                             "them compiles alone next, to tell which",
+                             op->base, op_display(b->members[from]),
+                             op_display(b->members[from + nv - 1]),
+                             ref->result->target->triple, op_display(b->members[0]),
+                             op_display(b->members[b->n - 1]));
+                variants_alone(js, ref, op);
+            } else if (op) {
                 diag_note_at(src, line, col, "this error is in op %s (%s; compiled in one unit "
-                             "with %s..%s)", op->name, ref->result->target->triple,
-                             b->members[0]->name, b->members[b->n - 1]->name);
+                             "with %s..%s)", op_display(op), ref->result->target->triple,
+                             op_display(b->members[0]), op_display(b->members[b->n - 1]));
+            }
         }
         p = eol + 1;
     }

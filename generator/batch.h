@@ -18,7 +18,10 @@ void batch_assign(gen_run *run, job_set *js);
  * stand for (ref->alone says why; -v notes it). */
 void batch_compile_alone(gen_run *run, job_set *js, size_t i);
 /* For a batch whose compile failed: a note under each of the compiler's
- * errors naming the op and target it is in. */
-void batch_note_errors(const job_set *js, const gen_job *job);
+ * errors naming the op and target it is in. An error in an op of which the
+ * batch holds several variants cannot tell which variant it is in (they
+ * share their lines): those variants are marked to compile alone next,
+ * where each one's own compile names it. */
+void batch_note_errors(job_set *js, const gen_job *job);
 
 #endif

@@ -467,7 +467,7 @@ static size_t compile_the_alone(gen_run *run, job_set *js, done_ctx *ctx,
  * which op each is in (gen_job_failed, compile.h). */
 static void note_batch_errors(const gen_job *job, void *data)
 {
-    batch_note_errors(((const done_ctx *)data)->js, job);
+    batch_note_errors(((done_ctx *)data)->js, job);
 }
 
 int jobs_run(gen_run *run, job_set *js)

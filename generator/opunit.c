@@ -68,12 +68,14 @@ static void add_op_segment(op_unit *u, bool want_unit, const gen_op *first, cons
     }
     const char *prefix = op->prefixed ? "op_" : "";
     strbuf defs = {0}, undefs = {0};
+    /* A misspelled STENCIL_V(axis) in #if would be 0, silently: an error. */
+    sb_puts(&defs, "#pragma clang diagnostic push\n#pragma clang diagnostic error \"-Wundef\"\n");
     for (size_t i = 0; i < op->naxes; i++) {
         sb_printf(&defs, "#define STENCIL_V_%s %u\n", op->axes[i].name, op->values[i]);
         sb_printf(&undefs, "#undef STENCIL_V_%s\n", op->axes[i].name);
     }
     sb_printf(&defs, "#define %s%s %s%s\n", prefix, op->base, prefix, op->name);
-    sb_printf(&undefs, "#undef %s%s\n", prefix, op->base);
+    sb_printf(&undefs, "#undef %s%s\n#pragma clang diagnostic pop\n", prefix, op->base);
     add_generated(u, want_unit, defs.data);
     add_segment(u, want_unit, first, t, from, to);
     add_generated(u, want_unit, undefs.data);

@@ -45,6 +45,19 @@ static bool resolve_targets(gen_run *run)
     return true;
 }
 
+/* The name an op is unique by: as written (a variant's op's), or its C name. */
+static const char *written_name(const gen_op *op, bool written)
+{
+    return written && op->base ? op->base : op->name;
+}
+
+static int by_written_name_then_order(const void *a, const void *b)
+{
+    const gen_op *x = *(const gen_op *const *)a, *y = *(const gen_op *const *)b;
+    int c = strcmp(written_name(x, true), written_name(y, true));
+    return c ? c : (x > y) - (x < y);
+}
+
 static int by_name_then_order(const void *a, const void *b)
 {
     const gen_op *x = *(const gen_op *const *)a, *y = *(const gen_op *const *)b;
@@ -52,30 +65,43 @@ static int by_name_then_order(const void *a, const void *b)
     return c ? c : (x > y) - (x < y);
 }
 
-/* Each op name once: the first op (in manifest order) whose name came before
- * is reported, with where it came first. Sorted, not compared pairwise: a
- * CPython-style VM has hundreds of ops. */
-static int check_unique_names(const gen_oplist *ops)
+/* The variants of one op share its definition (variant_expand). */
+static bool one_definition(const gen_op *a, const gen_op *b)
+{
+    return a->begin == b->begin && !strcmp(a->source, b->source);
+}
+
+/* Each op name once, as written (two definitions of `add`, with variants or
+ * not) and in C (a variant's add__in1 and an op of that name): the first op
+ * (in manifest order) whose name came before is reported, with where it came
+ * first. Sorted, not compared pairwise: a CPython-style VM has hundreds of ops. */
+static int check_unique(const gen_oplist *ops, bool written)
 {
     const gen_op **sorted = xcalloc(ops->count ? ops->count : 1, sizeof *sorted);
     for (size_t i = 0; i < ops->count; i++)
         sorted[i] = &ops->items[i];
-    qsort(sorted, ops->count, sizeof *sorted, by_name_then_order);
+    qsort(sorted, ops->count, sizeof *sorted,
+          written ? by_written_name_then_order : by_name_then_order);
     const gen_op *again = NULL, *first = NULL;
-    for (size_t i = 1; i < ops->count; i++) {
-        bool second = !strcmp(sorted[i]->name, sorted[i - 1]->name) &&
-                      (i < 2 || strcmp(sorted[i - 2]->name, sorted[i]->name));
-        if (second && (!again || sorted[i] < again)) {
-            again = sorted[i];
-            first = sorted[i - 1];
-        }
+    for (size_t i = 1, run = 0; i < ops->count; i++) {
+        if (strcmp(written_name(sorted[i], written), written_name(sorted[run], written)))
+            run = i; /* the first of its name */
+        else if (!one_definition(sorted[i], sorted[run]) && (!again || sorted[i] < again))
+            again = sorted[i], first = sorted[run];
     }
     free(sorted);
     if (!again)
         return SG_EXIT_OK;
-    diag_error_at(again->source, again->line, again->col, "op '%s' is defined twice", again->name);
+    diag_error_at(again->source, again->line, again->col, "op '%s' is defined twice",
+                  written_name(again, written));
     diag_note_at(first->source, first->line, first->col, "first defined here");
     return SG_EXIT_USAGE;
+}
+
+static int check_unique_names(const gen_oplist *ops)
+{
+    int rc = check_unique(ops, true);
+    return rc == SG_EXIT_OK ? check_unique(ops, false) : rc;
 }
 
 /* Ops are named by what the template marks; names must be unique across files. */

@@ -386,7 +386,8 @@ static void put_op_enum(strbuf *sb, const gen_header_model *m)
 
 /* SG_OP_VARIANT_<op>(v_<axis>, ...): the variant's enumerator as a constant
  * expression, SG_OP__COUNT (which sr_emit refuses) for a value out of its
- * axis' range. Without folding the op's enumerators are consecutive. */
+ * axis' range; unsigned throughout (C++ warns of enum and unsigned mixed in
+ * a conditional). Without folding the op's enumerators are consecutive. */
 static void put_variant_macro(strbuf *sb, const gen_header_model *m, size_t first)
 {
     const gen_op *op = &m->defs[first];
@@ -409,15 +410,15 @@ static void put_variant_macro(strbuf *sb, const gen_header_model *m, size_t firs
     }
     sb_printf(sb, ") \\\n    (%s \\\n         ? ", check.data);
     if (!folded) {
-        sb_printf(sb, "SG_OP_%s + %s", op->name, index.data);
+        sb_printf(sb, "(unsigned)SG_OP_%s + %s", op->name, index.data);
     } else {
-        sb_puts(sb, "(");
+        sb_puts(sb, "(unsigned)(");
         for (size_t v = 0; v + 1 < n; v++)
             sb_printf(sb, "(%s) == %zuu ? SG_OP_%s : \\\n           ", index.data, v,
                       m->defs[first + v].name);
         sb_printf(sb, "SG_OP_%s)", m->defs[first + n - 1].name);
     }
-    sb_puts(sb, " \\\n         : SG_OP__COUNT)\n");
+    sb_puts(sb, " \\\n         : (unsigned)SG_OP__COUNT)\n");
     sb_free(&index);
     sb_free(&check);
 }
@@ -562,7 +563,9 @@ bool writer_dump(strbuf *sb, const gen_header_model *m, const char *only)
     bool found = false;
     for (size_t i = 0; i < m->nops; i++) {
         const gen_stencil *s = &m->ops[i];
-        if (only && strcmp(only, s->name) && strcmp(only, m->defs[i].name))
+        const gen_op *op = &m->defs[i]; /* by display, C or (every variant) written name */
+        if (only && strcmp(only, s->name) && strcmp(only, op->name) &&
+            (!op->base || strcmp(only, op->base)))
             continue;
         found = true;
         sb_printf(sb, "op %s (%s) - %s:%u:%u, %zu bytes\n", s->name, m->target->triple,

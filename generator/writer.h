@@ -38,8 +38,9 @@ void writer_unwind_rows(strbuf *sb, const gen_target *t, const gen_unwind *u, co
 void writer_dispatcher(strbuf *sb, const gen_target *const *targets, size_t n);
 /* File name of the per-target header: "jit_stencils-<triple>.h" (caller frees). */
 char *writer_target_filename(const gen_target *t);
-/* `stencilgen dump`: each op (only the one named `only`, if not NULL), then
- * the shim with its CFI rows. False when `only` names no op. */
+/* `stencilgen dump`: each op (only the one named `only`, if not NULL: an
+ * op's name, or a variant's C or display name; an op with variants names
+ * them all), then the shim with its CFI rows. False when `only` names no op. */
 bool writer_dump(strbuf *sb, const gen_header_model *m, const char *only);
 /* "stencilgen: TRIPLE: N ops (C compiled, K cached[, F folded]), ... bytes, ... holes (...)" */
 void writer_summary(strbuf *sb, const gen_header_model *m, size_t compiled, size_t cached);

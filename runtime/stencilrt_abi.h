@@ -162,13 +162,18 @@ typedef struct sg_variant_op {
     const uint32_t *stencils;    /* each combination's op (SG_OP_), the last axis fastest */
 } sg_variant_op;
 
-/* The op named `name` among ops[0..count), or NULL. */
+/* The op named `name` among ops[0..count), or NULL. (Compared here: this
+ * header asks of <string.h> only what the patch formulas use.) */
 static inline const sg_variant_op *sg_variant_find(const sg_variant_op *ops, size_t count,
                                                    const char *name)
 {
-    for (size_t i = 0; i < count; i++)
-        if (!strcmp(ops[i].name, name))
+    for (size_t i = 0; i < count; i++) {
+        const char *a = ops[i].name, *b = name;
+        while (*a && *a == *b)
+            a++, b++;
+        if (*a == *b)
             return &ops[i];
+    }
     return NULL;
 }
 

@@ -137,14 +137,22 @@ extern char _JIT_OPERAND3[];
 #define STENCIL_OP_(fn, ...)                                                             \
     static inline STENCIL_OP_MARK __attribute__((unused, __VA_ARGS__)) STENCIL_CC          \
         STENCIL_RETURN fn(STENCIL_PARAMS)
+/* VARIANT(axis, first, last); any other form is reported by stencilgen,
+ * naming the op, hence the variadic form. */
 #ifdef STENCILGEN_DISCOVER
-#define VARIANT(axis, first, last) annotate("stencilgen.variant:" #axis ":" #first ":" #last)
+#define VARIANT(...) annotate("stencilgen.variant:" #__VA_ARGS__)
 #else
-#define VARIANT(axis, first, last)
+#define VARIANT(...)
 #endif
 /* The value of the variant's axis `axis`: an integer constant for #if and C,
- * defined inside the op's own definition only. */
+ * defined inside the op's own definition only (stencilgen makes an undefined
+ * one there an error, -Wundef, so a misspelled axis is not silently 0).
+ * Discovery, which parses the file once for every variant, sees 0. */
+#ifdef STENCILGEN_DISCOVER
+#define STENCIL_V(axis) 0
+#else
 #define STENCIL_V(axis) STENCIL_V_##axis
+#endif
 
 #ifdef STENCILGEN_OP
 #ifdef __APPLE__

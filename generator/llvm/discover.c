@@ -202,6 +202,23 @@ static bool axis_value(const char *text, unsigned *v)
     return !*end && n <= GEN_MAX_AXIS_VALUE;
 }
 
+/* The next comma-separated field of a VARIANT's arguments as the
+ * preprocessor spelled them ("in, 0, 2"), blanks trimmed; NULL after the last. */
+static char *next_field(char **at)
+{
+    if (!*at)
+        return NULL;
+    char *f = *at, *comma = strchr(f, ',');
+    *at = comma ? comma + 1 : NULL;
+    if (comma)
+        *comma = '\0';
+    while (*f == ' ')
+        f++;
+    for (char *e = f + strlen(f); e > f && e[-1] == ' ';)
+        *--e = '\0';
+    return f;
+}
+
 /* The axes the annotations declare, checked against docs/ops.md's limits;
  * false (the message printed at `file:line:col`) on the first bad one. */
 static bool parse_axes(const op_marks *m, const char *file, const token_run *t, unsigned from,
@@ -217,17 +234,15 @@ static bool parse_axes(const op_marks *m, const char *file, const token_run *t, 
     for (size_t i = 0; i < m->naxes; i++) {
         unsigned l = line, c = col;
         variant_position(t, from, i, &l, &c);
-        char *text = xstrdup(m->axes[i]), *colon2 = strrchr(text, ':'), *colon1;
-        if (colon2)
-            *colon2 = '\0';
-        colon1 = colon2 ? strrchr(text, ':') : NULL;
-        if (colon1)
-            *colon1 = '\0';
-        gen_axis a = {xstrdup(text), 0, 0};
+        char *text = xstrdup(m->axes[i]), *at = text;
+        char *name = next_field(&at), *first = next_field(&at), *last = next_field(&at);
+        gen_axis a = {xstrdup(name), 0, 0};
         const char *why = NULL;
-        if (!colon1 || !is_identifier(text))
+        if (!last || at)
+            why = "it must be written VARIANT(axis, first, last)";
+        else if (!is_identifier(name))
             why = "its name must be a C identifier";
-        else if (!axis_value(colon1 + 1, &a.first) || !axis_value(colon2 + 1, &a.last))
+        else if (!axis_value(first, &a.first) || !axis_value(last, &a.last))
             why = "its first and last values must be integer literals of 0 to 255";
         else if (a.first > a.last)
             why = "its first value is greater than its last";
@@ -237,9 +252,7 @@ static bool parse_axes(const op_marks *m, const char *file, const token_run *t, 
         if (!why && (variants *= a.last - a.first + 1) > GEN_MAX_VARIANTS)
             why = "the op's axes make more than 256 variants";
         if (why) {
-            diag_error_at(file, l, c, "op '%s': variant axis '%s' (VARIANT(%s, %s, %s)): %s", op,
-                          a.name, a.name, colon1 ? colon1 + 1 : "?", colon2 ? colon2 + 1 : "?",
-                          why);
+            diag_error_at(file, l, c, "op '%s': VARIANT(%s): %s", op, m->axes[i], why);
             free(a.name);
             free(text);
             return false;

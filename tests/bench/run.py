@@ -381,6 +381,103 @@ def batched_rows(b, g, jobs=2):
     ]
 
 
+VARIANT_OP = """
+OP(op{k}, VARIANT(in, 0, 2), VARIANT(out, 0, 2))
+{{
+#if STENCIL_V(in) >= 1
+    tos += {k};
+#endif
+#if STENCIL_V(in) == 2
+    tos ^= *--sp;
+#endif
+#if STENCIL_V(out) == 0
+    *sp++ = tos;
+#elif STENCIL_V(out) == 2
+    tos *= {k} + 3;
+#endif
+    CONTINUE();
+}}
+"""
+
+
+def variant_sources(n):
+    """n ops in 3x3 variants, and the same 9n stencils written as 9n plain ops."""
+    variants = "".join(VARIANT_OP.format(k=k) for k in range(n))
+    plain = ""
+    for k in range(n):
+        for i in range(3):
+            for o in range(3):
+                op = VARIANT_OP.format(k=k).replace("STENCIL_V(in)", str(i))
+                op = op.replace("STENCIL_V(out)", str(o))
+                plain += op.replace("OP(op%d, VARIANT(in, 0, 2), VARIANT(out, 0, 2))" % k,
+                                    "OP(op%d__in%d_out%d)" % (k, i, o))
+    return variants, plain
+
+
+def variant_project(tmp, kind, text):
+    """A manifest of tinyvm's template and shim over one file `text`; its build command."""
+    d = os.path.join(tmp, kind)
+    os.makedirs(d)
+    with open(os.path.join(d, "ops.c"), "w") as f:
+        f.write(text)
+    with open(os.path.join(d, "vm.yaml"), "w") as f:
+        f.write("targets:\n  - triple: x86_64-unknown-linux-gnu\n"
+                "template: %s\nshim:\n  source: %s\n  function: tinyvm_shim\n"
+                "ops: [ops.c]\ninclude_dirs: [%s]\ncflags: [-Wall, -Wextra, -Werror]\n"
+                "symbols: [vm_call, vm_print, vm_native, vm_trap]\n" % (
+                    os.path.join(ROOT, "stencils", "stencil_template.h"),
+                    os.path.join(ROOT, "stencils", "shim.c"), os.path.join(ROOT, "stencils")))
+    return d
+
+
+def variant_figures(build, n=40, jobs=2):
+    """One file of n ops in 3x3 variants against the same stencils as 9n plain
+    ops (x86-64, batched, -j2), the two alternated, best of 3 (5 for no-op
+    rebuilds): cold build, no-op rebuild, one-op edit (op7's 9 variants, or
+    the 9 plain ops holding its constant)."""
+    stencilgen = os.path.join(build, "generator", "stencilgen")
+    tmp = tempfile.mkdtemp(prefix="sgvariants-")
+    try:
+        texts = dict(zip(("variants", "plain"), variant_sources(n)))
+        dirs = {k: variant_project(tmp, k, t) for k, t in texts.items()}
+        cmds = {k: [stencilgen, "build", "--manifest", os.path.join(d, "vm.yaml"), "--outdir",
+                    os.path.join(d, "out"), "-j", str(jobs)] for k, d in dirs.items()}
+        f = {k: {"cold": [], "noop": [], "edit": []} for k in texts}
+        for _ in range(3):
+            for k in texts:
+                shutil.rmtree(os.path.join(dirs[k], "out"), ignore_errors=True)
+                f[k]["cold"].append(timed(cmds[k])[0])
+        for _ in range(5):
+            for k in texts:
+                f[k]["noop"].append(timed(cmds[k])[0])
+        for e in range(3):
+            for k in texts:
+                with open(os.path.join(dirs[k], "ops.c"), "w") as out:
+                    out.write(texts[k].replace("tos += 7;", "tos += %d;" % (1000 + e)))
+                t, p = timed(cmds[k])
+                f[k]["edit"].append(t)
+                f[k]["edit_compiled"] = re.search(r"\((\d+) compiled", p.stdout).group(1)
+        return {k: dict({m: min(f[k][m]) for m in ("cold", "noop", "edit")},
+                        edit_compiled=f[k]["edit_compiled"]) for k in texts}
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def variant_rows(v, n=40):
+    a, b = v["variants"], v["plain"]
+    return [
+        ("%d ops in 3x3 variants / the same %d stencils as plain ops, one file, -j2: cold build"
+         % (n, 9 * n), "%.2f / %.2f s" % (a["cold"], b["cold"]),
+         "ratio %.2f" % (a["cold"] / b["cold"])),
+        ("%d ops in 3x3 variants / %d plain ops: no-op rebuild (best of 5); one-op edit "
+         "(best of 3)" % (n, 9 * n),
+         "%.0f / %.0f ms; %.0f / %.0f ms" % (a["noop"] * 1e3, b["noop"] * 1e3, a["edit"] * 1e3,
+                                             b["edit"] * 1e3),
+         "the edit compiles %s variants / %s plain ops" % (a["edit_compiled"],
+                                                           b["edit_compiled"])),
+    ]
+
+
 def gdb_figures(build):
     """Executors registered per second with 10,000 live, GDB attached."""
     prog = os.path.join(build, "tests", "bench", "bench_gdb")
@@ -454,6 +551,7 @@ def main():
                      g["cold"] / g["pipeline"], g["ops"], min(g["colds"]), max(g["colds"]),
                      min(g["pipelines"]), max(g["pipelines"]))))
     rows += batched_rows(batched_figures(build, g), g)
+    rows += variant_rows(variant_figures(build))
     rows.append(("no-op rebuild, 300 ops: best / median of 10", "%.0f / %.0f ms" % (
         g["noop"] * 1e3, g["noop_median"] * 1e3), ""))
     rows.append(("one-op edit rebuild / that op's compile alone (best of 3)",
