@@ -162,9 +162,11 @@ def check_stops(tag, res, wants):
           res["exit_code"])
 
 
-def header_config(ctx):
+def header_config(ctx, host):
     """What the single-step checker needs from the generated header."""
-    cfg = shim_facts(os.path.join(ctx.build, "stencils", "jit_stencils-%s.h" % TRIPLE))
+    # tinyvm's own set (the bundled ops and its cached ones, stencils/cached), or the bundled one
+    where = ["stencils", "cached"] if host is TINYVM_HOST else ["stencils"]
+    cfg = shim_facts(os.path.join(ctx.build, *where, "jit_stencils-%s.h" % TRIPLE))
     cfg.update({"max_steps": 20000, "time_limit": 90, "max_failures": 10})
     return cfg
 
@@ -186,7 +188,7 @@ DLHOST_HOST = {"start": "run_function", "functions": "dlhost_functions",
 
 
 def stepcheck(ctx, args, tag, host=TINYVM_HOST, env=None, **extra):
-    cfg = header_config(ctx)
+    cfg = header_config(ctx, host)
     cfg.update(extra, host=host)
     if isinstance(args, str):  # a tinyvm program
         args = [tinyvm(ctx), "--jit", program(ctx, args)]

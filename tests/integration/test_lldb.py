@@ -18,7 +18,7 @@ T = 240
 
 
 def stepcheck(ctx, tag, env=None, **extra):
-    cfg = shim_facts(os.path.join(ctx.build, "stencils", "jit_stencils-%s.h" % TRIPLE))
+    cfg = shim_facts(os.path.join(ctx.build, "stencils", "cached", "jit_stencils-%s.h" % TRIPLE))
     result = os.path.join(ctx.tmp, tag + ".json")
     cfg.update({"program": os.path.join(ctx.build, "stencils", "tinyvm"),
                 "args": [ctx.path("tests", "gdb", "step.tvm")], "result": result,

@@ -23,9 +23,7 @@ SAME(push); SAME(pop); SAME(dup); SAME(load); SAME(store); SAME(add); SAME(sub);
 SAME(div); SAME(mod); SAME(addi); SAME(lt); SAME(le); SAME(eq); SAME(jump);
 SAME(jump_if_zero); SAME(jump_if_nonzero); SAME(ret); SAME(call); SAME(print); SAME(native);
 SAME(side_exit);
-/* The plain ops, then the JIT's cached forms (stencils/ops/cached.c), which
- * these programs do not use. */
-_Static_assert((int)ST__COUNT == (int)SG_OP_VARIANT_tos_push(0, 0, 0), "op count");
+_Static_assert((int)ST__COUNT == (int)SG_OP__COUNT, "op count");
 _Static_assert(SG_SYM_vm_call == 0 && SG_SYM_vm_print == 1 && SG_SYM_vm_native == 2 &&
                    SG_SYM_vm_trap == 3 && SG_SYM__COUNT == 4, "run-time symbols");
 
