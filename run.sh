@@ -113,14 +113,17 @@ demo)
     echo "== stencilgen: generate the bundled stencils (stencils/stencils.yaml)"
     build/generator/stencilgen build --manifest stencils/stencils.yaml --outdir build/demo
     echo
-    echo "== tinyvm: stencils/programs/loop.tvm, interpreted, then JIT-compiled"
+    echo "== tinyvm: stencils/programs/loop.tvm, interpreted, then JIT-compiled with the cached"
+    echo "   ops' variants (the top of stack in registers), then without (--no-variants)"
     interp=$(build/stencils/tinyvm --interp --time --repeat 5 stencils/programs/loop.tvm 2>&1)
     jit=$(build/stencils/tinyvm --jit --time --repeat 5 stencils/programs/loop.tvm 2>&1)
-    echo "interpreter: $(echo "$interp" | tr '\n' ' ')"
-    echo "JIT:         $(echo "$jit" | tr '\n' ' ')"
+    plain=$(build/stencils/tinyvm --jit --no-variants --time --repeat 5 stencils/programs/loop.tvm 2>&1)
+    echo "interpreter:         $(echo "$interp" | tr '\n' ' ')"
+    echo "JIT:                 $(echo "$jit" | tr '\n' ' ')"
+    echo "JIT, no variants:    $(echo "$plain" | tr '\n' ' ')"
     ms() { sed -n 's/^time: \([0-9.]*\) ms.*/\1/p' <<<"$1"; }
-    awk -v i="$(ms "$interp")" -v j="$(ms "$jit")" \
-        'BEGIN { if (j > 0) printf "JIT speed-up: %.1fx\n", i / j }'
+    awk -v i="$(ms "$interp")" -v j="$(ms "$jit")" -v p="$(ms "$plain")" \
+        'BEGIN { if (j > 0 && p > 0) printf "JIT speed-up: %.1fx (%.1fx without variants)\n", i / j, i / p }'
     echo
     echo "== GDB: backtrace taken in a C helper called from JIT code (stencils/programs/reenter.tvm)"
     echo "   op@function[instruction] frames are stencils in JIT memory; vm_run is the VM's C code."

@@ -7,6 +7,140 @@
 
 static const sr_stencil_set stencil_set = SR_STENCIL_SET_FROM_HEADER;
 
+#ifdef SG_OP_VARIANT_tos_push
+/* Top-of-stack caching (docs/ops.md "Variants in tinyvm"): each language op
+ * has a family of cached forms (ops/cached.c), one stencil per number of
+ * values received in registers (in), left there (out) and, for value
+ * operands, immediate width (wide). */
+typedef struct op_family {
+    uint32_t op;                /* the language's op (the interpreter's form) */
+    uint32_t stencil[3][3][2]; /* [in][out][wide] */
+} op_family;
+
+#define WIDE_(f, i, o) {SG_OP_VARIANT_##f(i, o, 0), SG_OP_VARIANT_##f(i, o, 1)}
+#define NARROW_(f, i, o) {SG_OP_VARIANT_##f(i, o), SG_OP_VARIANT_##f(i, o)}
+#define IN_ONLY_(f, i, o) {SG_OP_VARIANT_##f(i), SG_OP_VARIANT_##f(i)}
+#define FAMILY_(op, k, f)                                                                   \
+    {SG_OP_##op,                                                                          \
+     {{k(f, 0, 0), k(f, 0, 1), k(f, 0, 2)},                                               \
+      {k(f, 1, 0), k(f, 1, 1), k(f, 1, 2)},                                               \
+      {k(f, 2, 0), k(f, 2, 1), k(f, 2, 2)}}}
+
+static const op_family families[] = {
+    FAMILY_(push, WIDE_, tos_push),
+    FAMILY_(pop, NARROW_, tos_pop),
+    FAMILY_(dup, NARROW_, tos_dup),
+    FAMILY_(load, NARROW_, tos_load),
+    FAMILY_(store, NARROW_, tos_store),
+    FAMILY_(add, NARROW_, tos_add),
+    FAMILY_(sub, NARROW_, tos_sub),
+    FAMILY_(mul, NARROW_, tos_mul),
+    FAMILY_(div, NARROW_, tos_div),
+    FAMILY_(mod, NARROW_, tos_mod),
+    FAMILY_(addi, WIDE_, tos_addi),
+    FAMILY_(lt, NARROW_, tos_lt),
+    FAMILY_(le, NARROW_, tos_le),
+    FAMILY_(eq, NARROW_, tos_eq),
+    FAMILY_(jump, NARROW_, tos_jump),
+    FAMILY_(jump_if_zero, NARROW_, tos_jump_if_zero),
+    FAMILY_(jump_if_nonzero, NARROW_, tos_jump_if_nonzero),
+    FAMILY_(ret, IN_ONLY_, tos_ret),
+    FAMILY_(call, NARROW_, tos_call),
+    FAMILY_(print, NARROW_, tos_print),
+    FAMILY_(native, NARROW_, tos_native),
+};
+#define NFAMILIES (sizeof families / sizeof families[0])
+
+static const op_family *family_of(uint32_t op)
+{
+    for (size_t i = 0; i < NFAMILIES; i++)
+        if (families[i].op == op)
+            return &families[i];
+    return NULL;
+}
+
+bool vm_jit_is_variant(uint32_t op)
+{
+    for (size_t i = 0; i < NFAMILIES; i++)
+        for (int in = 0; in < 3; in++)
+            for (int out = 0; out < 3; out++)
+                for (int w = 0; w < 2; w++)
+                    if (families[i].stencil[in][out][w] == op)
+                        return true;
+    return false;
+}
+
+static bool is_jump(uint32_t op)
+{
+    return op == SG_OP_jump || op == SG_OP_jump_if_zero || op == SG_OP_jump_if_nonzero;
+}
+
+/* How many values `op` leaves cached when it receives `in`, spilling or
+ * reloading nothing it need not: pushes fill the registers (a third value
+ * spills the lowest), pops empty them, results land in a register. */
+static int natural_depth(uint32_t op, int in)
+{
+    switch (op) {
+    case SG_OP_push:
+    case SG_OP_load:
+    case SG_OP_dup: return in < 2 ? in + 1 : 2;
+    case SG_OP_pop:
+    case SG_OP_store: return in > 0 ? in - 1 : 0;
+    case SG_OP_addi:
+    case SG_OP_print:
+    case SG_OP_native: return in > 0 ? in : 1;
+    default: return 1; /* binary ops and calls: the result alone */
+    }
+}
+
+/* Whether `op`'s value operand fits a 32-bit immediate (the narrow forms). */
+static int needs_wide(const sr_instr *in)
+{
+    if (in->op != SG_OP_push && in->op != SG_OP_addi)
+        return 0;
+    int64_t v = (int64_t)in->operand[0];
+    return v < INT32_MIN || v > INT32_MAX;
+}
+
+/* Rewrites `code` into `out` with a cached form per instruction, choosing its
+ * depths at compile time as the code runs straight: every jump target of the
+ * function gets one depth (0, or 1 when instruction 0, entered with one value
+ * cached by the shim, is a target), and the instruction before a target,
+ * and every jump, leave that depth. Instruction i stays at index i. */
+static bool choose_variants(const sr_instr *code, size_t n, sr_instr *out)
+{
+    bool *target = calloc(n + 1, sizeof *target);
+    if (!target)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (is_jump(code[i].op) && code[i].target < n)
+            target[code[i].target] = true;
+    int at_target = target[0] ? 1 : 0;
+    int depth = 1; /* the shim's entry: one value cached (TINYVM_ENTRY_ARGS) */
+    for (size_t i = 0; i < n; i++) {
+        out[i] = code[i];
+        const op_family *f = family_of(code[i].op);
+        if (!f)
+            continue; /* not a language op (none reach here: loader.c) */
+        if (target[i])
+            depth = at_target;
+        int leave = natural_depth(code[i].op, depth);
+        if (is_jump(code[i].op) || target[i + 1])
+            leave = at_target;
+        out[i].op = f->stencil[depth][leave][needs_wide(&code[i])];
+        depth = leave;
+    }
+    free(target);
+    return true;
+}
+#else
+bool vm_jit_is_variant(uint32_t op)
+{
+    (void)op;
+    return false;
+}
+#endif
+
 bool vm_jit_runtime_with(struct vm *vm, const sr_stencil_set *set)
 {
     const void *symbols[SG_SYM__COUNT] = {
@@ -38,6 +172,16 @@ bool vm_jit_init(struct vm *vm)
     bool ok = progs && out;
     for (size_t i = 0; ok && i < vm->nfunctions; i++)
         progs[i] = (sr_program){vm->functions[i].code, vm->functions[i].n, vm->functions[i].name};
+#ifdef SG_OP_VARIANT_tos_push
+    for (size_t i = 0; ok && vm->variants && i < vm->nfunctions; i++) {
+        sr_instr *cached = malloc(vm->functions[i].n * sizeof *cached);
+        progs[i].code = vm->functions[i].jit_code = cached; /* vm_jit_fini frees it */
+        if (!cached || !choose_variants(vm->functions[i].code, vm->functions[i].n, cached)) {
+            fputs("tinyvm: out of memory\n", stderr);
+            ok = false;
+        }
+    }
+#endif
     if (ok && sr_emit_batch(vm->rt, progs, vm->nfunctions, out) != SR_OK) {
         fprintf(stderr, "tinyvm: cannot compile the program: %s\n", sr_last_error());
         ok = false;
@@ -53,8 +197,11 @@ bool vm_jit_init(struct vm *vm)
 
 void vm_jit_fini(struct vm *vm)
 {
-    for (size_t i = 0; i < vm->nfunctions; i++)
+    for (size_t i = 0; i < vm->nfunctions; i++) {
         sr_executor_free(vm->functions[i].executor);
+        free(vm->functions[i].jit_code);
+        vm->functions[i].jit_code = NULL;
+    }
     sr_runtime_destroy(vm->rt);
     vm->rt = NULL;
 }

@@ -90,7 +90,8 @@ static bool parse_instr(loader *ld, char **tok, int ntok)
         return error(ld, "instruction '%s' outside a function", tok[0]);
     vm_function *f = &vm->functions[vm->nfunctions - 1];
     int op = find_op(tok[0]);
-    if (op < 0 || op == SG_OP_side_exit) /* the dispatcher's, not the language's */
+    /* side_exit is the dispatcher's, the cached forms the JIT's: not the language's */
+    if (op < 0 || op == SG_OP_side_exit || vm_jit_is_variant((uint32_t)op))
         return error(ld, "unknown op '%s'", tok[0]);
     sr_instr in = {.op = (uint32_t)op};
     bool ok = true;

@@ -1,5 +1,8 @@
-/* main.c - tinyvm [--interp|--jit|--chain] [--repeat N] [--time] [--stats] PROGRAM
- * Runs the program's `main` function and prints its result. */
+/* main.c - tinyvm [--interp|--jit|--chain] [--no-variants] [--list] [--repeat N] [--time]
+ *                 [--stats] PROGRAM
+ * Runs the program's `main` function and prints its result. --no-variants: the
+ * JIT emits the plain ops, not the cached forms (jit.c); --list: the JIT's
+ * stencil for every instruction, on stderr. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,9 +45,18 @@ static LONG WINAPI unhandled(EXCEPTION_POINTERS *ep)
 
 static const char *const mode_names[] = {"interp", "jit", "chain"};
 
+/* --list: the name debuggers give each instruction's code, "<stencil>@<function>[i]". */
+static void list_stencils(const struct vm *vm)
+{
+    for (size_t f = 0; f < vm->nfunctions; f++)
+        for (size_t i = 0; i < vm->functions[f].n; i++)
+            fprintf(stderr, "%s\n", sr_executor_instr_name(vm->functions[f].executor, i));
+}
+
 static int usage(void)
 {
-    fputs("usage: tinyvm [--interp|--jit|--chain] [--repeat N] [--time] [--stats] PROGRAM\n",
+    fputs("usage: tinyvm [--interp|--jit|--chain] [--no-variants] [--list] [--repeat N] [--time]\n"
+          "              [--stats] PROGRAM\n",
           stderr);
     return 2;
 }
@@ -54,10 +66,10 @@ int main(int argc, char **argv)
 #ifdef _WIN32
     SetUnhandledExceptionFilter(unhandled);
 #endif
-    struct vm vm = {.mode = VM_JIT};
+    struct vm vm = {.mode = VM_JIT, .variants = true};
     const char *path = NULL;
     long repeat = 1;
-    bool timing = false, stats = false;
+    bool timing = false, stats = false, list = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--interp"))
             vm.mode = VM_INTERP;
@@ -65,6 +77,10 @@ int main(int argc, char **argv)
             vm.mode = VM_JIT;
         else if (!strcmp(argv[i], "--chain"))
             vm.mode = VM_CHAIN;
+        else if (!strcmp(argv[i], "--no-variants"))
+            vm.variants = false;
+        else if (!strcmp(argv[i], "--list"))
+            list = true;
         else if (!strcmp(argv[i], "--time"))
             timing = true;
         else if (!strcmp(argv[i], "--stats"))
@@ -90,6 +106,8 @@ int main(int argc, char **argv)
     }
     if ((vm.mode == VM_JIT && !vm_jit_init(&vm)) || (vm.mode == VM_CHAIN && !vm_chain_init(&vm)))
         return 1;
+    if (list && vm.mode == VM_JIT)
+        list_stencils(&vm);
     double t0 = now();
     vm_value result = 0;
     for (long r = 0; r < repeat; r++)

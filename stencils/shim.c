@@ -7,5 +7,5 @@ vm_value tinyvm_shim(vm_frame *frame, vm_value *sp, stencil_fn *code);
 
 vm_value tinyvm_shim(vm_frame *frame, vm_value *sp, stencil_fn *code)
 {
-    return code(frame, sp, 0);
+    return code(TINYVM_ENTRY_ARGS(frame, sp));
 }

@@ -15,6 +15,7 @@ typedef struct vm_function {
     sr_instr *code;
     size_t n;
     sr_executor *executor; /* JIT mode */
+    sr_instr *jit_code;    /* what it was emitted from, with variants: the cached forms (jit.c) */
     void *entry;           /* its sr_executor_entry, looked up once per call otherwise */
     struct vm_block *blocks; /* chain mode: its basic blocks (chain.c) */
     size_t nblocks;
@@ -26,6 +27,7 @@ struct vm {
     vm_function *functions;
     size_t nfunctions;
     vm_mode mode;
+    bool variants; /* JIT mode: the cached ops' variants (jit.c), or the plain ops */
     sr_runtime *rt;
     void *shim; /* the JIT shim, in JIT memory */
     struct { size_t blocks, links, exits; } chain; /* chain mode's work, for --stats */
@@ -51,6 +53,8 @@ bool vm_jit_runtime(struct vm *vm); /* the runtime and the shim, for both JIT mo
 /* The same from another stencil set (a test's altered one: tests/windows/win_glue.c). */
 bool vm_jit_runtime_with(struct vm *vm, const sr_stencil_set *set);
 bool vm_jit_init(struct vm *vm);
+/* Whether stencil `op` is one of the JIT's cached forms, not a language op. */
+bool vm_jit_is_variant(uint32_t op);
 void vm_jit_fini(struct vm *vm);
 vm_value vm_jit_run(vm_frame *frame, vm_value *sp);
 

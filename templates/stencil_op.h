@@ -96,6 +96,25 @@ extern char _JIT_OPERAND3[];
 #define STENCIL_OPERAND(n) ((uint64_t)(uintptr_t)_JIT_OPERAND##n)
 #endif
 
+/* An operand known to fit in 32 bits, signed: on x86-64 a sign-extended 32-bit
+ * immediate (movq $imm32: 3 bytes shorter than movabs, and cheaper to decode;
+ * docs/ops.md "Operands" has the figures), an ABS32S hole the runtime
+ * range-checks at emit (SR_ERANGE when the value does not fit), so a JIT
+ * chooses this form only for values that fit. Elsewhere (COFF and Mach-O
+ * have no signed 32-bit absolute relocation), or with
+ * STENCIL_OPERANDS_IN_GOT, it is STENCIL_OPERAND(n). The value is an int64_t. */
+#if !defined(STENCIL_OPERANDS_IN_GOT) && defined(__x86_64__) && defined(__ELF__)
+#define STENCIL_OPERAND32(n)                                                             \
+    __extension__({                                                                      \
+        int64_t stencil_v_;                                                              \
+        __asm__("movq $" STENCIL_ASM_NAME_(__USER_LABEL_PREFIX__, "_JIT_OPERAND" #n) ", %0" \
+                : "=r"(stencil_v_));                                                     \
+        stencil_v_;                                                                      \
+    })
+#else
+#define STENCIL_OPERAND32(n) ((int64_t)STENCIL_OPERAND(n))
+#endif
+
 /* Go on with the next instruction / jump to the target: plain jumps (musttail). */
 #define CONTINUE() __attribute__((musttail)) return _JIT_CONTINUE(STENCIL_ARGS)
 #define JUMP() __attribute__((musttail)) return _JIT_JUMP_TARGET(STENCIL_ARGS)

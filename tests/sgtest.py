@@ -140,6 +140,13 @@ def sleb(data, i):
     return leb128(data, i, signed=True)
 
 
+def plain_op_name(name):
+    """A JIT symbol's language op: tinyvm's JIT runs the cached forms in
+    variants (stencils/ops/cached.c), tos_mul[in=2,out=1]@work[7] is mul@work[7].
+    Other names are returned as they are."""
+    return re.sub(r"^tos_(\w+?)(?:\[[\w=,]+\])?@", r"\1@", name) if name else name
+
+
 def shim_facts(path):
     """What the debugger single-step checkers need from a generated header: the
     op names (SG_OP_* order) and where the shim and its FDE are."""
@@ -154,7 +161,10 @@ def shim_facts(path):
     m = re.search(r'^static const sg_stencil sg_shim = \{"(\w+)"', h.text, re.M)
     check(m, "%s: no sg_shim", path)
     check(h.ops, "%s: no SG_OP_* enum", path)
-    return {"op_names": h.ops, "shim_name": m.group(1), "shim_entry": define("SG_SHIM_ENTRY"),
+    # Display names (an op's variant is "op[axis=value,...]"), as debuggers show them.
+    shown = dict(re.findall(r'^    /\* SG_OP_(\w+) \*/ \{"([^"]+)"', h.text, re.M))
+    return {"op_names": [shown.get(op, op) for op in h.ops], "shim_name": m.group(1),
+            "shim_entry": define("SG_SHIM_ENTRY"),
             "shim_fde_start": define("SG_SHIM_FDE_START"),
             "shim_fde_size": define("SG_SHIM_FDE_SIZE")}
 

@@ -39,10 +39,40 @@ TINYVM = os.path.join("stencils", "tinyvm")
 TINYVM_GOT = os.path.join("tests", "bench", "got", "tinyvm_got")  # operands from GOT slots
 
 
-def tinyvm_ms(build, mode, program, repeat, exe=TINYVM):
-    p = run([os.path.join(build, exe), "--" + mode, "--time", "--repeat",
-             str(repeat), os.path.join(ROOT, "stencils", "programs", program)])
+TINYVM_IMM32 = os.path.join("tests", "bench", "imm32", "tinyvm_imm32")  # 32-bit immediates
+
+
+def tinyvm_ms(build, mode, program, repeat, exe=TINYVM, extra=()):
+    p = run([os.path.join(build, exe), "--" + mode, "--time", "--repeat", str(repeat)] +
+            list(extra) + [os.path.join(ROOT, "stencils", "programs", program)])
     return float(re.search(r"time: ([0-9.]+) ms", p.stderr).group(1)) / repeat
+
+
+def tinyvm_variant_rows(build):
+    """The JIT with the cached ops' variants (stencils/ops/cached.c) and
+    without (--no-variants: the plain ops), then the plain ops' three operand
+    forms (docs/ops.md "Operands"), alternated, best of 5 each."""
+    rows = []
+    for program, repeat in PROGRAMS:
+        var, plain = [], []
+        for _ in range(5):
+            var.append(tinyvm_ms(build, "jit", program, repeat))
+            plain.append(tinyvm_ms(build, "jit", program, repeat, extra=["--no-variants"]))
+        rows.append(("tinyvm %s JIT: with variants / without (best of 5)" % program,
+                     "%.2f / %.2f ms" % (min(var), min(plain)),
+                     "variants %.2fx faster (runs: %.1f-%.1f / %.1f-%.1f ms)" % (
+                         min(plain) / min(var), min(var), max(var), min(plain), max(plain))))
+    imm, imm32, got = [], [], []
+    for _ in range(5):
+        imm.append(tinyvm_ms(build, "jit", "loop.tvm", 5, extra=["--no-variants"]))
+        imm32.append(tinyvm_ms(build, "jit", "loop.tvm", 5, TINYVM_IMM32, ["--no-variants"]))
+        got.append(tinyvm_ms(build, "jit", "loop.tvm", 5, TINYVM_GOT, ["--no-variants"]))
+    rows.append(("tinyvm loop.tvm JIT, plain ops: operands as 64-bit / 32-bit immediates / "
+                 "from GOT slots (best of 5)",
+                 "%.2f / %.2f / %.2f ms" % (min(imm), min(imm32), min(got)),
+                 "64-bit at %.2fx, 32-bit at %.2fx the speed of GOT slots" % (
+                     min(got) / min(imm), min(got) / min(imm32))))
+    return rows
 
 
 # bench_orc's programs: every bundled one that ends normally and whose result
@@ -823,7 +853,6 @@ def main():
     rows += batched_rows(batched_figures(build, g), g)
     rows += scale_rows(scale_figures(build))
     rows += variant_rows(variant_figures(build))
-
     rows += farm_rows(build)
     rows.append(("no-op rebuild, 300 ops: best / median of 10", "%.0f / %.0f ms" % (
         g["noop"] * 1e3, g["noop_median"] * 1e3), ""))
@@ -910,16 +939,8 @@ def main():
                          i / j, min(interp), max(interp), min(jit), max(jit))))
     rows += orc_rows(build)
     rows += prebuilt_rows(build)
-    # The same JIT with operands loaded from GOT slots instead of immediates.
-    imm, got = [], []
-    for _ in range(3):
-        imm.append(tinyvm_ms(build, "jit", "loop.tvm", 5))
-        got.append(tinyvm_ms(build, "jit", "loop.tvm", 5, TINYVM_GOT))
-    rows.append(("tinyvm loop.tvm JIT: operands as immediates / from GOT slots (best of 3)",
-                 "%.2f / %.2f ms" % (min(imm), min(got)),
-                 "immediates %.2fx faster (runs: %.1f-%.1f / %.1f-%.1f ms)" % (
-                     min(got) / min(imm), min(imm), max(imm), min(got), max(got))))
     rows += hot_cold_rows(build)
+    rows += tinyvm_variant_rows(build)
     width = max(len(r[0]) for r in rows)
     print("stencilgen benchmarks on %s" % machine())
     print("%-*s  %-22s  %s" % (width, "measure", "figure", "comparison"))

@@ -55,6 +55,15 @@ result = {"steps": 0, "checked": 0, "checked_shim": 0, "checked_ret": 0, "checke
 exited = []
 
 
+def emitted_code(fn):
+    """The instructions an executor was emitted from: tinyvm's JIT keeps its
+    rewritten copy (jit_code: the cached ops' variants) beside the program's."""
+    fields = [f.name for f in fn.type.strip_typedefs().fields()]
+    if "jit_code" in fields and int(fn["jit_code"]) != 0:
+        return fn["jit_code"]
+    return fn["code"]
+
+
 def on_exit(event):
     exited.append(getattr(event, "exit_code", None))
 
@@ -138,7 +147,8 @@ try:
         # inferior (GDB 13 cannot on CPUs with AMX state).
         bounds = [u64(gdb.parse_and_eval("(unsigned long)(%s)" % HOST["instr"].format(
             ex=ex, fn=i, k=k))) for k in range(n + 1)]
-        ops = [CFG["op_names"][int(fn["code"][k]["op"])] for k in range(n)]
+        code = emitted_code(fn)
+        ops = [CFG["op_names"][int(code[k]["op"])] for k in range(n)]
         # Cold parts (docs/runtime.md, "Hot and cold parts"): after every hot
         # part, in instruction order, up to the end of the code.
         hi = bounds[-1]
@@ -147,7 +157,7 @@ try:
         colds = CFG.get("cold_sizes") or [0] * len(CFG["op_names"])
         at, cold = bounds[-1], []
         for k in range(n):
-            size = colds[int(fn["code"][k]["op"])]
+            size = colds[int(code[k]["op"])]
             cold.append((at, at + size))
             at += size
         executors.append((name, bounds[0], hi, bounds, ops, cold))

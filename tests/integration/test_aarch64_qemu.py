@@ -48,7 +48,7 @@ import struct
 import subprocess
 import sys
 
-from sgtest import Header, TestFailure, check, patch_kinds, read, write
+from sgtest import Header, TestFailure, check, patch_kinds, plain_op_name, read, write
 
 ASAN = False
 
@@ -793,7 +793,7 @@ def test_aarch64_gdb_backtrace_names_stencils(ctx):
     frames, bt = r["frames"], r["bt"]
     check(frames and frames[0] == "tinyvm_breakpoint" and frames[-1] == "main",
           "frames %s\n%s", frames, bt)
-    jit = [f for f in frames if "@" in f]
+    jit = [plain_op_name(f) for f in frames if "@" in f]  # the ops, whichever variant ran
     check(len(jit) == 4 and all(re.match(r"^\w+@\w+\[\d+\]$", f) for f in jit),
           "JIT frames %s in %s", jit, frames)
     check(jit[0].startswith("native@") and jit[-1].startswith("call@main["), "JIT frames %s", jit)

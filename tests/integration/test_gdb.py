@@ -62,7 +62,7 @@ import subprocess
 import time
 
 import sgtest
-from sgtest import TRIPLE, TestFailure, check, read, shim_facts
+from sgtest import TRIPLE, TestFailure, check, plain_op_name, read, shim_facts
 
 GDB = ["gdb", "-batch", "-nx", "-iex", "set debuginfod enabled off"]
 T = 120  # seconds for one GDB run; the slowest (single-step) takes about 1 s here
@@ -71,7 +71,7 @@ GDB_DIR = os.path.join(os.path.dirname(HERE), "gdb")
 STEPCHECK = os.path.join(GDB_DIR, "stepcheck.py")
 BTSTOPS = os.path.join(GDB_DIR, "btstops.py")
 FRAME_LINE = re.compile(r"^#(\d+)\s+(?:0x[0-9a-f]+ in )?(\S+) \(", re.M)
-STENCIL_SYMBOL = re.compile(r"\b\w+@\w+\[\d+\]")  # "<op>@<executor>[<index>]"
+STENCIL_SYMBOL = re.compile(r"\b\w+(?:\[[\w=,]+\])?@\w+\[\d+\]")  # "<op>@<executor>[<index>]"
 GLUE = ["vm_run"]  # tinyvm's C frames between a JIT frame and the next one down
 
 
@@ -120,7 +120,7 @@ def jit_stack(*jit_frames, below="main"):
 def names_to_main(frames):
     names = []
     for f in frames:
-        names.append(f["name"])
+        names.append(plain_op_name(f["name"]))  # the op, whichever variant ran
         if f["name"] == "main":
             break
     return names
@@ -141,7 +141,8 @@ def check_stop(tag, stop, want):
     names = names_to_main(stop["frames"])
     check(names == want, "%s: frames\n  got  %s\n  want %s\nbt:\n%s", tag, names, want, stop["bt"])
     text_names = FRAME_LINE.findall(stop["bt"])
-    check([n for _, n in text_names] == want, "%s: `bt` text frames differ from %s:\n%s",
+    check([plain_op_name(n) for _, n in text_names] == want,
+          "%s: `bt` text frames differ from %s:\n%s",
           tag, want, stop["bt"])
     check([int(i) for i, _ in text_names] == list(range(len(want))), "%s: bt numbering:\n%s",
           tag, stop["bt"])
@@ -162,9 +163,11 @@ def check_stops(tag, res, wants):
           res["exit_code"])
 
 
-def header_config(ctx):
+def header_config(ctx, host):
     """What the single-step checker needs from the generated header."""
-    header = os.path.join(ctx.build, "stencils", "jit_stencils-%s.h" % TRIPLE)
+    # tinyvm's own set (the bundled ops and its cached ones, stencils/cached), or the bundled one
+    where = ["stencils", "cached"] if host is TINYVM_HOST else ["stencils"]
+    header = os.path.join(ctx.build, *where, "jit_stencils-%s.h" % TRIPLE)
     cfg = shim_facts(header)
     cfg.update({"max_steps": 20000, "time_limit": 90, "max_failures": 10})
     # Per op: the bytes of its cold part, after every hot part (sg_cold_sizes).
@@ -192,7 +195,7 @@ DLHOST_HOST = {"start": "run_function", "functions": "dlhost_functions",
 
 
 def stepcheck(ctx, args, tag, host=TINYVM_HOST, env=None, **extra):
-    cfg = header_config(ctx)
+    cfg = header_config(ctx, host)
     cfg.update(extra, host=host)
     if isinstance(args, str):  # a tinyvm program
         args = [tinyvm(ctx), "--jit", program(ctx, args)]
@@ -567,7 +570,7 @@ def test_attach_to_running_jit(ctx):
         loop_ops = {"push@spin[0]", "jump_if_nonzero@spin[1]"}
         seen = set()
         for i, block in enumerate(blocks):
-            names = [n for _, n in FRAME_LINE.findall(block)]
+            names = [plain_op_name(n) for _, n in FRAME_LINE.findall(block)]
             check(names and names[0] in loop_ops and
                   names[1:] == GLUE + jit_stack("call@main[1]") and
                   not any(bad in block for bad in ("??", "Backtrace stopped", "corrupt")),

@@ -18,7 +18,7 @@ T = 240
 
 
 def stepcheck(ctx, tag, env=None, **extra):
-    cfg = shim_facts(os.path.join(ctx.build, "stencils", "jit_stencils-%s.h" % TRIPLE))
+    cfg = shim_facts(os.path.join(ctx.build, "stencils", "cached", "jit_stencils-%s.h" % TRIPLE))
     result = os.path.join(ctx.tmp, tag + ".json")
     cfg.update({"program": os.path.join(ctx.build, "stencils", "tinyvm"),
                 "args": [ctx.path("tests", "gdb", "step.tvm")], "result": result,
@@ -54,13 +54,23 @@ def test_lldb_single_step(ctx):
         res["checked"], res["checked_shim"], ", ".join(sorted(res["instructions"]))))
 
 
+def stencil_name(ctx, suffix):
+    """The name of step.tvm's instruction `suffix` ("@helpers[4]"), with the
+    variant tinyvm's JIT chose for it (tinyvm --list)."""
+    p = ctx.run([os.path.join(ctx.build, "stencils", "tinyvm"), "--list",
+                 ctx.path("tests", "gdb", "step.tvm")], timeout=60)
+    names = [n for n in p.stderr.split() if n.endswith(suffix)]
+    check(len(names) == 1, "tinyvm --list names %s for %s:\n%s", names, suffix, p.stderr[-2000:])
+    return names[0]
+
+
 def test_lldb_breakpoint_on_a_stencil(ctx):
-    res = stepcheck(ctx, "break", breakpoint="native@helpers[4]")
+    name = stencil_name(ctx, "@helpers[4]")  # tos_native[in=...]@helpers[4]
+    res = stepcheck(ctx, "break", breakpoint=name)
     hits = res["breakpoint_hits"]
-    check(len(hits) == 1 and hits[0]["name"] == "native@helpers[4]" and
+    check(len(hits) == 1 and hits[0]["name"] == name and
           hits[0]["pc"] == res.get("want_pc") and hits[0]["chain"] is None,
-          "breakpoint on native@helpers[4]: hits %s, its instruction at %s", hits,
-          res.get("want_pc"))
+          "breakpoint on %s: hits %s, its instruction at %s", name, hits, res.get("want_pc"))
 
 
 def test_lldb_control_without_gdb_objects(ctx):

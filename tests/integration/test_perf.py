@@ -23,7 +23,7 @@ import struct
 import subprocess
 import time
 
-from sgtest import TestFailure, check, read
+from sgtest import TestFailure, check, plain_op_name, read
 
 ASAN = False  # perf examines the JIT, not the sanitizers; once is enough
 
@@ -33,7 +33,7 @@ NESTED_RESULT = "6000090"
 LOOP = os.path.join("stencils", "programs", "loop.tvm")
 LOOP_RESULT = "5999999"
 JIT_CODE_LOAD, JIT_CODE_CLOSE, JIT_CODE_UNWINDING_INFO = 0, 3, 4
-OP_SYMBOL = re.compile(r"\b\w+@\w+\[\d+\]")
+OP_SYMBOL = re.compile(r"\b\w+(?:\[[\w=,]+\])?@\w+\[\d+\]")  # op or op[axis=value,...]
 
 
 # ---- running perf ---------------------------------------------------------
@@ -253,7 +253,7 @@ def test_jitdump_frame_pointer_callchains(ctx):
     check(len(dumps) == 1, "expected one jitdump, found %s", dumps)
     dump = check_jitdump(dumps[0], t0, t1)
     names = [l[0] for l in code_loads(dump)]
-    check(names[0] == "tinyvm_shim" and "work" in names and "mul@work[7]" in names,
+    check(names[0] == "tinyvm_shim" and "work" in names and "mul@work[7]" in map(plain_op_name, names),
           "loads: %s", names[:8])
     # The marker: an executable mapping of the dump, which perf record logged.
     p = ctx.run(["perf", "script", "-i", data, "--show-mmap-events"], timeout=T, check=True)
@@ -336,7 +336,7 @@ def test_perf_map_names_jit_samples(ctx):
         lines = read(maps[0]).splitlines()
         check(all(re.match(r"^[0-9a-f]+ [0-9a-f]+ \S+$", l) for l in lines), "bad line")
         names = [l.split()[2] for l in lines]
-        check(names[0] == "tinyvm_shim" and "main" in names and "mod@main[13]" in names,
+        check(names[0] == "tinyvm_shim" and "main" in names and "mod@main[13]" in map(plain_op_name, names),
               "map names: %s", names[:6])
         named = [fr for _, fr in jit if OP_SYMBOL.match(fr[0][0])]
         check(len(jit) >= 20 and len(named) >= 0.95 * len(jit),

@@ -41,7 +41,10 @@ def read_truth(frame):
         mem = ex.GetChildMemberWithName("mem").GetValueAsUnsigned()
         count = ex.GetChildMemberWithName("n").GetValueAsUnsigned()
         offs = ex.GetChildMemberWithName("offsets")
-        code = f.GetChildMemberWithName("code")
+        # tinyvm's JIT emits from its rewritten copy (the cached ops' variants)
+        code = f.GetChildMemberWithName("jit_code")
+        if not code.IsValid() or code.GetValueAsUnsigned() == 0:
+            code = f.GetChildMemberWithName("code")
         addrs = [mem + offs.GetChildAtIndex(k, lldb.eNoDynamicValues, True).GetValueAsUnsigned()
                  for k in range(count + 1)]
         ops = [code.GetChildAtIndex(k, lldb.eNoDynamicValues, True)
@@ -95,7 +98,7 @@ def run(debugger, cfg):
         # Set before the code exists: LLDB resolves it when the runtime
         # registers the object that defines the name.
         bp = target.BreakpointCreateByName(cfg["breakpoint"])
-        m = re.match(r"^\w+@(\w+)\[(\d+)\]$", cfg["breakpoint"])
+        m = re.match(r"^\w+(?:\[[\w=,]+\])?@(\w+)\[(\d+)\]$", cfg["breakpoint"])
         process = target.LaunchSimple(cfg["args"], None, os.getcwd())
         while process.GetState() == lldb.eStateStopped:
             thread = process.GetSelectedThread()

@@ -1,0 +1,126 @@
+"""tinyvm's JIT with top-of-stack caching (stencils/ops/cached.c, jit.c's
+choose_variants): it emits the cached ops' variants, chosen per instruction
+by how many values are cached, and every program gives the interpreter's
+results with variants and without (--no-variants, the plain ops)."""
+import os
+import re
+
+from sgtest import check, write
+
+T = 120
+MODES = [["--interp"], ["--jit"], ["--jit", "--no-variants"]]
+
+# Every depth path: a jump target at instruction 0 (entered with one value
+# cached), expressions deeper than the two registers (spills, then reloads
+# from memory), dup/pop at each depth, calls with arguments at depth 2,
+# values that need the 64-bit immediate, traps left alone.
+DEPTHS = """func pick 3
+    load 0
+    load 1
+    load 2
+    sub
+    mul
+    ret
+
+func main 0
+top:
+    load 0
+    addi 1
+    dup
+    store 0
+    push 3
+    lt
+    jump_if_nonzero top
+    push 1
+    push 2
+    push 3
+    push 4
+    add
+    add
+    add
+    push 10
+    push 20
+    push 30
+    call pick 3
+    add
+    dup
+    dup
+    pop
+    mul
+    push 5000000000
+    addi -5000000001
+    mul
+    load 0
+    print
+    pop
+    push 7
+    push 3
+    div
+    push 9
+    push 4
+    mod
+    le
+    add
+    push 1
+    push 1
+    eq
+    jump_if_zero top
+    ret
+"""
+
+
+def tinyvm(ctx):
+    return os.path.join(ctx.build, "stencils", "tinyvm")
+
+
+def listing(ctx, prog, *args):
+    """tinyvm --list: each instruction's stencil name, in order."""
+    p = ctx.run([tinyvm(ctx), "--jit", "--list"] + list(args) + [prog], timeout=T)
+    check(p.returncode == 0, "tinyvm --list %s failed (%d): %s", prog, p.returncode,
+          p.stderr[-2000:])
+    return p.stderr.split()
+
+
+def test_tinyvm_jit_emits_cached_variants(ctx):
+    """loop.tvm's hot loop runs on variants chosen by cached depth (values in
+    registers, not memory); --no-variants gives the plain ops instead."""
+    loop = ctx.path("stencils", "programs", "loop.tvm")
+    got = listing(ctx, loop)
+    for want in ("tos_load[in=1,out=2]@main[9]", "tos_load[in=2,out=2]@main[10]",
+                 "tos_mul[in=2,out=1]@main[11]", "tos_mod[in=2,out=1]@main[13]",
+                 "tos_jump_if_zero[in=1,out=0]@main[7]", "tos_jump[in=0,out=0]@main[19]"):
+        check(want in got, "%s not in tinyvm --list's stencils: %s", want, got)
+    plain = listing(ctx, loop, "--no-variants")
+    check(plain[11] == "mul@main[11]" and not any("[in=" in n for n in plain),
+          "--no-variants still emits variants: %s", plain)
+
+
+def test_tinyvm_wide_operands_get_the_64_bit_form(ctx):
+    """An operand that fits 32 bits gets the narrow immediate, one that does
+    not the 64-bit one (a narrow hole would fail the emit)."""
+    prog = os.path.join(ctx.tmp, "depths.tvm")
+    write(prog, DEPTHS)
+    got = listing(ctx, prog)
+    wide = [n for n in got if re.match(r"tos_(push|addi)\[.*wide=1\]", n)]
+    check(len(wide) == 2 and wide[0].startswith("tos_push[") and wide[1].startswith("tos_addi["),
+          "wide forms: %s (all: %s)", wide, got)
+    check(any(n.startswith("tos_push[in=1,out=2,wide=0]") for n in got) and
+          any(n.startswith("tos_dup[in=2,out=2]") for n in got) and
+          any(re.match(r"tos_call\[in=2,", n) for n in got),
+          "no depth-2 forms in: %s", got)
+
+
+def test_tinyvm_variants_give_the_interpreters_results(ctx):
+    """Every bundled program and one that takes every depth path: the same
+    output and exit status interpreted, JIT-compiled with variants and without
+    (backtrace.tvm counts C frames, so its JIT modes are compared together)."""
+    progs = sorted(f for f in os.listdir(ctx.path("stencils", "programs")) if f.endswith(".tvm"))
+    paths = [ctx.path("stencils", "programs", f) for f in progs]
+    paths.append(os.path.join(ctx.tmp, "depths.tvm"))
+    write(paths[-1], DEPTHS)
+    for prog in paths:
+        runs = [ctx.run([tinyvm(ctx)] + mode + [prog], timeout=T) for mode in MODES]
+        got = [(r.returncode, r.stdout) for r in runs]
+        compared = got[1:] if prog.endswith("backtrace.tvm") else got
+        check(all(g == compared[0] for g in compared) and runs[1].returncode != 2,
+              "%s: interpreter, JIT, JIT --no-variants gave %s", os.path.basename(prog), got)
