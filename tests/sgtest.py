@@ -215,6 +215,16 @@ _HOLE = re.compile(r"\{0x([0-9a-f]+), SG_PATCH_(\w+), SG_VALUE_(\w+), (\d+), (-?
                    r"/\* (\S+) (\S*) \*/")
 # Enumerators numbered by position (SG_OP_add,), or written (SG_OP_add = 5,) by older headers.
 _OP = re.compile(r"^    SG_OP_(\w+)(?: = \d+)?,$", re.M)
+_ENUM = re.compile(r"^enum sg_op \{\n(.*?)^    SG_OP__COUNT", re.M | re.S)
+
+
+def enumerators(text):
+    """A header's stencils, in SG_OP_ order: the C names of enum sg_op (a
+    folded variant is a macro, not an enumerator)."""
+    m = _ENUM.search(text)
+    return _OP.findall(m.group(1)) if m else []
+
+
 _COLD_SIZES = re.compile(r"sg_cold_sizes\[SG_OP__COUNT\] = \{\n(.*?)\};", re.S)
 _COLD_SIZE = re.compile(r"^    (\d+), /\* (\w+) \*/$", re.M)
 
@@ -231,7 +241,7 @@ class Header:
 
     def __init__(self, path):
         self.text = read(path)
-        self.ops = _OP.findall(self.text)
+        self.ops = enumerators(self.text)
         self.arrays = {}
         for name, size, body in _ARRAY.findall(self.text):
             data = bytes(int(x, 16) for x in re.findall(r"0x([0-9a-f]{2})", body))

@@ -15,6 +15,7 @@ import signal
 import subprocess
 import time
 
+import sgtest
 from sgtest import BUNDLED_TRIPLES, TRIPLE, check, read, write
 
 FIXTURE = ("tests", "fixtures", "variants", "variants.yaml")
@@ -91,8 +92,7 @@ def test_variants_batched_and_per_op_give_the_same_headers_with_names_and_table(
         check("SG_OP_add =" not in h and "SG_OP_add " not in h, "an op with variants has SG_OP_add")
         check("#define SG_OP_pad__width2 SG_OP_pad__width1 /* folded" in h,
               "pad[width=2] not folded into pad[width=1] on %s", triple)
-        enum = re.search(r"^enum sg_op \{\n(.*?)^    SG_OP__COUNT$", h, re.M | re.S)
-        enumerators = re.findall(r"^    SG_OP_(\w+),$", enum.group(1), re.M) if enum else []
+        enumerators = sgtest.enumerators(h)
         check(len(enumerators) == 15, "%d stencils (SG_OP__COUNT), not 15 on %s",
               len(enumerators), triple)
         check('{"add", 2, sg_variant_axes_add, 9, sg_variant_stencils_add}' in h,

@@ -418,9 +418,9 @@ static const uint8_t sg_executor_unwind_info[68] = {
  * sg-generator stencilgen 0.3.0
  * sg-compiler clang, LLVM 22.1.8
  * sg-abi 7
- * sg-file ../../stencils/stencil_template.h 47962b40ce70e42db009a477a039fb0a
+ * sg-file ../../stencils/stencil_template.h 39e68127511ebe9720b89a80c5f73fcd
  * sg-file ../../stencils/tinyvm.h 3ef42e1286a28a048c71130ead8a9836
- * sg-shim ../../stencils/shim.c unit c4dd9f0d49ceb933b64ce817f1cd203f flags 3096d9ea1b00c27c9f659976e7dd8e2d reads ../../stencils/stencil_template.h ../../stencils/tinyvm.h
+ * sg-shim ../../stencils/shim.c unit b031be2007f58b336ec678af61777260 flags 3096d9ea1b00c27c9f659976e7dd8e2d reads ../../stencils/stencil_template.h ../../stencils/tinyvm.h
  * sg-op push_operand ops.c at 1f9d287440c2c471d54e1b9e4572084f unit ded802e7e7c9966a68ce6e035563c2a7 flags 2e630b05d16702848a52b6384ce7b459 reads ../../stencils/stencil_template.h ../../stencils/tinyvm.h
  * sg-op branch_if_zero ops.c at 45ff51550cc575c7e1ebde0f6f9c2eb0 unit b2ad03df65efd8670a14699855c8112e flags 2e630b05d16702848a52b6384ce7b459 reads ../../stencils/stencil_template.h ../../stencils/tinyvm.h
  * sg-op print ops.c at 1331811c744ed79d4c62686737c783a4 unit 3a115d44bef5268afe3384f613a201ba flags 2e630b05d16702848a52b6384ce7b459 reads ../../stencils/stencil_template.h ../../stencils/tinyvm.h
