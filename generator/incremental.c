@@ -517,7 +517,13 @@ size_t inc_compile_with_discovery(gen_incremental *inc, const gen_rundir *rd, ge
     }
     size_t failures = compile_run(all, n + (together ? nd : 0), co, done, ctx, spawn_failed);
     if (together) {
-        memcpy(jobs, all, n * sizeof *all);
+        /* Back only what compile_run ran: a job it skipped (a batch's rider, a
+         * cache hit) may have been changed meanwhile in its own slot by `done`
+         * (take_batch fails a rider whose check failed), which its stale copy
+         * in `all` would undo. */
+        for (size_t i = 0; i < n; i++)
+            if (!jobs[i].skip)
+                jobs[i] = all[i];
         memcpy(djobs, all + n, nd * sizeof *all);
         size_t theirs = 0; /* not the compiles' failures: those that ran and failed */
         for (size_t i = 0; i < nd; i++)

@@ -237,6 +237,44 @@ def test_an_op_compiled_alone_that_fails_its_checks_fails_the_build(ctx):
           p.returncode, p.stderr[-1500:])
 
 
+# Ops that each fail one of the checks run on a stencil cut out of its batch.
+FAILING_BODIES = {
+    "writable": "static int counter; tos += counter++; CONTINUE();",
+    "unknown_symbol": "extern void not_a_vm_symbol(void); not_a_vm_symbol(); CONTINUE();",
+    "frame_pointer": '__asm__ volatile("movq %%rsp, %%rbp" ::: "memory"); CONTINUE();',
+}
+
+
+def test_a_batch_member_that_fails_a_check_fails_the_build(ctx):
+    """One op of a file of three fails a check (mutable static data, a call to
+    a symbol the manifest does not list, a write of the frame pointer), as its
+    batch's leader, a middle member or the last: batched units end as per-op
+    units do (exit 1, the same errors, no header), from a clean build and
+    again from the cache. A member's failure was once lost on a clean build:
+    the compile round that ran beside discovery's preprocesses copied every
+    job back over the member that had failed, so the build exited 0 and wrote
+    the header."""
+    manifest = project(ctx, {"member.c": ""})
+    source = os.path.join(os.path.dirname(manifest), "ops", "member.c")
+    for kind, body in FAILING_BODIES.items():
+        for position in range(3):
+            ops = ["OP(m%d) { CONTINUE(); }" % i for i in range(3)]
+            ops[position] = "OP(m%d) { %s }" % (position, body)
+            name = "%s-%d" % (kind, position)
+            write(source, "\n".join(ops) + "\n")
+            per_op, batched = both_ways(ctx, manifest, name, "--target", TRIPLE)
+            what = "op m%d (%s, position %d)" % (position, kind, position)
+            check(per_op[0].returncode == 1 and not per_op[1], "%s: per-op exit %d: %s", what,
+                  per_op[0].returncode, per_op[0].stderr[-1500:])
+            diff = differences(per_op, batched)
+            check(not diff, "%s: batched units differ from per-op units: %s", what,
+                  "; ".join(diff))
+            again = build(ctx, manifest, os.path.join(ctx.tmp, "%s-batched" % name), "batched",
+                          "--target", TRIPLE)
+            check(again.returncode == 1 and errors(again.stderr) == errors(per_op[0].stderr),
+                  "%s: second run: exit %d: %s", what, again.returncode, again.stderr[-1500:])
+
+
 def edit_op(path, op, statement):
     text = read(path)
     at = text.index("OP(%s)" % op)
