@@ -218,6 +218,13 @@ void prov_cut(const char *text, size_t size, const prov_digest *at, size_t n, pr
     strbuf shared = {0};
     sb_puts(&shared, "");
     for (size_t i = 0; i < n; i++) {
+        if (i && !memcmp(at[i].hex, at[i - 1].hex, PROV_DIGEST_HEX)) {
+            /* The next variant of the same op (variant_expand keeps them
+             * together): its definition, not a search on past it, which
+             * made a file of variants quadratic. */
+            out->ext[i] = out->ext[i - 1];
+            continue;
+        }
         size_t line = find_line(text, size, pos, &at[i]);
         if (line == size)
             continue;
