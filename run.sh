@@ -87,7 +87,7 @@ ensure_aarch64_llvm() {
 # Meson puts ccache or sccache in front of the compiler when it finds one and
 # CC is unset; the tests install both (as launchers under test), and a build
 # should neither leave a compile server running nor depend on a cache.
-export CC=${CC:-cc} CXX=${CXX:-c++}
+export CC=${CC:-gcc} CXX=${CXX:-g++}
 
 # build DIR [meson options...] [-- ninja targets...]: configure once, then let
 # ninja decide what to redo (every target unless some are named).
