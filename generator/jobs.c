@@ -11,6 +11,7 @@
 #include "batch.h"
 #include "diag.h"
 #include "flags.h"
+#include "hotcold_split.h"
 #include "llvm_bridge.h"
 #include "opunit.h"
 #include "split.h"
@@ -178,6 +179,15 @@ static bool verdict(done_ctx *ctx, job_ref *ref, bool ok)
     return false;
 }
 
+/* A checked op's hot and cold parts laid out (hotcold_split) before it is
+ * cached, so a run that compiles nothing needs no disassembler; the cache
+ * keys the setting (pipeline.c). */
+static void lay_out_parts(const done_ctx *ctx, job_ref *ref)
+{
+    if (ref->op && !ctx->run->opt.no_hot_cold)
+        hotcold_split(ref->stencil, ref->result->target, ref->result->disasm);
+}
+
 /* Build the stencil from an object's bytes and run the checks on it. */
 static bool process_object(done_ctx *ctx, gen_job *job, const uint8_t *bytes, size_t size)
 {
@@ -187,6 +197,8 @@ static bool process_object(done_ctx *ctx, gen_job *job, const uint8_t *bytes, si
     gen_verify_in in = verify_inputs(ctx->run, ref, job);
     bool ok = verify_object(bytes, size, &in, ref->stencil, &ref->result->unwind);
     verify_inputs_free(&in);
+    if (ok)
+        lay_out_parts(ctx, ref);
     return verdict(ctx, ref, ok);
 }
 
@@ -197,6 +209,8 @@ static bool process_parsed(done_ctx *ctx, gen_job *job, const objfile *obj)
     gen_verify_in in = verify_inputs(ctx->run, ref, job);
     bool ok = verify_objfile(obj, &in, ref->stencil, &ref->result->unwind);
     verify_inputs_free(&in);
+    if (ok)
+        lay_out_parts(ctx, ref);
     return verdict(ctx, ref, ok);
 }
 

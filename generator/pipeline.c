@@ -2,7 +2,6 @@
  * objfile -> stencil -> writer. Each stage reports its own errors; this file
  * only wires them together and maps failures to exit codes. */
 #define _GNU_SOURCE
-#include "hotcold_split.h"
 #include "pipeline.h"
 
 #include <errno.h>
@@ -170,30 +169,6 @@ static gen_header_model header_model(const gen_run *run, const gen_target_result
                              r->ops, run->ops.count, run->ops.items, r->twin, &r->shim,
                              &r->unwind, r->landing_pads, !run->opt.no_hot_cold,
                              run->opt.no_listing, NULL};
-}
-
-/* Each op with a cold part, laid out as hot part then cold part (after the
- * cache: a cached stencil serves both settings of --no-hot-cold). */
-static int split_hot_cold(gen_run *run)
-{
-    for (size_t t = 0; t < run->nresults; t++) {
-        gen_target_result *r = &run->results[t];
-        bool wanted = false;
-        for (size_t i = 0; i < run->ops.count && r->target->long_branch; i++)
-            wanted |= r->ops[i].hot_size < r->ops[i].code_size;
-        if (!wanted)
-            continue;
-        char err[256];
-        if (!r->disasm &&
-            !(r->disasm = lb_disasm_create(r->target->triple, r->target->fp_reg,
-                                           r->target->fp_writers, err, sizeof err))) {
-            diag_error("%s: %s", r->target->triple, err);
-            return SG_EXIT_TOOLCHAIN;
-        }
-        for (size_t i = 0; i < run->ops.count; i++)
-            hotcold_split(&r->ops[i], r->target, r->disasm);
-    }
-    return SG_EXIT_OK;
 }
 
 static void print_summary(const gen_run *run)
@@ -373,6 +348,10 @@ static int prepare(gen_run *run)
     run->cache = cache_open(run->workdir);
     inc_open(&run->inc, run->cache, run->clang, run->opt.launcher, run->manifest.symbols.items,
              run->manifest.symbols.count, run->opt.verbose);
+    /* Cached stencils are stored with their parts laid out (jobs.c,
+     * lay_out_parts) or whole: each setting has its own. */
+    if (run->opt.no_hot_cold)
+        run->inc.generator = hash64("no-hot-cold", 11, run->inc.generator);
     rundir_reserve(run->workdir, &run->rundir);
     run->op_template_dir = flags_op_template_dir(run->workdir);
     return run->op_template_dir ? SG_EXIT_OK : SG_EXIT_TOOLCHAIN;
@@ -440,8 +419,6 @@ int pipeline_run(const gen_options *opt)
         rc = check_across_ops(&run);
     if (rc == SG_EXIT_OK)
         fold_variants(&run);
-    if (rc == SG_EXIT_OK && !opt->no_hot_cold)
-        rc = split_hot_cold(&run);
     if (dumping)
         diag_capture(outer);
     double t2 = now_seconds();

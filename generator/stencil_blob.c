@@ -49,6 +49,7 @@ void stencil_blob_encode(strbuf *out, const gen_stencil *s, const char *deps, ui
     sb_put_le(out, s->entry, 8);
     sb_put_le(out, s->removed_jump, 8);
     sb_put_le(out, s->hot_size, 8);
+    sb_put_le(out, (s->split ? 1u : 0u) | (s->hot_runs_on ? 2u : 0u), 8); /* hotcold_split */
     sb_put_le(out, s->ncode_holes, 4);
     sb_put_le(out, s->ndata_holes, 4);
     sb_put_le(out, s->ninsns, 4);
@@ -224,6 +225,9 @@ static bool decode(reader *r, uint64_t context, size_t nsymbols, gen_stencil *t,
     t->entry = get_size(r, t->code_size, "entry");
     t->removed_jump = get_size(r, MAX_REMOVED_JUMP, "removed jump");
     t->hot_size = get_size(r, t->code_size, "hot part");
+    unsigned parts = (unsigned)get_size(r, 3, "hot and cold layout");
+    t->split = parts & 1;
+    t->hot_runs_on = parts & 2;
     if (!r->failed && (t->data_align == 0 || (t->data_align & (t->data_align - 1))))
         fail(r, "data alignment %zu is not a power of two", t->data_align);
     /* Each hole takes at least 20 bytes and each instruction 2: counts beyond
@@ -288,6 +292,8 @@ bool stencil_blob_decode(const uint8_t *buf, size_t size, uint64_t context, size
     s->entry = t.entry;
     s->removed_jump = t.removed_jump;
     s->hot_size = t.hot_size;
+    s->split = t.split;
+    s->hot_runs_on = t.hot_runs_on;
     s->insns = t.insns;
     s->ninsns = t.ninsns;
     s->insn_text = t.insn_text;

@@ -34,7 +34,7 @@
 #include "util.h"
 
 /* Bump on any change to the layout above; older blobs are then misses. */
-#define STENCIL_BLOB_VERSION 2u
+#define STENCIL_BLOB_VERSION 3u
 
 /* Appends the blob of `s` (its instructions all decoded, none writing the frame
  * pointer: a checked stencil) to `out`. `context` hashes what the stencil was

@@ -167,7 +167,7 @@ TEST(version_and_context_refused)
     gen_stencil in = sample();
     strbuf b = encode(&in);
     b.data[8]++; /* the version's low byte */
-    CHECK(refused(b.data, b.len, NSYMBOLS, "format version 3, this stencilgen reads 2"));
+    CHECK(refused(b.data, b.len, NSYMBOLS, "format version 4, this stencilgen reads 3"));
     b.data[8]--;
     b.data[12] ^= 1; /* the context */
     CHECK(refused(b.data, b.len, NSYMBOLS, "another generator"));
