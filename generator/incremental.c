@@ -131,6 +131,7 @@ void inc_open(gen_incremental *inc, gen_cache *cache, const char *clang, const c
     inc->cache = cache;
     inc->compiler = compiler_identity(clang, launcher);
     inc->stencils = generator_identity(symbols, nsymbols, &inc->generator);
+    inc->stencil_kind = "stencil";
     inc->nsymbols = nsymbols;
     inc->verbose = verbose;
     inc->environment = environment_hash(ENV_ALL);
@@ -651,7 +652,7 @@ static bool cached_stencil(gen_incremental *inc, const inc_unit *u, const char *
     size_t size;
     if (!inc->stencils || (!u->op && !cached_unwind(inc, u, unwind, unwind_size)))
         return false;
-    if (!cache_get(inc->cache, &u->key, "stencil", &blob, &size)) {
+    if (!cache_get(inc->cache, &u->key, inc->stencil_kind, &blob, &size)) {
         if (!u->op)
             free(*unwind);
         return false;
@@ -773,6 +774,6 @@ void inc_store(gen_incremental *inc, inc_unit *u, const inc_output *fresh,
     }
     strbuf sb = {0};
     stencil_blob_encode(&sb, checked, deps, u->context);
-    cache_put(inc->cache, &u->key, "stencil", sb.data, sb.len);
+    cache_put(inc->cache, &u->key, inc->stencil_kind, sb.data, sb.len);
     sb_free(&sb);
 }

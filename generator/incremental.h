@@ -58,6 +58,9 @@ typedef struct gen_incremental {
     uint64_t compiler;  /* the compiler's (and launcher's) identity */
     bool stencils;      /* checked stencils may be cached: this generator build is known */
     uint64_t generator; /* this generator build, the LLVM it links and the symbol list */
+    /* The cache entry of a checked stencil: ops are stored with their hot and
+     * cold parts laid out, or whole (--no-hot-cold), each under its own name. */
+    const char *stencil_kind;
     size_t nsymbols;
     bool verbose;       /* say why a cached stencil was not used */
     uint64_t environment;         /* keyed_env's variables, for every target */

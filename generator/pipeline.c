@@ -351,7 +351,7 @@ static int prepare(gen_run *run)
     /* Cached stencils are stored with their parts laid out (jobs.c,
      * lay_out_parts) or whole: each setting has its own. */
     if (run->opt.no_hot_cold)
-        run->inc.generator = hash64("no-hot-cold", 11, run->inc.generator);
+        run->inc.stencil_kind = "stencil-whole";
     rundir_reserve(run->workdir, &run->rundir);
     run->op_template_dir = flags_op_template_dir(run->workdir);
     return run->op_template_dir ? SG_EXIT_OK : SG_EXIT_TOOLCHAIN;
