@@ -10,8 +10,9 @@
 #include "stencil.h"
 #include "util.h"
 
-/* How many stencils a group's function writes at most (docs/build.md, "What
- * a header holds"). */
+/* How many stencils a group's function writes on average: a header of n
+ * stencils has n / EMITTER_GROUP groups, rounded up (docs/build.md, "What a
+ * header holds"). */
 #define EMITTER_GROUP 64
 
 /* A stencil of a group, the C name of its arrays (sg_code_<id> ...) and its
