@@ -49,6 +49,7 @@ static const sr_registry_field registry_fields[] = {
     FIELD(SR_REGISTRY_T_RUNTIME, SR_REGISTRY_F_RT_BLOCKS, sr_registry_runtime, blocks),
     FIELD(SR_REGISTRY_T_RUNTIME, SR_REGISTRY_F_RT_BLOCK_COUNT, sr_registry_runtime, block_count),
     FIELD(SR_REGISTRY_T_RUNTIME, SR_REGISTRY_F_RT_BLOCK_MAX, sr_registry_runtime, block_max),
+    FIELD(SR_REGISTRY_T_RUNTIME, SR_REGISTRY_F_RT_COLD_SIZES, sr_registry_runtime, cold_sizes),
     FIELD(SR_REGISTRY_T_BLOCK, SR_REGISTRY_F_BLOCK_SEQ, sr_registry_block, seq),
     FIELD(SR_REGISTRY_T_BLOCK, SR_REGISTRY_F_BLOCK_SLOT, sr_registry_block, slot),
     FIELD(SR_REGISTRY_T_SLOT, SR_REGISTRY_F_SLOT_GENERATION, sr_registry_slot, generation),
@@ -78,6 +79,7 @@ struct sr_reg {
     sr_registry_runtime pub;
     sr_registry_block **blocks; /* the directory: BLOCK_MAX pointers, mapped */
     const char **op_names;
+    uint64_t *cold_sizes; /* the set's, fixed-width for readers; NULL: none */
     uint32_t *free_slots; /* a stack of slot numbers */
     size_t nfree, cap;
 };
@@ -154,16 +156,22 @@ sr_reg *registry_add_runtime(const sr_runtime *rt)
     if (!g)
         return NULL;
     g->op_names = calloc(set->count ? set->count : 1, sizeof *g->op_names);
+    if (set->cold_sizes)
+        g->cold_sizes = calloc(set->count ? set->count : 1, sizeof *g->cold_sizes);
     g->blocks = directory_map();
-    if (!g->op_names || !g->blocks) {
+    if (!g->op_names || !g->blocks || (set->cold_sizes && !g->cold_sizes)) {
         if (g->blocks)
             directory_unmap(g->blocks);
         free(g->op_names);
+        free(g->cold_sizes);
         free(g);
         return NULL;
     }
-    for (size_t i = 0; i < set->count; i++)
+    for (size_t i = 0; i < set->count; i++) {
         g->op_names[i] = set->stencils[i].name;
+        if (g->cold_sizes)
+            g->cold_sizes[i] = set->cold_sizes[i];
+    }
     g->pub = (sr_registry_runtime){
         .elf_machine = set->elf_machine,
         .cfa_register = set->cfa_register,
@@ -180,6 +188,7 @@ sr_reg *registry_add_runtime(const sr_runtime *rt)
         .op_count = set->count,
         .blocks = addr(g->blocks),
         .block_max = BLOCK_MAX,
+        .cold_sizes = addr(g->cold_sizes),
     };
     sr_registry_root *root = &stencilrt_registry;
     seq_begin(&root->seq);
@@ -205,6 +214,7 @@ void registry_remove_runtime(sr_reg *g)
         free(g->blocks[i]);
     directory_unmap(g->blocks);
     free(g->op_names);
+    free(g->cold_sizes);
     free(g->free_slots);
     free(g);
 }

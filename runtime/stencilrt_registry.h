@@ -84,6 +84,7 @@ enum sr_registry_field_id {
     SR_REGISTRY_F_RT_BLOCKS,
     SR_REGISTRY_F_RT_BLOCK_COUNT,
     SR_REGISTRY_F_RT_BLOCK_MAX,
+    SR_REGISTRY_F_RT_COLD_SIZES, /* added after version 1 shipped: optional to readers */
     /* block */
     SR_REGISTRY_F_BLOCK_SEQ = 40,
     SR_REGISTRY_F_BLOCK_SLOT,
@@ -102,11 +103,12 @@ enum sr_registry_field_id {
 typedef struct sr_registry_slot {
     uint64_t generation; /* 0: empty; else unique in the process */
     uint64_t code_start; /* where its code runs */
-    uint64_t code_size;  /* bytes that execute: instructions, then veneers */
+    uint64_t code_size;  /* bytes that execute: hot parts, cold parts, then veneers */
     uint64_t name;       /* char[name_len], not NUL-terminated */
     uint64_t name_len;
     uint64_t count;      /* instructions */
-    uint64_t offsets;    /* uint32_t[count + 1]: instruction i is code_start + offsets[i] */
+    uint64_t offsets;    /* uint32_t[count + 1]: instruction i's hot part is code_start +
+                          * offsets[i]; offsets[count] is where the cold parts start */
     uint64_t ops;        /* uint32_t[count]: instruction i's op, an index into op_names */
 } sr_registry_slot;
 
@@ -127,7 +129,14 @@ typedef struct sr_registry_block {
  * DWARF numbers (x86-64: 6 is rbp; AArch64: 29 is x29). With ra_signed, the
  * saved return address carries a pointer authentication code (AArch64, key A,
  * modifier the CFA): strip it before use. A JIT frame's caller is the shim's
- * caller: executors run in the shim's frame. */
+ * caller: executors run in the shim's frame.
+ *
+ * An executor's code is its instructions' hot parts (slot offsets), then
+ * their cold parts in instruction order from offsets[count], instruction i's
+ * being cold_sizes[ops[i]] bytes, then veneers up to code_size. A reader that
+ * finds no cold_sizes in the field table (a runtime older than hot and cold
+ * parts) reads every byte past offsets[count] as veneers, as those runtimes
+ * laid code out. */
 typedef struct sr_registry_runtime {
     uint64_t next;        /* sr_registry_runtime, 0 at the end */
     uint32_t elf_machine; /* EM_X86_64 62, EM_AARCH64 183 */
@@ -144,6 +153,7 @@ typedef struct sr_registry_runtime {
     uint64_t blocks;      /* sr_registry_block *[block_max]; the first block_count are set */
     uint64_t block_count;
     uint64_t block_max;
+    uint64_t cold_sizes;  /* uint64_t[op_count], 0: no op has a cold part */
 } sr_registry_runtime;
 
 typedef struct sr_registry_root {

@@ -10,8 +10,10 @@ Programs: tests/stack/ (churn, its broken-writer builds, dlspin), tinyvm.
         threads then runs with 2, until 10,000+ samples in all;
         every J line of --samples-out checked against churn's log: the id
         exists and carries that name, the executor belongs to the sampled
-        thread, its code holds the PC (innermost: the instruction's range;
-        outer frames: PC-1) at that index, with that op, and it was live at
+        thread, its code holds the PC (innermost: the instruction's range,
+        hot or cold part; outer frames: PC-1) at that index, with that op
+        (frames in div's cold part, from churn's trap shape, must be seen and
+        named by their instruction, not as veneers), and it was live at
         the sample (emitted before the threads resumed, not freed before
         they stopped); the same judged by name alone. No JIT frame of a live
         executor is left unnamed and the summary counts no unresolved one;
@@ -292,11 +294,13 @@ class Truth:
             w = self.lines[i].split()
             ops = w[8].split(",")
             offs = [int(x) for x in w[9].split(",")]
-            check(len(ops) == int(w[7]) and len(offs) == len(ops) + 1, "churn log: %r",
-                  self.lines[i])
+            colds = [int(x) for x in w[10].split(",")]
+            check(len(ops) == int(w[7]) and len(offs) == len(colds) == len(ops) + 1 and
+                  colds[-1] == offs[-1], "churn log: %r", self.lines[i])
             r = self.records[i] = dict(id=int(w[1]), tid=int(w[2]), name=w[3],
                                        start=int(w[4], 16), t_emit=int(w[5]),
-                                       t_free=int(w[6]) or None, ops=ops, offs=offs)
+                                       t_free=int(w[6]) or None, ops=ops, offs=offs,
+                                       colds=colds)
         return r
 
     def with_id(self, ident):
@@ -317,12 +321,22 @@ VENEERS_MAX = 256  # bytes of veneers an executor of churn's may have after its 
 
 
 def holds(r, index, pc, depth):
-    """Instruction `index` of r holds pc; index n is the veneers after the code
+    """Instruction `index` of r holds pc, in its hot part or its cold part
+    (r["colds"]: after every hot part); index n is the veneers after the code
     (jumps, so only ever an innermost frame), which the log does not size."""
-    n = len(r["ops"])
+    n, off = len(r["ops"]), pc - r["start"]
     if index == n:
-        return depth == 0 and 0 <= pc - r["start"] - r["offs"][n] < VENEERS_MAX
-    return 0 <= index < n and r["offs"][index] <= pc - r["start"] < r["offs"][index + 1]
+        return depth == 0 and 0 <= off - r["offs"][n] < VENEERS_MAX
+    hot_end = r["offs"][index + 1] if index + 1 < n else r["colds"][0]
+    return 0 <= index < n and (r["offs"][index] <= off < hot_end or
+                               r["colds"][index] <= off < r["colds"][index + 1])
+
+
+def in_cold_part(truth, frame, depth):
+    """Whether a J frame's PC is in a cold part of the executor it names."""
+    r = next((c for c in truth.with_id(frame[2]) if c["name"] == frame[5]), None)
+    off = frame[1] - (depth > 0) - r["start"] if r else -1
+    return r is not None and r["colds"][0] <= off < r["colds"][-1]
 
 
 def check_jit_frame(truth, st, tid, depth, frame):
@@ -407,6 +421,7 @@ def check_churn_samples(truth, stacks, main_tid):
                 stale = check_by_name(truth, st, depth, f)
                 if stale:
                     bad.add("by name: " + stale, "%s depth %d: %s" % (where, depth, f))
+                seen["cold_frames"] += not why and in_cold_part(truth, f, depth)
             elif f[2] == "?":
                 pc = f[1] - (depth > 0)
                 if any(r["start"] <= pc < r["start"] + r["offs"][-1] for r in live):
@@ -530,7 +545,7 @@ def judge_run(r, tag, total):
 
 def test_churn_names_every_jit_frame(ctx):
     total = Findings()
-    samples = torn = jit = nested = runs = executors = 0
+    samples = torn = jit = nested = cold = runs = executors = 0
     t0 = time.monotonic()
     taken = []
     for threads, seconds in churn_runs(taken):
@@ -541,16 +556,19 @@ def test_churn_names_every_jit_frame(ctx):
         torn += r["summary"]["torn"]
         jit += r["seen"]["jit_frames"]
         nested += r["seen"]["nested_jit"]
+        cold += r["seen"]["cold_frames"]
         executors += len(r["truth"])
         print("     run %d: %d threads, %d samples, %d JIT frames, %d torn reads retried" % (
             runs, threads, r["summary"]["samples"], r["seen"]["jit_frames"],
             r["summary"]["torn"]), flush=True)
         judge_run(r, "run %d" % runs, total)
     print("     %d samples in %d runs (%.0f s), %d executors churned, %d JIT frames checked "
-          "(%d stacks with JIT -> C -> JIT), %d torn reads retried" % (
-              samples, runs, time.monotonic() - t0, executors, jit, nested, torn), flush=True)
+          "(%d stacks with JIT -> C -> JIT, %d frames in cold code), %d torn reads retried" % (
+              samples, runs, time.monotonic() - t0, executors, jit, nested, cold, torn),
+          flush=True)
     check(samples >= CHURN_SAMPLES, "only %d samples in %d runs", samples, runs)
     check(nested > 0, "no stack had two JIT frames (nest -> leaf)")
+    check(cold > 0, "no JIT frame was in cold code (trap -> div's cold part -> vm_trap)")
     check(not total.count, "%d problems:\n%s", total.total(), total.report())
 
 

@@ -16,10 +16,14 @@
  *
  * Log lines (times are CLOCK_MONOTONIC ns):
  *     T <thread> <tid>
- *     E <id> <tid> <name> <code start hex> <t_emit> <t_free> <n> <ops> <offsets>
+ *     E <id> <tid> <name> <code start hex> <t_emit> <t_free> <n> <ops> <offsets> <colds>
  * where id is sr_executor_id, t_emit is taken just after sr_emit returned and
  * t_free just before sr_executor_free, ops are n op names and offsets n+1
- * numbers (sr_executor_instr(ex, i) - code start, i = 0..n), comma-separated.
+ * numbers (sr_executor_instr(ex, i) - code start, i = 0..n; offsets[n] is
+ * the end of the code, cold parts included), and colds n+1 offsets: the cold
+ * part of instruction i is [colds[i], colds[i+1]), as the documented layout
+ * places it (each op's size from the header's sg_cold_sizes), all
+ * comma-separated.
  *
  * Shapes (each name "<shape>_<thread>_<serial>" is unique in the run, so a
  * stale name is told apart from the right one):
@@ -29,6 +33,9 @@
  *     nest  a loop calling a leaf executor through vm_call (JIT -> C -> shim
  *           -> JIT -> C); the leaf ("leaf_...") is emitted before and freed
  *           after it
+ *     trap  a division by zero: div's cold part calls vm_trap, which works in
+ *           C (churn_busy) above that cold code, then longjmps out of the
+ *           JIT code, so samples see a frame whose PC is in a cold part
  * Each starts with 0..3 `push; pop` pairs, so executors of one shape come in
  * several sizes and every size's memory is reused by other names.
  *
@@ -41,6 +48,7 @@
 #include <inttypes.h>
 #include <poll.h>
 #include <pthread.h>
+#include <setjmp.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -59,8 +67,8 @@
 
 typedef vm_value shim_fn(vm_frame *frame, vm_value *sp, void *code);
 
-enum shape { SHAPE_SPIN, SHAPE_MIX, SHAPE_NEST, SHAPE_LEAF, SHAPE__COUNT };
-static const char *const shape_names[SHAPE__COUNT] = {"spin", "mix", "nest", "leaf"};
+enum shape { SHAPE_SPIN, SHAPE_MIX, SHAPE_NEST, SHAPE_TRAP, SHAPE_LEAF, SHAPE__COUNT };
+static const char *const shape_names[SHAPE__COUNT] = {"spin", "mix", "nest", "trap", "leaf"};
 
 /* One executor, as the emitting thread saw it. */
 typedef struct churn_rec {
@@ -69,6 +77,7 @@ typedef struct churn_rec {
     uint8_t shape, n;
     uint8_t ops[MAX_INSTRS];
     uint16_t off[MAX_INSTRS + 1];
+    uint16_t cold[MAX_INSTRS + 1];
 } churn_rec;
 
 /* A worker's state; vm_frame.vm points here (tinyvm.h leaves struct vm to the
@@ -82,6 +91,7 @@ struct vm {
     uint32_t serial;
     uint64_t rng;
     sr_executor *leaf; /* the function `call 0` runs (nest) */
+    jmp_buf *trapped;  /* where vm_trap goes on (trap), NULL outside it */
 };
 
 /* The registry of this run: set up in main before any worker starts. */
@@ -154,10 +164,16 @@ vm_value vm_print(vm_frame *frame, vm_value value)
     return value;
 }
 
+/* trap's division by zero: C work above the JIT frame, whose return address
+ * is in div's cold part, then out of the JIT code to churn_round. */
 _Noreturn void vm_trap(vm_frame *frame, const char *why)
 {
-    (void)frame;
-    die("trap", why);
+    struct vm *w = frame->vm;
+    if (!w->trapped)
+        die("trap", why);
+    for (vm_value i = 0; i < run.iters; i++)
+        churn_busy(i);
+    longjmp(*w->trapped, 1);
 }
 
 __attribute__((noinline)) static vm_value run_executor(struct vm *w, const sr_executor *ex,
@@ -181,6 +197,13 @@ static size_t build(enum shape s, int pad, vm_value iters, sr_instr *code)
     for (int i = 0; i < pad; i++) {
         code[n++] = (sr_instr){SG_OP_push, 0, {(uint64_t)i}};
         code[n++] = (sr_instr){SG_OP_pop, 0, {0}};
+    }
+    if (s == SHAPE_TRAP) { /* push 1; push 0; div; ret: div traps */
+        code[n++] = (sr_instr){SG_OP_push, 0, {1}};
+        code[n++] = (sr_instr){SG_OP_push, 0, {0}};
+        code[n++] = (sr_instr){SG_OP_div, 0, {0}};
+        code[n++] = (sr_instr){SG_OP_ret, 0, {0}};
+        return n;
     }
     if (s == SHAPE_LEAF) { /* load 0; native 0; addi 1; ret */
         code[n++] = (sr_instr){SG_OP_load, 0, {0}};
@@ -213,6 +236,20 @@ static void rec_name(const struct vm *w, const churn_rec *r, char *buf, size_t c
     snprintf(buf, cap, "%s_%d_%" PRIu32, shape_names[r->shape], w->index, r->serial);
 }
 
+/* Where each instruction's cold part is: after every hot part, in
+ * instruction order (docs/runtime.md, "Hot and cold parts"), ending where
+ * the code ends. */
+static void note_cold_parts(churn_rec *r)
+{
+    size_t cold = 0;
+    for (unsigned i = 0; i < r->n; i++)
+        cold += stencil_set.cold_sizes ? stencil_set.cold_sizes[r->ops[i]] : 0;
+    r->cold[0] = (uint16_t)(r->off[r->n] - cold);
+    for (unsigned i = 0; i < r->n; i++)
+        r->cold[i + 1] = (uint16_t)(r->cold[i] + (stencil_set.cold_sizes
+                                                       ? stencil_set.cold_sizes[r->ops[i]] : 0));
+}
+
 /* Emit one executor of shape s and note it; NULL when the log is full. */
 static sr_executor *emit(struct vm *w, enum shape s, churn_rec **out)
 {
@@ -241,6 +278,7 @@ static sr_executor *emit(struct vm *w, enum shape s, churn_rec **out)
             die("sr_executor_instr", "an offset past 64 KiB");
         r->off[i] = (uint16_t)off;
     }
+    note_cold_parts(r);
     *out = r;
     return ex;
 }
@@ -251,16 +289,31 @@ static void retire(sr_executor *ex, churn_rec *r)
     sr_executor_free(ex);
 }
 
+/* Runs trap's executor, which must end in vm_trap's longjmp. */
+__attribute__((noinline)) static void run_trap(struct vm *w, const sr_executor *ex)
+{
+    jmp_buf here;
+    if (setjmp(here) == 0) {
+        w->trapped = &here;
+        run_executor(w, ex, 0, NULL);
+        die("run", "a division by zero did not trap");
+    }
+    w->trapped = NULL;
+}
+
 /* One round: emit a random shape (with its leaf for nest), run it, free it.
  * False when the log is full. */
 static bool churn_round(struct vm *w)
 {
-    enum shape s = (enum shape)(next_random(w) % 3);
+    enum shape s = (enum shape)(next_random(w) % SHAPE_LEAF);
     churn_rec *leaf_rec = NULL, *rec = NULL;
     if (s == SHAPE_NEST && !(w->leaf = emit(w, SHAPE_LEAF, &leaf_rec)))
         return false;
     sr_executor *ex = emit(w, s, &rec);
-    if (ex) {
+    if (ex && s == SHAPE_TRAP) {
+        run_trap(w, ex);
+        retire(ex, rec);
+    } else if (ex) {
         vm_value r = run_executor(w, ex, 0, NULL);
         if (r != 0)
             die("run", "an executor returned a value other than 0");
@@ -326,6 +379,8 @@ static void write_log(const char *path)
                 fprintf(f, "%s%s", i ? "," : "", stencil_set.stencils[r->ops[i]].name);
             for (unsigned i = 0; i <= r->n; i++)
                 fprintf(f, "%c%u", i ? ',' : ' ', (unsigned)r->off[i]);
+            for (unsigned i = 0; i <= r->n; i++)
+                fprintf(f, "%c%u", i ? ',' : ' ', (unsigned)r->cold[i]);
             fputc('\n', f);
         }
         total += w->nrecs;

@@ -539,6 +539,30 @@ static void test_refusals(void)
     expect_refusal("refuse an unreadable root", 16, SRR_EREAD, "cannot read");
 }
 
+/* A runtime written before cold parts lists no runtime.cold_sizes: its
+ * registry is still read (every byte past the hot parts is then a veneer). */
+static void test_older_writer(void)
+{
+    sr_registry_field fields[64];
+    size_t n = copy_fields(fields, 64);
+    sr_registry_root root = stencilrt_registry;
+    root.fields = (uint64_t)(uintptr_t)fields;
+    sr_registry_field *cold = find_field(fields, n, SR_REGISTRY_F_RT_COLD_SIZES);
+    if (!cold) {
+        rt_result(false, "read a registry without cold part sizes", "none in the table");
+        return;
+    }
+    *cold = fields[n - 1];
+    root.field_count = n - 1;
+    char err[256] = "";
+    srr_reader *r = NULL;
+    srr_status st = srr_open(read_self, NULL, (uint64_t)(uintptr_t)&root, &r, err, sizeof err);
+    bool ok = st == SRR_OK && srr_snapshot(r) == SRR_OK;
+    rt_result(ok, "read a registry without cold part sizes (an older runtime's)", err);
+    if (r)
+        srr_close(r);
+}
+
 /* ---- another layout, read through its field table ---- */
 
 /* Version 1 with every slot field moved and one added (a future writer's
@@ -665,6 +689,7 @@ int main(void)
 {
     test_answer();
     test_refusals();
+    test_older_writer();
     test_other_layout();
     test_churn();
     return rt_summary();

@@ -48,7 +48,7 @@ static void field_table(void)
              (unsigned long long)root->magic, root->version, root->size,
              (unsigned long long)root->field_count);
     rt_result(root->magic == SR_REGISTRY_MAGIC && root->version == SR_REGISTRY_VERSION &&
-                  root->size == sizeof *root && f && root->field_count == 29,
+                  root->size == sizeof *root && f && root->field_count == 30,
               "root: magic, version, size, every field listed", detail);
     bool unique = true;
     for (size_t i = 0; i < root->field_count; i++)
@@ -106,6 +106,15 @@ static void runtime_record(const sr_runtime *rt)
     for (size_t i = 0; same && i < SG_OP__COUNT; i++)
         same = !strcmp(names[i], sg_stencils[i].name);
     rt_result(same, "its op names, in op order", "");
+    /* The set's cold part sizes, for readers to place each cold part. */
+    const uint64_t *cold = ptr(r->cold_sizes);
+    size_t ncold = 0;
+    same = cold != NULL;
+    for (size_t i = 0; same && i < SG_OP__COUNT; i++) {
+        same = cold[i] == sg_cold_sizes[i];
+        ncold += cold[i] != 0;
+    }
+    rt_result(same && ncold > 0, "its ops' cold part sizes, in op order", "");
 }
 
 /* The slot publishing ex, or NULL; *seq gets where its counter is. */

@@ -28,49 +28,53 @@ typedef struct field_loc {
     uint16_t offset, size;
 } field_loc;
 
-/* Every field this reader uses and the size it reads it as (0: checked apart). */
+/* Every field this reader uses and the size it reads it as (0: checked apart);
+ * an optional one may be missing (written by an older runtime). */
 static const struct wanted_field {
     uint16_t type, id, size;
     const char *name;
+    bool optional;
 } wanted[] = {
-    {SR_REGISTRY_T_ROOT, SR_REGISTRY_F_SEQ, 8, "root.seq"},
-    {SR_REGISTRY_T_ROOT, SR_REGISTRY_F_RUNTIMES, 8, "root.runtimes"},
-    {SR_REGISTRY_T_RUNTIME, SR_REGISTRY_F_RT_NEXT, 8, "runtime.next"},
-    {SR_REGISTRY_T_RUNTIME, SR_REGISTRY_F_RT_ELF_MACHINE, 4, "runtime.elf_machine"},
-    {SR_REGISTRY_T_RUNTIME, SR_REGISTRY_F_RT_CFA_REGISTER, 4, "runtime.cfa_register"},
-    {SR_REGISTRY_T_RUNTIME, SR_REGISTRY_F_RT_CFA_OFFSET, 8, "runtime.cfa_offset"},
-    {SR_REGISTRY_T_RUNTIME, SR_REGISTRY_F_RT_FP_REGISTER, 4, "runtime.fp_register"},
-    {SR_REGISTRY_T_RUNTIME, SR_REGISTRY_F_RT_FP_OFFSET, 8, "runtime.fp_offset"},
-    {SR_REGISTRY_T_RUNTIME, SR_REGISTRY_F_RT_RA_OFFSET, 8, "runtime.ra_offset"},
-    {SR_REGISTRY_T_RUNTIME, SR_REGISTRY_F_RT_RA_SIGNED, 4, "runtime.ra_signed"},
-    {SR_REGISTRY_T_RUNTIME, SR_REGISTRY_F_RT_SHIM_START, 8, "runtime.shim_start"},
-    {SR_REGISTRY_T_RUNTIME, SR_REGISTRY_F_RT_SHIM_SIZE, 8, "runtime.shim_size"},
-    {SR_REGISTRY_T_RUNTIME, SR_REGISTRY_F_RT_SHIM_RULE_START, 8, "runtime.shim_rule_start"},
-    {SR_REGISTRY_T_RUNTIME, SR_REGISTRY_F_RT_SHIM_RULE_END, 8, "runtime.shim_rule_end"},
-    {SR_REGISTRY_T_RUNTIME, SR_REGISTRY_F_RT_OP_NAMES, 8, "runtime.op_names"},
-    {SR_REGISTRY_T_RUNTIME, SR_REGISTRY_F_RT_OP_COUNT, 8, "runtime.op_count"},
-    {SR_REGISTRY_T_RUNTIME, SR_REGISTRY_F_RT_BLOCKS, 8, "runtime.blocks"},
-    {SR_REGISTRY_T_RUNTIME, SR_REGISTRY_F_RT_BLOCK_COUNT, 8, "runtime.block_count"},
-    {SR_REGISTRY_T_RUNTIME, SR_REGISTRY_F_RT_BLOCK_MAX, 8, "runtime.block_max"},
-    {SR_REGISTRY_T_BLOCK, SR_REGISTRY_F_BLOCK_SEQ, 0, "block.seq"},
-    {SR_REGISTRY_T_BLOCK, SR_REGISTRY_F_BLOCK_SLOT, 0, "block.slot"},
-    {SR_REGISTRY_T_SLOT, SR_REGISTRY_F_SLOT_GENERATION, 8, "slot.generation"},
-    {SR_REGISTRY_T_SLOT, SR_REGISTRY_F_SLOT_CODE_START, 8, "slot.code_start"},
-    {SR_REGISTRY_T_SLOT, SR_REGISTRY_F_SLOT_CODE_SIZE, 8, "slot.code_size"},
-    {SR_REGISTRY_T_SLOT, SR_REGISTRY_F_SLOT_NAME, 8, "slot.name"},
-    {SR_REGISTRY_T_SLOT, SR_REGISTRY_F_SLOT_NAME_LEN, 8, "slot.name_len"},
-    {SR_REGISTRY_T_SLOT, SR_REGISTRY_F_SLOT_COUNT, 8, "slot.count"},
-    {SR_REGISTRY_T_SLOT, SR_REGISTRY_F_SLOT_OFFSETS, 8, "slot.offsets"},
-    {SR_REGISTRY_T_SLOT, SR_REGISTRY_F_SLOT_OPS, 8, "slot.ops"},
+    {SR_REGISTRY_T_ROOT, SR_REGISTRY_F_SEQ, 8, "root.seq", false},
+    {SR_REGISTRY_T_ROOT, SR_REGISTRY_F_RUNTIMES, 8, "root.runtimes", false},
+    {SR_REGISTRY_T_RUNTIME, SR_REGISTRY_F_RT_NEXT, 8, "runtime.next", false},
+    {SR_REGISTRY_T_RUNTIME, SR_REGISTRY_F_RT_ELF_MACHINE, 4, "runtime.elf_machine", false},
+    {SR_REGISTRY_T_RUNTIME, SR_REGISTRY_F_RT_CFA_REGISTER, 4, "runtime.cfa_register", false},
+    {SR_REGISTRY_T_RUNTIME, SR_REGISTRY_F_RT_CFA_OFFSET, 8, "runtime.cfa_offset", false},
+    {SR_REGISTRY_T_RUNTIME, SR_REGISTRY_F_RT_FP_REGISTER, 4, "runtime.fp_register", false},
+    {SR_REGISTRY_T_RUNTIME, SR_REGISTRY_F_RT_FP_OFFSET, 8, "runtime.fp_offset", false},
+    {SR_REGISTRY_T_RUNTIME, SR_REGISTRY_F_RT_RA_OFFSET, 8, "runtime.ra_offset", false},
+    {SR_REGISTRY_T_RUNTIME, SR_REGISTRY_F_RT_RA_SIGNED, 4, "runtime.ra_signed", false},
+    {SR_REGISTRY_T_RUNTIME, SR_REGISTRY_F_RT_SHIM_START, 8, "runtime.shim_start", false},
+    {SR_REGISTRY_T_RUNTIME, SR_REGISTRY_F_RT_SHIM_SIZE, 8, "runtime.shim_size", false},
+    {SR_REGISTRY_T_RUNTIME, SR_REGISTRY_F_RT_SHIM_RULE_START, 8, "runtime.shim_rule_start", false},
+    {SR_REGISTRY_T_RUNTIME, SR_REGISTRY_F_RT_SHIM_RULE_END, 8, "runtime.shim_rule_end", false},
+    {SR_REGISTRY_T_RUNTIME, SR_REGISTRY_F_RT_OP_NAMES, 8, "runtime.op_names", false},
+    {SR_REGISTRY_T_RUNTIME, SR_REGISTRY_F_RT_OP_COUNT, 8, "runtime.op_count", false},
+    {SR_REGISTRY_T_RUNTIME, SR_REGISTRY_F_RT_BLOCKS, 8, "runtime.blocks", false},
+    {SR_REGISTRY_T_RUNTIME, SR_REGISTRY_F_RT_BLOCK_COUNT, 8, "runtime.block_count", false},
+    {SR_REGISTRY_T_RUNTIME, SR_REGISTRY_F_RT_BLOCK_MAX, 8, "runtime.block_max", false},
+    {SR_REGISTRY_T_RUNTIME, SR_REGISTRY_F_RT_COLD_SIZES, 8, "runtime.cold_sizes", true},
+    {SR_REGISTRY_T_BLOCK, SR_REGISTRY_F_BLOCK_SEQ, 0, "block.seq", false},
+    {SR_REGISTRY_T_BLOCK, SR_REGISTRY_F_BLOCK_SLOT, 0, "block.slot", false},
+    {SR_REGISTRY_T_SLOT, SR_REGISTRY_F_SLOT_GENERATION, 8, "slot.generation", false},
+    {SR_REGISTRY_T_SLOT, SR_REGISTRY_F_SLOT_CODE_START, 8, "slot.code_start", false},
+    {SR_REGISTRY_T_SLOT, SR_REGISTRY_F_SLOT_CODE_SIZE, 8, "slot.code_size", false},
+    {SR_REGISTRY_T_SLOT, SR_REGISTRY_F_SLOT_NAME, 8, "slot.name", false},
+    {SR_REGISTRY_T_SLOT, SR_REGISTRY_F_SLOT_NAME_LEN, 8, "slot.name_len", false},
+    {SR_REGISTRY_T_SLOT, SR_REGISTRY_F_SLOT_COUNT, 8, "slot.count", false},
+    {SR_REGISTRY_T_SLOT, SR_REGISTRY_F_SLOT_OFFSETS, 8, "slot.offsets", false},
+    {SR_REGISTRY_T_SLOT, SR_REGISTRY_F_SLOT_OPS, 8, "slot.ops", false},
 };
 
 /* One runtime as last read, with its op names (read once per op_names array). */
 typedef struct rt_snap {
     uint64_t addr;
     srr_rule rule;
-    uint64_t op_names_addr, op_count, blocks, block_count;
+    uint64_t op_names_addr, op_count, blocks, block_count, cold_sizes_addr;
     char **op_names;
     size_t op_names_len;
+    uint64_t *cold_sizes; /* op_count entries, read with op_names; NULL: none */
 } rt_snap;
 
 /* One live slot of the snapshot. */
@@ -133,8 +137,11 @@ static uint32_t u32_at(const uint8_t *p, size_t off)
     return v;
 }
 
+/* A field's value; 0 for an optional field the registry does not have. */
 static uint64_t get(const srr_reader *r, const uint8_t *p, int id)
 {
+    if (!r->loc[id].size)
+        return 0;
     return r->loc[id].size == 4 ? u32_at(p, r->loc[id].offset) : u64_at(p, r->loc[id].offset);
 }
 
@@ -201,6 +208,8 @@ static srr_status read_fields(srr_reader *r, uint64_t addr, uint64_t count)
         size_t i = 0;
         while (i < count && !(f[i].type == wanted[w].type && f[i].field == wanted[w].id))
             i++;
+        if (i == count && wanted[w].optional)
+            continue;
         if (i == count)
             st = fail(r, SRR_EFORMAT, "registry field %s (type %u, id %u) is not in its field "
                       "table", wanted[w].name, wanted[w].type, wanted[w].id);
@@ -368,8 +377,10 @@ static void free_op_names(rt_snap *rt)
     for (size_t i = 0; i < rt->op_names_len; i++)
         free(rt->op_names[i]);
     free(rt->op_names);
+    free(rt->cold_sizes);
     rt->op_names = NULL;
     rt->op_names_len = 0;
+    rt->cold_sizes = NULL;
 }
 
 /* A NUL-terminated string of unknown length, read without crossing into a
@@ -396,6 +407,20 @@ static char *read_cstring(srr_reader *r, uint64_t addr, size_t max)
     return s;
 }
 
+/* The runtime's cold part sizes per op, fixed for its life as op names are. */
+static srr_status read_cold_sizes(srr_reader *r, rt_snap *rt)
+{
+    if (!rt->cold_sizes_addr || !rt->op_count)
+        return SRR_OK;
+    rt->cold_sizes = malloc(rt->op_count * sizeof *rt->cold_sizes);
+    if (!rt->cold_sizes)
+        return fail(r, SRR_ENOMEM, "out of memory for cold part sizes");
+    if (!rd(r, rt->cold_sizes_addr, rt->cold_sizes, rt->op_count * 8))
+        return read_fail(r, "a runtime's cold part sizes", rt->cold_sizes_addr,
+                         rt->op_count * 8);
+    return SRR_OK;
+}
+
 static srr_status read_op_names(srr_reader *r, rt_snap *rt)
 {
     if (rt->op_count > MAX_OPS)
@@ -419,7 +444,7 @@ static srr_status read_op_names(srr_reader *r, rt_snap *rt)
         rt->op_names_len = i + 1;
     }
     free(ptrs);
-    return st;
+    return st == SRR_OK ? read_cold_sizes(r, rt) : st;
 }
 
 static void rule_from(const srr_reader *r, const uint8_t *b, srr_rule *rule)
@@ -455,6 +480,7 @@ static srr_status read_runtime(srr_reader *r, uint64_t addr, rt_snap *old, size_
     rt->op_count = get(r, b, SR_REGISTRY_F_RT_OP_COUNT);
     rt->blocks = get(r, b, SR_REGISTRY_F_RT_BLOCKS);
     rt->block_count = get(r, b, SR_REGISTRY_F_RT_BLOCK_COUNT);
+    rt->cold_sizes_addr = get(r, b, SR_REGISTRY_F_RT_COLD_SIZES);
     uint64_t block_max = get(r, b, SR_REGISTRY_F_RT_BLOCK_MAX);
     if (rt->block_count > block_max || block_max > MAX_BLOCKS)
         return fail(r, SRR_EFORMAT, "runtime at 0x%llx has %llu of %llu blocks (at most %d)",
@@ -463,11 +489,14 @@ static srr_status read_runtime(srr_reader *r, uint64_t addr, rt_snap *old, size_
     *next = get(r, b, SR_REGISTRY_F_RT_NEXT);
     for (size_t i = 0; i < nold; i++)
         if (old[i].addr == addr && old[i].op_names_addr == rt->op_names_addr &&
-            old[i].op_count == rt->op_count && old[i].op_names) {
+            old[i].op_count == rt->op_count && old[i].cold_sizes_addr == rt->cold_sizes_addr &&
+            old[i].op_names) {
             rt->op_names = old[i].op_names;
             rt->op_names_len = old[i].op_names_len;
+            rt->cold_sizes = old[i].cold_sizes;
             old[i].op_names = NULL;
             old[i].op_names_len = 0;
+            old[i].cold_sizes = NULL;
             return SRR_OK;
         }
     return read_op_names(r, rt);
@@ -763,19 +792,25 @@ static srr_status resolve(srr_reader *r, const entry *e, uint64_t addr, detail *
                 (unsigned long long)e->slot_addr);
 }
 
-static void name_pc(const srr_reader *r, const detail *d, const entry *now, uint64_t addr,
-                    srr_pc *out)
+/* The instruction whose cold part holds offset `off` (at or past the hot
+ * parts), or d->count when it is past them too: the veneers. The cold parts
+ * follow the hot ones in instruction order (stencilrt_registry.h); a linear
+ * walk, as the runtime's own lookup does: cold code is rarely where a PC is. */
+static size_t cold_instruction_at(const rt_snap *rt, const detail *d, uint64_t off)
 {
-    uint64_t off = addr - now->start;
-    out->kind = SRR_EXECUTOR;
-    out->rule = &r->rts[now->rt].rule;
-    out->id = d->generation;
-    out->executor = d->name;
-    if (off >= d->offsets[d->count]) { /* past the instructions: the veneers */
-        out->index = d->count;
-        out->op = "veneer";
-        return;
+    uint64_t end = d->offsets[d->count];
+    for (size_t i = 0; i < d->count && rt->cold_sizes; i++) {
+        if (d->ops[i] < rt->op_count)
+            end += rt->cold_sizes[d->ops[i]];
+        if (off < end)
+            return i;
     }
+    return d->count;
+}
+
+/* The instruction whose hot part holds offset `off` (before offsets[count]). */
+static size_t hot_instruction_at(const detail *d, uint64_t off)
+{
     size_t lo = 0, hi = d->count; /* last i with offsets[i] <= off */
     while (hi - lo > 1) {
         size_t mid = lo + (hi - lo) / 2;
@@ -784,10 +819,26 @@ static void name_pc(const srr_reader *r, const detail *d, const entry *now, uint
         else
             hi = mid;
     }
-    out->index = lo;
+    return lo;
+}
+
+static void name_pc(const srr_reader *r, const detail *d, const entry *now, uint64_t addr,
+                    srr_pc *out)
+{
+    uint64_t off = addr - now->start;
     const rt_snap *rt = &r->rts[now->rt];
-    out->op = d->ops[lo] < rt->op_names_len && rt->op_names[d->ops[lo]] ? rt->op_names[d->ops[lo]]
-                                                                          : "?";
+    out->kind = SRR_EXECUTOR;
+    out->rule = &rt->rule;
+    out->id = d->generation;
+    out->executor = d->name;
+    size_t i = off < d->offsets[d->count] ? hot_instruction_at(d, off)
+                                          : cold_instruction_at(rt, d, off);
+    out->index = i;
+    if (i == d->count) /* past the instructions: the veneers */
+        out->op = "veneer";
+    else
+        out->op = d->ops[i] < rt->op_names_len && rt->op_names[d->ops[i]] ? rt->op_names[d->ops[i]]
+                                                                            : "?";
 }
 
 /* Index of the last entry starting at or below addr, or SIZE_MAX. */
