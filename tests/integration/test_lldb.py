@@ -4,12 +4,14 @@ API drives tinyvm: tests/lldb/stepcheck.py single-steps every instruction of
 the shim and of every executor of tests/gdb/step.tvm, re-entry and helpers
 included, and checks at each PC that frame 0 is the instruction holding it (by
 the runtime's own records, read from memory) and that the chain reaches main
-with every frame named; and a breakpoint on a stencil's symbol, set before the
-code exists, stops at that instruction. The control runs with STENCILRT_GDB=0:
+with every frame named; the same through a cold part (div0.tvm's division by
+zero runs div's trap path, laid out after every hot part); and a breakpoint on
+a stencil's symbol, set before the code exists, stops at that instruction. The control runs with STENCILRT_GDB=0:
 LLDB then has nothing to name JIT code with, and must fail."""
 import json
 import os
 
+import sgtest
 from sgtest import TRIPLE, TestFailure, check, shim_facts
 
 ASAN = False  # LLDB drives the plain build's tinyvm
@@ -18,7 +20,11 @@ T = 240
 
 
 def stepcheck(ctx, tag, env=None, **extra):
-    cfg = shim_facts(os.path.join(ctx.build, "stencils", "cached", "jit_stencils-%s.h" % TRIPLE))
+    header = os.path.join(ctx.build, "stencils", "cached", "jit_stencils-%s.h" % TRIPLE)
+    cfg = shim_facts(header)
+    with open(header) as f:
+        cold = sgtest.cold_sizes(f.read()) or {}
+    cfg["cold_sizes"] = [cold[op] for op in sgtest.Header(header).ops] if cold else []
     result = os.path.join(ctx.tmp, tag + ".json")
     cfg.update({"program": os.path.join(ctx.build, "stencils", "tinyvm"),
                 "args": [ctx.path("tests", "gdb", "step.tvm")], "result": result,
@@ -52,6 +58,20 @@ def test_lldb_single_step(ctx):
           "the shim was hardly stepped: %s", res["shim_visited"])
     print("     %d PCs checked (%d in the shim), every instruction of %s visited" % (
         res["checked"], res["checked_shim"], ", ".join(sorted(res["instructions"]))))
+
+
+def test_lldb_single_step_through_a_cold_path(ctx):
+    """div0.tvm's div runs its cold trap path: LLDB names every PC of it as the
+    instruction (the cold part's own symbol) and the chain reaches main."""
+    res = stepcheck(ctx, "cold", args=[ctx.path("stencils", "programs", "div0.tvm")])
+    check(res["exit_code"] == 3, "div0.tvm exited %s under LLDB, want 3 (the trap)",
+          res["exit_code"])
+    check(res["nfailures"] == 0, "%d of %d PCs failed, first: %s", res["nfailures"],
+          res["checked"], "\n".join(res["failures"]))
+    check(res["checked_cold"] > 0 and res["cold_visited"].get("main"),
+          "no PC of a cold part was stepped (%d PCs checked)", res["checked"])
+    print("     %d PCs checked, %d of them in a cold part (instructions %s of main)" % (
+        res["checked"], res["checked_cold"], sorted(set(res["cold_visited"]["main"]))))
 
 
 def stencil_name(ctx, suffix):

@@ -6,13 +6,16 @@
 #
 # config.json: {"program", "args", "result": PATH, "op_names" (SG_OP_* order),
 #   "shim_name", "shim_entry", "shim_fde_start", "shim_fde_size" (from the
-#   generated header), "max_steps", "time_limit", "breakpoint": a stencil symbol
-#   to break on, or null}.
+#   generated header), "cold_sizes" (per op, the bytes of its cold part: the
+#   header's sg_cold_sizes), "max_steps", "time_limit", "breakpoint": a stencil
+#   symbol to break on, or null}.
 #
 # Ground truth is read from tinyvm's memory through LLDB's value API (never by
 # running code in it): every executor's code address and instruction offsets
 # (struct sr_executor) and its ops (vm.functions[i].code), so frame 0 must be
-# "<op>@<function>[<i>]" of the instruction holding the PC, or the shim.
+# "<op>@<function>[<i>]" of the instruction holding the PC, in its hot part or
+# in its cold part (the cold parts follow every hot part in instruction order,
+# each named as its instruction), or the shim.
 #
 # Stepping: instruction by instruction while in JIT code (the shim and
 # executors); a call out of it into C is stepped out of, and a breakpoint on
@@ -53,10 +56,21 @@ def read_truth(frame):
     return truth
 
 
+def cold_instruction(cfg, addrs, ops, pc):
+    """The instruction whose cold part holds pc, or None."""
+    end = addrs[-1]
+    for k, op in enumerate(ops):
+        end += cfg["cold_sizes"][op] if cfg["cold_sizes"] else 0
+        if pc < end:
+            return k
+    return None
+
+
 def expected_names(cfg, truth, shim, pc):
-    """The names frame 0 may have at pc (None: not JIT code), its function, index."""
+    """The names frame 0 may have at pc (None: not JIT code), its function,
+    index, and whether pc is in a cold part."""
     if shim[0] <= pc < shim[1]:
-        return [cfg["shim_name"]], "shim", None
+        return [cfg["shim_name"]], "shim", None, False
     for fn, (addrs, ops) in truth.items():
         if addrs[0] <= pc < addrs[-1]:
             k = max(i for i in range(len(ops)) if addrs[i] <= pc)
@@ -65,8 +79,11 @@ def expected_names(cfg, truth, shim, pc):
                 # The executor's own (zero-sized) symbol starts there too, and
                 # LLDB names the first instruction after it.
                 names.append(fn)
-            return names, fn, k
-    return None, None, None
+            return names, fn, k, False
+        k = cold_instruction(cfg, addrs, ops, pc) if pc >= addrs[-1] else None
+        if k is not None:
+            return ["%s@%s[%d]" % (cfg["op_names"][ops[k]], fn, k)], fn, k, True
+    return None, None, None, False
 
 
 def in_jit_module(frame):
@@ -87,7 +104,8 @@ def check_chain(thread):
 
 
 def run(debugger, cfg):
-    res = {"steps": 0, "checked": 0, "checked_shim": 0, "failures": [], "nfailures": 0,
+    res = {"steps": 0, "checked": 0, "checked_shim": 0, "checked_cold": 0, "cold_visited": {},
+           "failures": [], "nfailures": 0,
            "visited": {}, "shim_visited": [], "breakpoint_hits": [], "exit_code": None,
            "error": None}
     debugger.SetAsync(False)
@@ -131,7 +149,7 @@ def run(debugger, cfg):
             time.time() - t0 < cfg["time_limit"]:
         thread = process.GetSelectedThread()
         pc = thread.GetFrameAtIndex(0).GetPC()
-        want, fn, k = expected_names(cfg, truth, shim, pc)
+        want, fn, k, cold = expected_names(cfg, truth, shim, pc)
         if want is None:  # C code: out of it, or to the next entry into JIT code
             thread.StepOut()
             res["steps"] += 1
@@ -149,6 +167,9 @@ def run(debugger, cfg):
             res["shim_visited"].append(pc - shim[0])
         else:
             visited[fn].add(k)
+        if cold:
+            res["checked_cold"] += 1
+            res["cold_visited"].setdefault(fn, []).append(k)
         if problem:
             res["nfailures"] += 1
             if len(res["failures"]) < 10:
