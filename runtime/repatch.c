@@ -2,9 +2,10 @@
  * changed (sr_patch_jump, sr_patch_operand).
  *
  * The holes of one instruction that carry the value are patched again with
- * the ABI's formulas, in place. Only values patched into the code itself can
- * change: a GOT slot may be shared with other holes, and an op's data may be
- * shared by every use of the op. */
+ * the ABI's formulas, in place, in its hot part and in its cold part (placed
+ * after every hot part, docs/runtime.md "Hot and cold parts"). Only values
+ * patched into the code itself can change: a GOT slot may be shared with
+ * other holes, and an op's data may be shared by every use of the op. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -40,11 +41,6 @@ static sr_status check_holes(const sr_executor *ex, size_t i, const sg_stencil *
             return sr_fail(SR_EUNSUPPORTED, "%s: its %s is loaded from a GOT slot, which "
                            "cannot be patched alone (STENCIL_OPERANDS_IN_GOT?)",
                            ex->symbols[i], w->what);
-        const size_t *cold = ex->rt->set->cold_sizes;
-        if (cold && h->offset >= s->code_size - cold[ex->ops[i]])
-            return sr_fail(SR_EUNSUPPORTED, "%s: its %s is in the op's cold part, which is "
-                           "not patched after emit (build the op with --no-hot-cold)",
-                           ex->symbols[i], w->what);
         found++;
     }
     for (size_t k = 0; k < s->data_hole_count; k++)
@@ -57,33 +53,69 @@ static sr_status check_holes(const sr_executor *ex, size_t i, const sg_stencil *
     return SR_OK;
 }
 
-/* Patch every hole of instruction i (its `size` bytes, written at `code`,
- * running at `pc`) that w names with v; on a value that does not fit, put
- * the old bytes back. */
-static sr_status patch_holes(const sr_executor *ex, size_t i, uint8_t *code, uint64_t pc,
-                             size_t size, const sg_stencil *s, const wanted *w, uint64_t v)
+/* One part of instruction i's code: where it runs, how many bytes, the
+ * offset in the stencil's code of its first byte, and a copy to patch. */
+typedef struct code_part {
+    uint8_t *code;
+    size_t size, first;
+    uint8_t *copy;
+} code_part;
+
+/* Instruction i's hot part, and its cold part if it has one; the count. */
+static size_t code_parts(const sr_executor *ex, size_t i, code_part parts[2])
 {
-    uint8_t *saved = malloc(size ? size : 1);
-    if (!saved)
-        return sr_fail(SR_ENOMEM, "out of memory");
-    memcpy(saved, code, size);
-    sr_status st = SR_OK;
-    for (size_t k = 0; k < s->code_hole_count && st == SR_OK; k++) {
+    size_t hot = ex->offsets[i + 1] - ex->offsets[i], cold = executor_cold_size(ex, i);
+    parts[0] = (code_part){ex->mem + ex->offsets[i], hot, 0, NULL};
+    if (!cold)
+        return 1;
+    size_t at = ex->offsets[ex->n]; /* the cold parts, in instruction order */
+    for (size_t j = 0; j < i; j++)
+        at += executor_cold_size(ex, j);
+    parts[1] = (code_part){ex->mem + at, cold, hot, NULL};
+    return 2;
+}
+
+/* Patch every hole of instruction i that w names with v, in copies of its
+ * parts: nothing is written to the code unless every value fits. */
+static sr_status patch_holes(const sr_executor *ex, size_t i, code_part *parts, size_t nparts,
+                             const sg_stencil *s, const wanted *w, uint64_t v)
+{
+    for (size_t p = 0; p < nparts; p++) {
+        parts[p].copy = malloc(parts[p].size ? parts[p].size : 1);
+        if (!parts[p].copy)
+            return sr_fail(SR_ENOMEM, "out of memory");
+        memcpy(parts[p].copy, parts[p].code, parts[p].size);
+    }
+    for (size_t k = 0; k < s->code_hole_count; k++) {
         const sg_hole *h = &s->code_holes[k];
         if (!is_wanted(h, w))
             continue;
-        if (sg_patch_hole(code + h->offset, pc + h->offset, h->patch, v + (uint64_t)h->addend))
-            st = sr_fail(SR_ERANGE, "%s: 0x%" PRIx64 " does not fit the hole of its %s at +0x%" PRIx32
-                         " (%s: %s)", ex->symbols[i], v, w->what, h->offset,
-                         sg_patch_infos[h->patch].name, sg_patch_infos[h->patch].doc);
+        const code_part *p = &parts[nparts == 2 && h->offset >= parts[1].first];
+        size_t at = h->offset - p->first;
+        if (sg_patch_hole(p->copy + at, (uintptr_t)p->code + at, h->patch,
+                          v + (uint64_t)h->addend))
+            return sr_fail(SR_ERANGE, "%s: 0x%" PRIx64 " does not fit the hole of its %s at +0x%"
+                           PRIx32 " (%s: %s)", ex->symbols[i], v, w->what, h->offset,
+                           sg_patch_infos[h->patch].name, sg_patch_infos[h->patch].doc);
     }
-    if (st != SR_OK)
-        memcpy(code, saved, size);
-    free(saved);
-    return st;
+    return SR_OK;
 }
 
-/* Open instruction i's code for writing, patch, seal it again, tell perf. */
+/* Write a patched copy over its part: open for writing, copy, seal again. */
+static sr_status write_part(sr_region *r, const code_part *p)
+{
+    errno = 0;
+    uint8_t *write = jitmem_unseal(r, p->code, p->size);
+    if (!write)
+        return sr_fail(SR_ESYSTEM, "cannot make the code writable: %s",
+                       jitmem_error(NULL, "its memory is shared with the parent process"));
+    memcpy(write, p->copy, p->size);
+    if (!jitmem_seal(r, p->code, p->size)) /* executable, as before, in every case */
+        return sr_fail(SR_ESYSTEM, "%s", jitmem_error("mprotect", NULL));
+    return SR_OK;
+}
+
+/* Patch instruction i's parts, then tell perf. */
 static sr_status repatch(sr_executor *ex, size_t i, const wanted *w, uint64_t v)
 {
     sr_runtime *rt = ex->rt;
@@ -91,17 +123,13 @@ static sr_status repatch(sr_executor *ex, size_t i, const wanted *w, uint64_t v)
     sr_status st = check_holes(ex, i, s, w);
     if (st != SR_OK)
         return st;
-    sr_region *r = &ex->arena->region;
-    uint8_t *code = ex->mem + ex->offsets[i];
-    size_t size = ex->offsets[i + 1] - ex->offsets[i];
-    errno = 0;
-    uint8_t *write = jitmem_unseal(r, code, size);
-    if (!write)
-        return sr_fail(SR_ESYSTEM, "cannot make the code writable: %s",
-                       jitmem_error(NULL, "its memory is shared with the parent process"));
-    st = patch_holes(ex, i, write, (uintptr_t)code, size, s, w, v);
-    if (!jitmem_seal(r, code, size)) /* executable, as before, in every case */
-        return sr_fail(SR_ESYSTEM, "%s", jitmem_error("mprotect", NULL));
+    code_part parts[2];
+    size_t nparts = code_parts(ex, i, parts);
+    st = patch_holes(ex, i, parts, nparts, s, w, v);
+    for (size_t p = 0; p < nparts && st == SR_OK; p++)
+        st = write_part(&ex->arena->region, &parts[p]);
+    for (size_t p = 0; p < nparts; p++)
+        free(parts[p].copy);
     if (st == SR_OK && perf_keeps_code(rt->perf))
         executor_announce_to_perf(rt, ex);
     return st;

@@ -7,7 +7,7 @@ import os
 import re
 import sys
 
-from sgtest import check, write
+from sgtest import TRIPLE, check, write
 
 TARGETS = ("x86_64-unknown-linux-gnu", "aarch64-unknown-linux-gnu")
 OP_LINE = re.compile(r"^op (\w+) \(\S+\) - \S+, (\d+) bytes$")
@@ -124,6 +124,55 @@ def test_hot_cold_mark_is_no_value(ctx):
                     r"STENCIL_COLD\(\) may name", r.stderr, re.S),
           "no clear message: %s", r.stderr)
 
+
+
+COLD_HOLE_OPS = """
+/* Traps unless tos is operand 0; the trap, cold, passes operand 1 as its message. */
+OP(guard_tos)
+{
+    if (__builtin_expect(tos != OPERAND0, 0))
+        vm_trap(frame, (const char *)(uintptr_t)OPERAND1);
+    CONTINUE();
+}
+
+/* Jumps when tos is 0, from a block marked cold. */
+OP(cold_branch)
+{
+    if (__builtin_expect(tos == 0, 0)) {
+        STENCIL_COLD();
+        JUMP();
+    }
+    CONTINUE();
+}
+"""
+
+
+def test_hot_cold_holes_in_cold_parts_are_repatched(ctx):
+    """sr_patch_operand and sr_patch_jump re-point holes in an op's cold part
+    (an operand its trap path passes on, a jump from a block marked
+    STENCIL_COLD()), and the patched code runs (tests/patch/cold_repatch.c)."""
+    if TRIPLE not in TARGETS:
+        return
+    proj = os.path.join(ctx.bundled_copy(), "stencils")
+    control = os.path.join(proj, "ops", "control.c")
+    write(control, open(control).read() + COLD_HOLE_OPS)
+    out = os.path.join(ctx.tmp, "out")
+    ctx.build_stencils(os.path.join(proj, "stencils.yaml"), out, "--target", TRIPLE,
+                       timeout=600)
+    for name, value in (("guard_tos", "_JIT_OPERAND1"), ("cold_branch", "_JIT_JUMP_TARGET")):
+        op = dump(ctx, os.path.join(proj, "stencils.yaml"), TRIPLE, "--op", name)[name]
+        check(op["hot"] is not None and op["hot"] < op["size"] and
+              any(at >= op["hot"] and sym == value for at, sym in op["holes"]),
+              "%s: no %s hole in a cold part: %r", name, value, op)
+    exe = os.path.join(ctx.tmp, "cold_repatch")
+    ctx.run(["gcc", "-std=c11", "-O1", "-g", "-Wall", "-Wextra", "-Werror", "-I", out,
+             "-I", ctx.path("runtime"), "-I", proj, ctx.path("tests", "patch", "cold_repatch.c"),
+             os.path.join(ctx.build, "runtime", "libstencilrt.a"), "-lpthread", "-o", exe],
+            timeout=120, check=True)
+    r = ctx.run([exe], timeout=60)
+    check(r.returncode == 0 and "FAIL" not in r.stdout, "cold_repatch exited %d:\n%s%s",
+          r.returncode, r.stdout, r.stderr[-2000:])
+    print("\n".join("     " + line for line in r.stdout.splitlines()))
 
 
 def test_hot_cold_layout_is_cached_with_its_setting(ctx):
