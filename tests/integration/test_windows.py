@@ -44,9 +44,10 @@ and the wineserver of that prefix is stopped after each test."""
 import os
 import re
 import shutil
+import subprocess
 import sys
 
-from sgtest import check
+from sgtest import TestFailure, check
 
 
 def _find(name):
@@ -123,11 +124,36 @@ def wine(ctx, xb, argv, env=None, timeout=T):
 
 
 def stop_wineserver(ctx, xb):
+    """Kill the prefix's wineserver, if any, and wait until it is gone."""
     ctx.run([WINESERVER, "-k"], env=wine_env(xb), timeout=60)
+    ctx.run([WINESERVER, "-w"], env=wine_env(xb), timeout=60)
+
+
+def start_wine(ctx, xb):
+    """A wineserver that lives until stop_wineserver, and Wine's own programs
+    (wineboot, services, winedevice, explorer, ...) started now, their output
+    in a log. Without it the server exits 3 s after its last program, and the
+    next run starts them all again inside a test's run, where what they print
+    lands in that run's stderr: winedevice once crashed there ("Unhandled page
+    fault ... at 000000031CAA2391", in its ntoskrnl.exe) and failed
+    test_windows_tinyvm_interp_and_jit_agree."""
+    stop_wineserver(ctx, xb)  # one left by an interrupted run would refuse -p
+    env = dict(os.environ)
+    env.update(wine_env(xb))
+    # A file, not a pipe: the server and those programs outlive the command
+    # that starts them and keep its output open.
+    with open(os.path.join(xb, "wineboot.log"), "w") as log:
+        for argv in ([WINESERVER, "-p"], [WINE, "wineboot"]):
+            try:
+                subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                               timeout=T, check=True)
+            except (subprocess.TimeoutExpired, subprocess.CalledProcessError) as e:
+                raise TestFailure("cannot start Wine for the tests: %s (see %s)" % (e, log.name))
 
 
 class wine_session:
-    """The cross build, up to date, and its wineserver stopped at the end."""
+    """The cross build, up to date, a wineserver with Wine's own programs
+    running for the session, and that server stopped at the end."""
 
     def __init__(self, ctx):
         self.ctx = ctx
@@ -137,6 +163,7 @@ class wine_session:
               "installs wine64, mingw-w64-x86-64-dev and g++-mingw-w64-x86-64-win32)",
               ", ".join(MISSING))
         self.xb = cross_build(self.ctx)
+        start_wine(self.ctx, self.xb)
         return self.xb
 
     def __exit__(self, *exc):
