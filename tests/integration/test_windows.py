@@ -15,6 +15,10 @@ x86_64-w64-windows-gnu (clang-22, lld, MinGW-w64) and run under Wine (wine64).
   the stack pointer growing at every step); every VM instruction must run; the
   PCs checked are reported per program (tests/windows/step.tvm, which runs
   every op, and two bundled programs);
+* cold code (tests/windows/cold.tvm: div by zero, whose trap path is div's
+  cold part, placed after every hot part of the executor) single-stepped and
+  walked the same way at each of its PCs (win_unwind cold), and a C++
+  exception thrown from it caught in main (win_throw);
 * RtlCaptureStackBackTrace from a helper called by JIT code, three tinyvm
   calls deep, sees the three JIT frames and reaches main; the same in four
   threads at once while they emit and free executors;
