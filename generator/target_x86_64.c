@@ -200,6 +200,15 @@ const gen_target sg_target_x86_64_windows = {
     .trailing_jump = trailing_jump,
     .landing_pad = landing_pad,
     .landing_pad_flag = "-fcf-protection=branch (or full)",
+    /* The same instructions as on ELF: the jumps between the parts are holes
+     * of their own (PCREL32, never a veneer), and the executor's one
+     * RUNTIME_FUNCTION covers its cold parts (docs/platforms.md, "Hot and
+     * cold parts on Windows"). */
+    .long_branch = long_branch,
+    .set_branch = set_branch,
+    .invert_branch = invert_branch,
+    .short_jump = short_jump,
+    .short_jump_size = sizeof short_jump,
 };
 
 /* Mach-O relocation numbers (<mach-o/x86_64/reloc.h>); objfile.h puts the

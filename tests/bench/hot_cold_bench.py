@@ -51,10 +51,10 @@ def _run(cmd, **kw):
                           timeout=kw.pop("timeout", 900), check=True, **kw)
 
 
-def _hot_and_whole(stencilgen, manifest):
+def _hot_and_whole(stencilgen, manifest, triple=TRIPLE):
     """(hot bytes of one instruction of each op, split; its bytes with --no-hot-cold)."""
     def dump(*extra):
-        return _run([stencilgen, "dump", "--manifest", manifest, "--target", TRIPLE] +
+        return _run([stencilgen, "dump", "--manifest", manifest, "--target", triple] +
                     list(extra)).stdout
     whole = sum(int(m) for m in re.findall(r"^op \w+ .*, (\d+) bytes$", dump("--no-hot-cold"),
                                            re.M))

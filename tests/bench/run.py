@@ -17,7 +17,7 @@ import sys
 import tempfile
 import time
 
-from hot_cold_bench import hot_cold_rows  # tests/bench/hot_cold_bench.py
+from hot_cold_bench import hot_cold_rows, _hot_and_whole  # tests/bench/hot_cold_bench.py
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PROGRAMS = [("loop.tvm", 5), ("fib.tvm", 20)]
@@ -828,6 +828,22 @@ def prebuilt_rows(build, ops=3000, jobs=2):
     return rows
 
 
+def hot_cold_windows_rows(build):
+    """Hot bytes split / not split for Windows x64 (COFF), where STENCIL_COLD()
+    is dropped (docs/design.md, "Hot and cold parts"): stencilgen dump, as the
+    hot_cold rows do for Linux."""
+    stencilgen = os.path.join(build, "generator", "stencilgen")
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        run([sys.executable, os.path.join(ROOT, "tests", "bench", "guard_corpus.py"), tmp])
+        for label, manifest in (("tinyvm", os.path.join(ROOT, "stencils", "stencils.yaml")),
+                                ("guard-heavy corpus", os.path.join(tmp, "guards.yaml"))):
+            hot, whole = _hot_and_whole(stencilgen, manifest, "x86_64-w64-windows-gnu")
+            rows.append(("hot bytes per executor, %s, Windows x64: split / not split" % label,
+                         "%d / %d B" % (hot, whole), "ratio %.2f" % (hot / whole)))
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", required=True)
@@ -940,6 +956,7 @@ def main():
     rows += orc_rows(build)
     rows += prebuilt_rows(build)
     rows += hot_cold_rows(build)
+    rows += hot_cold_windows_rows(build)
     rows += tinyvm_variant_rows(build)
     width = max(len(r[0]) for r in rows)
     print("stencilgen benchmarks on %s" % machine())

@@ -162,30 +162,30 @@ static const uint8_t sg_code_ret[4] = {
 /* checked_neg - ops.c
  *   0000: 48 83 ec 28                    subq $40, %rsp
  *   0004: 49 f7 de                       negq %r14
- *   0007: 70 09                          jo 0x12
- *   0009: 48 83 c4 28                    addq $40, %rsp
- *   000d: e9 00 00 00 00                 jmp 0x12
- *         ^ hole +0xe: X86_BRANCH32 <- CONTINUE - 0x4  (IMAGE_REL_AMD64_REL32 _JIT_CONTINUE)
- *   0012: 48 8d 15 00 00 00 00           leaq (%rip), %rdx
- *         ^ hole +0x15: PCREL32 <- DATA - 0x4  (IMAGE_REL_AMD64_REL32 .rdata)
- *   0019: 4c 89 e1                       movq %r12, %rcx
- *   001c: e8 00 00 00 00                 callq 0x21
- *         ^ hole +0x1d: X86_BRANCH32 <- SYMBOL vm_trap - 0x4  (IMAGE_REL_AMD64_REL32 vm_trap)
+ *   0007: 0f 80 00 00 00 00              jo 0xd
+ *         ^ hole +0x9: PCREL32 <- COLD - 0x4  (split cold_part)
+ *   000d: 48 83 c4 28                    addq $40, %rsp
+ *   0011: (jump to the continuation removed: 5 bytes; the next instruction's hot part follows)
+ *   ---- cold part: 15 bytes, placed after the executor's hot parts
+ *   0011: 48 8d 15 00 00 00 00           leaq (%rip), %rdx
+ *         ^ hole +0x14: PCREL32 <- DATA - 0x4  (IMAGE_REL_AMD64_REL32 .rdata)
+ *   0018: 4c 89 e1                       movq %r12, %rcx
+ *   001b: e8 00 00 00 00                 callq 0x20
+ *         ^ hole +0x1c: X86_BRANCH32 <- SYMBOL vm_trap - 0x4  (IMAGE_REL_AMD64_REL32 vm_trap)
  *   data: 19 bytes, aligned to 1
  */
-static const uint8_t sg_code_checked_neg[33] = {
-    0x48, 0x83, 0xec, 0x28, 0x49, 0xf7, 0xde, 0x70, 0x09, 0x48, 0x83, 0xc4, 0x28, 0xe9, 0x00, 0x00,
-    0x00, 0x00, 0x48, 0x8d, 0x15, 0x00, 0x00, 0x00, 0x00, 0x4c, 0x89, 0xe1, 0xe8, 0x00, 0x00, 0x00,
-    0x00,
+static const uint8_t sg_code_checked_neg[32] = {
+    0x48, 0x83, 0xec, 0x28, 0x49, 0xf7, 0xde, 0x0f, 0x80, 0x00, 0x00, 0x00, 0x00, 0x48, 0x83, 0xc4,
+    0x28, 0x48, 0x8d, 0x15, 0x00, 0x00, 0x00, 0x00, 0x4c, 0x89, 0xe1, 0xe8, 0x00, 0x00, 0x00, 0x00,
 };
 static const uint8_t sg_data_checked_neg[19] = {
     0x6e, 0x65, 0x67, 0x61, 0x74, 0x69, 0x6f, 0x6e, 0x20, 0x6f, 0x76, 0x65, 0x72, 0x66, 0x6c, 0x6f,
     0x77, 0x73, 0x00,
 };
 static const sg_hole sg_code_holes_checked_neg[3] = {
-    {0xe, SG_PATCH_X86_BRANCH32, SG_VALUE_CONTINUE, 0, -4}, /* IMAGE_REL_AMD64_REL32 _JIT_CONTINUE */
-    {0x15, SG_PATCH_PCREL32, SG_VALUE_DATA, 0, -4}, /* IMAGE_REL_AMD64_REL32 .rdata */
-    {0x1d, SG_PATCH_X86_BRANCH32, SG_VALUE_SYMBOL, 3, -4}, /* IMAGE_REL_AMD64_REL32 vm_trap */
+    {0x9, SG_PATCH_PCREL32, SG_VALUE_COLD, 0, -4}, /* split cold_part */
+    {0x14, SG_PATCH_PCREL32, SG_VALUE_DATA, 0, -4}, /* IMAGE_REL_AMD64_REL32 .rdata */
+    {0x1c, SG_PATCH_X86_BRANCH32, SG_VALUE_SYMBOL, 3, -4}, /* IMAGE_REL_AMD64_REL32 vm_trap */
 };
 
 static unsigned sg_emit_ops0(unsigned which, uint8_t *code, uint8_t *data, sg_emit_env *env)
@@ -240,12 +240,14 @@ static unsigned sg_emit_ops0(unsigned which, uint8_t *code, uint8_t *data, sg_em
     case SG_OP_checked_neg: { /* checked_neg */
         const uint64_t at = (uintptr_t)code + env->delta;
         const uint64_t data_at = (uintptr_t)data + env->delta;
-        memcpy(code, sg_code_checked_neg, 33);
-        if (sg_patch_X86_BRANCH32(code + 0xe, at + 0xe, at + 33 - 0x4u))
+        const uint64_t cold_at = (uintptr_t)env->cold + env->delta;
+        memcpy(env->cold, sg_code_checked_neg + 17, 15);
+        memcpy(code, sg_code_checked_neg, 17);
+        if (sg_patch_PCREL32(code + 0x9, at + 0x9, cold_at - 0x4u))
             return 1;
-        if (sg_patch_PCREL32(code + 0x15, at + 0x15, data_at - 0x4u))
+        if (sg_patch_PCREL32(env->cold + 0x3, cold_at + 0x3, data_at - 0x4u))
             return 2;
-        if (sg_patch_veneered(code + 0x1d, at + 0x1d, SG_PATCH_X86_BRANCH32, (uintptr_t)env->symbol[SG_SYM_vm_trap] - 0x4u, env))
+        if (sg_patch_veneered(env->cold + 0xb, cold_at + 0xb, SG_PATCH_X86_BRANCH32, (uintptr_t)env->symbol[SG_SYM_vm_trap] - 0x4u, env))
             return 3;
         return 0;
     }
@@ -263,7 +265,7 @@ static const sg_stencil sg_stencils[SG_OP__COUNT] = {
     /* SG_OP_square_small */ {"square_small", sg_code_square_small, 15, sg_data_square_small, 64, 16, sg_code_holes_square_small, 1, NULL, 0, 1, sg_emit_ops0, SG_OP_square_small},
     /* SG_OP_trap */ {"trap", sg_code_trap, 19, sg_data_trap, 16, 1, sg_code_holes_trap, 2, NULL, 0, 0, sg_emit_ops0, SG_OP_trap},
     /* SG_OP_ret */ {"ret", sg_code_ret, 4, NULL, 0, 1, NULL, 0, NULL, 0, 0, sg_emit_ops0, SG_OP_ret},
-    /* SG_OP_checked_neg */ {"checked_neg", sg_code_checked_neg, 33, sg_data_checked_neg, 19, 1, sg_code_holes_checked_neg, 3, NULL, 0, 0, sg_emit_ops0, SG_OP_checked_neg},
+    /* SG_OP_checked_neg */ {"checked_neg", sg_code_checked_neg, 32, sg_data_checked_neg, 19, 1, sg_code_holes_checked_neg, 3, NULL, 0, 1, sg_emit_ops0, SG_OP_checked_neg},
 };
 
 /* Per stencil: the bytes at the end of its code that are its cold part,
@@ -275,7 +277,7 @@ static const size_t sg_cold_sizes[SG_OP__COUNT] = {
     0, /* square_small */
     0, /* trap */
     0, /* ret */
-    0, /* checked_neg */
+    15, /* checked_neg */
 };
 
 /* The shim: the C function that calls into JIT code. */

@@ -15,6 +15,10 @@ x86_64-w64-windows-gnu (clang-22, lld, MinGW-w64) and run under Wine (wine64).
   the stack pointer growing at every step); every VM instruction must run; the
   PCs checked are reported per program (tests/windows/step.tvm, which runs
   every op, and two bundled programs);
+* cold code (tests/windows/cold.tvm: div by zero, whose trap path is div's
+  cold part, placed after every hot part of the executor) single-stepped and
+  walked the same way at each of its PCs (win_unwind cold), and a C++
+  exception thrown from it caught in main (win_throw);
 * RtlCaptureStackBackTrace from a helper called by JIT code, three tinyvm
   calls deep, sees the three JIT frames and reaches main; the same in four
   threads at once while they emit and free executors;
@@ -398,6 +402,54 @@ def test_windows_unwind_negative_controls(ctx):
               bad["checked"], executors, bad["out"][-2000:])
 
 
+COLD_RE = re.compile(r"^cold: main\(3\) = (-?\d+); main\(0\) trapped \(([^)]*)\) from (\S+) in "
+                     r"its (cold|hot) part; (\d+) JIT PCs in cold parts checked \((\d+) "
+                     r"distinct\), (\d+) failures there$", re.M)
+
+
+def run_cold_step(ctx, xb, env=None):
+    """win_unwind cold on tests/windows/cold.tvm: main(3) single-stepped
+    (every instruction), then main(0), whose div traps from its cold part."""
+    p = wine(ctx, xb, [exe(xb, "tests", "windows", "win_unwind.exe"), "cold",
+                       ctx.path("tests", "windows", "cold.tvm"), "3"], env=env, timeout=600)
+    m, s = COLD_RE.search(p.stdout), STEP_RE.search(p.stdout)
+    check(m and s, "win_unwind cold (env %s): exit %d, no summary\nstdout:\n%s\nstderr:\n%s",
+          env, p.returncode, p.stdout[-3000:], p.stderr[-3000:])
+    return {"rc": p.returncode, "out": p.stdout, "result": int(m.group(1)), "why": m.group(2),
+            "from": m.group(3), "part": m.group(4), "cold": int(m.group(5)),
+            "cold_distinct": int(m.group(6)), "cold_failures": int(m.group(7)),
+            "failures": int(s.group(7)), "checked": int(s.group(2))}
+
+
+def test_windows_unwind_at_every_pc_of_a_cold_path(ctx):
+    """div's trap path is its cold part (docs/runtime.md, "Hot and cold
+    parts"), placed after every hot part of the executor: single-stepped
+    three tinyvm calls deep, RtlVirtualUnwind walks to main from each of its
+    PCs by the executor's one UNWIND_INFO. The controls (no registration, a
+    wrong FrameOffset) must fail there too."""
+    with wine_session(ctx) as xb:
+        r = run_cold_step(ctx, xb)
+        check(r["rc"] == 0 and r["failures"] == 0 and r["result"] == 36,
+              "the unwinder failed at %d of %d JIT PCs (result %d):\n%s", r["failures"],
+              r["checked"], r["result"], r["out"][-4000:])
+        check(re.search(r"^step: (\d+) of \1 VM instructions reached$", r["out"], re.M),
+              "not every instruction ran:\n%s", r["out"][-3000:])
+        check(r["why"] == "division by zero or overflow" and r["from"].startswith("div@recurse[")
+              and r["part"] == "cold", "the trap was not called from div's cold part: %s", r)
+        # Its cold part: the message's address, its argument, the call (a veneer follows).
+        check(r["cold_distinct"] >= 3 and r["cold_failures"] == 0,
+              "cold code: %d PCs stepped, %d failed\n%s", r["cold_distinct"], r["cold_failures"],
+              r["out"][-3000:])
+        for env in ({"STENCILRT_FRAMES": "0"}, {"WIN_TEST_MUTATE": "frame-offset"}):
+            c = run_cold_step(ctx, xb, env)
+            check(c["rc"] == 1 and c["cold"] > 0 and c["cold_failures"] == c["cold"],
+                  "control %s: %d of %d cold PCs failed (want all)\n%s", env,
+                  c["cold_failures"], c["cold"], c["out"][-2000:])
+        sys.stderr.write("test_windows: cold.tvm: RtlVirtualUnwind to main at %d PCs of %s's "
+                         "cold part (%d JIT PCs in all)\n" % (r["cold_distinct"], r["from"],
+                                                               r["checked"]))
+
+
 # --- 3. backtraces and exceptions through JIT frames ---------------------------------------
 
 BT_RE = re.compile(r"^backtrace: result (-?\d+), (\d+) frames, (-?\d+) JIT frames with (\d+) "
@@ -486,6 +538,25 @@ def test_windows_cpp_exception_through_jit_frames(ctx):
                       c.stdout[-2000:])
                 sys.stderr.write("test_windows: %s control %s: exit %d, %s\n" % (
                     prog, env, c.returncode, (c.stdout.strip().splitlines() or ["no line"])[-1]))
+
+
+def test_windows_cpp_exception_from_a_cold_path(ctx):
+    """cold.tvm: div by zero three tinyvm calls deep; its cold part calls
+    vm_trap, which throws (win_throw.cpp, naming the calling instruction and
+    part); main catches it with its nonvolatile registers intact. Without
+    registration the same run must not."""
+    with wine_session(ctx) as xb:
+        argv = [exe(xb, "tests", "windows", "win_throw.exe"),
+                ctx.path("tests", "windows", "cold.tvm"), "0"]
+        want = ('depth 0 caught "division by zero or overflow at div@recurse[10] in its cold '
+                'part" cleanups 0 outer 0 registers kept')
+        p = wine(ctx, xb, argv)
+        check(p.returncode == 0 and p.stdout.splitlines() == [want],
+              "exit %d\n%s\nwant:\n%s\nstderr:\n%s", p.returncode, p.stdout, want,
+              p.stderr[-2000:])
+        c = wine(ctx, xb, argv, env={"STENCILRT_FRAMES": "0"}, timeout=120)
+        check(c.returncode != 0 and want not in c.stdout, "control passed: exit %d\n%s",
+              c.returncode, c.stdout[-2000:])
 
 
 def _collectable():

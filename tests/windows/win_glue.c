@@ -83,21 +83,37 @@ vm_value win_run(struct vm *vm, const char *name, vm_value argc, const vm_value 
     return v;
 }
 
+/* Where executor e's cold parts start: its code is [hot parts][cold parts],
+ * so the end of its code less the cold part of each instruction's op. */
+static uintptr_t cold_start(const struct vm *vm, const sr_executor *e)
+{
+    for (size_t k = 0; k < vm->nfunctions; k++) {
+        const vm_function *f = &vm->functions[k];
+        if (f->executor != e)
+            continue;
+        uintptr_t at = (uintptr_t)sr_executor_instr(e, f->n);
+        for (size_t i = 0; i < f->n && stencil_set.cold_sizes; i++)
+            at -= stencil_set.cold_sizes[f->code[i].op];
+        return at;
+    }
+    return UINTPTR_MAX; /* not one of the program's executors (a copy): no cold part known */
+}
+
 win_code win_locate(const struct vm *vm, uintptr_t pc)
 {
-    win_code c = {WIN_CODE_NONE, NULL, NULL, 0};
+    win_code c = {WIN_CODE_NONE, NULL, NULL, 0, 0};
     if (vm->mode != VM_JIT)
         return c;
     sr_executor *e;
     size_t i;
     if (sr_lookup_pc(vm->rt, (const void *)pc, &e, &i)) {
         c = (win_code){WIN_CODE_EXECUTOR, sr_executor_name(e), sr_executor_instr_name(e, i),
-                       pc - (uintptr_t)sr_executor_entry(e)};
+                       pc - (uintptr_t)sr_executor_entry(e), pc >= cold_start(vm, e)};
         return c;
     }
     uintptr_t shim = (uintptr_t)vm->shim - SG_SHIM_ENTRY;
     if (pc >= shim && pc < shim + sg_shim.code_size)
-        return (win_code){WIN_CODE_SHIM, "shim", NULL, pc - shim};
+        return (win_code){WIN_CODE_SHIM, "shim", NULL, pc - shim, 0};
     /* Veneers follow an executor's instructions in its chunk (data after
      * them never runs, so a PC there is a veneer's); no module holds them. */
     HMODULE module;
@@ -110,7 +126,7 @@ win_code win_locate(const struct vm *vm, uintptr_t pc)
         uintptr_t end = (uintptr_t)sr_executor_entry(e) + sr_executor_code_size(e);
         if (pc >= end && pc < end + VENEER_WINDOW)
             return (win_code){WIN_CODE_VENEER, sr_executor_name(e), NULL,
-                              pc - (uintptr_t)sr_executor_entry(e)};
+                              pc - (uintptr_t)sr_executor_entry(e), 0};
     }
     return c;
 }

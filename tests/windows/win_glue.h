@@ -39,6 +39,8 @@ typedef struct win_code {
     const char *name;   /* the executor's, or "shim" */
     const char *instr;  /* "op@executor[i]" for executor code, else NULL */
     size_t offset;      /* from the executor's (shim's) start */
+    int cold;           /* executor code in its cold parts, after every hot part
+                           (docs/runtime.md, "Hot and cold parts") */
 } win_code;
 enum { WIN_CODE_NONE, WIN_CODE_EXECUTOR, WIN_CODE_SHIM, WIN_CODE_VENEER };
 win_code win_locate(const struct vm *vm, uintptr_t pc);

@@ -7,7 +7,8 @@
 //   win_throw PROGRAM.tvm DEPTH...
 //
 // For each DEPTH the program's main runs with local 0 = DEPTH (its `native
-// trap` throws once the recursion is that deep); prints one line per run:
+// trap` throws once the recursion is that deep; cold.tvm's div by 0 calls
+// vm_trap, which throws); prints one line per run:
 //   depth D caught "MESSAGE" cleanups C outer O registers kept
 // C counts the throwing helper's RAII object destroyed during unwinding (its
 // destructor runs in the unwind's second phase, which walks the same frames);
@@ -56,10 +57,14 @@ extern "C" vm_value vm_print(vm_frame *frame, vm_value value)
     return value;
 }
 
+// The message names the instruction that called (cold.tvm: div's trap path,
+// "in its cold part" when the op was split, docs/runtime.md "Hot and cold
+// parts"), from the call's return address.
 extern "C" [[noreturn]] void vm_trap(vm_frame *frame, const char *why)
 {
-    (void)frame;
-    throw std::logic_error(why);
+    win_code from = win_locate(frame->vm, (uintptr_t)__builtin_return_address(0) - 1);
+    throw std::logic_error(std::string(why) + " at " + (from.instr ? from.instr : "no executor") +
+                           (from.cold ? " in its cold part" : " in its hot part"));
 }
 
 // A value the compiler cannot know or fold: the same for the same i.

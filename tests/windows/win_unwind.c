@@ -15,6 +15,11 @@
  *                                       and the shim's chunk is execute+read
  *   win_unwind dereg PROGRAM            no function table outlives its code
  *                                       (win_deregistration_check)
+ *   win_unwind cold PROGRAM [ARG]       step mode on main(ARG), which must not
+ *                                       trap, then on main(0), which must trap
+ *                                       from an op's cold part (div by zero):
+ *                                       every PC of cold code it runs is walked
+ *                                       too, and counted
  *
  * ARG (default 0) is main's local 0. A walk must go JIT frame, vm_run,
  * (vm_call, JIT frame, vm_run)..., main: every JIT frame's caller is vm_run
@@ -88,9 +93,16 @@ vm_value vm_print(vm_frame *frame, vm_value value)
     return value;
 }
 
+static volatile bool stepping, trap_expected;
+static vm_value first_arg, first_result; /* cold mode's run that does not trap */
+static _Noreturn void finish_cold(const char *why, uintptr_t caller);
+
 _Noreturn void vm_trap(vm_frame *frame, const char *why)
 {
     (void)frame;
+    stepping = false; /* first: stepping into the system below would hang Wine */
+    if (trap_expected)
+        finish_cold(why, (uintptr_t)__builtin_return_address(0));
     fprintf(stderr, "win_unwind: trap: %s\n", why);
     exit(3);
 }
@@ -164,22 +176,24 @@ static bool walk_to_main(const CONTEXT *ctx, char *why, size_t whylen)
 
 /* ---- single-stepping */
 
-static volatile bool stepping;
 static size_t checked, checked_shim, checked_ret, checked_veneer, failures, distinct;
+static size_t checked_cold, distinct_cold, failures_cold; /* PCs in an executor's cold parts */
 static uintptr_t *seen; /* open addressing, MAX_PCS slots */
 
-static void remember(uintptr_t pc)
+/* Whether pc is new. */
+static bool remember(uintptr_t pc)
 {
     for (size_t i = (pc * 0x9E3779B97F4A7C15ull) >> 48, n = 0; n < MAX_PCS;
          i = (i + 1) % MAX_PCS, n++) {
         if (seen[i] == pc)
-            return;
+            return false;
         if (!seen[i]) {
             seen[i] = pc;
             distinct++;
-            return;
+            return true;
         }
     }
+    return false;
 }
 
 static bool was_seen(uintptr_t pc)
@@ -218,13 +232,15 @@ static void check_step(const CONTEXT *ctx)
     checked_veneer += code.kind == WIN_CODE_VENEER;
     /* An executor's ret: Windows unwinds it as an epilog, without its UNWIND_INFO. */
     checked_ret += code.kind == WIN_CODE_EXECUTOR && *(const uint8_t *)pc == 0xc3;
-    remember(pc);
+    checked_cold += code.cold;
+    distinct_cold += remember(pc) && code.cold;
     char why[256];
     const char *veneer = code.kind == WIN_CODE_VENEER ? veneer_entered_by_call(ctx) : NULL;
     if (veneer)
         snprintf(why, sizeof why, "veneer: %s", veneer);
     else if (walk_to_main(ctx, why, sizeof why))
         return;
+    failures_cold += code.cold;
     if (failures++ < MAX_REPORTS) {
         const uint8_t *b = (const uint8_t *)pc;
         const char *what = code.instr ? code.instr : code.kind == WIN_CODE_SHIM ? "shim" : "veneer";
@@ -254,12 +270,15 @@ __attribute__((noinline)) static vm_value run_stepped(void)
     return r;
 }
 
-static int step(void)
+static bool start_stepping(void)
 {
     seen = calloc(MAX_PCS, sizeof *seen);
-    if (!seen || !AddVectoredExceptionHandler(1, on_exception))
-        return 2;
-    vm_value r = run_stepped();
+    return seen && AddVectoredExceptionHandler(1, on_exception);
+}
+
+/* The summary of what was stepped; 1 on any failure. */
+static int report_step(vm_value r)
+{
     /* Every instruction of every executor was reached: its first PC stepped. */
     size_t instrs = 0, reached = 0;
     for (size_t fn = 0; win_instr(vm, fn, 0); fn++)
@@ -276,6 +295,39 @@ static int step(void)
            "%zu in veneers), %zu distinct, %zu failures\n", (long long)r, checked, checked_shim,
            checked_ret, checked_veneer, distinct, failures);
     return failures || !checked ? 1 : 0;
+}
+
+static int step(void)
+{
+    return start_stepping() ? report_step(run_stepped()) : 2;
+}
+
+/* Cold mode, at the trap (vm_trap): what was stepped, and where the trap was
+ * called from, which must be an op's cold part (`caller` is the return
+ * address of its call). Ends the process: nothing can return to JIT code. */
+static _Noreturn void finish_cold(const char *why, uintptr_t caller)
+{
+    win_code from = win_locate(vm, caller - 1);
+    int rc = report_step(first_result);
+    printf("cold: main(%lld) = %lld; main(0) trapped (%s) from %s in its %s; %zu JIT PCs in "
+           "cold parts checked (%zu distinct), %zu failures there\n", (long long)first_arg,
+           (long long)first_result, why, from.instr ? from.instr : "no executor",
+           from.cold ? "cold part" : "hot part", checked_cold, distinct_cold, failures_cold);
+    fflush(stdout);
+    exit(rc || !from.cold || !distinct_cold ? 1 : 0);
+}
+
+static int cold_mode(void)
+{
+    if (!start_stepping())
+        return 2;
+    first_arg = main_arg;
+    first_result = run_stepped(); /* main(ARG): every instruction, no trap */
+    main_arg = 0;
+    trap_expected = true;
+    run_stepped(); /* must trap, and finish_cold ends the run */
+    printf("cold: FAIL: main(0) did not trap\n");
+    return 1;
 }
 
 /* ---- the other modes */
@@ -435,8 +487,9 @@ int main(int argc, char **argv)
 {
     if (argc < 3 || argc > 4 || (strcmp(argv[1], "step") && strcmp(argv[1], "backtrace") &&
                       strcmp(argv[1], "seh") && strcmp(argv[1], "memory") &&
-                      strcmp(argv[1], "threads") && strcmp(argv[1], "dereg"))) {
-        fprintf(stderr, "usage: win_unwind step|backtrace|seh|memory|threads|dereg PROGRAM "
+                      strcmp(argv[1], "threads") && strcmp(argv[1], "dereg") &&
+                      strcmp(argv[1], "cold"))) {
+        fprintf(stderr, "usage: win_unwind step|backtrace|seh|memory|threads|dereg|cold PROGRAM "
                 "[ARG]\n");
         return 2;
     }
@@ -451,6 +504,7 @@ int main(int argc, char **argv)
              : !strcmp(argv[1], "memory")    ? memory_mode(argc == 4 && !strcmp(argv[3], "--chain"))
              : !strcmp(argv[1], "threads")   ? threads_mode()
              : !strcmp(argv[1], "dereg")     ? win_deregistration_check(vm)
+             : !strcmp(argv[1], "cold")      ? cold_mode()
                                              : seh_mode();
     tvm_unload(vm);
     return rc;
