@@ -144,6 +144,7 @@ def start_wine(ctx, xb):
     stop_wineserver(ctx, xb)  # one left by an interrupted run would refuse -p
     env = dict(os.environ)
     env.update(wine_env(xb))
+    os.makedirs(env["WINEPREFIX"], exist_ok=True)  # the server starts in it; wineboot fills it
     # A file, not a pipe: the server and those programs outlive the command
     # that starts them and keep its output open.
     with open(os.path.join(xb, "wineboot.log"), "w") as log:
