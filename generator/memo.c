@@ -1,0 +1,199 @@
+/* memo.c - a build's outputs remembered by what made them (memo.h). */
+#define _GNU_SOURCE /* st_mtim, st_ctim */
+#include "memo.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+
+#define MEMO_VERSION 1
+#define MEMO_MAX_OUTPUTS 4096
+
+static void feed(uint64_t h[2], const void *data, size_t size)
+{
+    hash128(&size, sizeof size, h); /* lengths first: no two inputs run together */
+    hash128(data, size, h);
+}
+
+static void feed_str(uint64_t h[2], const char *s)
+{
+    feed(h, s ? s : "", s ? strlen(s) + 1 : 0); /* NULL and "" differ */
+}
+
+static void feed_u64(uint64_t h[2], uint64_t v)
+{
+    feed(h, &v, sizeof v);
+}
+
+/* The options a header, the depfile or compile_commands.json can depend
+ * on; -v, the compile timeout and dump's --op do not change them. */
+static void feed_options(uint64_t h[2], const gen_options *o)
+{
+    feed_str(h, o->command);
+    feed_str(h, o->manifest);
+    feed_u64(h, o->ntargets);
+    for (size_t i = 0; i < o->ntargets; i++)
+        feed_str(h, o->targets[i]);
+    const char *paths[] = {o->outdir, o->cache_dir, o->depfile, o->clang, o->launcher,
+                           o->compile_commands, o->extra_cflags, o->extra_shim_cflags};
+    for (size_t i = 0; i < sizeof paths / sizeof *paths; i++)
+        feed_str(h, paths[i]);
+    uint64_t facts[] = {(uint64_t)o->jobs, o->exec_clang, (uint64_t)o->units, o->batch_ops,
+                        o->no_hot_cold, o->no_listing};
+    feed(h, facts, sizeof facts);
+}
+
+static void feed_op(uint64_t h[2], const gen_op *op)
+{
+    feed_str(h, op->name);
+    feed_str(h, op->display);
+    feed_str(h, op->source);
+    uint64_t facts[] = {op->prefixed, op->line, op->col, op->begin, op->end, op->variant};
+    feed(h, facts, sizeof facts);
+}
+
+bool memo_digest(const gen_run *run, const job_set *js, gen_key *out)
+{
+    if (!run->inc.stencils)
+        return false;
+    uint64_t h[2] = {MEMO_VERSION, 0};
+    uint8_t *manifest;
+    size_t msize;
+    if (!read_file(run->manifest.path, &manifest, &msize))
+        return false;
+    feed(h, manifest, msize);
+    free(manifest);
+    char *cwd = getcwd(NULL, 0); /* relative paths in the options and outputs */
+    feed_str(h, cwd);
+    free(cwd);
+    feed_options(h, &run->opt);
+    uint64_t ids[] = {run->inc.generator, run->inc.compiler};
+    feed(h, ids, sizeof ids);
+    feed_str(h, run->inc.stencil_kind);
+    feed_u64(h, run->ops.count);
+    for (size_t i = 0; i < run->ops.count; i++)
+        feed_op(h, &run->ops.items[i]);
+    feed_u64(h, js->count);
+    for (size_t i = 0; i < js->count; i++) {
+        const job_ref *ref = &js->refs[i];
+        if (!ref->unit.keyed)
+            return false;
+        feed_str(h, ref->result->target->triple);
+        feed_u64(h, ref->op ? (uint64_t)(ref->op - run->ops.items) : UINT64_MAX);
+        feed_str(h, ref->unit.slot);
+        uint64_t key[] = {ref->unit.key.h[0], ref->unit.key.h[1], ref->unit.context};
+        feed(h, key, sizeof key);
+    }
+    out->h[0] = h[0];
+    out->h[1] = h[1];
+    return true;
+}
+
+/* The memo of this run's outputs: one per outdir, depfile and
+ * compile_commands, so that builds sharing a cache keep theirs apart. */
+static char *memo_path(const gen_run *run)
+{
+    char *outdir = path_absolute(run->opt.outdir ? run->opt.outdir : ".");
+    uint64_t h = hash64(outdir, strlen(outdir) + 1, MEMO_VERSION);
+    free(outdir);
+    const char *more[] = {run->opt.depfile, run->opt.compile_commands};
+    for (size_t i = 0; i < 2; i++)
+        h = hash64(more[i] ? more[i] : "", more[i] ? strlen(more[i]) + 1 : 0, h);
+    return xasprintf("%s/memo-%016" PRIx64, run->workdir, h);
+}
+
+/* What an output is on disk; any write, replacement or touch changes it. */
+typedef struct file_facts {
+    uint64_t dev, ino, size, mtime_s, mtime_ns, ctime_s, ctime_ns;
+} file_facts;
+
+static bool facts_of(const char *path, file_facts *f)
+{
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
+        return false;
+    *f = (file_facts){(uint64_t)st.st_dev, (uint64_t)st.st_ino, (uint64_t)st.st_size,
+                      (uint64_t)st.st_mtim.tv_sec, (uint64_t)st.st_mtim.tv_nsec,
+                      (uint64_t)st.st_ctim.tv_sec, (uint64_t)st.st_ctim.tv_nsec};
+    return true;
+}
+
+/* The next line of [*p, end) without its newline, or NULL. */
+static char *next_line(char **p, char *end)
+{
+    char *nl = memchr(*p, '\n', (size_t)(end - *p));
+    if (!nl)
+        return NULL;
+    char *line = *p;
+    *nl = 0;
+    *p = nl + 1;
+    return line;
+}
+
+/* Whether the line "<7 numbers> <path>" describes the file at path now. */
+static bool output_unchanged(const char *line)
+{
+    file_facts was, now;
+    int used = 0;
+    if (sscanf(line, "%" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64
+                     " %" SCNu64 " %n", &was.dev, &was.ino, &was.size, &was.mtime_s,
+               &was.mtime_ns, &was.ctime_s, &was.ctime_ns, &used) != 7 || !used)
+        return false;
+    return facts_of(line + used, &now) && !memcmp(&was, &now, sizeof was);
+}
+
+bool memo_replay(const gen_run *run, const gen_key *digest, strbuf *summary)
+{
+    char *path = memo_path(run);
+    uint8_t *data;
+    size_t size;
+    bool ok = read_file(path, &data, &size);
+    free(path);
+    if (!ok)
+        return false;
+    char *p = (char *)data, *end = p + size, *line = next_line(&p, end);
+    char want[64];
+    snprintf(want, sizeof want, "stencilgen memo %d %016" PRIx64 "%016" PRIx64, MEMO_VERSION,
+             digest->h[0], digest->h[1]);
+    ok = line && !strcmp(line, want) && (line = next_line(&p, end));
+    unsigned long n = ok ? strtoul(line, NULL, 10) : 0;
+    ok = ok && n > 0 && n <= MEMO_MAX_OUTPUTS;
+    for (unsigned long i = 0; ok && i < n; i++)
+        ok = (line = next_line(&p, end)) && output_unchanged(line);
+    if (ok)
+        sb_putn(summary, p, (size_t)(end - p));
+    free(data);
+    return ok;
+}
+
+void memo_record(const gen_run *run, const gen_key *digest, char *const *paths, size_t n,
+                 const char *summary)
+{
+    strbuf sb = {0};
+    sb_printf(&sb, "stencilgen memo %d %016" PRIx64 "%016" PRIx64 "\n%zu\n", MEMO_VERSION,
+              digest->h[0], digest->h[1], n);
+    bool ok = n > 0 && n <= MEMO_MAX_OUTPUTS;
+    for (size_t i = 0; ok && i < n; i++) {
+        file_facts f;
+        char *abs = path_absolute(paths[i]);
+        ok = abs && !strchr(abs, '\n') && facts_of(abs, &f);
+        if (ok)
+            sb_printf(&sb, "%" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64
+                           " %" PRIu64 " %s\n", f.dev, f.ino, f.size, f.mtime_s, f.mtime_ns,
+                      f.ctime_s, f.ctime_ns, abs);
+        free(abs);
+    }
+    char *path = memo_path(run);
+    if (ok) {
+        sb_printf(&sb, "%s", summary);
+        write_file_atomic(path, sb.data, sb.len);
+    } else {
+        unlink(path); /* an old memo must not outlive the outputs it described */
+    }
+    free(path);
+    sb_free(&sb);
+}
