@@ -668,15 +668,20 @@ static bool cached_stencil(gen_incremental *inc, const inc_unit *u, const char *
     return ok;
 }
 
+bool inc_key(gen_incremental *inc, inc_unit *u)
+{
+    gen_key absent;
+    u->keyed = key_for(inc, u->slot, u->args, u->position, &u->key, &absent) &&
+               still_absent(inc, &absent);
+    return u->keyed;
+}
+
 inc_hit inc_lookup(gen_incremental *inc, inc_unit *u, const char *label, gen_stencil *stencil,
                    uint8_t **object, size_t *size, char **deps, uint8_t **unwind,
                    size_t *unwind_size)
 {
     uint8_t *dtext;
     size_t dsize;
-    gen_key absent;
-    u->keyed = key_for(inc, u->slot, u->args, u->position, &u->key, &absent) &&
-               still_absent(inc, &absent);
     if (!u->keyed)
         return INC_MISS;
     if (cached_stencil(inc, u, label, stencil, deps, unwind, unwind_size))

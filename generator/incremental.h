@@ -4,9 +4,11 @@
  * A compile is known to the cache as an inc_unit: a slot (target and object
  * name), a hash of its exact command, the compiler's identity and (for an op)
  * its translation unit, and the unit's position for code that compiles its
- * position in. Three calls make up the protocol:
+ * position in. Four calls make up the protocol:
  *   inc_discover  an op source's ops, parsed once per content of the files read;
- *   inc_lookup    before compiling: a miss, the object (still to be checked), or
+ *   inc_key       before compiling: the key its entry would have, if any (a run
+ *                 whose every key it has seen may use no entry at all, memo.h);
+ *   inc_lookup    then: a miss, the object (still to be checked), or
  *                 the checked stencil (and, for the shim, what its unwind facts
  *                 are derived from), which stands in for every step after the
  *                 compile: a run with nothing to compile reads no object;
@@ -140,6 +142,10 @@ void inc_unit_init(const gen_incremental *inc, inc_unit *u, const char *triple, 
                    const inc_op_unit *op, const char *tu_path);
 void inc_unit_free(inc_unit *u);
 
+/* Key u by the files its last compile read (u->keyed: an entry may exist);
+ * false when nothing is recorded or a file it found or missed has changed. */
+bool inc_key(gen_incremental *inc, inc_unit *u);
+
 typedef enum inc_hit {
     INC_MISS,    /* compile it */
     INC_OBJECT,  /* *object and *deps set (caller frees): check it, then inc_store */
@@ -147,7 +153,8 @@ typedef enum inc_hit {
                     for the shim *unwind (caller frees): done */
 } inc_hit;
 
-/* `label` names the compile in the note on a damaged stencil entry. */
+/* After inc_key; `label` names the compile in the note on a damaged stencil
+ * entry. */
 inc_hit inc_lookup(gen_incremental *inc, inc_unit *u, const char *label, gen_stencil *stencil,
                    uint8_t **object, size_t *size, char **deps, uint8_t **unwind,
                    size_t *unwind_size);

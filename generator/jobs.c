@@ -13,6 +13,7 @@
 #include "flags.h"
 #include "hotcold_split.h"
 #include "llvm_bridge.h"
+#include "memo.h"
 #include "opunit.h"
 #include "split.h"
 #include "util.h"
@@ -436,6 +437,17 @@ static size_t write_translation_units(gen_run *run, job_set *js, op_sources *tex
     return failed;
 }
 
+/* The job as the cache knows it, and the key its entry would have. */
+static void key_job(gen_run *run, gen_job *job)
+{
+    job_ref *ref = job->user;
+    inc_op_unit op = {ref->tu_key.text, ref->tu_key.mentions_position, ref->tu_key.position,
+                      ref->tu_file, ref->batched};
+    inc_unit_init(&run->inc, &ref->unit, ref->result->target->triple, job,
+                  ref->op ? &op : NULL, ref->tu_path);
+    inc_key(&run->inc, &ref->unit);
+}
+
 /* A cache entry stands in for the compile: the job is skipped. */
 static bool try_cached(done_ctx *ctx, gen_job *job)
 {
@@ -443,10 +455,6 @@ static bool try_cached(done_ctx *ctx, gen_job *job)
     gen_run *run = ctx->run;
     uint8_t *obj;
     size_t size;
-    inc_op_unit op = {ref->tu_key.text, ref->tu_key.mentions_position, ref->tu_key.position,
-                      ref->tu_file, ref->batched};
-    inc_unit_init(&run->inc, &ref->unit, ref->result->target->triple, job,
-                  ref->op ? &op : NULL, ref->tu_path);
     uint8_t *unwind = NULL;
     size_t unwind_size = 0;
     switch (inc_lookup(&run->inc, &ref->unit, job->label, ref->stencil, &obj, &size,
@@ -597,6 +605,14 @@ int jobs_run(gen_run *run, job_set *js)
     size_t failures = 0;
     op_sources texts = {0};
     key_translation_units(run, js, &texts);
+    for (size_t i = 0; i < js->count; i++)
+        key_job(run, &js->jobs[i]);
+    run->memo_keyed = !strcmp(run->opt.command, "build") && memo_digest(run, js, &run->memo);
+    if (run->memo_keyed && memo_replay(run, &run->memo, &run->memo_summary)) {
+        run->memo_hit = true;
+        op_sources_free(&texts);
+        return SG_EXIT_OK; /* the outputs are those these keys made: nothing to load */
+    }
     for (size_t i = 0; i < js->count; i++)
         if (try_cached(&ctx, &js->jobs[i]))
             failures += js->jobs[i].status != 0;

@@ -12,6 +12,7 @@
 #include "diag.h"
 #include "flags.h"
 #include "jobs.h"
+#include "memo.h"
 #include "outputs.h"
 #include "provenance.h"
 #include "util.h"
@@ -171,15 +172,40 @@ static gen_header_model header_model(const gen_run *run, const gen_target_result
                              run->opt.no_listing, NULL};
 }
 
-static void print_summary(const gen_run *run)
+/* One line per target; `as_noop`: as a run that compiles nothing says it. */
+static strbuf summary(const gen_run *run, bool as_noop)
 {
     strbuf sb = {0};
     for (size_t t = 0; t < run->nresults; t++) {
-        gen_header_model m = header_model(run, &run->results[t]);
-        writer_summary(&sb, &m, run->results[t].compiled, run->results[t].cached);
+        const gen_target_result *r = &run->results[t];
+        gen_header_model m = header_model(run, r);
+        writer_summary(&sb, &m, as_noop ? 0 : r->compiled, as_noop ? r->compiled + r->cached
+                                                                   : r->cached);
     }
-    fputs(sb.data, stdout);
+    return sb;
+}
+
+static void print_summary(const gen_run *run)
+{
+    strbuf sb = run->memo_hit ? run->memo_summary : summary(run, false);
+    fwrite(sb.data, 1, sb.len, stdout);
+    if (!run->memo_hit)
+        sb_free(&sb);
+}
+
+/* After publishing: what a no-op run needs to load and render nothing (memo.h). */
+static void remember_outputs(gen_run *run, const job_set *js, const gen_outputs *out)
+{
+    gen_key digest;
+    if (!memo_digest(run, js, &digest))
+        return;
+    char **paths = xcalloc(out->count, sizeof *paths);
+    for (size_t i = 0; i < out->count; i++)
+        paths[i] = out->items[i].path;
+    strbuf sb = summary(run, true);
+    memo_record(run, &digest, paths, out->count, sb.data);
     sb_free(&sb);
+    free(paths);
 }
 
 /* The closing comment of a target's header: what its stencils were made
@@ -253,7 +279,14 @@ static int render_and_publish(gen_run *run, const job_set *js)
         free(sources);
     }
     free(dispatcher);
-    return outputs_publish(&out) ? SG_EXIT_OK : SG_EXIT_TOOLCHAIN;
+    gen_outputs published = {xcalloc(out.count, sizeof *published.items), out.count, out.count};
+    for (size_t i = 0; i < out.count; i++) /* their paths: publishing frees out */
+        published.items[i].path = xstrdup(out.items[i].path);
+    bool ok = outputs_publish(&out);
+    if (ok)
+        remember_outputs(run, js, &published);
+    outputs_discard(&published);
+    return ok ? SG_EXIT_OK : SG_EXIT_TOOLCHAIN;
 }
 
 static int dump(const gen_run *run)
@@ -415,14 +448,14 @@ int pipeline_run(const gen_options *opt)
     strbuf *outer = dumping ? diag_capture(&held) : NULL;
     if (rc == SG_EXIT_OK)
         rc = jobs_run(&run, &js);
-    if (rc == SG_EXIT_OK)
+    if (rc == SG_EXIT_OK && !run.memo_hit)
         rc = check_across_ops(&run);
-    if (rc == SG_EXIT_OK)
+    if (rc == SG_EXIT_OK && !run.memo_hit)
         fold_variants(&run);
     if (dumping)
         diag_capture(outer);
     double t2 = now_seconds();
-    if (rc == SG_EXIT_OK && !strcmp(opt->command, "build"))
+    if (rc == SG_EXIT_OK && !strcmp(opt->command, "build") && !run.memo_hit)
         rc = render_and_publish(&run, &js);
     if (opt->verbose) {
         size_t stencils = 0;
@@ -436,6 +469,9 @@ int pipeline_run(const gen_options *opt)
                 now_seconds() - t2);
         fprintf(stderr, "stencilgen: keys: %zu bytes of op sources hashed for %zu ops\n",
                 run.key_bytes, run.ops.count);
+        if (run.memo_hit)
+            fprintf(stderr, "stencilgen: outputs as the last build left them (memo): no stencil "
+                            "loaded, no header rendered\n");
     }
     if (dumping && (rc == SG_EXIT_OK || rc == SG_EXIT_CHECK)) {
         int dumped = dump(&run);
