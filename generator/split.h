@@ -27,6 +27,7 @@
 
 #include <stddef.h>
 
+#include "llvm_bridge.h"
 #include "objfile.h"
 
 /* The symbol a batched unit gives op `name`: "_JIT_ENTRY_<name>". */
@@ -39,8 +40,9 @@ typedef enum split_result {
 } split_result;
 
 /* Fills *out (free with objfile_free) with the object op `entry` (its
- * _JIT_ENTRY_<name> symbol) would have had from its own unit. */
-split_result split_op_object(const objfile *batch, const char *entry, objfile *out, char *why,
-                             size_t whysz);
+ * _JIT_ENTRY_<name> symbol) would have had from its own unit. `disasm`
+ * decodes a Mach-O batch's code, to tell where each function ends. */
+split_result split_op_object(const objfile *batch, const char *entry, lb_disasm *disasm,
+                             objfile *out, char *why, size_t whysz);
 
 #endif
