@@ -564,11 +564,11 @@ static split_result macho_function_end(splitter *s, lb_disasm *d, int sec, uint6
         lb_insn insn;
         lb_disasm_one(d, text->bytes + at, next - at, at, &insn);
         if (!insn.size)
-            return refuse(s, SPLIT_ALONE, "its code at offset %" PRIu64 " of the batch's '%s' "
-                          "does not decode, so where it ends cannot be told", at, text->name);
+            return refuse(s, SPLIT_ALONE, "its code at offset %" PRIu64 " of the Mach-O "
+                          "batch's '%s' does not decode, so where it ends cannot be told", at, text->name);
         if (insn.is_branch && insn.is_indirect)
             return refuse(s, SPLIT_ALONE, "it branches indirectly, maybe through a jump table "
-                          "in its code, so where it ends cannot be told");
+                          "in its code, so where it ends in the Mach-O batch cannot be told");
         at += insn.size;
     }
     *end = next;
@@ -600,8 +600,8 @@ static split_result macho_reaches_holes_only(splitter *s, int sec, uint64_t from
         if (y->undefined || y->section < 0 || o->secs[y->section].kind == OBJ_SEC_OTHER)
             continue; /* a hole, or what stencil_extract refuses in both modes */
         if (o->secs[y->section].kind == OBJ_SEC_CODE)
-            return refuse(s, SPLIT_ALONE, "it calls '%s', which the compiler did not inline (in "
-                          "the op's own unit it may be)", y->name);
+            return refuse(s, SPLIT_ALONE, "it calls '%s', which the compiler did not inline in "
+                          "the Mach-O batch (in the op's own unit it may be)", y->name);
         return refuse(s, SPLIT_ALONE, "it uses %s%s%s'%s', and a Mach-O batch's ops share "
                       "their data sections, which only its own unit lays out as it does",
                       y->is_section ? "" : "'", y->is_section ? "" : y->name,
@@ -627,8 +627,8 @@ static split_result macho_no_orphans(splitter *s, int text)
         bool has_relocs = first_reloc(o, (int)sec) < o->nrelocs &&
                           o->relocs[first_reloc(o, (int)sec)].section == (int)sec;
         if (has_relocs || !reached[sec])
-            res = refuse(s, SPLIT_ALONE, "section '%s' holds what %s, and the batch cannot "
-                         "tell whose it is", o->secs[sec].name,
+            res = refuse(s, SPLIT_ALONE, "section '%s' holds what %s, and the Mach-O batch "
+                         "cannot tell whose it is", o->secs[sec].name,
                          has_relocs ? "refers to code or data" : "no op's code refers to");
     }
     free(reached);
