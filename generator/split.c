@@ -689,7 +689,7 @@ split_result split_op_object(const objfile *batch, const char *entry, lb_disasm 
         map[i] = -1;
     const member *em = &s.members[member_of(&s, entry_sec)];
     add_symbol(out, (obj_symbol){.name = xstrdup(SG_HOLE_ENTRY), .section = em->group,
-                                 .value = batch->syms[e].value + em->at,
+                                 .value = batch->syms[e].value - em->from + em->at,
                                  .size = em->ranged ? em->to - em->from : batch->syms[e].size,
                                  .global = true,
                                  .is_function = true});

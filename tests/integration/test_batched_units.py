@@ -773,8 +773,10 @@ def test_an_incremental_build_of_data_shapes_equals_a_clean_one(ctx):
 
 # Mach-O (docs/platforms.md, "Units"): one __text per batch, each op's
 # function cut out of it. Plain ops, variants and a loop (alignment NOPs
-# inside a function) are cut out; string literals, a floating-point constant
-# and a table are data the batch's ops share: those ops compile alone.
+# inside a function) are cut out, and variants that are the same fold (which
+# compares what the header does not show, the entry's offset); string
+# literals, a floating-point constant and a table are data the batch's ops
+# share: those ops compile alone.
 MACH_O_TRIPLES = [t for t in BUNDLED_TRIPLES if "-apple-" in t]
 MACH_O_OPS = """\
 OP(plain_mul)
@@ -828,6 +830,12 @@ OP(loop_sum)
 OP(plain_xor)
 {
     tos ^= *--sp;
+    CONTINUE();
+}
+
+OP(twins, VARIANT(w, 0, 1))
+{
+    tos += 3;
     CONTINUE();
 }
 """
