@@ -21,6 +21,11 @@
  * (optimized for all their uses), and a file that defines external symbols
  * (every op's own unit carries them). Such an op is compiled from its own
  * unit instead.
+ *
+ * Mach-O has neither aliases nor a section per function: there each entry
+ * is a function tail-calling its op, cut out of the batch's one __text from
+ * its symbol to the padding before the next, and an op whose code reaches
+ * anything but holes compiles alone (docs/platforms.md, "Units").
  */
 #ifndef STENCILGEN_SPLIT_H
 #define STENCILGEN_SPLIT_H
