@@ -171,9 +171,10 @@ static op_unit unit_of(const gen_oplist *ops, const gen_op *const *members, size
     }
     add_segment(&u, first, t, at, size);
     /* The entries are the generator's text, not the file's (messages about
-     * them name the batched unit), and need nothing from the template: any
-     * template that compiled per-op units, an older copy of stencil_op.h
-     * included, compiles batches too. */
+     * them name the batched unit), and need nothing from the template but,
+     * on Mach-O, the macros its own _JIT_ENTRY uses (STENCIL_CC and the
+     * VM's three): any template that compiled per-op units, an older copy of
+     * stencil_op.h included, compiles batches too. */
     if (batch)
         sb_puts(&u.unit, "#line 1 \"<stencilgen batched unit>\"\n");
     for (size_t i = 0; batch && i < n; i++)
