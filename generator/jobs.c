@@ -69,7 +69,7 @@ static const char *launcher_dir(const gen_run *run)
 static void add_job(job_set *js, gen_run *run, gen_target_result *r, const gen_op *op)
 {
     const char *name = op ? op->name : "shim";
-    bool batched = op && run->opt.units == SG_UNITS_BATCHED && !r->target->ops_compile_alone;
+    bool batched = op && run->opt.units == SG_UNITS_BATCHED;
     char *dir = path_join(run->rundir.path, r->target->triple);
     gen_job job = {0};
     /* A batched op's job keeps its own object name: the cache knows each op

@@ -88,6 +88,37 @@ static void add_op_segment(op_unit *u, const gen_op *first, const op_source *t, 
     sb_free(&undefs);
 }
 
+/* Mach-O has no aliases: a batch's entry there is a function that
+ * tail-calls the op, as the template's _JIT_ENTRY is in the op's own unit,
+ * and the op is always_inline so that the entry's code is the op's own.
+ * Declared so before its definition: clang ignores the attribute on a later
+ * declaration (docs/platforms.md, "Units"). */
+static void add_apple_inline_decl(op_unit *u, const gen_op *op)
+{
+    sb_printf(&u->unit,
+              "#ifdef __APPLE__\n"
+              "static inline __attribute__((always_inline)) STENCIL_CC STENCIL_RETURN "
+              "%s%s(STENCIL_PARAMS);\n#endif\n",
+              op->prefixed ? "op_" : "", op->name);
+}
+
+/* A batch member's entry: an alias of its function, or on Mach-O a
+ * function that tail-calls it (add_apple_inline_decl). */
+static void add_entry(op_unit *u, const gen_op *op)
+{
+    const char *prefix = op->prefixed ? "op_" : "";
+    sb_printf(&u->unit,
+              "#ifdef __APPLE__\n"
+              "STENCIL_CC STENCIL_RETURN " SPLIT_ENTRY_PREFIX "%s(STENCIL_PARAMS);\n"
+              "STENCIL_CC STENCIL_RETURN " SPLIT_ENTRY_PREFIX "%s(STENCIL_PARAMS)\n"
+              "{\n    __attribute__((musttail)) return %s%s(STENCIL_ARGS);\n}\n#else\n",
+              op->name, op->name, prefix, op->name);
+    sb_printf(&u->unit,
+              "extern __typeof__(%s%s) " SPLIT_ENTRY_PREFIX "%s "
+              "__attribute__((alias(\"%s%s\")));\n#endif\n",
+              prefix, op->name, op->name, prefix, op->name);
+}
+
 /* Variants of one op share its definition (variant_expand lists them one
  * after another). */
 static bool same_definition(const gen_op *a, const gen_op *b)
@@ -112,7 +143,7 @@ static bool cuttable(const gen_op *o, size_t at, size_t size)
 }
 
 /* The file without the ops that are not members; a batch also makes each
- * member's entry (_JIT_ENTRY_<name>, an alias of its function) after the text. */
+ * member's entry (_JIT_ENTRY_<name>, add_entry) after the text. */
 static op_unit unit_of(const gen_oplist *ops, const gen_op *const *members, size_t n,
                        bool batch, const op_source *t)
 {
@@ -129,25 +160,25 @@ static op_unit unit_of(const gen_oplist *ops, const gen_op *const *members, size
         whole_lines(text, size, &b, &e);
         add_segment(&u, first, t, at, b);
         /* The op's variants follow it, with its definition (variant_expand). */
-        for (size_t k = i; k < ops->count && same_definition(&ops->items[k], o); k++)
-            if (is_member(&ops->items[k], members, n))
-                add_op_segment(&u, first, t, b, e, &ops->items[k]);
+        for (size_t k = i; k < ops->count && same_definition(&ops->items[k], o); k++) {
+            if (!is_member(&ops->items[k], members, n))
+                continue;
+            if (batch)
+                add_apple_inline_decl(&u, &ops->items[k]);
+            add_op_segment(&u, first, t, b, e, &ops->items[k]);
+        }
         at = e;
     }
     add_segment(&u, first, t, at, size);
     /* The entries are the generator's text, not the file's (messages about
-     * them name the batched unit), and need nothing from the template: any
-     * template that compiled per-op units, an older copy of stencil_op.h
-     * included, compiles batches too. */
+     * them name the batched unit), and need nothing from the template but,
+     * on Mach-O, the macros its own _JIT_ENTRY uses (STENCIL_CC and the
+     * VM's three): any template that compiled per-op units, an older copy of
+     * stencil_op.h included, compiles batches too. */
     if (batch)
         sb_puts(&u.unit, "#line 1 \"<stencilgen batched unit>\"\n");
-    for (size_t i = 0; batch && i < n; i++) {
-        const char *prefix = members[i]->prefixed ? "op_" : "";
-        sb_printf(&u.unit,
-                  "extern __typeof__(%s%s) " SPLIT_ENTRY_PREFIX "%s "
-                  "__attribute__((alias(\"%s%s\")));\n",
-                  prefix, members[i]->name, members[i]->name, prefix, members[i]->name);
-    }
+    for (size_t i = 0; batch && i < n; i++)
+        add_entry(&u, members[i]);
     if (!u.unit.data)
         sb_puts(&u.unit, "");
     return u;

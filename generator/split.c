@@ -2,12 +2,14 @@
 #define _GNU_SOURCE
 #include "split.h"
 
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "llvm_bridge.h"
 #include "stencil.h"
 #include "util.h"
 
@@ -17,6 +19,7 @@ typedef struct member {
     int sec;           /* in the batch object */
     uint64_t from, to; /* the bytes taken */
     bool whole;        /* the whole section (a pool block has no relocations of its own) */
+    bool ranged;       /* a Mach-O function: [from, to) of __text, with its relocations */
     int group;         /* the output section */
     uint64_t at;       /* where `from` lands in it */
     long pool_first;   /* a pool block: the index of its first constant; -1: not a pool */
@@ -99,7 +102,7 @@ static void add_pool_block(splitter *s, int sec, long n)
         if (o->syms[i].section == sec && !o->syms[i].is_section && o->syms[i].value > last &&
             o->syms[i].value < to)
             to = o->syms[i].value;
-    member m = {sec, from, to, false, 0, 0, first};
+    member m = {sec, from, to, false, false, 0, 0, first};
     ARRAY_PUSH(s->members, s->nmembers, s->cap, m);
 }
 
@@ -144,7 +147,7 @@ static split_result follow(splitter *s, const obj_reloc *r, int entry_sec)
         return refuse(s, SPLIT_ALONE, "it calls '%s', which the compiler did not inline (in "
                       "the op's own unit it may be)", sym->name);
     if (member_of(s, sym->section) < 0) {
-        member m = {sym->section, 0, t->size, true, 0, 0, -1};
+        member m = {sym->section, 0, t->size, true, false, 0, 0, -1};
         ARRAY_PUSH(s->members, s->nmembers, s->cap, m);
     }
     return SPLIT_OK;
@@ -210,7 +213,7 @@ static split_result adopt_orphans(splitter *s, int entry)
             to_theirs |= t >= 0 && theirs[t];
         }
         if (to_mine && !to_theirs) {
-            member m = {(int)sec, 0, o->secs[sec].size, true, 0, 0, -1};
+            member m = {(int)sec, 0, o->secs[sec].size, true, false, 0, 0, -1};
             ARRAY_PUSH(s->members, s->nmembers, s->cap, m);
         } else if (to_mine || !to_theirs) {
             res = refuse(s, SPLIT_ALONE, "section '%s' holds what no op's code refers to, and "
@@ -241,7 +244,7 @@ static split_result closure(splitter *s, int entry)
 {
     const objfile *o = s->in;
     int entry_sec = o->syms[entry].section;
-    member first = {entry_sec, 0, o->secs[entry_sec].size, true, 0, 0, -1};
+    member first = {entry_sec, 0, o->secs[entry_sec].size, true, false, 0, 0, -1};
     ARRAY_PUSH(s->members, s->nmembers, s->cap, first);
     split_result adopted = adopt_orphans(s, entry);
     if (adopted != SPLIT_OK)
@@ -476,13 +479,15 @@ static void copy_relocs(const splitter *s, objfile *out, int *map)
     size_t cap = 0;
     for (size_t i = 0; i < s->nmembers; i++) {
         const member *m = &s->members[i];
-        FOR_RELOCS(o, m->whole ? m->sec : -1, at) {
+        FOR_RELOCS(o, m->whole || m->ranged ? m->sec : -1, at) {
+            if (m->ranged && (at->offset < m->from || at->offset >= m->to))
+                continue;
             obj_reloc r = *at;
             int64_t shift = 0;
             if (r.symbol >= 0)
                 r.symbol = map_symbol(s, out, map, r.symbol, &shift);
             r.section = m->group;
-            r.offset += m->at;
+            r.offset = r.offset - m->from + m->at; /* from is 0 for a whole section */
             r.addend += shift;
             ARRAY_PUSH(out->relocs, out->nrelocs, cap, r);
         }
@@ -491,8 +496,168 @@ static void copy_relocs(const splitter *s, objfile *out, int *map)
         qsort(out->relocs, out->nrelocs, sizeof *out->relocs, cmp_reloc);
 }
 
-split_result split_op_object(const objfile *batch, const char *entry, objfile *out, char *why,
-                             size_t whysz)
+/* ---- Mach-O (docs/platforms.md, "Units"): -ffunction-sections does
+ * nothing there, so the batch's entries share one __text, each a function
+ * from its symbol to the next less the padding the assembler put before the
+ * next. Its data sections are shared too: an op whose code reaches any
+ * compiles alone. */
+
+enum { MACHINE_X86_64 = 62 /* EM_X86_64 */ };
+
+/* The NOPs LLVM's x86 assembler pads with; the longest after up to five
+ * 0x66 prefixes. */
+static const uint8_t x86_nops[10][10] = {
+    {0x90},
+    {0x66, 0x90},
+    {0x0f, 0x1f, 0x00},
+    {0x0f, 0x1f, 0x40, 0x00},
+    {0x0f, 0x1f, 0x44, 0x00, 0x00},
+    {0x66, 0x0f, 0x1f, 0x44, 0x00, 0x00},
+    {0x0f, 0x1f, 0x80, 0x00, 0x00, 0x00, 0x00},
+    {0x0f, 0x1f, 0x84, 0x00, 0x00, 0x00, 0x00, 0x00},
+    {0x66, 0x0f, 0x1f, 0x84, 0x00, 0x00, 0x00, 0x00, 0x00},
+    {0x66, 0x2e, 0x0f, 0x1f, 0x84, 0x00, 0x00, 0x00, 0x00, 0x00},
+};
+
+/* The length of the x86 padding NOP at b[0, n), or 0. */
+static size_t x86_nop_at(const uint8_t *b, size_t n)
+{
+    size_t prefixes = 0;
+    while (prefixes < 5 && prefixes < n && b[prefixes] == 0x66)
+        prefixes++;
+    for (size_t p = 0; p <= prefixes; p++)
+        for (size_t k = 10; k-- > 0;)
+            if ((!p || k == 9) && p + k + 1 <= n && !memcmp(b + p, x86_nops[k], k + 1))
+                return p + k + 1;
+    return 0;
+}
+
+/* Whether b[0, n) is nothing but the NOPs the assembler pads with. */
+static bool padding_only(const objfile *o, const uint8_t *b, size_t n)
+{
+    static const uint8_t a64_nop[4] = {0x1f, 0x20, 0x03, 0xd5};
+    for (size_t at = 0, len; at < n; at += len) {
+        if (o->machine == MACHINE_X86_64)
+            len = x86_nop_at(b + at, n - at);
+        else
+            len = n - at >= 4 && !memcmp(b + at, a64_nop, 4) ? 4 : 0;
+        if (!len)
+            return false;
+    }
+    return true;
+}
+
+/* Where the function at [from, next) of section `sec` ends: at its first
+ * instruction boundary after which only padding is left. Decoding from its
+ * start, an operand byte that looks like a NOP is never taken for one. An
+ * indirect branch may be followed by a jump table, data that decodes as
+ * anything: such an op compiles alone. */
+static split_result macho_function_end(splitter *s, lb_disasm *d, int sec, uint64_t from,
+                                       uint64_t next, uint64_t *end)
+{
+    const obj_section *text = &s->in->secs[sec];
+    for (uint64_t at = from; at < next;) {
+        if (at > from && padding_only(s->in, text->bytes + at, next - at)) {
+            *end = at;
+            return SPLIT_OK;
+        }
+        lb_insn insn;
+        lb_disasm_one(d, text->bytes + at, next - at, at, &insn);
+        if (!insn.size)
+            return refuse(s, SPLIT_ALONE, "its code at offset %" PRIu64 " of the Mach-O "
+                          "batch's '%s' does not decode, so where it ends cannot be told", at, text->name);
+        if (insn.is_branch && insn.is_indirect)
+            return refuse(s, SPLIT_ALONE, "it branches indirectly, maybe through a jump table "
+                          "in its code, so where it ends in the Mach-O batch cannot be told");
+        at += insn.size;
+    }
+    *end = next;
+    return SPLIT_OK;
+}
+
+/* Where the next symbol of the entry's section starts (or the section's end). */
+static uint64_t next_symbol(const objfile *o, int entry)
+{
+    const obj_symbol *e = &o->syms[entry];
+    uint64_t next = o->secs[e->section].size;
+    for (size_t i = 0; i < o->nsyms; i++) {
+        const obj_symbol *y = &o->syms[i];
+        if (y->section == e->section && !y->is_section && y->value > e->value && y->value < next)
+            next = y->value;
+    }
+    return next;
+}
+
+/* The op's code reaches holes only: anything defined in the batch is either
+ * code other ops share __text with or data they share sections with. */
+static split_result macho_reaches_holes_only(splitter *s, int sec, uint64_t from, uint64_t to)
+{
+    const objfile *o = s->in;
+    FOR_RELOCS(o, sec, r) {
+        if (r->offset < from || r->offset >= to || r->symbol < 0)
+            continue;
+        const obj_symbol *y = &o->syms[r->symbol];
+        if (y->undefined || y->section < 0 || o->secs[y->section].kind == OBJ_SEC_OTHER)
+            continue; /* a hole, or what stencil_extract refuses in both modes */
+        if (o->secs[y->section].kind == OBJ_SEC_CODE)
+            return refuse(s, SPLIT_ALONE, "it calls '%s', which the compiler did not inline in "
+                          "the Mach-O batch (in the op's own unit it may be)", y->name);
+        return refuse(s, SPLIT_ALONE, "it uses %s%s%s'%s', and a Mach-O batch's ops share "
+                      "their data sections, which only its own unit lays out as it does",
+                      y->is_section ? "" : "'", y->is_section ? "" : y->name,
+                      y->is_section ? "data in " : "' in ", o->secs[y->section].name);
+    }
+    return SPLIT_OK;
+}
+
+/* Every loaded section but __text must be data some op's code reaches (and
+ * compiles alone for), with no relocations: one that refers to code or data,
+ * or that no op refers to, cannot be told whose it is. */
+static split_result macho_no_orphans(splitter *s, int text)
+{
+    const objfile *o = s->in;
+    bool *reached = xcalloc(o->nsecs ? o->nsecs : 1, sizeof *reached);
+    FOR_RELOCS(o, text, r)
+        if (r->symbol >= 0 && o->syms[r->symbol].section >= 0)
+            reached[o->syms[r->symbol].section] = true;
+    split_result res = SPLIT_OK;
+    for (size_t sec = 0; sec < o->nsecs && res == SPLIT_OK; sec++) {
+        if ((int)sec == text || !loaded(&o->secs[sec]))
+            continue;
+        bool has_relocs = first_reloc(o, (int)sec) < o->nrelocs &&
+                          o->relocs[first_reloc(o, (int)sec)].section == (int)sec;
+        if (has_relocs || !reached[sec])
+            res = refuse(s, SPLIT_ALONE, "section '%s' holds what %s, and the Mach-O batch "
+                         "cannot tell whose it is", o->secs[sec].name,
+                         has_relocs ? "refers to code or data" : "no op's code refers to");
+    }
+    free(reached);
+    return res;
+}
+
+/* The entry's function, cut out of the batch's __text (split_op_object). */
+static split_result macho_closure(splitter *s, int entry, lb_disasm *d)
+{
+    const objfile *o = s->in;
+    int sec = o->syms[entry].section;
+    uint64_t from = o->syms[entry].value, next = next_symbol(o, entry), end = next;
+    if (!o->secs[sec].bytes || from >= next)
+        return refuse(s, SPLIT_BAD, "the batch's function '%s' has no code",
+                      o->syms[entry].name);
+    split_result r = macho_no_orphans(s, sec);
+    if (r == SPLIT_OK)
+        r = macho_function_end(s, d, sec, from, next, &end);
+    if (r == SPLIT_OK)
+        r = macho_reaches_holes_only(s, sec, from, end);
+    if (r == SPLIT_OK) {
+        member m = {sec, from, end, false, true, 0, 0, -1};
+        ARRAY_PUSH(s->members, s->nmembers, s->cap, m);
+    }
+    return r;
+}
+
+split_result split_op_object(const objfile *batch, const char *entry, lb_disasm *disasm,
+                             objfile *out, char *why, size_t whysz)
 {
     *out = (objfile){0};
     splitter s = {batch, NULL, 0, 0, -1, NULL, why, whysz};
@@ -502,9 +667,10 @@ split_result split_op_object(const objfile *batch, const char *entry, objfile *o
     int entry_sec = batch->syms[e].section;
     s.theirs = reached_by_others(batch, e);
     split_result r = no_shared_externals(&s);
+    bool macho = batch->kind == OBJ_FORMAT_MACHO;
     if (r == SPLIT_OK)
-        r = closure(&s, e);
-    if (r == SPLIT_OK)
+        r = macho ? macho_closure(&s, e, disasm) : closure(&s, e);
+    if (r == SPLIT_OK && !macho)
         r = one_data_object(&s, entry_sec);
     free(s.theirs);
     if (r != SPLIT_OK) {
@@ -523,8 +689,9 @@ split_result split_op_object(const objfile *batch, const char *entry, objfile *o
         map[i] = -1;
     const member *em = &s.members[member_of(&s, entry_sec)];
     add_symbol(out, (obj_symbol){.name = xstrdup(SG_HOLE_ENTRY), .section = em->group,
-                                 .value = batch->syms[e].value + em->at,
-                                 .size = batch->syms[e].size, .global = true,
+                                 .value = batch->syms[e].value - em->from + em->at,
+                                 .size = em->ranged ? em->to - em->from : batch->syms[e].size,
+                                 .global = true,
                                  .is_function = true});
     copy_relocs(&s, out, map);
     free(map);

@@ -21,12 +21,18 @@
  * (optimized for all their uses), and a file that defines external symbols
  * (every op's own unit carries them). Such an op is compiled from its own
  * unit instead.
+ *
+ * Mach-O has neither aliases nor a section per function: there each entry
+ * is a function tail-calling its op, cut out of the batch's one __text from
+ * its symbol to the padding before the next, and an op whose code reaches
+ * anything but holes compiles alone (docs/platforms.md, "Units").
  */
 #ifndef STENCILGEN_SPLIT_H
 #define STENCILGEN_SPLIT_H
 
 #include <stddef.h>
 
+#include "llvm_bridge.h"
 #include "objfile.h"
 
 /* The symbol a batched unit gives op `name`: "_JIT_ENTRY_<name>". */
@@ -39,8 +45,9 @@ typedef enum split_result {
 } split_result;
 
 /* Fills *out (free with objfile_free) with the object op `entry` (its
- * _JIT_ENTRY_<name> symbol) would have had from its own unit. */
-split_result split_op_object(const objfile *batch, const char *entry, objfile *out, char *why,
-                             size_t whysz);
+ * _JIT_ENTRY_<name> symbol) would have had from its own unit. `disasm`
+ * decodes a Mach-O batch's code, to tell where each function ends. */
+split_result split_op_object(const objfile *batch, const char *entry, lb_disasm *disasm,
+                             objfile *out, char *why, size_t whysz);
 
 #endif

@@ -27,9 +27,6 @@ typedef struct gen_target {
      * (DWARF CFI). COFF: from its .pdata/.xdata (Windows x64 UNWIND_INFO,
      * win64_unwind.h). */
     obj_format object_format;
-    /* Every op compiles from its own unit, never in a batch: Mach-O objects
-     * have one __text section, so a batch's object could not be cut per op. */
-    bool ops_compile_alone;
     /* LLVM opcode-name prefixes that write the frame pointer although LLVM's
      * instruction description does not say so (NULL-terminated). */
     const char *const *fp_writers;

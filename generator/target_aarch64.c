@@ -303,7 +303,6 @@ const gen_target sg_target_aarch64_darwin = {
     .fp_saved_with_lr = true,
     .reg_name = reg_name,
     .object_format = OBJ_FORMAT_MACHO,
-    .ops_compile_alone = true,
     .classify_reloc = classify_macho,
     .trailing_jump = trailing_jump,
     .landing_pad = landing_pad,

@@ -258,7 +258,6 @@ const gen_target sg_target_x86_64_darwin = {
     .fp_reg = 6,
     .elf_machine = 62, /* EM_X86_64 */
     .object_format = OBJ_FORMAT_MACHO,
-    .ops_compile_alone = true,
     .fp_writers = fp_writers,
     .reg_name = reg_name,
     .classify_reloc = classify_macho,

@@ -97,7 +97,7 @@ int verify_cached_shim(const uint8_t *entry, size_t size, const gen_verify_in *i
 static bool cut_out_op(const gen_verify_in *in, const objfile *obj, objfile *own)
 {
     char why[512];
-    split_result r = split_op_object(obj, in->batch_entry, own, why, sizeof why);
+    split_result r = split_op_object(obj, in->batch_entry, in->disasm, own, why, sizeof why);
     if (r == SPLIT_OK)
         return true;
     if (r == SPLIT_ALONE && in->alone)

@@ -15,7 +15,7 @@ import os
 import re
 import sys
 
-from sgtest import TRIPLE, check, read, write
+from sgtest import BUNDLED_TRIPLES, TRIPLE, check, read, write
 
 ASAN = False  # every manifest in the tree is built twice; `tests/run.py --build build-asan
               # -k batched` runs this module against the sanitized generator
@@ -484,7 +484,7 @@ def test_a_failing_compiler_fails_the_batch_and_caches_nothing(ctx):
 
 
 # Generated shapes of read-only data, on every target of the bundled manifest
-# (x86-64 and AArch64 ELF, COFF, both Mach-O, which compile every op alone),
+# (x86-64 and AArch64 ELF, COFF, both Mach-O, where an op that uses data compiles alone),
 # jump tables on the ELF targets (-fjump-tables). An explicit list, so every
 # run builds the same sources; each file is one batch. What a batch cannot
 # reproduce it must compile alone; what it can, it must reproduce byte for
@@ -717,9 +717,12 @@ def differing_ops(a, b):
     return "; ".join(out)
 
 
-def shape_notes(stderr):
-    """{op: why} for every op that compiled from its own unit."""
-    return dict(re.findall(r"note: op (\w+) is compiled from its own unit: ([^\n]*)", stderr))
+def shape_notes(stderr, mach_o=False):
+    """{op: why} for every op that compiled from its own unit, on ELF and COFF
+    targets (or, mach_o, on Mach-O targets: their reasons say Mach-O)."""
+    return {op: why for op, why in
+            re.findall(r"note: op (\w+) is compiled from its own unit: ([^\n]*)", stderr)
+            if ("Mach-O" in why) == mach_o}
 
 
 def test_batched_equals_per_op_on_generated_data_shapes(ctx):
@@ -766,3 +769,102 @@ def test_an_incremental_build_of_data_shapes_equals_a_clean_one(ctx):
             failures.append("from a clean %s build: %s (ops: %s)" % (
                 units, "; ".join(diff), differing_ops(headers(clean), incremental[1])))
     check(not failures, "the incremental build differs %s", "\n".join(failures))
+
+
+# Mach-O (docs/platforms.md, "Units"): one __text per batch, each op's
+# function cut out of it. Plain ops, variants and a loop (alignment NOPs
+# inside a function) are cut out, and variants that are the same fold (which
+# compares what the header does not show, the entry's offset); string
+# literals, a floating-point constant and a table are data the batch's ops
+# share: those ops compile alone.
+MACH_O_TRIPLES = [t for t in BUNDLED_TRIPLES if "-apple-" in t]
+MACH_O_OPS = """\
+OP(plain_mul)
+{
+    tos = tos * 3 + 1;
+    CONTINUE();
+}
+
+OP(shift, VARIANT(k, 0, 3))
+{
+    tos = (tos << STENCIL_V(k)) ^ (STENCIL_V(k) + 5);
+    CONTINUE();
+}
+
+OP(str_seven)
+{
+    if (tos == 7)
+        vm_trap(frame, "seven");
+    CONTINUE();
+}
+
+OP(str_nine)
+{
+    if (tos == 9)
+        vm_trap(frame, "nine is not allowed here");
+    CONTINUE();
+}
+
+OP(dbl_scale)
+{
+    tos = (vm_value)((double)tos * 1.375 + 0.25);
+    CONTINUE();
+}
+
+OP(tab_pick)
+{
+    static const vm_value t[8] = {3, 1, 4, 1, 5, 9, 2, 6};
+    tos = t[(uint64_t)tos & 7] + *--sp;
+    CONTINUE();
+}
+
+OP(loop_sum)
+{
+    vm_value acc = 0;
+    for (vm_value k = 0; k < (tos & 31); k++)
+        acc += (k * 7) ^ (acc >> 3);
+    tos = acc;
+    CONTINUE();
+}
+
+OP(plain_xor)
+{
+    tos ^= *--sp;
+    CONTINUE();
+}
+
+OP(twins, VARIANT(w, 0, 1))
+{
+    tos += 3;
+    CONTINUE();
+}
+"""
+MACH_O_CUT = ["plain_mul", "loop_sum", "plain_xor"]
+MACH_O_STRINGS = ["str_seven", "str_nine"]
+
+
+def test_mach_o_batches_equal_per_op_with_fewer_compiles(ctx):
+    """The bundled stencils and MACH_O_OPS, built for both Mach-O triples
+    batched and per-op: byte-identical headers, at most half the compiler
+    runs batched, string ops compiled alone and plain ones cut out."""
+    targets = [a for t in MACH_O_TRIPLES for a in ("--target", t)]
+    manifests = [("bundled", ctx.path("stencils", "stencils.yaml")),
+                 ("generated", project(ctx, {"mach_o.c": MACH_O_OPS}))]
+    for name, manifest in manifests:
+        per_op, batched = both_ways(ctx, manifest, "mach-o-" + name, *targets)
+        check(per_op[0].returncode == 0, "%s: per-op build failed: %s", name,
+              per_op[0].stderr[-3000:])
+        check(len(per_op[1]) == 1 + len(MACH_O_TRIPLES), "%s: per-op build wrote %s", name,
+              sorted(per_op[1]))
+        diff = differences(per_op, batched)
+        check(not diff, "%s: batched units differ from per-op units: %s (ops: %s)", name,
+              "; ".join(diff), differing_ops(per_op[1], batched[1]))
+        runs = [compiler_runs(p.stderr) for p, _ in (per_op, batched)]
+        check(2 * runs[1] <= runs[0], "%s: %d compiler runs batched, %d per-op: Mach-O ops "
+              "did not compile in batches", name, runs[1], runs[0])
+    notes = shape_notes(batched[0].stderr, mach_o=True)
+    for op in MACH_O_STRINGS:
+        check("uses" in notes.get(op, ""), "op %s: want a note that it compiled alone for "
+              "its string, got %r", op, notes.get(op))
+    cut_alone = {op: notes[op] for op in MACH_O_CUT if op in notes}
+    check(not cut_alone, "ops a Mach-O batch cuts out compiled alone: %s", cut_alone)
