@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -134,16 +135,51 @@ static char *next_line(char **p, char *end)
     return line;
 }
 
-/* Whether the line "<7 numbers> <path>" describes the file at path now. */
-static bool output_unchanged(const char *line)
+/* The path at the end of an output line "<7 numbers> <path>", and whether
+ * the numbers are what the file there is now. */
+static const char *output_line(const char *line, bool *unchanged)
 {
     file_facts was, now;
     int used = 0;
+    *unchanged = false;
     if (sscanf(line, "%" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64
                      " %" SCNu64 " %n", &was.dev, &was.ino, &was.size, &was.mtime_s,
                &was.mtime_ns, &was.ctime_s, &was.ctime_ns, &used) != 7 || !used)
-        return false;
-    return facts_of(line + used, &now) && !memcmp(&was, &now, sizeof was);
+        return NULL;
+    *unchanged = facts_of(line + used, &now) && !memcmp(&was, &now, sizeof was);
+    return line + used;
+}
+
+/* Write the memo: written in place, not beside and renamed, so that a no-op
+ * build adds no file to the cache directory; a torn write fails the length
+ * check of memo_replay and is only a miss. False when an output cannot be
+ * described (the memo is removed then). */
+static bool write_memo(const gen_run *run, const gen_key *digest, char *const *paths, size_t n,
+                       const char *summary)
+{
+    strbuf sb = {0};
+    size_t slen = strlen(summary);
+    sb_printf(&sb, "stencilgen memo %d %016" PRIx64 "%016" PRIx64 "\n%zu %zu\n", MEMO_VERSION,
+              digest->h[0], digest->h[1], n, slen);
+    bool ok = n > 0 && n <= MEMO_MAX_OUTPUTS;
+    for (size_t i = 0; ok && i < n; i++) {
+        file_facts f;
+        char *abs = path_absolute(paths[i]);
+        ok = abs && !strchr(abs, '\n') && facts_of(abs, &f);
+        if (ok)
+            sb_printf(&sb, "%" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64
+                           " %" PRIu64 " %s\n", f.dev, f.ino, f.size, f.mtime_s, f.mtime_ns,
+                      f.ctime_s, f.ctime_ns, abs);
+        free(abs);
+    }
+    sb_putn(&sb, summary, slen);
+    char *path = memo_path(run);
+    ok = ok && write_file(path, sb.data, sb.len);
+    if (!ok)
+        unlink(path); /* an old memo must not outlive the outputs it described */
+    free(path);
+    sb_free(&sb);
+    return ok;
 }
 
 bool memo_replay(const gen_run *run, const gen_key *digest, strbuf *summary)
@@ -159,13 +195,27 @@ bool memo_replay(const gen_run *run, const gen_key *digest, strbuf *summary)
     char want[64];
     snprintf(want, sizeof want, "stencilgen memo %d %016" PRIx64 "%016" PRIx64, MEMO_VERSION,
              digest->h[0], digest->h[1]);
-    ok = line && !strcmp(line, want) && (line = next_line(&p, end));
-    unsigned long n = ok ? strtoul(line, NULL, 10) : 0;
-    ok = ok && n > 0 && n <= MEMO_MAX_OUTPUTS;
-    for (unsigned long i = 0; ok && i < n; i++)
-        ok = (line = next_line(&p, end)) && output_unchanged(line);
-    if (ok)
-        sb_putn(summary, p, (size_t)(end - p));
+    unsigned long n = 0, slen = 0;
+    ok = line && !strcmp(line, want) && (line = next_line(&p, end)) &&
+         sscanf(line, "%lu %lu", &n, &slen) == 2 && n > 0 && n <= MEMO_MAX_OUTPUTS;
+    char **paths = ok ? xcalloc(n, sizeof *paths) : NULL;
+    for (unsigned long i = 0; ok && i < n; i++) {
+        bool unchanged;
+        ok = (line = next_line(&p, end)) && (paths[i] = (char *)output_line(line, &unchanged)) &&
+             unchanged;
+    }
+    ok = ok && (size_t)(end - p) == slen;
+    if (ok) {
+        sb_putn(summary, p, slen);
+        /* Dated now, as a publish dates the outputs it leaves unchanged
+         * (build systems compare times), and remembered so. */
+        for (unsigned long i = 0; i < n; i++)
+            utimensat(AT_FDCWD, paths[i], NULL, 0);
+        char *text = xstrndup(p, slen);
+        write_memo(run, digest, paths, n, text);
+        free(text);
+    }
+    free(paths);
     free(data);
     return ok;
 }
@@ -173,27 +223,5 @@ bool memo_replay(const gen_run *run, const gen_key *digest, strbuf *summary)
 void memo_record(const gen_run *run, const gen_key *digest, char *const *paths, size_t n,
                  const char *summary)
 {
-    strbuf sb = {0};
-    sb_printf(&sb, "stencilgen memo %d %016" PRIx64 "%016" PRIx64 "\n%zu\n", MEMO_VERSION,
-              digest->h[0], digest->h[1], n);
-    bool ok = n > 0 && n <= MEMO_MAX_OUTPUTS;
-    for (size_t i = 0; ok && i < n; i++) {
-        file_facts f;
-        char *abs = path_absolute(paths[i]);
-        ok = abs && !strchr(abs, '\n') && facts_of(abs, &f);
-        if (ok)
-            sb_printf(&sb, "%" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64
-                           " %" PRIu64 " %s\n", f.dev, f.ino, f.size, f.mtime_s, f.mtime_ns,
-                      f.ctime_s, f.ctime_ns, abs);
-        free(abs);
-    }
-    char *path = memo_path(run);
-    if (ok) {
-        sb_printf(&sb, "%s", summary);
-        write_file_atomic(path, sb.data, sb.len);
-    } else {
-        unlink(path); /* an old memo must not outlive the outputs it described */
-    }
-    free(path);
-    sb_free(&sb);
+    write_memo(run, digest, paths, n, summary);
 }

@@ -27,7 +27,8 @@
 bool memo_digest(const gen_run *run, const job_set *js, gen_key *out);
 
 /* The summary kept with the memo of `digest`, when every output recorded
- * with it is still as it was written; else false. */
+ * with it is still as it was written; else false. A hit dates the outputs
+ * now, as publishing dates those it leaves unchanged, and records that. */
 bool memo_replay(const gen_run *run, const gen_key *digest, strbuf *summary);
 
 /* Record the outputs at `paths` (just published) under `digest`, with the

@@ -66,6 +66,16 @@ def header(out):
     return read(os.path.join(out, "jit_stencils-%s.h" % TRIPLE), "rb")
 
 
+def drop_header(out):
+    """Remove the target's header, so that the next build renders it from the
+    cache's stencils: with its outputs as it left them, a no-op build loads
+    nothing (its memo, docs/build.md "Incremental builds and the cache")."""
+    os.remove(os.path.join(out, "jit_stencils-%s.h" % TRIPLE))
+
+
+MEMO_HIT = "outputs as the last build left them (memo)"
+
+
 def build(ctx, manifest, out, *extra):
     p = ctx.build_stencils(manifest, out, "--target", TRIPLE, "-v", *extra)
     m = re.search(r"^stencilgen: %s: (\d+) ops \((\d+) compiled, (\d+) cached\)" %
@@ -119,8 +129,12 @@ def test_noop_build_uses_cached_stencils(ctx):
           len(blobs))
     unwind = glob.glob(os.path.join(out, ".stencilgen", "blobs", "*.unwind"))
     check(len(unwind) == 1, "expected the shim's unwind blob, found %s", unwind)
+    counts, p = build(ctx, manifest, out)
+    check(counts == (n, 0, n, 0) and MEMO_HIT in p.stderr and header(out) == cold,
+          "no-op build (outputs unchanged: nothing loaded): %s\n%s", counts, p.stderr)
+    drop_header(out)
     counts, _ = build(ctx, manifest, out)
-    check(counts == (n, 0, n, n + 1), "no-op build: %s", counts)
+    check(counts == (n, 0, n, n + 1), "no-op build with the header removed: %s", counts)
     check(header(out) == cold, "header from cached stencils differs from the cold build's")
     # Damaged, the shim's unwind entry is a miss: its object is read again.
     with open(unwind[0], "r+b") as f:
@@ -128,9 +142,52 @@ def test_noop_build_uses_cached_stencils(ctx):
         b = f.read(1)
         f.seek(8)
         f.write(bytes([b[0] ^ 0x01]))
+    drop_header(out)
     counts, _ = build(ctx, manifest, out)
     check(counts == (n, 0, n, n), "no-op build after damaging the unwind entry: %s", counts)
     check(header(out) == cold, "header after rebuilding the shim's facts differs")
+
+
+def test_noop_memo_is_dropped_by_every_change_to_what_it_remembers(ctx):
+    """A no-op build loads and renders nothing only while its outputs are as
+    the last build left them and nothing they are made from changed: a header
+    edited, touched or removed, an option that changes the outputs, a depfile
+    asked for, an edited op, another cache directory. Each is then built the
+    whole way, and every header equals a clean build's."""
+    base = ctx.bundled_copy()
+    manifest = os.path.join(base, "stencils", "stencils.yaml")
+    out = os.path.join(base, "out")
+    path = os.path.join(out, "jit_stencils-%s.h" % TRIPLE)
+
+    def noop(*extra):
+        _, p = build(ctx, manifest, out, *extra)
+        return MEMO_HIT in p.stderr
+
+    build(ctx, manifest, out)
+    check(noop(), "an unchanged rebuild did not use its memo")
+    cold = header(out)
+    with open(path, "ab") as f:  # edited by hand: written again
+        f.write(b"/* edited */\n")
+    check(not noop() and header(out) == cold, "an edited header was kept")
+    check(noop(), "the rebuild after the edit left no memo")
+    os.utime(path, ns=(1, 1))  # same bytes, another time: checked the whole way
+    check(not noop() and header(out) == cold and os.stat(path).st_mtime_ns > 1,
+          "a header dated otherwise was not checked")
+    os.remove(path)
+    check(not noop() and header(out) == cold, "a removed header was not written again")
+    check(not noop("--no-listing") and header(out) != cold, "--no-listing kept the listing")
+    check(noop("--no-listing"), "an unchanged --no-listing rebuild did not use its memo")
+    check(not noop() and header(out) == cold, "dropping --no-listing kept the short header")
+    dep = os.path.join(base, "deps.d")
+    check(not noop("--depfile", dep) and os.path.exists(dep), "the depfile was not written")
+    edit = os.path.join(base, "stencils", "ops", "arith.c")
+    write(edit, read(edit) + "\nOP(memo_probe)\n{\n    tos += 3;\n    CONTINUE();\n}\n")
+    check(not noop() and b"memo_probe" in header(out), "an added op is not in the header")
+    fresh = os.path.join(base, "fresh")
+    build(ctx, manifest, fresh, "--cache-dir", os.path.join(base, "cache2"))
+    check(header(fresh) == header(out), "after these builds the header differs from a clean one")
+    check(not noop("--cache-dir", os.path.join(base, "cache3")),
+          "another cache directory used the first one's memo")
 
 
 def damaged_entries_are_rebuilt(ctx, units):
@@ -158,6 +215,7 @@ def damaged_entries_are_rebuilt(ctx, units):
     rewrite(blobs[5], body[5][:-1])                                         # a byte short
     rewrite(blobs[6], body[6][:20] + struct.pack("<Q", 1 << 40) + body[6][28:])  # code size
     damaged = 7
+    drop_header(out)
     (n, compiled, cached, stencils), p = build(ctx, manifest, out, "--units", units)
     if units == "per-op":
         # The objects are intact: every op comes from the cache, 7 of the
@@ -176,6 +234,7 @@ def damaged_entries_are_rebuilt(ctx, units):
     check(header(out) == good, "header after rebuilding damaged stencils differs")
     for b in blobs if units == "per-op" else []:  # a compile's entry records its own run's paths
         check(read(b, "rb") == original[b], "%s was not rewritten as it was", b)
+    drop_header(out)
     counts, _ = build(ctx, manifest, out, "--units", units)
     check(counts == (n, 0, n, n + 1), "repaired cache still misses: %s", counts)
 
@@ -207,6 +266,7 @@ def symbol_list_change_is_not_served_stale_stencils(ctx, units):
     fresh = os.path.join(base, "fresh")
     build(ctx, manifest, fresh, "--cache-dir", os.path.join(base, "cache2"), "--units", units)
     check(header(out) == header(fresh), "header after reordering symbols differs from a cold build's")
+    drop_header(out)
     counts, _ = build(ctx, manifest, out, "--units", units)
     check(counts == (n, 0, n, n + 1), "stencils not cached again: %s", counts)
 
