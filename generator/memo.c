@@ -2,6 +2,7 @@
 #define _GNU_SOURCE /* st_mtim, st_ctim */
 #include "memo.h"
 
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +10,8 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "outputs.h"
 
 
 #define MEMO_VERSION 1
@@ -209,8 +212,10 @@ bool memo_replay(const gen_run *run, const gen_key *digest, strbuf *summary)
         sb_putn(summary, p, slen);
         /* Dated now, as a publish dates the outputs it leaves unchanged
          * (build systems compare times), and remembered so. */
-        for (unsigned long i = 0; i < n; i++)
+        for (unsigned long i = 0; i < n; i++) {
             utimensat(AT_FDCWD, paths[i], NULL, 0);
+            outputs_remove_stale_temps(paths[i]); /* as a publish does too */
+        }
         char *text = xstrndup(p, slen);
         write_memo(run, digest, paths, n, text);
         free(text);

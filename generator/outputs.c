@@ -89,8 +89,7 @@ static bool is_temp_of(const char *name, const char *base)
     return true;
 }
 
-/* Remove temporaries of `path` left behind by runs killed while publishing. */
-static void remove_stale_temps(const char *path)
+void outputs_remove_stale_temps(const char *path)
 {
     char *dir = path_dirname(path);
     const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
@@ -206,7 +205,7 @@ bool outputs_publish(gen_outputs *o)
     for (size_t i = 0; i < o->count && ok; i++)
         unchanged[i] = holds(o->items[i].path, &o->items[i].content);
     for (size_t i = 0; i < o->count && ok; i++) {
-        remove_stale_temps(o->items[i].path);
+        outputs_remove_stale_temps(o->items[i].path);
         if (unchanged[i])
             continue;
         temps[i] = write_temp_beside(o->items[i].path, o->items[i].content.data,

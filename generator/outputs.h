@@ -30,6 +30,9 @@ void outputs_add(gen_outputs *o, char *path, strbuf content); /* takes ownership
  * links too); otherwise says which two collide, by what[i]. */
 bool outputs_distinct(const char *const *paths, const char *const *what, size_t n);
 bool outputs_publish(gen_outputs *o);                          /* frees o */
+/* Remove temporaries of `path` left behind by runs killed while publishing
+ * (publishing does it too). */
+void outputs_remove_stale_temps(const char *path);
 void outputs_discard(gen_outputs *o);
 
 /* Append the prerequisites listed in a compiler-written depfile (absolute paths). */
