@@ -424,6 +424,7 @@ static void run_free(gen_run *run)
             lb_disasm_destroy(r->disasm);
     }
     free(run->results);
+    sb_free(&run->memo_summary);
     free(run->workdir);
     free(run->op_template_dir);
     free(run->clang);
