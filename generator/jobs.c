@@ -607,8 +607,9 @@ int jobs_run(gen_run *run, job_set *js)
     key_translation_units(run, js, &texts);
     for (size_t i = 0; i < js->count; i++)
         key_job(run, &js->jobs[i]);
-    run->memo_keyed = !strcmp(run->opt.command, "build") && memo_digest(run, js, &run->memo);
-    if (run->memo_keyed && memo_replay(run, &run->memo, &run->memo_summary)) {
+    gen_key digest;
+    if (!strcmp(run->opt.command, "build") && memo_digest(run, js, &digest) &&
+        memo_replay(run, &digest, &run->memo_summary)) {
         run->memo_hit = true;
         op_sources_free(&texts);
         return SG_EXIT_OK; /* the outputs are those these keys made: nothing to load */

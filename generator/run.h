@@ -76,9 +76,7 @@ typedef struct gen_run {
     size_t compiles;    /* compiler runs that produced an object (ops, batches, the shim) */
     bool compiled_in_process; /* ... by clang's main in forked children (compile.h) */
     size_t key_bytes;   /* bytes of op sources hashed for the ops' keys (op_keys_for_file) */
-    bool memo_keyed;    /* memo: the digest of what the outputs are made from (memo.h) */
-    gen_key memo;
-    bool memo_hit;      /* the outputs on disk are what this run would write: nothing loaded */
+    bool memo_hit;      /* the outputs on disk are what this run would write (memo.h) */
     strbuf memo_summary; /* ... and the summary to print */
 } gen_run;
 
