@@ -131,7 +131,7 @@ void batch_compile_alone(gen_run *run, job_set *js, size_t i)
     free(ref->tu_path);
     ref->tu_path = xasprintf("%s/tu/%s/unit.c", run->rundir.path, ref->op->name);
     ref->unit.tu_path = ref->tu_path; /* the unit is not a dependency to record */
-    argv_free(job->argv);
+    job_argv_free(job);
     job->argv = flags_command(run, ref->result, ref->op, false, job->output, ref->tu_path);
     job->skip = false;
     job->status = 0;
@@ -186,7 +186,7 @@ void batch_assign(gen_run *run, job_set *js)
         free(rel);
         free(job->output);
         job->output = xasprintf("%s/%s/%s.o", run->rundir.path, target->target->triple, b->name);
-        argv_free(job->argv);
+        job_argv_free(job);
         job->argv = flags_command(run, ref->result, ref->op, true, job->output, ref->tu_path);
     }
     free(leader);

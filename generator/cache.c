@@ -1,7 +1,8 @@
-/* cache.c - see cache.h. Files under DIR: records.idx (every record's slot,
- * argument hash and dependency list), records.lock (held while the index is
- * merged) and blobs/<key>.<kind> (a blob followed by a 24-byte trailer: magic,
- * size, checksum). */
+/* cache.c - see cache.h. Files under DIR: records2.idx (every record's slot,
+ * argument hash and file list, each distinct list once), records.lock (held
+ * while the index is merged) and blobs/<key>.<kind> (a blob followed by a
+ * 24-byte trailer: magic, size, checksum). records.idx is 0.2's index, with a
+ * list per record: keys are made differently since, so it is left to it. */
 #define _GNU_SOURCE
 #include "cache.h"
 
@@ -30,13 +31,32 @@ typedef struct file_hash {
     uint64_t h[2];
 } file_hash;
 
+/* A list of files as records name them. Most records share one (a target's
+ * ops read the same headers), so each distinct list is kept once, and its
+ * files are hashed into a digest once per run (list_digest). */
+typedef struct dep_list {
+    char *text;      /* one path a line */
+    size_t len;
+    uint64_t hash;   /* of text: its place in the table */
+    int state;       /* this run: 0 not yet hashed, 1 digest known, -1 a file is gone */
+    gen_key digest;  /* the paths and the contents of their files */
+    bool positional; /* a file mentions a source position */
+} dep_list;
+
+typedef struct dep_lists {
+    dep_list *items;
+    size_t count, cap;
+    size_t *at;  /* open addressing: index + 1 into items; 0: empty */
+    size_t mask; /* table size - 1 */
+} dep_lists;
+
 /* One record per slot and argument hash: the files the result depended on. */
 typedef struct record {
     char *slot;
     uint64_t args;
     gen_key absent; /* the set of paths that were missing (cache.h) */
-    char *deps; /* one path a line */
-    bool fresh; /* recorded by this run */
+    size_t deps;    /* its list in gen_cache.lists */
+    bool fresh;     /* recorded by this run */
 } record;
 
 typedef struct record_list {
@@ -49,6 +69,7 @@ struct gen_cache {
     char *path_buf;
     file_hash *files; /* contents hashed once per run */
     size_t nfiles, cap;
+    dep_lists lists;     /* every record's file list, each distinct one once */
     record_list records; /* the index as loaded, updated by this run */
     size_t next_record;  /* where find_record starts */
     bool records_dirty;
@@ -57,7 +78,47 @@ struct gen_cache {
 static void record_free(record *r)
 {
     free(r->slot);
-    free(r->deps);
+}
+
+static void dep_lists_free(dep_lists *l)
+{
+    for (size_t i = 0; i < l->count; i++)
+        free(l->items[i].text);
+    free(l->items);
+    free(l->at);
+    *l = (dep_lists){0};
+}
+
+static void dep_lists_grow(dep_lists *l)
+{
+    size_t size = l->at ? 2 * (l->mask + 1) : 64;
+    free(l->at);
+    l->at = xcalloc(size, sizeof *l->at);
+    l->mask = size - 1;
+    for (size_t i = 0; i < l->count; i++) {
+        size_t k = l->items[i].hash & l->mask;
+        while (l->at[k])
+            k = (k + 1) & l->mask;
+        l->at[k] = i + 1;
+    }
+}
+
+/* The index of the list `text` (its `len` bytes), added if new. */
+static size_t intern_deps(dep_lists *l, const char *text, size_t len)
+{
+    if (2 * (l->count + 1) > (l->at ? l->mask + 1 : 0))
+        dep_lists_grow(l);
+    uint64_t h = hash64(text, len, len);
+    size_t k = h & l->mask;
+    for (; l->at[k]; k = (k + 1) & l->mask) {
+        const dep_list *d = &l->items[l->at[k] - 1];
+        if (d->hash == h && d->len == len && !memcmp(d->text, text, len))
+            return l->at[k] - 1;
+    }
+    dep_list d = {xstrndup(text, len), len, h, 0, {{0, 0}}, false};
+    ARRAY_PUSH(l->items, l->count, l->cap, d);
+    l->at[k] = l->count;
+    return l->count - 1;
 }
 
 static void records_free(record_list *l)
@@ -70,64 +131,88 @@ static void records_free(record_list *l)
 
 static char *index_path(const gen_cache *c)
 {
-    return xasprintf("%s/records.idx", c->dir);
+    return xasprintf("%s/records2.idx", c->dir);
 }
 
-/* "absent <16 hex><16 hex>", as save_records writes it. */
-static bool parse_absent(const char *line, size_t n, gen_key *out)
+/* The hex number of exactly `digits` digits at *p, which then points past them. */
+static bool parse_hex(const char **p, size_t digits, uint64_t *out)
 {
-    if (n != 7 + 32 || strncmp(line, "absent ", 7))
-        return false;
-    for (size_t lane = 0; lane < 2; lane++) {
-        uint64_t v = 0;
-        for (size_t i = 0; i < 16; i++) {
-            char ch = line[7 + lane * 16 + i];
-            int d = ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1;
-            if (d < 0)
-                return false;
-            v = v << 4 | (uint64_t)d;
-        }
-        out->h[lane] = v;
+    uint64_t v = 0;
+    for (size_t i = 0; i < digits; i++) {
+        char ch = (*p)[i];
+        int d = ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1;
+        if (d < 0)
+            return false;
+        v = v << 4 | (uint64_t)d;
     }
+    *p += digits;
+    *out = v;
     return true;
 }
 
-/* Index format: for each record, "slot <name>\nargs <hex>\nabsent <hex><hex>\n",
- * its dependency paths one a line, then ".\n". A torn index loses records
- * (misses), never yields a wrong key; a record without its absent line (an
- * older stencilgen's) is dropped. */
-static void load_records(const char *path, record_list *out)
+/* The decimal number at *p up to `stop`, which *p then points past. */
+static bool parse_count(const char **p, const char *end, char stop, size_t *out)
+{
+    size_t v = 0;
+    const char *q = *p;
+    for (; q < end && *q >= '0' && *q <= '9' && q - *p < 18; q++)
+        v = v * 10 + (size_t)(*q - '0');
+    if (q == *p || q >= end || *q != stop)
+        return false;
+    *p = q + 1;
+    *out = v;
+    return true;
+}
+
+/* "R <args: 16 hex> <absent: 32 hex> <list> <slot>", as save_records writes it. */
+static bool parse_record(const char *line, const char *end, const size_t *lists, size_t nlists,
+                         record *r)
+{
+    const char *p = line + 2;
+    uint64_t args, a0, a1;
+    size_t list;
+    if (end - line < 2 + 16 + 1 + 32 + 1 || !parse_hex(&p, 16, &args) || *p++ != ' ' ||
+        !parse_hex(&p, 16, &a0) || !parse_hex(&p, 16, &a1) || *p++ != ' ' ||
+        !parse_count(&p, end, ' ', &list) || list >= nlists || p >= end)
+        return false;
+    *r = (record){xstrndup(p, (size_t)(end - p)), args, {{a0, a1}}, lists[list], false};
+    return true;
+}
+
+/* Index format: a file list is "L <n>\n", its paths one a line, then ".\n",
+ * numbered from 0 in the order written and written before the first record
+ * that names it; a record is one line (parse_record). A torn or damaged
+ * index loses the records from there on (misses), never yields a wrong key. */
+static void load_records(const char *path, record_list *out, dep_lists *lists)
 {
     uint8_t *data;
     size_t size;
     if (!read_file(path, &data, &size))
         return;
-    char *text = (char *)data;
-    for (char *p = text; p < text + size;) {
-        char *end = strstr(p, "\n.\n");
-        char *nl = strchr(p, '\n');
-        char *args_end = nl ? strchr(nl + 1, '\n') : NULL;
-        /* strtoull, not sscanf: glibc's sscanf measures the whole rest of
-         * the index first, which made loading it quadratic (a tenth of a
-         * no-op run at 300 ops). */
-        char *hex_end = NULL;
-        unsigned long long args =
-            nl && !strncmp(nl + 1, "args ", 5) ? strtoull(nl + 6, &hex_end, 16) : 0;
-        if (strncmp(p, "slot ", 5) || !end || !args_end || args_end > end || !hex_end ||
-            hex_end == nl + 6 || hex_end != args_end)
+    const char *p = (const char *)data, *end = p + size;
+    size_t *local = NULL, nlocal = 0, cap = 0; /* list number -> lists index */
+    while (p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        if (!nl || nl - p < 2 || p[1] != ' ')
             break;
-        char *absent_end = strchr(args_end + 1, '\n');
-        gen_key absent;
-        if (!absent_end || absent_end > end ||
-            !parse_absent(args_end + 1, (size_t)(absent_end - args_end - 1), &absent)) {
-            p = end + 3;
-            continue;
+        if (p[0] == 'L') {
+            const char *q = p + 2, *close = memmem(nl, (size_t)(end - nl), "\n.\n", 3);
+            size_t n;
+            if (!close || !parse_count(&q, nl + 1, '\n', &n) || n != nlocal)
+                break;
+            ARRAY_PUSH(local, nlocal, cap, intern_deps(lists, nl + 1, (size_t)(close - nl)));
+            p = close + 3;
+        } else if (p[0] == 'R') {
+            record r;
+            if (!parse_record(p, nl, local, nlocal, &r))
+                break;
+            ARRAY_PUSH(out->items, out->count, out->cap, r);
+            p = nl + 1;
+        } else {
+            break;
         }
-        record r = {xstrndup(p + 5, (size_t)(nl - p - 5)), args, absent,
-                    xstrndup(absent_end + 1, (size_t)(end - absent_end)), false};
-        ARRAY_PUSH(out->items, out->count, out->cap, r);
-        p = end + 3;
     }
+    free(local);
     free(data);
 }
 
@@ -196,6 +281,26 @@ static void trim_slots(record_list *l)
     free(t.at);
 }
 
+/* The index text of `l` (load_records reads it). */
+static void write_index(strbuf *sb, const record_list *l, const dep_lists *lists)
+{
+    size_t *number = xcalloc(lists->count ? lists->count : 1, sizeof *number); /* n + 1 */
+    size_t written = 0;
+    for (size_t i = 0; i < l->count; i++) {
+        const record *r = &l->items[i];
+        if (!number[r->deps]) {
+            number[r->deps] = ++written;
+            sb_printf(sb, "L %zu\n", written - 1);
+            sb_putn(sb, lists->items[r->deps].text, lists->items[r->deps].len);
+            sb_puts(sb, ".\n");
+        }
+        sb_printf(sb, "R %016llx %016llx%016llx %zu %s\n", (unsigned long long)r->args,
+                  (unsigned long long)r->absent.h[0], (unsigned long long)r->absent.h[1],
+                  number[r->deps] - 1, r->slot);
+    }
+    free(number);
+}
+
 /* The index on disk is the truth for every record this run did not make:
  * concurrent runs' records are kept, and this run's own come last (newest). */
 static void save_records(gen_cache *c)
@@ -209,7 +314,7 @@ static void save_records(gen_cache *c)
         flock(lock, LOCK_EX); /* without the lock, merging is still safe, only lossier */
     char *path = index_path(c);
     record_list merged = {0};
-    load_records(path, &merged);
+    load_records(path, &merged, &c->lists);
     size_t kept = 0;
     record_table fresh = table_new(c->records.count, true); /* this run's own records */
     for (size_t j = 0; j < c->records.count; j++)
@@ -232,11 +337,7 @@ static void save_records(gen_cache *c)
     }
     trim_slots(&merged);
     strbuf sb = {0};
-    for (size_t i = 0; i < merged.count; i++)
-        sb_printf(&sb, "slot %s\nargs %llx\nabsent %016llx%016llx\n%s.\n", merged.items[i].slot,
-                  (unsigned long long)merged.items[i].args,
-                  (unsigned long long)merged.items[i].absent.h[0],
-                  (unsigned long long)merged.items[i].absent.h[1], merged.items[i].deps);
+    write_index(&sb, &merged, &c->lists);
     write_file_atomic(path, sb.data ? sb.data : "", sb.len);
     sb_free(&sb);
     free(path);
@@ -249,7 +350,7 @@ static void save_records(gen_cache *c)
  * last hit finds the next one at once instead of after hundreds of strcmps. */
 static record *find_record(gen_cache *c, const char *slot, uint64_t args)
 {
-    record want = {(char *)slot, args, {{0, 0}}, NULL, false};
+    record want = {(char *)slot, args, {{0, 0}}, 0, false};
     for (size_t k = 0; k < c->records.count; k++) {
         size_t i = (c->next_record + k) % c->records.count;
         if (same_record(&c->records.items[i], &want)) {
@@ -265,7 +366,7 @@ gen_cache *cache_open(const char *dir)
     gen_cache *c = xcalloc(1, sizeof *c);
     c->dir = xstrdup(dir);
     char *path = index_path(c);
-    load_records(path, &c->records);
+    load_records(path, &c->records, &c->lists);
     free(path);
     return c;
 }
@@ -276,6 +377,7 @@ void cache_close(gen_cache *c)
         return;
     save_records(c);
     records_free(&c->records);
+    dep_lists_free(&c->lists);
     for (size_t i = 0; i < c->nfiles; i++)
         free(c->files[i].path);
     free(c->files);
@@ -295,12 +397,12 @@ static void mix(uint64_t h[2], const void *p, size_t n)
     hash128(p, n, h);
 }
 
-uint64_t cache_hash_args(char *const *argv, const char *const *skip_next)
+uint64_t cache_hash_args_from(uint64_t h, char *const *argv, size_t n,
+                              const char *const *skip_next)
 {
-    uint64_t h = 0;
-    for (char *const *a = argv; *a; a++) {
+    for (char *const *a = argv, *const *end = argv + n; a < end && *a; a++) {
         h = hash64(*a, strlen(*a) + 1, h);
-        for (const char *const *s = skip_next; *s && a[1]; s++) {
+        for (const char *const *s = skip_next; *s && a + 1 < end && a[1]; s++) {
             if (!strcmp(*a, *s)) {
                 a++;
                 break;
@@ -308,6 +410,11 @@ uint64_t cache_hash_args(char *const *argv, const char *const *skip_next)
         }
     }
     return h;
+}
+
+uint64_t cache_hash_args(char *const *argv, const char *const *skip_next)
+{
+    return cache_hash_args_from(0, argv, SIZE_MAX, skip_next);
 }
 
 static const file_hash *hash_file(gen_cache *c, const char *path)
@@ -358,36 +465,51 @@ static bool stable_since(const file_hash *f, const struct timespec *since)
            !modified_since(&f->mtime, since);
 }
 
-/* The key of `args` and the files' names and contents; *positional: whether
- * one of them mentions a source position (text_mentions_position). */
-static bool key_of(gen_cache *c, uint64_t args, char *const *deps, size_t n,
-                   const struct timespec *since, gen_key *key, bool *positional)
+/* The digest of the files' names and contents; *positional: whether one of
+ * them mentions a source position (text_mentions_position). With `since`,
+ * false when a file changed at or after it (stable_since). */
+static bool digest_files(gen_cache *c, char *const *paths, size_t n, const struct timespec *since,
+                         gen_key *digest, bool *positional)
 {
     *positional = false;
-    key->h[0] = args;
-    key->h[1] = ~args;
+    digest->h[0] = n;
+    digest->h[1] = ~(uint64_t)n;
     for (size_t i = 0; i < n; i++) {
-        const file_hash *f = hash_file(c, deps[i]);
+        const file_hash *f = hash_file(c, paths[i]);
         if (!f->ok || (since && !stable_since(f, since)))
             return false;
         *positional |= f->positional;
-        mix(key->h, deps[i], strlen(deps[i]) + 1);
-        mix(key->h, f->h, sizeof f->h);
+        mix(digest->h, paths[i], strlen(paths[i]) + 1);
+        mix(digest->h, f->h, sizeof f->h);
     }
     return true;
 }
 
-/* Split a record's dependency lines in place. */
-static char **split_deps(char *text, size_t *n)
+/* The list's digest, worked out on its first use in this run. */
+static const dep_list *list_digest(gen_cache *c, size_t index)
 {
-    char **deps = NULL;
-    size_t cap = 0;
-    *n = 0;
+    dep_list *d = &c->lists.items[index];
+    if (d->state)
+        return d;
+    char *text = xstrndup(d->text, d->len);
+    char **paths = NULL;
+    size_t n = 0, cap = 0;
     for (char *line = text, *nl; (nl = strchr(line, '\n')); line = nl + 1) {
         *nl = '\0';
-        ARRAY_PUSH(deps, *n, cap, line);
+        ARRAY_PUSH(paths, n, cap, line);
     }
-    return deps;
+    d->state = digest_files(c, paths, n, NULL, &d->digest, &d->positional) ? 1 : -1;
+    free(paths);
+    free(text);
+    return d;
+}
+
+/* A key: the arguments' hash and the digest of the files. */
+static void key_from(uint64_t args, const gen_key *digest, gen_key *key)
+{
+    key->h[0] = args;
+    key->h[1] = ~args;
+    mix(key->h, digest->h, sizeof digest->h);
 }
 
 bool cache_key_for(gen_cache *c, const char *slot, uint64_t args, gen_key *key, gen_key *absent,
@@ -397,25 +519,28 @@ bool cache_key_for(gen_cache *c, const char *slot, uint64_t args, gen_key *key, 
     if (!r)
         return false;
     *absent = r->absent;
-    char *text = xstrdup(r->deps);
-    size_t n;
-    char **deps = split_deps(text, &n);
-    bool ok = key_of(c, args, deps, n, NULL, key, positional);
-    free(deps);
-    free(text);
-    return ok;
+    const dep_list *d = list_digest(c, r->deps);
+    if (d->state < 0)
+        return false;
+    key_from(args, &d->digest, key);
+    *positional = d->positional;
+    return true;
 }
 
 bool cache_record(gen_cache *c, const char *slot, uint64_t args, char *const *deps, size_t n,
                   const gen_key *absent, const struct timespec *since, gen_key *key,
                   bool *positional)
 {
-    if (!key_of(c, args, deps, n, since, key, positional))
+    gen_key digest;
+    if (!digest_files(c, deps, n, since, &digest, positional))
         return false;
+    key_from(args, &digest, key);
     strbuf sb = {0};
     for (size_t i = 0; i < n; i++)
         sb_printf(&sb, "%s\n", deps[i]);
-    record nr = {xstrdup(slot), args, *absent, sb.data ? sb.data : xstrdup(""), true};
+    record nr = {xstrdup(slot), args, *absent, intern_deps(&c->lists, sb.data ? sb.data : "", sb.len),
+                 true};
+    sb_free(&sb);
     record *old = find_record(c, slot, args);
     if (old) { /* the newest goes last */
         record_free(old);

@@ -46,6 +46,10 @@ void cache_close(gen_cache *c);
 /* Hash of an argument vector; `skip_next` names options whose following argument
  * (an output path) must not count. */
 uint64_t cache_hash_args(char *const *argv, const char *const *skip_next);
+/* The same, continued from `h` over at most n arguments (stopping at NULL):
+ * a shared first part of many commands is hashed once. */
+uint64_t cache_hash_args_from(uint64_t h, char *const *argv, size_t n,
+                              const char *const *skip_next);
 
 /* The key of `args` and the contents of the files `slot`'s record lists, if
  * one was made with the same arguments and every file it lists still exists;

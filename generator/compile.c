@@ -80,6 +80,17 @@ void argv_free(char **argv)
     free(argv);
 }
 
+void job_argv_free(gen_job *job)
+{
+    if (job->argv) {
+        for (char **p = job->argv + (job->shared ? job->shared->n : 0); *p; p++)
+            free(*p);
+        free(job->argv);
+    }
+    job->argv = NULL;
+    job->shared = NULL;
+}
+
 char *find_program(const char *name)
 {
     if (strchr(name, '/'))

@@ -9,8 +9,19 @@
 
 #include "util.h"
 
+/* The leading arguments of several jobs' commands (one target's flags for one
+ * source file: flags_command_shared), made once; the jobs' argv point at its
+ * strings, and cache keys hash them once (inc_unit_init). */
+typedef struct gen_shared_args {
+    char **argv; /* NULL-terminated; owned */
+    size_t n;
+    bool hashed;
+    uint64_t hash;
+} gen_shared_args;
+
 typedef struct gen_job {
     char **argv;   /* NULL-terminated: [launcher] clang args... */
+    gen_shared_args *shared; /* argv[0, shared->n) are its strings; NULL: argv owns all */
     char *output;  /* object file the command writes */
     char *log;     /* file that receives the command's stderr */
     char *label;   /* "op add (x86_64-unknown-linux-gnu)", for messages */
@@ -84,6 +95,8 @@ void argv_addf(gen_argv *a, const char *fmt, ...) __attribute__((format(printf, 
 void argv_add_split(gen_argv *a, const char *flags);
 char **argv_finish(gen_argv *a); /* NULL-terminates and hands the array over */
 void argv_free(char **argv);
+/* Free the job's argv (the strings it owns) and forget it. */
+void job_argv_free(gen_job *job);
 
 /* Resolve a program name through PATH; NULL if it is not an executable. */
 char *find_program(const char *name);

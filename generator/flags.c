@@ -137,6 +137,12 @@ void flags_discover(gen_argv *a, const gen_flag_inputs *in)
     argv_add(a, "-w");
 }
 
+/* The template makes _JIT_ENTRY an alias of this op. */
+static void add_op_name(gen_argv *a, const gen_op *op)
+{
+    argv_addf(a, "-DSTENCILGEN_OP=%s", op->name);
+}
+
 /* What an op's unit and a batch's have in common; `source` is their file. */
 static void add_op_common(gen_argv *a, const gen_flag_inputs *in, const char *source)
 {
@@ -165,8 +171,7 @@ static void add_op_common(gen_argv *a, const gen_flag_inputs *in, const char *so
 void flags_op(gen_argv *a, const gen_flag_inputs *in, const gen_op *op)
 {
     add_op_common(a, in, op->source);
-    /* The template makes _JIT_ENTRY an alias of this op. */
-    argv_addf(a, "-DSTENCILGEN_OP=%s", op->name);
+    add_op_name(a, op);
 }
 
 void flags_batch(gen_argv *a, const gen_flag_inputs *in, const char *source)
@@ -208,8 +213,8 @@ gen_flag_inputs flags_inputs(const gen_run *run, const gen_target_result *r)
                             run->opt.extra_shim_cflags, run->op_template_dir};
 }
 
-char **flags_command(const gen_run *run, const gen_target_result *r, const gen_op *op, bool batch,
-                     const char *output, const char *unit)
+char **flags_command_shared(const gen_run *run, const gen_target_result *r, const gen_op *op,
+                           bool batch)
 {
     gen_argv a = {0};
     if (run->opt.launcher)
@@ -219,17 +224,36 @@ char **flags_command(const gen_run *run, const gen_target_result *r, const gen_o
     if (op && batch)
         flags_batch(&a, &in, op->source);
     else if (op)
-        flags_op(&a, &in, op);
+        add_op_common(&a, &in, op->source);
     else
         flags_shim(&a, &in);
+    return argv_finish(&a);
+}
+
+void flags_command_own(gen_argv *a, const gen_run *run, const gen_op *op, bool batch,
+                       const char *output, const char *unit)
+{
+    if (op && !batch)
+        add_op_name(a, op);
     /* The headers it read, for the cache's key and the build's depfile. */
-    argv_add(&a, "-MD");
-    argv_add(&a, "-MF");
-    argv_addf(&a, "%s.d", output);
-    argv_add(&a, "-c");
-    argv_add(&a, op ? unit : run->manifest.shim_source);
-    argv_add(&a, "-o");
-    argv_add(&a, output);
+    argv_add(a, "-MD");
+    argv_add(a, "-MF");
+    argv_addf(a, "%s.d", output);
+    argv_add(a, "-c");
+    argv_add(a, op ? unit : run->manifest.shim_source);
+    argv_add(a, "-o");
+    argv_add(a, output);
+}
+
+char **flags_command(const gen_run *run, const gen_target_result *r, const gen_op *op, bool batch,
+                     const char *output, const char *unit)
+{
+    char **shared = flags_command_shared(run, r, op, batch);
+    gen_argv a = {0};
+    for (char **p = shared; *p; p++)
+        ARRAY_PUSH(a.items, a.count, a.cap, *p);
+    free(shared); /* its strings are a's now */
+    flags_command_own(&a, run, op, batch, output, unit);
     return argv_finish(&a);
 }
 

@@ -43,6 +43,13 @@ gen_flag_inputs flags_inputs(const gen_run *run, const gen_target_result *r);
  * its depfile OUTPUT.d, its input (the shim's source, or `unit`) and OUTPUT. */
 char **flags_command(const gen_run *run, const gen_target_result *r, const gen_op *op, bool batch,
                      const char *output, const char *unit);
+/* flags_command in two parts: what every job of `r` with the same kind of
+ * command and the same source shares (the compiler and its flags), and what
+ * is the job's own (op name, depfile, unit, object), added to `a`. */
+char **flags_command_shared(const gen_run *run, const gen_target_result *r, const gen_op *op,
+                           bool batch);
+void flags_command_own(gen_argv *a, const gen_run *run, const gen_op *op, bool batch,
+                       const char *output, const char *unit);
 /* A compile's command (flags_command's) as a preprocess for the clang
  * module's driver `clang`: no launcher, no object and no depfile. */
 char **flags_preprocess(char *const *argv, bool launcher, const char *clang);

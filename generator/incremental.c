@@ -592,6 +592,21 @@ int inc_discover(gen_incremental *inc, const char *source, const gen_argv *a, ge
 
 /* ---- compiles */
 
+/* The hash of the job's arguments; a shared first part (gen_shared_args) is
+ * hashed by the first job that has it, and the hash kept there. A shared part
+ * belongs to one kind of command, so it is always hashed with the same skips. */
+static uint64_t hash_command(const gen_job *job, const char *const *skip_next)
+{
+    gen_shared_args *s = job->shared;
+    if (!s)
+        return cache_hash_args(job->argv, skip_next);
+    if (!s->hashed) {
+        s->hash = cache_hash_args_from(0, job->argv, s->n, skip_next);
+        s->hashed = true;
+    }
+    return cache_hash_args_from(s->hash, job->argv + s->n, SIZE_MAX, skip_next);
+}
+
 void inc_unit_init(const gen_incremental *inc, inc_unit *u, const char *triple, const gen_job *job,
                    const inc_op_unit *op, const char *tu_path)
 {
@@ -603,7 +618,7 @@ void inc_unit_init(const gen_incremental *inc, inc_unit *u, const char *triple, 
     *u = (inc_unit){.tu_path = tu_path, .op = op != NULL};
     u->slot = xasprintf("%s/%s", triple, base ? base + 1 : job->output);
     u->args = hash64(&inc->compiler, sizeof inc->compiler,
-                     cache_hash_args(job->argv, u->op ? op_paths : shim_paths));
+                     hash_command(job, u->op ? op_paths : shim_paths));
     uint64_t env = environment_for(inc, triple);
     u->args = hash64(&env, sizeof env, u->args);
     if (op) {

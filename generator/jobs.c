@@ -66,6 +66,38 @@ static const char *launcher_dir(const gen_run *run)
     return run->rundir.path;
 }
 
+/* The shared part of the command of `op` (NULL: the shim) for `r`, made the
+ * first time. Ops come file by file, so the newest is nearly always it. */
+static gen_shared_args *shared_args(job_set *js, const gen_run *run, gen_target_result *r,
+                                    const gen_op *op, bool batched)
+{
+    const char *source = op ? op->source : NULL;
+    for (size_t i = js->nshared; i-- > 0;) {
+        shared_command *c = js->shared[i];
+        if (c->result == r && c->batched == batched && !c->source == !source &&
+            (!source || !strcmp(c->source, source)))
+            return &c->args;
+    }
+    shared_command *c = xcalloc(1, sizeof *c);
+    *c = (shared_command){r, source, batched, {flags_command_shared(run, r, op, batched), 0, false, 0}};
+    while (c->args.argv[c->args.n])
+        c->args.n++;
+    ARRAY_PUSH(js->shared, js->nshared, js->shared_cap, c);
+    return &c->args;
+}
+
+/* flags_command, beginning with the shared strings of `shared`. */
+static char **job_command(const gen_run *run, gen_shared_args *shared, const gen_op *op,
+                          bool batched, const char *output, const char *unit)
+{
+    gen_argv a = {0};
+    grow_array((void **)&a.items, &a.cap, shared->n + 10, sizeof *a.items);
+    memcpy(a.items, shared->argv, shared->n * sizeof *a.items);
+    a.count = shared->n;
+    flags_command_own(&a, run, op, batched, output, unit);
+    return argv_finish(&a);
+}
+
 static void add_job(job_set *js, gen_run *run, gen_target_result *r, const gen_op *op)
 {
     const char *name = op ? op->name : "shim";
@@ -84,7 +116,8 @@ static void add_job(job_set *js, gen_run *run, gen_target_result *r, const gen_o
      * sibling unit. A batch is known once the cache has been asked: until
      * then the paths are the op's own (the cache does not hash them). */
     char *tu_path = op ? xasprintf("%s/tu/%s/unit.c", run->rundir.path, op->name) : NULL;
-    job.argv = flags_command(run, r, op, batched, job.output, tu_path);
+    job.shared = shared_args(js, run, r, op, batched);
+    job.argv = job_command(run, job.shared, op, batched, job.output, tu_path);
     size_t cap = js->cap;
     grow_array((void **)&js->jobs, &js->cap, js->count + 1, sizeof *js->jobs);
     grow_array((void **)&js->refs, &cap, js->count + 1, sizeof *js->refs);
@@ -106,7 +139,7 @@ void jobs_free(job_set *js)
         free(js->refs[i].tu_file);
         free(js->refs[i].tu_path);
         free(js->refs[i].op_label);
-        argv_free(js->jobs[i].argv);
+        job_argv_free(&js->jobs[i]);
         free(js->jobs[i].output);
         free(js->jobs[i].probes);
         free(js->jobs[i].log);
@@ -120,6 +153,11 @@ void jobs_free(job_set *js)
         free(js->batches[i].tu_path);
     }
     free(js->batches);
+    for (size_t i = 0; i < js->nshared; i++) {
+        argv_free(js->shared[i]->args.argv);
+        free(js->shared[i]);
+    }
+    free(js->shared);
 }
 
 /* ---- a finished compile: its object checked into stencils, and cached */

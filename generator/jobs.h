@@ -40,12 +40,23 @@ typedef struct op_batch {
     bool written;   /* its unit is in tu_path */
 } op_batch;
 
+/* The flags of one target's commands of one kind for one source (the shim's,
+ * an op's own unit's, a batch's), which the jobs' commands begin with. */
+typedef struct shared_command {
+    const gen_target_result *result;
+    const char *source; /* NULL for the shim */
+    bool batched;
+    gen_shared_args args;
+} shared_command;
+
 typedef struct job_set {
     gen_job *jobs;
     job_ref *refs; /* refs[i] describes jobs[i] */
     size_t count, cap;
     op_batch *batches;
     size_t nbatches;
+    shared_command **shared; /* not moved: jobs point at their args */
+    size_t nshared, shared_cap;
 } job_set;
 
 /* Fill every target's stencils (run->results): an exit code, after the
