@@ -411,6 +411,68 @@ static name_set reads_of(const prov_inputs *in, const char *deps, const char *ow
     return s;
 }
 
+/* The ops of a batch share their compile's depfile text: each distinct text
+ * and unit is read once (an open-addressing table over `items`). */
+typedef struct reads_entry {
+    uint64_t hash;
+    const char *deps, *own;
+    name_set reads;
+} reads_entry;
+
+typedef struct reads_memo {
+    reads_entry *items;
+    size_t count, cap;
+    size_t *at; /* index + 1 into items; 0: empty */
+    size_t mask;
+} reads_memo;
+
+static uint64_t reads_hash(const char *deps, const char *own)
+{
+    uint64_t h = hash64(own, strlen(own) + 1, 0);
+    return deps ? hash64(deps, strlen(deps) + 1, h) : ~h;
+}
+
+static void reads_memo_grow(reads_memo *m)
+{
+    size_t size = m->at ? 2 * (m->mask + 1) : 64;
+    free(m->at);
+    m->at = xcalloc(size, sizeof *m->at);
+    m->mask = size - 1;
+    for (size_t i = 0; i < m->count; i++) {
+        size_t k = m->items[i].hash & m->mask;
+        while (m->at[k])
+            k = (k + 1) & m->mask;
+        m->at[k] = i + 1;
+    }
+}
+
+/* The index in m->items of what the compile with `deps` read besides `own`. */
+static size_t memo_reads(reads_memo *m, const prov_inputs *in, const char *deps, const char *own)
+{
+    if (2 * (m->count + 1) > (m->at ? m->mask + 1 : 0))
+        reads_memo_grow(m);
+    uint64_t h = reads_hash(deps, own);
+    size_t k = h & m->mask;
+    for (; m->at[k]; k = (k + 1) & m->mask) {
+        const reads_entry *e = &m->items[m->at[k] - 1];
+        if (e->hash == h && !strcmp(e->own, own) && !e->deps == !deps &&
+            (!deps || !strcmp(e->deps, deps)))
+            return m->at[k] - 1;
+    }
+    reads_entry e = {h, deps, own, reads_of(in, deps, own)};
+    ARRAY_PUSH(m->items, m->count, m->cap, e);
+    m->at[k] = m->count;
+    return m->count - 1;
+}
+
+static void reads_memo_free(reads_memo *m)
+{
+    for (size_t i = 0; i < m->count; i++)
+        free_names(&m->items[i].reads);
+    free(m->items);
+    free(m->at);
+}
+
 static void put_reads(strbuf *sb, const name_set *s)
 {
     sb_puts(sb, " reads");
@@ -532,15 +594,17 @@ static void put_header_lines(strbuf *sb)
 void prov_write(strbuf *sb, const prov_inputs *in)
 {
     const gen_manifest *m = in->manifest;
-    name_set *reads = xcalloc(in->ops->count + 1, sizeof *reads);
-    name_set all = {0};
+    reads_memo memo = {0};
+    size_t *reads = xcalloc(in->ops->count + 1, sizeof *reads);
     for (size_t i = 0; i <= in->ops->count; i++) {
         bool shim = i == in->ops->count;
-        reads[i] = reads_of(in, shim ? in->shim_deps : in->op_deps[i],
-                            shim ? m->shim_source : in->ops->items[i].source);
-        for (size_t k = 0; k < reads[i].count; k++)
-            ARRAY_PUSH(all.items, all.count, all.cap, xstrdup(reads[i].items[k]));
+        reads[i] = memo_reads(&memo, in, shim ? in->shim_deps : in->op_deps[i],
+                              shim ? m->shim_source : in->ops->items[i].source);
     }
+    name_set all = {0};
+    for (size_t i = 0; i < memo.count; i++)
+        for (size_t k = 0; k < memo.items[i].reads.count; k++)
+            ARRAY_PUSH(all.items, all.count, all.cap, xstrdup(memo.items[i].reads.items[k]));
     sort_unique(&all);
     op_fact *facts = op_facts(in->ops);
     put_header_lines(sb);
@@ -550,7 +614,7 @@ void prov_write(strbuf *sb, const prov_inputs *in)
     prov_put_name(sb, shim_rel);
     sb_printf(sb, " unit %s flags %s", file_digest(m->shim_source).hex,
               prov_flags_digest(m, in->triple, in->target, true).hex);
-    put_reads(sb, &reads[in->ops->count]);
+    put_reads(sb, &memo.items[reads[in->ops->count]].reads);
     free(shim_rel);
     prov_digest flags = prov_flags_digest(m, in->triple, in->target, false);
     for (size_t i = 0; i < in->ops->count; i++) {
@@ -563,13 +627,12 @@ void prov_write(strbuf *sb, const prov_inputs *in)
         else
             sb_printf(sb, " at %s", facts[i].at.hex);
         sb_printf(sb, " unit %s flags %s", facts[i].unit.hex, flags.hex);
-        put_reads(sb, &reads[i]);
+        put_reads(sb, &memo.items[reads[i]].reads);
         free(src);
     }
     sb_puts(sb, " */\n");
-    for (size_t i = 0; i <= in->ops->count; i++)
-        free_names(&reads[i]);
     free(reads);
+    reads_memo_free(&memo);
     free_names(&all);
     free(facts);
 }
