@@ -5,6 +5,8 @@
 #include "pipeline.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -231,20 +233,62 @@ static strbuf provenance_of(const gen_run *run, const job_set *js, const gen_tar
     return sb;
 }
 
+static strbuf render_target(const gen_run *run, const job_set *js, const gen_target_result *r)
+{
+    strbuf sb = {0};
+    gen_header_model m = header_model(run, r);
+    strbuf prov = provenance_of(run, js, r);
+    m.provenance = prov.data;
+    writer_target_header(&sb, &m);
+    sb_free(&prov);
+    return sb;
+}
+
+/* Targets are rendered side by side, up to -j threads: each header is made
+ * of its own target's results alone (writer.h, provenance.h keep no state),
+ * so the bytes do not depend on which thread made them. */
+typedef struct render_work {
+    const gen_run *run;
+    const job_set *js;
+    strbuf *headers; /* one per target */
+    atomic_size_t next;
+} render_work;
+
+static void *render_targets(void *arg)
+{
+    render_work *w = arg;
+    for (size_t t; (t = atomic_fetch_add(&w->next, 1)) < w->run->nresults;)
+        w->headers[t] = render_target(w->run, w->js, &w->run->results[t]);
+    return NULL;
+}
+
+static void render_all(const gen_run *run, const job_set *js, strbuf *headers)
+{
+    render_work w = {run, js, headers, 0};
+    size_t helpers = run->opt.jobs > 1 ? (size_t)run->opt.jobs - 1 : 0;
+    if (helpers + 1 > run->nresults)
+        helpers = run->nresults ? run->nresults - 1 : 0;
+    pthread_t *threads = xcalloc(helpers ? helpers : 1, sizeof *threads);
+    size_t started = 0;
+    while (started < helpers && !pthread_create(&threads[started], NULL, render_targets, &w))
+        started++; /* a thread that cannot start leaves its share to the others */
+    render_targets(&w);
+    for (size_t i = 0; i < started; i++)
+        pthread_join(threads[i], NULL);
+    free(threads);
+}
+
 static int render_and_publish(gen_run *run, const job_set *js)
 {
     gen_outputs out = {0};
+    strbuf *headers = xcalloc(run->nresults, sizeof *headers);
+    render_all(run, js, headers);
     for (size_t t = 0; t < run->nresults; t++) {
-        strbuf sb = {0};
-        gen_header_model m = header_model(run, &run->results[t]);
-        strbuf prov = provenance_of(run, js, &run->results[t]);
-        m.provenance = prov.data;
-        writer_target_header(&sb, &m);
-        sb_free(&prov);
         char *name = writer_target_filename(run->results[t].target);
-        outputs_add(&out, path_join(run->opt.outdir, name), sb);
+        outputs_add(&out, path_join(run->opt.outdir, name), headers[t]);
         free(name);
     }
+    free(headers);
     strbuf disp = {0};
     const gen_target **targets = xcalloc(run->nresults, sizeof *targets);
     for (size_t t = 0; t < run->nresults; t++)
