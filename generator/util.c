@@ -80,7 +80,7 @@ void grow_array(void **items, size_t *cap, size_t need, size_t elem_size)
     *cap = ncap;
 }
 
-static void sb_reserve(strbuf *sb, size_t extra)
+void sb_reserve(strbuf *sb, size_t extra)
 {
     if (extra > SIZE_MAX - sb->len - 1)
         out_of_memory();
@@ -94,6 +94,29 @@ void sb_putn(strbuf *sb, const void *p, size_t n)
     memcpy(sb->data + sb->len, p, n);
     sb->len += n;
     sb->data[sb->len] = '\0';
+}
+
+char *sb_extend(strbuf *sb, size_t n)
+{
+    if (sb->cap - sb->len <= n)
+        sb_reserve(sb, n);
+    char *at = sb->data + sb->len;
+    sb->len += n;
+    sb->data[sb->len] = '\0';
+    return at;
+}
+
+void sb_put_dec(strbuf *sb, int64_t v)
+{
+    char digits[24];
+    unsigned n = 0;
+    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    do
+        digits[sizeof digits - ++n] = (char)('0' + u % 10);
+    while ((u /= 10));
+    if (v < 0)
+        digits[sizeof digits - ++n] = '-';
+    sb_putn(sb, digits + sizeof digits - n, n);
 }
 
 void sb_putc(strbuf *sb, char c)

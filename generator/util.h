@@ -36,6 +36,14 @@ void sb_puts(strbuf *sb, const char *s);
  * without printf, for the generated headers' hot loops. */
 void sb_put_hex(strbuf *sb, uint64_t v, unsigned min_digits);
 void sb_putn(strbuf *sb, const void *p, size_t n);
+/* Room for `extra` more bytes and the NUL, so that appends up to then do
+ * not move the data. */
+void sb_reserve(strbuf *sb, size_t extra);
+/* Room for n more bytes at the end, counted as written: the caller fills
+ * them (the generated headers' hot loops write bytes straight in). */
+char *sb_extend(strbuf *sb, size_t n);
+/* v in decimal, as printf's "%" PRId64 */
+void sb_put_dec(strbuf *sb, int64_t v);
 /* v as `bytes` (at most 8) little-endian bytes, as cache entries store numbers. */
 void sb_put_le(strbuf *sb, uint64_t v, unsigned bytes);
 /* The little-endian number in p[0, bytes). */

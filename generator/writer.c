@@ -26,17 +26,26 @@ static void describe_hole(strbuf *sb, const gen_hole *h, char *const *symbols)
     sb_puts(sb, ": ");
     sb_puts(sb, sg_patch_infos[h->patch].name);
     sb_puts(sb, " <- ");
-    switch (h->value) {
-    case SG_VALUE_OPERAND: sb_printf(sb, "OPERAND%" PRIu32, h->index); break;
+    switch (h->value) { /* no printf: every hole of every stencil comes here */
+    case SG_VALUE_OPERAND:
+        sb_puts(sb, "OPERAND");
+        sb_put_dec(sb, h->index);
+        break;
     case SG_VALUE_SYMBOL:
-        sb_printf(sb, "SYMBOL %s", symbols[h->index]);
+        sb_puts(sb, "SYMBOL ");
+        sb_puts(sb, symbols[h->index]);
         break;
     default: sb_puts(sb, sg_value_names[h->value]); break;
     }
-    if (h->addend)
-        sb_printf(sb, " %c 0x%" PRIx64, h->addend < 0 ? '-' : '+',
-                  h->addend < 0 ? (uint64_t)0 - (uint64_t)h->addend : (uint64_t)h->addend);
-    sb_printf(sb, "  (%s %s)", h->reloc, h->symbol);
+    if (h->addend) {
+        sb_puts(sb, h->addend < 0 ? " - 0x" : " + 0x");
+        sb_put_hex(sb, h->addend < 0 ? (uint64_t)0 - (uint64_t)h->addend : (uint64_t)h->addend, 1);
+    }
+    sb_puts(sb, "  (");
+    sb_puts(sb, h->reloc);
+    sb_putc(sb, ' ');
+    sb_puts(sb, h->symbol);
+    sb_putc(sb, ')');
 }
 
 /* Instruction text goes into a C comment: never let it close the comment. */
@@ -54,14 +63,16 @@ static void put_comment_safe(strbuf *sb, const char *text)
 static void put_insn_bytes(strbuf *sb, const uint8_t *p, size_t n)
 {
     static const char hex[] = "0123456789abcdef";
-    size_t start = sb->len;
+    size_t width = n ? 3 * n - 1 : 0;
+    char *w = sb_extend(sb, width < 30 ? 30 : width);
     for (size_t i = 0; i < n; i++) {
-        char item[3] = {' ', hex[p[i] >> 4], hex[p[i] & 15]};
-        sb_putn(sb, item + !i, 3 - !i);
+        if (i)
+            *w++ = ' ';
+        *w++ = hex[p[i] >> 4];
+        *w++ = hex[p[i] & 15];
     }
-    size_t width = sb->len - start;
     if (width < 30)
-        sb_putn(sb, "                              ", 30 - width);
+        memset(w, ' ', 30 - width);
 }
 
 /* The listing comes from the instructions decoded once per stencil (s->insns):
@@ -115,12 +126,19 @@ static void put_bytes(strbuf *sb, const char *type, const char *name, const uint
 {
     static const char hex[] = "0123456789abcdef";
     sb_printf(sb, "static const %s %s[%zu] = {", type, name, n);
-    for (size_t i = 0; i < n; i++) { /* headers hold every code byte: no printf per byte */
-        char item[10] = {' ', '0', 'x', hex[p[i] >> 4], hex[p[i] & 15], ','};
-        if (i % 16)
-            sb_putn(sb, item, 6);
-        else
-            sb_putn(sb, "\n    ", 5), sb_putn(sb, item + 1, 5);
+    /* Headers hold every code byte: written straight in, rows of 16. */
+    char *w = sb_extend(sb, 6 * n + 4 * ((n + 15) / 16));
+    for (size_t i = 0; i < n; i++) {
+        if (i % 16 == 0) {
+            memcpy(w, "\n    0x", 7);
+            w += 7;
+        } else {
+            memcpy(w, " 0x", 3);
+            w += 3;
+        }
+        *w++ = hex[p[i] >> 4];
+        *w++ = hex[p[i] & 15];
+        *w++ = ',';
     }
     sb_puts(sb, "\n};\n");
 }
@@ -128,11 +146,23 @@ static void put_bytes(strbuf *sb, const char *type, const char *name, const uint
 static void put_holes(strbuf *sb, const char *name, const gen_hole *h, size_t n)
 {
     sb_printf(sb, "static const sg_hole %s[%zu] = {\n", name, n);
-    for (size_t i = 0; i < n; i++)
-        sb_printf(sb, "    {0x%" PRIx32 ", SG_PATCH_%s, SG_VALUE_%s, %" PRIu32 ", %" PRId64
-                      "}, /* %s %s */\n",
-                  h[i].offset, sg_patch_infos[h[i].patch].name, sg_value_names[h[i].value],
-                  h[i].index, h[i].addend, h[i].reloc, h[i].symbol);
+    for (size_t i = 0; i < n; i++) { /* no printf: every hole of every stencil */
+        sb_puts(sb, "    {0x");
+        sb_put_hex(sb, h[i].offset, 1);
+        sb_puts(sb, ", SG_PATCH_");
+        sb_puts(sb, sg_patch_infos[h[i].patch].name);
+        sb_puts(sb, ", SG_VALUE_");
+        sb_puts(sb, sg_value_names[h[i].value]);
+        sb_puts(sb, ", ");
+        sb_put_dec(sb, h[i].index);
+        sb_puts(sb, ", ");
+        sb_put_dec(sb, h[i].addend);
+        sb_puts(sb, "}, /* ");
+        sb_puts(sb, h[i].reloc);
+        sb_putc(sb, ' ');
+        sb_puts(sb, h[i].symbol);
+        sb_puts(sb, " */\n");
+    }
     sb_puts(sb, "};\n");
 }
 
@@ -259,10 +289,13 @@ static void put_op_emitters(strbuf *sb, const gen_header_model *m)
     size_t ngroups = emitter_groups(stencil_count(m));
     emitter_case *cases = xcalloc(m->nops ? m->nops : 1, sizeof *cases);
     char **labels = xcalloc(m->nops ? m->nops : 1, sizeof *labels);
+    size_t *group = xcalloc(m->nops ? m->nops : 1, sizeof *group);
+    for (size_t i = 0; i < m->nops; i++)
+        group[i] = emitter_group_of(m->defs[i].name, ngroups);
     for (size_t g = 0; g < ngroups; g++) {
         size_t n = 0;
         for (size_t i = 0; i < m->nops; i++) {
-            if (!own_stencil(m, i) || emitter_group_of(m->defs[i].name, ngroups) != g)
+            if (!own_stencil(m, i) || group[i] != g)
                 continue;
             labels[n] = xasprintf("SG_OP_%s", m->defs[i].name);
             cases[n] = (emitter_case){&m->ops[i], m->defs[i].name, labels[n]};
@@ -276,6 +309,7 @@ static void put_op_emitters(strbuf *sb, const gen_header_model *m)
         for (size_t i = 0; i < n; i++)
             free(labels[i]);
     }
+    free(group);
     free(labels);
     free(cases);
 }
@@ -545,6 +579,9 @@ void writer_target_header(strbuf *sb, const gen_header_model *m)
     const gen_target *t = m->target;
     char *file = writer_target_filename(t);
     char *guard = ident_upper(file);
+    /* About what a stencil takes with its listing: the header is not copied
+     * over and over as it grows. */
+    sb_reserve(sb, 5000 * m->nops + 65536);
     sb_printf(sb, "/* %s - stencils for %s.\n * Generated by stencilgen from ", file, t->triple);
     put_in_comment(sb, m->manifest_name);
     /* No totals here: an edit to one op would rewrite this line too (diff
