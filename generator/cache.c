@@ -173,7 +173,8 @@ static bool parse_record(const char *line, const char *end, const size_t *lists,
     size_t list;
     if (end - line < 2 + 16 + 1 + 32 + 1 || !parse_hex(&p, 16, &args) || *p++ != ' ' ||
         !parse_hex(&p, 16, &a0) || !parse_hex(&p, 16, &a1) || *p++ != ' ' ||
-        !parse_count(&p, end, ' ', &list) || list >= nlists || p >= end)
+        !parse_count(&p, end, ' ', &list) || list >= nlists || p >= end ||
+        memchr(p, '\0', (size_t)(end - p)))
         return false;
     *r = (record){xstrndup(p, (size_t)(end - p)), args, {{a0, a1}}, lists[list], false};
     return true;

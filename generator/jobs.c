@@ -79,7 +79,8 @@ static gen_shared_args *shared_args(job_set *js, const gen_run *run, gen_target_
             return &c->args;
     }
     shared_command *c = xcalloc(1, sizeof *c);
-    *c = (shared_command){r, source, batched, {flags_command_shared(run, r, op, batched), 0, false, 0}};
+    *c = (shared_command){r, source, batched, {0}};
+    c->args.argv = flags_command_shared(run, r, op, batched);
     while (c->args.argv[c->args.n])
         c->args.n++;
     ARRAY_PUSH(js->shared, js->nshared, js->shared_cap, c);

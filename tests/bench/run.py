@@ -440,7 +440,16 @@ def scale_figures(build, jobs=2):
                       for t, _ in summary)
         with open(cc) as f:
             commands = json.load(f)
-        per_stencil, sampled = pipeline_sample_seconds(commands, out, jobs, tmp)
+        units_out = out
+        if not any(a.startswith("-DSTENCILGEN_OP=") for e in commands for a in e["arguments"]):
+            # Every op compiled in a batch: one target's per-op units to sample from.
+            units_out, cc = os.path.join(tmp, "per-op"), os.path.join(tmp, "cc-per-op.json")
+            run([stencilgen, "build", "--manifest", manifest, "--outdir", units_out, "-j",
+                 str(jobs), "--units", "per-op", "--target", "x86_64-unknown-linux-gnu",
+                 "--compile-commands", cc], timeout=3600)
+            with open(cc) as f:
+                commands = json.load(f)
+        per_stencil, sampled = pipeline_sample_seconds(commands, units_out, jobs, tmp)
         noops, noop_peak = [], 0
         for _ in range(5):
             t, kb, p = peak_timed(build_cmd + ["-v"])

@@ -2,7 +2,7 @@
 """Build and run the libFuzzer targets (clang-22, ASan+UBSan) from a seed corpus.
 
   tests/fuzz/run.py --build build (--seconds N | --brief)
-                    [--target cfi|win64_unwind|stencil_blob|manifest|registry|objfile]
+                    [--target cfi|win64_unwind|stencil_blob|manifest|registry|objfile|cache_index]
 
 --seconds: each target for N seconds, growing its corpus in build/fuzz/ from
 run to run (./run.sh fuzz). --brief: each target a fixed number of inputs
@@ -54,12 +54,16 @@ TARGETS = {
     "objfile": ("tests/fuzz/fuzz_objfile.c",
                 ["generator/objfile.c", "generator/util.c", "generator/llvm/objreader.cpp"],
                 "tests/fuzz/make_objfile_seeds.py", []),
+    # a shared cache directory's record index, which any run may have written
+    "cache_index": ("tests/fuzz/fuzz_cache_index.c",
+                    ["generator/cache.c", "generator/opunit.c", "generator/util.c"],
+                    "tests/fuzz/make_cache_index_seeds.py", []),
 }
 
 
 # --brief: inputs per target, 10-30 s each on a 2-core AMD EPYC.
 BRIEF_RUNS = {"cfi": 900000, "stencil_blob": 5000000, "manifest": 700000, "registry": 25000,
-              "win64_unwind": 800000, "objfile": 1500000}
+              "win64_unwind": 800000, "objfile": 1500000, "cache_index": 30000}
 
 
 def include_flags(build):
