@@ -151,9 +151,10 @@ def test_noop_build_uses_cached_stencils(ctx):
 def test_noop_memo_is_dropped_by_every_change_to_what_it_remembers(ctx):
     """A no-op build loads and renders nothing only while its outputs are as
     the last build left them and nothing they are made from changed: a header
-    edited, touched or removed, an option that changes the outputs, a depfile
-    asked for, an edited op, another cache directory. Each is then built the
-    whole way, and every header equals a clean build's."""
+    edited, touched or removed, an option that changes the outputs (the
+    listing, hot and cold parts, the targets), a depfile or compile_commands.json
+    asked for, an edited template, an added op, another cache directory. Each is
+    then built the whole way, and every header equals a clean build's."""
     base = ctx.bundled_copy()
     manifest = os.path.join(base, "stencils", "stencils.yaml")
     out = os.path.join(base, "out")
@@ -180,6 +181,17 @@ def test_noop_memo_is_dropped_by_every_change_to_what_it_remembers(ctx):
     check(not noop() and header(out) == cold, "dropping --no-listing kept the short header")
     dep = os.path.join(base, "deps.d")
     check(not noop("--depfile", dep) and os.path.exists(dep), "the depfile was not written")
+    check(not noop("--no-hot-cold") and header(out) != cold, "--no-hot-cold kept the split ops")
+    check(not noop() and header(out) == cold, "dropping --no-hot-cold kept the whole ops")
+    commands = os.path.join(base, "compile_commands.json")
+    check(not noop("--compile-commands", commands) and os.path.exists(commands),
+          "compile_commands.json was not written")
+    other = os.path.join(out, "jit_stencils-aarch64-unknown-linux-gnu.h")
+    check(not noop("--target", "aarch64-unknown-linux-gnu") and os.path.exists(other),
+          "another set of targets used the memo")
+    template = os.path.join(base, "stencils", "stencil_template.h")
+    write(template, read(template) + "\n/* edited after the memo */\n")
+    check(not noop(), "an edited template used the memo")
     edit = os.path.join(base, "stencils", "ops", "arith.c")
     write(edit, read(edit) + "\nOP(memo_probe)\n{\n    tos += 3;\n    CONTINUE();\n}\n")
     check(not noop() and b"memo_probe" in header(out), "an added op is not in the header")
