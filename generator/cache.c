@@ -401,11 +401,11 @@ static void mix(uint64_t h[2], const void *p, size_t n)
 uint64_t cache_hash_args_from(uint64_t h, char *const *argv, size_t n,
                               const char *const *skip_next)
 {
-    for (char *const *a = argv, *const *end = argv + n; a < end && *a; a++) {
-        h = hash64(*a, strlen(*a) + 1, h);
-        for (const char *const *s = skip_next; *s && a + 1 < end && a[1]; s++) {
-            if (!strcmp(*a, *s)) {
-                a++;
+    for (size_t i = 0; i < n && argv[i]; i++) {
+        h = hash64(argv[i], strlen(argv[i]) + 1, h);
+        for (const char *const *s = skip_next; *s && i + 1 < n && argv[i + 1]; s++) {
+            if (!strcmp(argv[i], *s)) {
+                i++;
                 break;
             }
         }
