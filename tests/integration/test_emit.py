@@ -91,7 +91,7 @@ def test_emitters_compile_at_o1_under_gcc_only(ctx):
     (docs/runtime.md, "Emitters"): under gcc -O2 and -O3 the header asks for
     O1 on its emitter functions; at -O0 and -Os, under clang, or when the VM
     defines SG_EMITTER_ATTRIBUTES itself, it adds nothing. Each way compiles
-    with -Wall -Wextra -Werror -pedantic."""
+    with -Wall -Wextra -Werror -pedantic, as C11 and as C++17."""
     out = os.path.join(ctx.tmp, "attrs")
     ctx.build_stencils(ctx.path("stencils", "stencils.yaml"), out, "--target", TRIPLE,
                        timeout=600)
@@ -100,13 +100,16 @@ def test_emitters_compile_at_o1_under_gcc_only(ctx):
                'const sg_stencil *vm_stencils(void);\n'
                'const sg_stencil *vm_stencils(void) { return sg_stencils; }\n')
     o1 = '__attribute__((optimize("O1")))'
+    cxx = ["-x", "c++", "-std=c++17", "-O2"]
     cases = [("gcc", ["-O2"], o1), ("gcc", ["-O3"], o1), ("gcc", ["-O0"], ""),
-             ("gcc", ["-Os"], ""), ("clang-22", ["-O2"], ""),
+             ("gcc", ["-Os"], ""), ("clang-22", ["-O2"], ""), ("g++", cxx, o1),
+             ("clang++-22", cxx, ""),
              ("gcc", ["-O2", "-DSG_EMITTER_ATTRIBUTES=__attribute__((cold))"],
               "__attribute__((cold))")]
     for cc, flags, want in cases:
-        args = [cc, "-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic", "-I", out, "-I",
-                ctx.path("runtime")] + flags
+        std = [] if "c++" in flags else ["-std=c11"]
+        args = [cc] + std + ["-Wall", "-Wextra", "-Werror", "-pedantic", "-I", out, "-I",
+                             ctx.path("runtime")] + flags
         p = ctx.run(args + ["-E", "-dM", src], timeout=120)
         m = re.search(r"^#define SG_EMITTER_ATTRIBUTES ?(.*)$", p.stdout, re.M)
         check(p.returncode == 0 and m and m.group(1).strip() == want,
