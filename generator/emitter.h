@@ -3,7 +3,7 @@
  * straight-line code instead of interpreting the hole table. One function
  * writes a group of stencils, a case each: compilers pay mostly per function
  * (gcc -O2: about 1 ms for each, even an empty one), and every VM build
- * compiles the header. */
+ * compiles the header; gcc compiles them at -O1 (emitter_write_attributes). */
 #ifndef STENCILGEN_EMITTER_H
 #define STENCILGEN_EMITTER_H
 
@@ -13,7 +13,7 @@
 /* How many stencils a group's function writes on average: a header of n
  * stencils has n / EMITTER_GROUP groups, rounded up (docs/build.md, "What a
  * header holds"). */
-#define EMITTER_GROUP 64
+#define EMITTER_GROUP 128
 
 /* A stencil of a group, the C name of its arrays (sg_code_<id> ...) and its
  * case label (its enumerator, so an added op renumbers no other case). */
@@ -23,8 +23,12 @@ typedef struct emitter_case {
     const char *label;
 } emitter_case;
 
-/* "static unsigned <fn>(which, ...) { switch (which) ... }" (the sg_emit_fn
- * contract) writing cases[0..n). */
+/* The SG_EMITTER_ATTRIBUTES every emitter function carries, once per header
+ * before the first (a VM may define its own). */
+void emitter_write_attributes(strbuf *sb);
+
+/* "SG_EMITTER_ATTRIBUTES static unsigned <fn>(which, ...) { switch (which)
+ * ... }" (the sg_emit_fn contract) writing cases[0..n). */
 void emitter_write_group(strbuf *sb, const char *fn, const emitter_case *cases, size_t n,
                          char *const *symbols);
 

@@ -625,6 +625,7 @@ void writer_target_header(strbuf *sb, const gen_header_model *m)
     for (size_t i = 0; i < m->nops; i++)
         if (own_stencil(m, i))
             put_stencil_arrays(sb, &m->ops[i], m->defs[i].name, m->symbols, !m->no_listing);
+    emitter_write_attributes(sb);
     put_op_emitters(sb, m);
     /* In SG_OP_ order, positional: C++17 has neither array nor field designators. */
     sb_puts(sb, "/* Fields: name, code, code_size, data, data_size, data_align, code_holes,\n"

@@ -137,6 +137,11 @@ sr_status emit_init(sr_emitter *em, const sr_stencil_set *set, const void *const
         }
         info->generated = generated && s->emit;
         info->continues = s->falls_through;
+        info->data = s->data_size > 0;
+        info->cold = (uint32_t)cold_size(set, (uint32_t)i); /* <= code_size, checked above */
+        info->holes = (uint32_t)(s->code_hole_count + s->data_hole_count);
+        info->emit_case = s->emit_case;
+        info->emit = s->emit;
         note_holes(em, info, s->code_holes, s->code_hole_count);
         note_holes(em, info, s->data_holes, s->data_hole_count);
         if (!list_got_symbols(em, s, info, &em->got_symbols, &len, &cap)) {
@@ -230,7 +235,7 @@ typedef struct writer {
     size_t data_next;     /* where the next stencil's data goes */
     size_t data;          /* the current instruction's data */
     size_t cold;          /* the current instruction's cold part */
-    size_t cold_next;     /* where the next cold part goes */
+    size_t cold_next;     /* where the first cold part goes (patch_all goes on from there) */
     size_t veneer_start, veneer_cap, veneer_used; /* veneers: [start, start + 16 * cap) */
 } writer;
 
@@ -425,33 +430,43 @@ static sr_status unknown_case(const writer *w, size_t i, const sg_stencil *s)
 }
 
 /* One pass: data, GOT slots, then code, instruction by instruction (the
- * table-driven and generated ways allocate in the same order). */
+ * table-driven and generated ways allocate in the same order). What stays the
+ * same for every instruction is held in locals, and an op's generated emitter
+ * comes from its sr_op_info: the emitter is called through a pointer that
+ * could reach *w, so anything read through w is read again after each call,
+ * and this loop runs for every instruction emitted. */
 static sr_status patch_all(writer *w)
 {
     const sr_stencil_set *set = w->em->set;
-    for (size_t i = 0; i < w->n; i++) {
-        const sr_instr *in = &w->code[i];
-        const sg_stencil *s = &set->stencils[in->op];
-        const sr_op_info *info = &w->em->ops[in->op];
-        if (s->data_size)
-            place_data(w, i, s);
-        w->cold = w->cold_next;
-        w->cold_next += cold_size(set, in->op);
-        place_symbol_slots(w, info);
+    const sr_op_info *ops = w->em->ops;
+    const sr_instr *code = w->code;
+    const uint32_t *offsets = w->offsets;
+    uint8_t *mem = w->mem;
+    sg_emit_env *env = &w->env;
+    size_t n = w->n, cold_next = w->cold_next;
+    for (size_t i = 0; i < n; i++) {
+        const sr_instr *in = &code[i];
+        const sr_op_info *info = &ops[in->op];
+        if (info->data)
+            place_data(w, i, &set->stencils[in->op]);
+        w->cold = cold_next;
+        cold_next += info->cold;
+        if (info->ngot_symbols)
+            place_symbol_slots(w, info);
         if (!info->generated) {
-            sr_status st = patch_table(w, i, s);
+            sr_status st = patch_table(w, i, &set->stencils[in->op]);
             if (st != SR_OK)
                 return st;
             continue;
         }
-        w->env.target = info->jumps ? running(w, w->offsets[in->target]) : 0;
-        w->env.operand = in->operand;
-        w->env.cold = w->mem + w->cold;
-        unsigned bad = s->emit(s->emit_case, w->mem + w->offsets[i], w->mem + w->data, &w->env);
-        if (bad > s->code_hole_count + s->data_hole_count)
-            return unknown_case(w, i, s);
+        env->target = info->jumps ? (uintptr_t)(mem + offsets[in->target]) + env->delta : 0;
+        env->operand = in->operand;
+        env->cold = mem + w->cold;
+        unsigned bad = info->emit(info->emit_case, mem + offsets[i], mem + w->data, env);
+        if (bad > info->holes)
+            return unknown_case(w, i, &set->stencils[in->op]);
         if (bad)
-            return explain(w, i, s, bad - 1);
+            return explain(w, i, &set->stencils[in->op], bad - 1);
     }
     return SR_OK;
 }

@@ -66,20 +66,55 @@ def test_corpus_emitters_match_tables(ctx):
 
 def emitter_functions(header):
     """The emitter functions a generated header defines."""
-    return re.findall(r"^static unsigned (sg_emit_\w+)\(", read(header), re.M)
+    return re.findall(r"^SG_EMITTER_ATTRIBUTES\nstatic unsigned (sg_emit_\w+)\(", read(header),
+                      re.M)
 
 
 def test_emitter_functions_stay_grouped(ctx):
     """A VM compiles the header on every build and gcc -O2 pays about 1 ms per
     function, even an empty one (docs/build.md, "What a header holds"): the
-    ops' emitters come 64 to a function, so 300 ops get 5 and the shim 1,
-    where one per stencil made 301."""
+    ops' emitters come 128 to a function, so 300 ops get 3 and the shim 1,
+    where one per stencil made 301; each carries SG_EMITTER_ATTRIBUTES."""
     out = os.path.join(ctx.tmp, "grouped")
     ctx.build_stencils(corpus_manifest(ctx, 300, TRIPLE), out, "-j2", timeout=600)
     header = os.path.join(out, "jit_stencils-%s.h" % TRIPLE)
     fns = emitter_functions(header)
-    want = ["sg_emit_ops%d" % k for k in range(5)] + ["sg_emit_shim"]
+    want = ["sg_emit_ops%d" % k for k in range(3)] + ["sg_emit_shim"]
     check(fns == want, "emitter functions of a 300-op header: %d (%s ...), want %d",
           len(fns), ", ".join(fns[:4]), len(want))
     cases = re.findall(r"^    case (SG_OP_\w+|0): \{ /\* (\w+) \*/$", read(header), re.M)
     check(len(cases) == 301, "%d emitter cases, want 300 ops and the shim", len(cases))
+
+
+def test_emitters_compile_at_o1_under_gcc_only(ctx):
+    """gcc compiles the emitters as fast code at -O1 as at -O2, in less time
+    (docs/runtime.md, "Emitters"): under gcc -O2 and -O3 the header asks for
+    O1 on its emitter functions; at -O0 and -Os, under clang, or when the VM
+    defines SG_EMITTER_ATTRIBUTES itself, it adds nothing. Each way compiles
+    with -Wall -Wextra -Werror -pedantic, as C11 and as C++17."""
+    out = os.path.join(ctx.tmp, "attrs")
+    ctx.build_stencils(ctx.path("stencils", "stencils.yaml"), out, "--target", TRIPLE,
+                       timeout=600)
+    src = os.path.join(ctx.tmp, "vm.c")
+    write(src, '#include "jit_stencils.h"\n'
+               'const sg_stencil *vm_stencils(void);\n'
+               'const sg_stencil *vm_stencils(void) { return sg_stencils; }\n')
+    o1 = '__attribute__((optimize("O1")))'
+    cxx = ["-x", "c++", "-std=c++17", "-O2"]
+    cases = [("gcc", ["-O2"], o1), ("gcc", ["-O3"], o1), ("gcc", ["-O0"], ""),
+             ("gcc", ["-Os"], ""), ("clang-22", ["-O2"], ""), ("g++", cxx, o1),
+             ("clang++-22", cxx, ""),
+             ("gcc", ["-O2", "-DSG_EMITTER_ATTRIBUTES=__attribute__((cold))"],
+              "__attribute__((cold))")]
+    for cc, flags, want in cases:
+        std = [] if "c++" in flags else ["-std=c11"]
+        args = [cc] + std + ["-Wall", "-Wextra", "-Werror", "-pedantic", "-I", out, "-I",
+                             ctx.path("runtime")] + flags
+        p = ctx.run(args + ["-E", "-dM", src], timeout=120)
+        m = re.search(r"^#define SG_EMITTER_ATTRIBUTES ?(.*)$", p.stdout, re.M)
+        check(p.returncode == 0 and m and m.group(1).strip() == want,
+              "%s %s: SG_EMITTER_ATTRIBUTES is %r, want %r\n%s", cc, " ".join(flags),
+              m and m.group(1), want, p.stderr[-2000:])
+        p = ctx.run(args + ["-c", src, "-o", os.path.join(ctx.tmp, "vm.o")], timeout=120)
+        check(p.returncode == 0, "%s %s: the header does not compile:\n%s", cc, " ".join(flags),
+              p.stderr[-3000:])

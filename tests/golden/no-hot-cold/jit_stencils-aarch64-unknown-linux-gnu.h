@@ -230,6 +230,20 @@ static const sg_hole sg_code_holes_checked_neg[5] = {
     {0x2c, SG_PATCH_AARCH64_GOT_LO12, SG_VALUE_SYMBOL, 3, 0}, /* R_AARCH64_LD64_GOT_LO12_NC vm_trap */
 };
 
+/* Emitters are straight-line code: gcc makes it as fast at -O1 as at -O2, in
+ * 0.7 of the compile time (docs/runtime.md, "Emitters"). Define
+ * SG_EMITTER_ATTRIBUTES (empty: the file's own level) before including
+ * this header to choose otherwise. */
+#ifndef SG_EMITTER_ATTRIBUTES
+#if defined(__GNUC__) && !defined(__clang__) && defined(__OPTIMIZE__) && \
+    !defined(__OPTIMIZE_SIZE__)
+#define SG_EMITTER_ATTRIBUTES __attribute__((optimize("O1")))
+#else
+#define SG_EMITTER_ATTRIBUTES
+#endif
+#endif
+
+SG_EMITTER_ATTRIBUTES
 static unsigned sg_emit_ops0(unsigned which, uint8_t *code, uint8_t *data, sg_emit_env *env)
 {
     (void)code, (void)data, (void)env; /* not every stencil uses each */
@@ -379,6 +393,7 @@ static const uint8_t sg_code_shim[112] = {
     0xed, 0x33, 0x41, 0x6d, 0xef, 0x3b, 0xca, 0x6c, 0xbf, 0x23, 0x03, 0xd5, 0xc0, 0x03, 0x5f, 0xd6,
 };
 
+SG_EMITTER_ATTRIBUTES
 static unsigned sg_emit_shim(unsigned which, uint8_t *code, uint8_t *data, sg_emit_env *env)
 {
     (void)code, (void)data, (void)env; /* not every stencil uses each */

@@ -183,6 +183,20 @@ static const sg_hole sg_code_holes_checked_neg[3] = {
     {0x15, SG_PATCH_X86_BRANCH32, SG_VALUE_SYMBOL, 3, -4}, /* X86_64_RELOC_BRANCH vm_trap */
 };
 
+/* Emitters are straight-line code: gcc makes it as fast at -O1 as at -O2, in
+ * 0.7 of the compile time (docs/runtime.md, "Emitters"). Define
+ * SG_EMITTER_ATTRIBUTES (empty: the file's own level) before including
+ * this header to choose otherwise. */
+#ifndef SG_EMITTER_ATTRIBUTES
+#if defined(__GNUC__) && !defined(__clang__) && defined(__OPTIMIZE__) && \
+    !defined(__OPTIMIZE_SIZE__)
+#define SG_EMITTER_ATTRIBUTES __attribute__((optimize("O1")))
+#else
+#define SG_EMITTER_ATTRIBUTES
+#endif
+#endif
+
+SG_EMITTER_ATTRIBUTES
 static unsigned sg_emit_ops0(unsigned which, uint8_t *code, uint8_t *data, sg_emit_env *env)
 {
     (void)code, (void)data, (void)env; /* not every stencil uses each */
@@ -302,6 +316,7 @@ static const uint8_t sg_code_shim[40] = {
     0x41, 0x5d, 0x41, 0x5e, 0x41, 0x5f, 0x5d, 0xc3,
 };
 
+SG_EMITTER_ATTRIBUTES
 static unsigned sg_emit_shim(unsigned which, uint8_t *code, uint8_t *data, sg_emit_env *env)
 {
     (void)code, (void)data, (void)env; /* not every stencil uses each */
