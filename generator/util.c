@@ -87,23 +87,19 @@ void sb_reserve(strbuf *sb, size_t extra)
     grow_array((void **)&sb->data, &sb->cap, sb->len + extra + 1, 1);
 }
 
-void sb_putn(strbuf *sb, const void *p, size_t n)
-{
-    if (sb->cap - sb->len <= n) /* the common case needs no call */
-        sb_reserve(sb, n);
-    memcpy(sb->data + sb->len, p, n);
-    sb->len += n;
-    sb->data[sb->len] = '\0';
-}
-
 char *sb_extend(strbuf *sb, size_t n)
 {
-    if (sb->cap - sb->len <= n)
+    if (sb->cap - sb->len <= n) /* the common case needs no call */
         sb_reserve(sb, n);
     char *at = sb->data + sb->len;
     sb->len += n;
     sb->data[sb->len] = '\0';
     return at;
+}
+
+void sb_putn(strbuf *sb, const void *p, size_t n)
+{
+    memcpy(sb_extend(sb, n), p, n);
 }
 
 void sb_put_dec(strbuf *sb, int64_t v)

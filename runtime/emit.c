@@ -459,7 +459,7 @@ static sr_status patch_all(writer *w)
                 return st;
             continue;
         }
-        env->target = info->jumps ? (uintptr_t)(mem + offsets[in->target]) + env->delta : 0;
+        env->target = info->jumps ? running(w, offsets[in->target]) : 0;
         env->operand = in->operand;
         env->cold = mem + w->cold;
         unsigned bad = info->emit(info->emit_case, mem + offsets[i], mem + w->data, env);
