@@ -148,6 +148,7 @@ sr_status emit_init(sr_emitter *em, const sr_stencil_set *set, const void *const
             emit_fini(em);
             return sr_fail(SR_ENOMEM, "out of memory");
         }
+        info->prepare = info->data || info->ngot_symbols || info->jumps || !info->generated;
     }
     return SR_OK;
 }
@@ -429,44 +430,73 @@ static sr_status unknown_case(const writer *w, size_t i, const sg_stencil *s)
                    " (an edited header?)", what, s->emit_case);
 }
 
+/* Everything an instruction needs before its generated emitter runs, for an
+ * op that needs any of it (sr_op_info.prepare): its data, its GOT slots, its
+ * jump target; or the whole of it the table-driven way (*done). */
+static sr_status prepare(writer *w, size_t i, const sr_op_info *info, bool *done)
+{
+    const sr_instr *in = &w->code[i];
+    const sg_stencil *s = &w->em->set->stencils[in->op];
+    if (info->data)
+        place_data(w, i, s);
+    if (info->ngot_symbols)
+        place_symbol_slots(w, info);
+    *done = !info->generated;
+    if (*done)
+        return patch_table(w, i, s);
+    if (info->jumps)
+        w->env.target = running(w, w->offsets[in->target]);
+    return SR_OK;
+}
+
+/* A generated emitter returned `bad` for instruction i: a hole it refused, or a
+ * case it does not have. */
+static sr_status refused(writer *w, size_t i, unsigned bad)
+{
+    const sg_stencil *s = &w->em->set->stencils[w->code[i].op];
+    if (bad > w->em->ops[w->code[i].op].holes)
+        return unknown_case(w, i, s);
+    return explain(w, i, s, bad - 1);
+}
+
 /* One pass: data, GOT slots, then code, instruction by instruction (the
- * table-driven and generated ways allocate in the same order). What stays the
- * same for every instruction is held in locals, and an op's generated emitter
- * comes from its sr_op_info: the emitter is called through a pointer that
- * could reach *w, so anything read through w is read again after each call,
- * and this loop runs for every instruction emitted. */
+ * table-driven and generated ways allocate in the same order). This loop runs
+ * for every instruction emitted, so an op that needs nothing but its emitter
+ * (most do) costs one test of sr_op_info.prepare, and what stays the same for
+ * every instruction is held in locals: the emitter is called through a
+ * pointer that could reach *w, so anything read through w is read again after
+ * each call. */
 static sr_status patch_all(writer *w)
 {
-    const sr_stencil_set *set = w->em->set;
     const sr_op_info *ops = w->em->ops;
     const sr_instr *code = w->code;
     const uint32_t *offsets = w->offsets;
-    uint8_t *mem = w->mem;
+    uint8_t *mem = w->mem, *data = mem + w->data;
     sg_emit_env *env = &w->env;
-    size_t n = w->n, cold_next = w->cold_next;
+    size_t n = w->n, cold = w->cold_next;
     for (size_t i = 0; i < n; i++) {
         const sr_instr *in = &code[i];
         const sr_op_info *info = &ops[in->op];
-        if (info->data)
-            place_data(w, i, &set->stencils[in->op]);
-        w->cold = cold_next;
-        cold_next += info->cold;
-        if (info->ngot_symbols)
-            place_symbol_slots(w, info);
-        if (!info->generated) {
-            sr_status st = patch_table(w, i, &set->stencils[in->op]);
+        env->cold = mem + cold;
+        if (info->prepare) {
+            bool done;
+            w->cold = cold;
+            sr_status st = prepare(w, i, info, &done);
             if (st != SR_OK)
                 return st;
-            continue;
+            data = mem + w->data;
+            if (done) {
+                cold += info->cold;
+                continue;
+            }
         }
-        env->target = info->jumps ? running(w, offsets[in->target]) : 0;
         env->operand = in->operand;
-        env->cold = mem + w->cold;
-        unsigned bad = info->emit(info->emit_case, mem + offsets[i], mem + w->data, env);
-        if (bad > info->holes)
-            return unknown_case(w, i, &set->stencils[in->op]);
-        if (bad)
-            return explain(w, i, &set->stencils[in->op], bad - 1);
+        unsigned bad = info->emit(info->emit_case, mem + offsets[i], data, env);
+        if (bad) {
+            w->cold = cold;
+            return refused(w, i, bad);
+        }
+        cold += info->cold;
     }
     return SR_OK;
 }

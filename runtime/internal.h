@@ -318,20 +318,22 @@ typedef struct sr_layout {
 
 /* What emitting needs to know of an op, worked out once per stencil set. The
  * emit loop reads this alone for an op its generated emitter writes, not the
- * sg_stencil or the set (emit.c, patch_all). */
+ * sg_stencil or the set (emit.c, patch_all); what it reads for every
+ * instruction comes first. */
 typedef struct sr_op_info {
-    bool generated;   /* its generated emitter may write it: every hole checked */
-    bool jumps;       /* has a JUMP_TARGET hole */
-    bool continues;   /* falls through or has a CONTINUE hole */
-    bool data;        /* has data to place */
-    uint32_t got;     /* GOT holes (an upper bound on its slots) */
-    uint32_t veneers; /* branches that may need a veneer */
+    sg_emit_fn *emit;   /* sg_stencil.emit */
+    uint32_t emit_case; /* sg_stencil.emit_case */
+    uint32_t cold;      /* bytes of its cold part (sr_stencil_set.cold_sizes) */
+    bool prepare;       /* any of: data, GOT symbols, a jump target, not generated */
+    bool generated;     /* its generated emitter may write it: every hole checked */
+    bool jumps;         /* has a JUMP_TARGET hole */
+    bool continues;     /* falls through or has a CONTINUE hole */
+    bool data;          /* has data to place */
+    uint32_t holes;     /* code and data holes: the most a generated emitter returns */
+    uint32_t got;       /* GOT holes (an upper bound on its slots) */
+    uint32_t veneers;   /* branches that may need a veneer */
     uint32_t got_symbols, ngot_symbols; /* its symbols reached through the GOT:
                                            sr_emitter.got_symbols[got_symbols + i] */
-    uint32_t cold;      /* bytes of its cold part (sr_stencil_set.cold_sizes) */
-    uint32_t holes;     /* code and data holes: the most a generated emitter returns */
-    uint32_t emit_case; /* sg_stencil.emit_case */
-    sg_emit_fn *emit;   /* sg_stencil.emit */
 } sr_op_info;
 
 typedef struct sr_emitter {
