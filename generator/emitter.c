@@ -22,13 +22,18 @@ static void put_value(strbuf *sb, const gen_stencil *s, const gen_hole *h, char 
     case SG_VALUE_DATA: sb_puts(sb, "data_at"); break;
     /* The next instruction's code follows this one's: a PC-relative jump there
      * is a constant the compiler folds, range check included. */
-    case SG_VALUE_CONTINUE: sb_printf(sb, "at + %zu", hot_bytes(s)); break;
+    case SG_VALUE_CONTINUE:
+        sb_puts(sb, "at + ");
+        sb_put_dec(sb, (int64_t)hot_bytes(s));
+        break;
     case SG_VALUE_COLD: sb_puts(sb, "cold_at"); break; /* hotcold_split.c */
     case SG_VALUE_JUMP_TARGET: sb_puts(sb, "env->target"); break;
-    case SG_VALUE_OPERAND: sb_printf(sb, "env->operand[%" PRIu32 "]", h->index); break;
-    case SG_VALUE_SYMBOL:
-        sb_printf(sb, "(uintptr_t)env->symbol[SG_SYM_%s]", symbols[h->index]);
+    case SG_VALUE_OPERAND:
+        sb_puts(sb, "env->operand[");
+        sb_put_dec(sb, h->index);
+        sb_putc(sb, ']');
         break;
+    case SG_VALUE_SYMBOL: sb_cat(sb, "(uintptr_t)env->symbol[SG_SYM_", symbols[h->index], "]", NULL); break;
     default: sb_puts(sb, "0"); break; /* cannot happen: extraction names every value */
     }
 }
@@ -36,10 +41,9 @@ static void put_value(strbuf *sb, const gen_stencil *s, const gen_hole *h, char 
 /* The local holding the instruction's GOT slot for the hole's value. */
 static void put_got_name(strbuf *sb, const gen_hole *h)
 {
-    if (h->value == SG_VALUE_OPERAND)
-        sb_printf(sb, "got_operand%" PRIu32, h->index);
-    else
-        sb_printf(sb, "got_%u", sg_got_key(h->value, h->index));
+    bool operand = h->value == SG_VALUE_OPERAND;
+    sb_puts(sb, operand ? "got_operand" : "got_");
+    sb_put_dec(sb, operand ? h->index : sg_got_key(h->value, h->index));
 }
 
 /* v = S + A, or G + A where G is the GOT slot holding S. */
@@ -47,16 +51,17 @@ static void put_final_value(strbuf *sb, const gen_stencil *s, const gen_hole *h,
                             char *const *symbols)
 {
     if (sg_patch_uses_got(h->patch) && h->value == SG_VALUE_SYMBOL) {
-        sb_printf(sb, "env->symbol_got[SG_SYM_%s]", symbols[h->index]);
+        sb_cat(sb, "env->symbol_got[SG_SYM_", symbols[h->index], "]", NULL);
     } else if (sg_patch_uses_got(h->patch)) {
         put_got_name(sb, h);
     } else {
         put_value(sb, s, h, symbols);
     }
-    if (h->addend > 0)
-        sb_printf(sb, " + 0x%" PRIx64 "u", (uint64_t)h->addend);
-    else if (h->addend < 0)
-        sb_printf(sb, " - 0x%" PRIx64 "u", (uint64_t)0 - (uint64_t)h->addend);
+    if (h->addend) {
+        sb_puts(sb, h->addend > 0 ? " + 0x" : " - 0x");
+        sb_put_hex(sb, h->addend > 0 ? (uint64_t)h->addend : (uint64_t)0 - (uint64_t)h->addend, 1);
+        sb_putc(sb, 'u');
+    }
 }
 
 /* Hole i of the stencil: its code holes, then its data holes. */
@@ -90,15 +95,24 @@ static void put_patch(strbuf *sb, const gen_stencil *s, const gen_hole *h, bool 
         moved.offset = (uint32_t)(h->offset - hot_bytes(s));
         h = &moved;
     }
+    /* "if (sg_patch_veneered(P + 0xOFF, PC + 0xOFF, SG_PATCH_KIND, V, env))" or
+     * "if (sg_patch_KIND(P + 0xOFF, PC + 0xOFF, V))", without printf: every
+     * hole of every stencil comes here. */
     bool via_veneer = sg_hole_may_use_veneer(h->patch, h->value);
     if (via_veneer)
-        sb_printf(sb, "        if (sg_patch_veneered(%s + 0x%" PRIx32 ", %s + 0x%" PRIx32
-                      ", SG_PATCH_%s, ", p, h->offset, pc, h->offset, kind);
+        sb_cat(sb, "        if (sg_patch_veneered(", p, " + 0x", NULL);
     else
-        sb_printf(sb, "        if (sg_patch_%s(%s + 0x%" PRIx32 ", %s + 0x%" PRIx32 ", ", kind, p,
-                  h->offset, pc, h->offset);
+        sb_cat(sb, "        if (sg_patch_", kind, "(", p, " + 0x", NULL);
+    sb_put_hex(sb, h->offset, 1);
+    sb_cat(sb, ", ", pc, " + 0x", NULL);
+    sb_put_hex(sb, h->offset, 1);
+    sb_puts(sb, ", ");
+    if (via_veneer)
+        sb_cat(sb, "SG_PATCH_", kind, ", ", NULL);
     put_final_value(sb, s, h, symbols);
-    sb_printf(sb, "%s))\n            return %zu;\n", via_veneer ? ", env" : "", number);
+    sb_puts(sb, via_veneer ? ", env))\n            return " : "))\n            return ");
+    sb_put_dec(sb, (int64_t)number);
+    sb_puts(sb, ";\n");
 }
 
 /* One GOT slot per value the instruction's holes reach through the GOT
@@ -127,7 +141,7 @@ static void put_case(strbuf *sb, const gen_stencil *s, const char *id, const cha
 {
     bool code_at, data_at;
     addresses_used(s, &code_at, &data_at);
-    sb_printf(sb, "    case %s: { /* %s */\n", label, s->name);
+    sb_cat(sb, "    case ", label, ": { /* ", s->name, " */\n", NULL);
     if (code_at)
         sb_puts(sb, "        const uint64_t at = (uintptr_t)code + env->delta;\n");
     if (data_at)
@@ -136,8 +150,11 @@ static void put_case(strbuf *sb, const gen_stencil *s, const char *id, const cha
         sb_printf(sb, "        const uint64_t cold_at = (uintptr_t)env->cold + env->delta;\n"
                       "        memcpy(env->cold, sg_code_%s + %zu, %zu);\n",
                   id, hot_bytes(s), s->code_size - hot_bytes(s));
-    if (hot_bytes(s))
-        sb_printf(sb, "        memcpy(code, sg_code_%s, %zu);\n", id, hot_bytes(s));
+    if (hot_bytes(s)) {
+        sb_cat(sb, "        memcpy(code, sg_code_", id, ", ", NULL);
+        sb_put_dec(sb, (int64_t)hot_bytes(s));
+        sb_puts(sb, ");\n");
+    }
     put_got_slots(sb, s, symbols);
     for (size_t i = 0; i < s->ncode_holes; i++)
         put_patch(sb, s, &s->code_holes[i], false, i + 1, symbols);

@@ -18,7 +18,7 @@
 
 void outputs_add(gen_outputs *o, char *path, strbuf content)
 {
-    gen_output out = {path, content};
+    gen_output out = {.path = path, .content = content};
     ARRAY_PUSH(o->items, o->count, o->cap, out);
 }
 
@@ -66,6 +66,9 @@ bool outputs_distinct(const char *const *paths, const char *const *what, size_t 
 void outputs_discard(gen_outputs *o)
 {
     for (size_t i = 0; i < o->count; i++) {
+        if (o->items[i].temp)
+            unlink(o->items[i].temp);
+        free(o->items[i].temp);
         free(o->items[i].path);
         sb_free(&o->items[i].content);
     }
@@ -200,52 +203,68 @@ static void date_unchanged(const gen_outputs *o, const bool *unchanged)
             utimensat(AT_FDCWD, o->items[i].path, NULL, 0);
 }
 
+bool outputs_ready(const gen_outputs *o)
+{
+    for (size_t i = 0; i < o->count; i++) {
+        char *dir = path_dirname(o->items[i].path);
+        bool made = mkdir_p(dir);
+        if (!made)
+            diag_error("cannot create directory '%s': %s", dir, strerror(errno));
+        free(dir);
+        if (!made)
+            return false;
+        if (!replaceable(o->items[i].path)) {
+            diag_error("cannot write '%s': %s", o->items[i].path, strerror(errno));
+            return false;
+        }
+    }
+    return true;
+}
+
+bool outputs_stage(gen_output *item)
+{
+    if (item->staged)
+        return true;
+    outputs_remove_stale_temps(item->path);
+    item->unchanged = holds(item->path, &item->content);
+    if (!item->unchanged) {
+        item->temp = write_temp_beside(item->path, item->content.data, item->content.len);
+        if (!item->temp)
+            return false;
+    }
+    item->staged = true;
+    return true;
+}
+
 bool outputs_publish(gen_outputs *o)
 {
-    char **temps = xcalloc(o->count, sizeof *temps);
     char **previous = xcalloc(o->count, sizeof *previous);
     bool *unchanged = xcalloc(o->count, sizeof *unchanged);
-    bool ok = true;
-    for (size_t i = 0; i < o->count && ok; i++) { /* nothing is written before all pass */
-        char *dir = path_dirname(o->items[i].path);
-        if (!mkdir_p(dir)) {
-            diag_error("cannot create directory '%s': %s", dir, strerror(errno));
-            ok = false;
-        } else if (!replaceable(o->items[i].path)) {
-            diag_error("cannot write '%s': %s", o->items[i].path, strerror(errno));
-            ok = false;
-        }
-        free(dir);
-    }
-    for (size_t i = 0; i < o->count && ok; i++)
-        unchanged[i] = holds(o->items[i].path, &o->items[i].content);
+    bool ok = outputs_ready(o); /* nothing is written before all pass */
     for (size_t i = 0; i < o->count && ok; i++) {
-        outputs_remove_stale_temps(o->items[i].path);
-        if (unchanged[i])
-            continue;
-        temps[i] = write_temp_beside(o->items[i].path, o->items[i].content.data,
-                                     o->items[i].content.len);
-        if (!temps[i]) {
+        if (!outputs_stage(&o->items[i])) {
             diag_error("cannot write '%s': %s", o->items[i].path, strerror(errno));
             ok = false;
         }
+        unchanged[i] = o->items[i].unchanged;
     }
     size_t renamed = 0;
     for (; ok && renamed < o->count; renamed++) {
-        const char *path = o->items[renamed].path;
-        if (unchanged[renamed])
+        gen_output *item = &o->items[renamed];
+        if (item->unchanged)
             continue;
-        previous[renamed] = keep_previous(path);
+        previous[renamed] = keep_previous(item->path);
         if (!previous[renamed] && errno != ENOENT) {
-            diag_error("cannot keep the previous '%s' while replacing it: %s", path,
+            diag_error("cannot keep the previous '%s' while replacing it: %s", item->path,
                        strerror(errno));
             ok = false;
-        } else if (rename(temps[renamed], path) != 0) {
-            diag_error("cannot rename '%s' to '%s': %s", temps[renamed], path, strerror(errno));
+        } else if (rename(item->temp, item->path) != 0) {
+            diag_error("cannot rename '%s' to '%s': %s", item->temp, item->path,
+                       strerror(errno));
             ok = false;
         } else {
-            free(temps[renamed]);
-            temps[renamed] = NULL;
+            free(item->temp);
+            item->temp = NULL;
             continue;
         }
         if (previous[renamed]) /* this one was not replaced: drop its link */
@@ -259,17 +278,13 @@ bool outputs_publish(gen_outputs *o)
     else
         date_unchanged(o, unchanged);
     for (size_t i = 0; i < o->count; i++) {
-        if (temps[i])
-            unlink(temps[i]);
         if (previous[i] && ok)
             unlink(previous[i]);
-        free(temps[i]);
         free(previous[i]);
     }
-    free(temps);
     free(previous);
     free(unchanged);
-    outputs_discard(o);
+    outputs_discard(o); /* and the temporaries not renamed */
     return ok;
 }
 

@@ -18,6 +18,9 @@
 typedef struct gen_output {
     char *path;
     strbuf content;
+    char *temp;     /* staged: the temporary written beside path, or NULL */
+    bool unchanged; /* staged: path already holds content (nothing written) */
+    bool staged;
 } gen_output;
 
 typedef struct gen_outputs {
@@ -29,11 +32,19 @@ void outputs_add(gen_outputs *o, char *path, strbuf content); /* takes ownership
 /* Whether the n paths name n different files (through "..", symlinks and hard
  * links too); otherwise says which two collide, by what[i]. */
 bool outputs_distinct(const char *const *paths, const char *const *what, size_t n);
-bool outputs_publish(gen_outputs *o);                          /* frees o */
+/* Make the destinations' directories and check each is absent or a file a
+ * rename can replace; says which is not. Publishing does it for every output
+ * before writing any; a caller staging outputs early does it first. */
+bool outputs_ready(const gen_outputs *o);
+/* Write one output's temporary beside it, unless the file there already holds
+ * its content. Several threads may stage different outputs of one set, so it
+ * prints nothing: false leaves errno for the caller to report. */
+bool outputs_stage(gen_output *item);
+bool outputs_publish(gen_outputs *o); /* stages what is not yet; frees o */
 /* Remove temporaries of `path` left behind by runs killed while publishing
  * (publishing does it too). */
 void outputs_remove_stale_temps(const char *path);
-void outputs_discard(gen_outputs *o);
+void outputs_discard(gen_outputs *o); /* and any temporary staged */
 
 /* Append the prerequisites listed in a compiler-written depfile (absolute paths). */
 void outputs_parse_deps(const uint8_t *text, size_t size, char ***list, size_t *count,

@@ -246,25 +246,34 @@ static strbuf render_target(const gen_run *run, const job_set *js, const gen_tar
 
 /* Targets are rendered side by side, up to -j threads: each header is made
  * of its own target's results alone (writer.h, provenance.h keep no state),
- * so the bytes do not depend on which thread made them. */
+ * so the bytes do not depend on which thread made them. Each thread also
+ * stages the header it made (outputs_stage: compared with the file there, its
+ * temporary written), which overlaps writing megabytes with rendering. */
 typedef struct render_work {
     const gen_run *run;
     const job_set *js;
-    strbuf *headers; /* one per target */
+    gen_output *headers; /* one per target: path set, content made here */
+    int *errs;           /* per target: 0, or the errno its staging failed with */
     atomic_size_t next;
 } render_work;
 
 static void *render_targets(void *arg)
 {
     render_work *w = arg;
-    for (size_t t; (t = atomic_fetch_add(&w->next, 1)) < w->run->nresults;)
-        w->headers[t] = render_target(w->run, w->js, &w->run->results[t]);
+    for (size_t t; (t = atomic_fetch_add(&w->next, 1)) < w->run->nresults;) {
+        w->headers[t].content = render_target(w->run, w->js, &w->run->results[t]);
+        if (!outputs_stage(&w->headers[t]))
+            w->errs[t] = errno;
+    }
     return NULL;
 }
 
-static void render_all(const gen_run *run, const job_set *js, strbuf *headers)
+/* Renders and stages every target's header into out's first nresults items;
+ * false (said why) when one cannot be written. */
+static bool render_all(const gen_run *run, const job_set *js, gen_outputs *out)
 {
-    render_work w = {run, js, headers, 0};
+    int *errs = xcalloc(run->nresults ? run->nresults : 1, sizeof *errs);
+    render_work w = {run, js, out->items, errs, 0};
     size_t helpers = run->opt.jobs > 1 ? (size_t)run->opt.jobs - 1 : 0;
     if (helpers + 1 > run->nresults)
         helpers = run->nresults ? run->nresults - 1 : 0;
@@ -276,19 +285,28 @@ static void render_all(const gen_run *run, const job_set *js, strbuf *headers)
     for (size_t i = 0; i < started; i++)
         pthread_join(threads[i], NULL);
     free(threads);
+    bool ok = true;
+    for (size_t t = 0; t < run->nresults && ok; t++) {
+        ok = !errs[t];
+        if (!ok)
+            diag_error("cannot write '%s': %s", out->items[t].path, strerror(errs[t]));
+    }
+    free(errs);
+    return ok;
 }
 
 static int render_and_publish(gen_run *run, const job_set *js)
 {
     gen_outputs out = {0};
-    strbuf *headers = xcalloc(run->nresults, sizeof *headers);
-    render_all(run, js, headers);
     for (size_t t = 0; t < run->nresults; t++) {
         char *name = writer_target_filename(run->results[t].target);
-        outputs_add(&out, path_join(run->opt.outdir, name), headers[t]);
+        outputs_add(&out, path_join(run->opt.outdir, name), (strbuf){0});
         free(name);
     }
-    free(headers);
+    if (!outputs_ready(&out) || !render_all(run, js, &out)) {
+        outputs_discard(&out);
+        return SG_EXIT_TOOLCHAIN;
+    }
     strbuf disp = {0};
     const gen_target **targets = xcalloc(run->nresults, sizeof *targets);
     for (size_t t = 0; t < run->nresults; t++)

@@ -125,6 +125,15 @@ void sb_puts(strbuf *sb, const char *s)
     sb_putn(sb, s, strlen(s));
 }
 
+void sb_cat(strbuf *sb, ...)
+{
+    va_list ap;
+    va_start(ap, sb);
+    for (const char *s; (s = va_arg(ap, const char *)) != NULL;)
+        sb_puts(sb, s);
+    va_end(ap);
+}
+
 void sb_put_hex(strbuf *sb, uint64_t v, unsigned min_digits)
 {
     char digits[16];

@@ -32,6 +32,9 @@ typedef struct strbuf {
 
 void sb_putc(strbuf *sb, char c);
 void sb_puts(strbuf *sb, const char *s);
+/* The strings up to a NULL, one after another: printf's "%s%s..." without
+ * printf, for what the generated headers write per stencil. */
+void sb_cat(strbuf *sb, ...);
 /* v in lowercase hex, zero-padded to min_digits (at most 16): printf's "%0*" PRIx64
  * without printf, for the generated headers' hot loops. */
 void sb_put_hex(strbuf *sb, uint64_t v, unsigned min_digits);

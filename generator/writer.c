@@ -121,11 +121,13 @@ void writer_listing(strbuf *sb, char *const *symbols, const gen_stencil *s, cons
     }
 }
 
-static void put_bytes(strbuf *sb, const char *type, const char *name, const uint8_t *p,
-                      size_t n)
+/* "static const uint8_t <name><id>[n] = {...};" (id: "" when name is whole). */
+static void put_bytes(strbuf *sb, const char *name, const char *id, const uint8_t *p, size_t n)
 {
     static const char hex[] = "0123456789abcdef";
-    sb_printf(sb, "static const %s %s[%zu] = {", type, name, n);
+    sb_cat(sb, "static const uint8_t ", name, id, "[", NULL);
+    sb_put_dec(sb, (int64_t)n);
+    sb_puts(sb, "] = {");
     /* Headers hold every code byte: written straight in, rows of 16. */
     char *w = sb_extend(sb, 6 * n + 4 * ((n + 15) / 16));
     for (size_t i = 0; i < n; i++) {
@@ -143,9 +145,11 @@ static void put_bytes(strbuf *sb, const char *type, const char *name, const uint
     sb_puts(sb, "\n};\n");
 }
 
-static void put_holes(strbuf *sb, const char *name, const gen_hole *h, size_t n)
+static void put_holes(strbuf *sb, const char *name, const char *id, const gen_hole *h, size_t n)
 {
-    sb_printf(sb, "static const sg_hole %s[%zu] = {\n", name, n);
+    sb_cat(sb, "static const sg_hole ", name, id, "[", NULL);
+    sb_put_dec(sb, (int64_t)n);
+    sb_puts(sb, "] = {\n");
     for (size_t i = 0; i < n; i++) { /* no printf: every hole of every stencil */
         sb_puts(sb, "    {0x");
         sb_put_hex(sb, h[i].offset, 1);
@@ -193,7 +197,7 @@ static void put_in_comment(strbuf *sb, const char *text)
 static void put_stencil_arrays(strbuf *sb, const gen_stencil *s, const char *id,
                                char *const *symbols, bool listing)
 {
-    sb_printf(sb, "/* %s - ", s->name);
+    sb_cat(sb, "/* ", s->name, " - ", NULL);
     /* The file alone, not the op's line: adding an op would otherwise rewrite
      * this line of every op after it (docs/build.md, "Prebuilt headers");
      * `stencilgen dump` gives the line. */
@@ -202,45 +206,47 @@ static void put_stencil_arrays(strbuf *sb, const gen_stencil *s, const char *id,
     if (listing)
         writer_listing(sb, symbols, s, " *   ");
     sb_puts(sb, " */\n");
-    char *name = xasprintf("sg_code_%s", id);
-    put_bytes(sb, "uint8_t", name, s->code, s->code_size);
-    free(name);
-    if (s->data_size) {
-        name = xasprintf("sg_data_%s", id);
-        put_bytes(sb, "uint8_t", name, s->data, s->data_size);
-        free(name);
-    }
-    if (s->ncode_holes) {
-        name = xasprintf("sg_code_holes_%s", id);
-        put_holes(sb, name, s->code_holes, s->ncode_holes);
-        free(name);
-    }
-    if (s->ndata_holes) {
-        name = xasprintf("sg_data_holes_%s", id);
-        put_holes(sb, name, s->data_holes, s->ndata_holes);
-        free(name);
-    }
+    put_bytes(sb, "sg_code_", id, s->code, s->code_size);
+    if (s->data_size)
+        put_bytes(sb, "sg_data_", id, s->data, s->data_size);
+    if (s->ncode_holes)
+        put_holes(sb, "sg_code_holes_", id, s->code_holes, s->ncode_holes);
+    if (s->ndata_holes)
+        put_holes(sb, "sg_data_holes_", id, s->data_holes, s->ndata_holes);
     sb_putc(sb, '\n');
 }
 
 static void put_stencil_init(strbuf *sb, const gen_stencil *s, const char *id,
                              const char *emit_fn, const char *emit_case)
 {
-    sb_printf(sb, "{\"%s\", sg_code_%s, %zu, ", s->name, id, s->code_size);
-    if (s->data_size)
-        sb_printf(sb, "sg_data_%s, %zu, %zu, ", id, s->data_size, s->data_align);
-    else
-        sb_puts(sb, "NULL, 0, 1, ");
-    if (s->ncode_holes)
-        sb_printf(sb, "sg_code_holes_%s, %zu, ", id, s->ncode_holes);
-    else
+    /* Without printf, as every stencil comes here: "{\"NAME\", sg_code_ID, SIZE, ..." */
+    sb_cat(sb, "{\"", s->name, "\", sg_code_", id, ", ", NULL);
+    sb_put_dec(sb, (int64_t)s->code_size);
+    if (s->data_size) {
+        sb_cat(sb, ", sg_data_", id, ", ", NULL);
+        sb_put_dec(sb, (int64_t)s->data_size);
+        sb_puts(sb, ", ");
+        sb_put_dec(sb, (int64_t)s->data_align);
+        sb_puts(sb, ", ");
+    } else {
+        sb_puts(sb, ", NULL, 0, 1, ");
+    }
+    if (s->ncode_holes) {
+        sb_cat(sb, "sg_code_holes_", id, ", ", NULL);
+        sb_put_dec(sb, (int64_t)s->ncode_holes);
+        sb_puts(sb, ", ");
+    } else {
         sb_puts(sb, "NULL, 0, ");
-    if (s->ndata_holes)
-        sb_printf(sb, "sg_data_holes_%s, %zu, ", id, s->ndata_holes);
-    else
+    }
+    if (s->ndata_holes) {
+        sb_cat(sb, "sg_data_holes_", id, ", ", NULL);
+        sb_put_dec(sb, (int64_t)s->ndata_holes);
+        sb_puts(sb, ", ");
+    } else {
         sb_puts(sb, "NULL, 0, ");
-    sb_printf(sb, "%d, %s, %s}", (s->split ? s->hot_runs_on : s->removed_jump != 0) ? 1 : 0,
-              emit_fn, emit_case);
+    }
+    bool runs_on = s->split ? s->hot_runs_on : s->removed_jump != 0;
+    sb_cat(sb, runs_on ? "1, " : "0, ", emit_fn, ", ", emit_case, "}", NULL);
 }
 
 /* Whether op i has a stencil of its own (it is not folded into a twin). */
@@ -331,9 +337,11 @@ static void put_cold_sizes(strbuf *sb, const gen_header_model *m)
                 "static const size_t sg_cold_sizes[SG_OP__COUNT] = {\n");
     for (size_t i = 0; i < m->nops; i++) { /* a line each: an edit changes its op's line */
         const gen_stencil *s = &m->ops[i];
-        if (own_stencil(m, i))
-            sb_printf(sb, "    %zu, /* %s */\n", s->split ? s->code_size - s->hot_size : 0,
-                      m->defs[i].name);
+        if (own_stencil(m, i)) {
+            sb_puts(sb, "    ");
+            sb_put_dec(sb, s->split ? (int64_t)(s->code_size - s->hot_size) : 0);
+            sb_cat(sb, ", /* ", m->defs[i].name, " */\n", NULL);
+        }
     }
     sb_puts(sb, "};\n\n");
 }
@@ -430,10 +438,10 @@ static void put_unwind_win64(strbuf *sb, const gen_target *t, const gen_unwind *
     sb_printf(sb, "#define SG_SHIM_FUNCTION_SIZE 0x%" PRIx64 "\n\n", u->fde_size);
     sb_puts(sb, "/* The shim's UNWIND_INFO as compiled; its rows:\n");
     put_rows(sb, t, u);
-    put_bytes(sb, "uint8_t", "sg_shim_unwind_info", u->win64_info, u->win64_info_len);
+    put_bytes(sb, "sg_shim_unwind_info", "", u->win64_info, u->win64_info_len);
     sb_puts(sb, "/* The executors' UNWIND_INFO: the shim's frame register, offset and codes\n"
                 " * with no prolog, so that every code applies at every executor PC. */\n");
-    put_bytes(sb, "uint8_t", "sg_executor_unwind_info", u->executor_win64_info,
+    put_bytes(sb, "sg_executor_unwind_info", "", u->executor_win64_info,
               u->executor_win64_info_len);
     sb_putc(sb, '\n');
 }
@@ -460,14 +468,14 @@ static void put_unwind(strbuf *sb, const gen_target *t, const gen_unwind *u)
     sb_printf(sb, "#define SG_SHIM_FDE_SIZE 0x%" PRIx64 "\n\n", u->fde_size);
 
     sb_puts(sb, "/* The shim's CIE initial instructions (padding removed). */\n");
-    put_bytes(sb, "uint8_t", "sg_shim_cie_insns", u->cie_insns, u->cie_insns_len);
+    put_bytes(sb, "sg_shim_cie_insns", "", u->cie_insns, u->cie_insns_len);
     sb_puts(sb, "/* The shim's FDE instructions (padding removed); its rows:\n");
     put_rows(sb, t, u);
-    put_bytes(sb, "uint8_t", "sg_shim_fde_insns", u->fde_insns, u->fde_insns_len);
+    put_bytes(sb, "sg_shim_fde_insns", "", u->fde_insns, u->fde_insns_len);
     cfi_format_row(u->call_row, t->reg_name, row, sizeof row);
     sb_printf(sb, "/* The row at the call as CFA instructions, for executor FDEs:\n *   %s\n */\n",
               row);
-    put_bytes(sb, "uint8_t", "sg_executor_cfi", u->executor_cfi, u->executor_cfi_len);
+    put_bytes(sb, "sg_executor_cfi", "", u->executor_cfi, u->executor_cfi_len);
     sb_putc(sb, '\n');
 }
 
@@ -480,7 +488,7 @@ static void put_op_enum(strbuf *sb, const gen_header_model *m)
     sb_puts(sb, "enum sg_op {\n");
     for (size_t i = 0; i < m->nops; i++)
         if (own_stencil(m, i))
-            sb_printf(sb, "    SG_OP_%s,\n", m->defs[i].name);
+            sb_cat(sb, "    SG_OP_", m->defs[i].name, ",\n", NULL);
     sb_puts(sb, "    SG_OP__COUNT\n};\n");
     sb_puts(sb, "/* Each also a macro of itself, for #ifdef. */\n");
     for (size_t i = 0; i < m->nops; i++) {
@@ -638,7 +646,7 @@ void writer_target_header(strbuf *sb, const gen_header_model *m)
             continue;
         char *fn = emitter_fn_name(emitter_group_of(m->defs[i].name, ngroups));
         char *label = xasprintf("SG_OP_%s", m->defs[i].name);
-        sb_printf(sb, "    /* SG_OP_%s */ ", m->defs[i].name);
+        sb_cat(sb, "    /* SG_OP_", m->defs[i].name, " */ ", NULL);
         put_stencil_init(sb, &m->ops[i], m->defs[i].name, fn, label);
         sb_puts(sb, ",\n");
         free(label);
@@ -658,7 +666,7 @@ void writer_target_header(strbuf *sb, const gen_header_model *m)
               m->shim->entry, m->shim->name);
     put_unwind(sb, t, m->unwind);
     if (m->provenance)
-        sb_printf(sb, "%s\n", m->provenance);
+        sb_cat(sb, m->provenance, "\n", NULL);
     sb_printf(sb, "#endif /* %s */\n", guard);
     free(guard);
     free(file);

@@ -12,6 +12,7 @@ import re
 import resource
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -48,20 +49,25 @@ def tinyvm_ms(build, mode, program, repeat, exe=TINYVM, extra=()):
     return float(re.search(r"time: ([0-9.]+) ms", p.stderr).group(1)) / repeat
 
 
-def tinyvm_variant_rows(build):
+def tinyvm_variant_rows(build, pairs=15):
     """The JIT with the cached ops' variants (stencils/ops/cached.c) and
-    without (--no-variants: the plain ops), then the plain ops' three operand
-    forms (docs/ops.md "Operands"), alternated, best of 5 each."""
+    without (--no-variants: the plain ops), in `pairs` back-to-back pairs: the
+    median of the pairs' ratios, as this machine's speed wanders between
+    phases longer than a pair (docs/performance.md); then the plain ops' three
+    operand forms (docs/ops.md "Operands"), alternated, best of 5 each."""
     rows = []
     for program, repeat in PROGRAMS:
         var, plain = [], []
-        for _ in range(5):
+        for _ in range(pairs):
             var.append(tinyvm_ms(build, "jit", program, repeat))
             plain.append(tinyvm_ms(build, "jit", program, repeat, extra=["--no-variants"]))
-        rows.append(("tinyvm %s JIT: with variants / without (best of 5)" % program,
-                     "%.2f / %.2f ms" % (min(var), min(plain)),
-                     "variants %.2fx faster (runs: %.1f-%.1f / %.1f-%.1f ms)" % (
-                         min(plain) / min(var), min(var), max(var), min(plain), max(plain))))
+        ratios = sorted(p / v for v, p in zip(var, plain))
+        rows.append(("tinyvm %s JIT: with variants / without (%d pairs)" % (program, pairs),
+                     "%.2f / %.2f ms" % (statistics.median(var), statistics.median(plain)),
+                     "variants %.2fx faster, the median pair (pairs %.2f-%.2f, %d of %d "
+                     "faster; best runs %.2f / %.2f ms)" % (
+                         statistics.median(ratios), ratios[0], ratios[-1],
+                         sum(r > 1 for r in ratios), pairs, min(var), min(plain))))
     imm, imm32, got = [], [], []
     for _ in range(5):
         imm.append(tinyvm_ms(build, "jit", "loop.tvm", 5, extra=["--no-variants"]))
