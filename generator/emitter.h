@@ -16,7 +16,9 @@
 #define EMITTER_GROUP 128
 
 /* A stencil of a group, the C name of its arrays (sg_code_<id> ...) and its
- * case label (its enumerator, so an added op renumbers no other case). */
+ * case label (SG_CASE_<id>, an enumerator of its function's own enum: the cases
+ * are numbered from 0 without any number written, so the switch is one jump
+ * table and an added op changes no other op's line). */
 typedef struct emitter_case {
     const gen_stencil *stencil;
     const char *id;

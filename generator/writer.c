@@ -288,8 +288,11 @@ static char *emitter_fn_name(size_t group)
 }
 
 /* The emitter functions of the stencils (folded variants have none), each
- * stencil a case of its group's function, labelled by its enumerator; a group
- * no stencil hashed to gets no function. */
+ * stencil a case of its group's function, labelled SG_CASE_<name>: an enum
+ * before each function numbers its cases from 0, so that gcc makes its switch
+ * one jump table (with the ops' own enumerators, sparse in a big header, it
+ * made trees of compares) and still no number is written. A group no stencil
+ * hashed to gets no function. */
 static void put_op_emitters(strbuf *sb, const gen_header_model *m)
 {
     size_t ngroups = emitter_groups(stencil_count(m));
@@ -303,12 +306,16 @@ static void put_op_emitters(strbuf *sb, const gen_header_model *m)
         for (size_t i = 0; i < m->nops; i++) {
             if (!own_stencil(m, i) || group[i] != g)
                 continue;
-            labels[n] = xasprintf("SG_OP_%s", m->defs[i].name);
+            labels[n] = xasprintf("SG_CASE_%s", m->defs[i].name);
             cases[n] = (emitter_case){&m->ops[i], m->defs[i].name, labels[n]};
             n++;
         }
         if (n) {
             char *fn = emitter_fn_name(g);
+            sb_cat(sb, "/* The cases of ", fn, ", numbered from 0: one jump table. */\nenum {\n", NULL);
+            for (size_t i = 0; i < n; i++)
+                sb_cat(sb, "    ", labels[i], ",\n", NULL);
+            sb_puts(sb, "};\n");
             emitter_write_group(sb, fn, cases, n, m->symbols);
             free(fn);
         }
@@ -645,7 +652,7 @@ void writer_target_header(strbuf *sb, const gen_header_model *m)
         if (!own_stencil(m, i))
             continue;
         char *fn = emitter_fn_name(emitter_group_of(m->defs[i].name, ngroups));
-        char *label = xasprintf("SG_OP_%s", m->defs[i].name);
+        char *label = xasprintf("SG_CASE_%s", m->defs[i].name);
         sb_cat(sb, "    /* SG_OP_", m->defs[i].name, " */ ", NULL);
         put_stencil_init(sb, &m->ops[i], m->defs[i].name, fn, label);
         sb_puts(sb, ",\n");

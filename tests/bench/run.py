@@ -647,8 +647,8 @@ def header_compile_rows(build, f, ops=1100):
         with open(empty, "w") as fh:
             fh.write("int vm_empty;\n")
 
-        def cpu(cc, opt, src, extra=()):
-            return min(cpu_timed([cc, opt, "-c", "-I", out, "-I", os.path.join(ROOT, "runtime"),
+        def cpu(cc, opt, src, extra=(), inc=out):
+            return min(cpu_timed([cc, opt, "-c", "-I", inc, "-I", os.path.join(ROOT, "runtime"),
                                   src, "-o", os.path.join(tmp, "out.o")] + list(extra))[1]
                        for _ in range(3))
         gcc, none = cpu("gcc", "-O2", vm), cpu("gcc", "-O2", empty)
@@ -657,6 +657,8 @@ def header_compile_rows(build, f, ops=1100):
         clang, gcc0 = cpu("clang-22", "-O2", vm), cpu("gcc", "-O0", vm)
         with open(os.path.join(out, "jit_stencils-x86_64-unknown-linux-gnu.h")) as fh:
             size = len(fh.read())
+        holes = header_holes(os.path.join(out, "jit_stencils-x86_64-unknown-linux-gnu.h"))
+        cpython = cpython_header_seconds(build, tmp, cpu, vm)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return [("VM's compile of the generated header, %s stencils, gcc -O2 / per 1,000" % (
@@ -666,10 +668,35 @@ def header_compile_rows(build, f, ops=1100):
              "header %.1f KB per stencil" % (none, clang, gcc0, size / 1024 / ops)),
             ("the same, emitters at -O1 (the header's default) / at -O2 (SG_EMITTER_ATTRIBUTES "
              "empty)", "%.2f / %.2f s" % (gcc, gcc_o2), "ratio %.2f" % (gcc / gcc_o2)),
+            ("VM's compile of the CPython-shaped corpus's x86-64 header, gcc -O2 / per 1,000",
+             "%.2f / %.2f s" % (cpython[0], cpython[0] * 1000 / cpython[1]),
+             "CPU, best of 3; %d stencils, %d holes (%d in the 1,100-op corpus's)" % (
+                 cpython[1], cpython[2], holes)),
             ("emit speed, generated emitters / table-driven patcher",
              "%.2fx" % (f["emit_core_bytes_per_s"] / f["emit_table_bytes_per_s"]),
              "%.2f / %.2f GB/s (1000-instruction executor)" % (
                  f["emit_core_bytes_per_s"] / 1e9, f["emit_table_bytes_per_s"] / 1e9))]
+
+
+def header_holes(header):
+    """The holes a header's hole tables list."""
+    with open(header) as fh:
+        return sum(int(n) for n in re.findall(r"^static const sg_hole \w+\[(\d+)\]", fh.read(),
+                                              re.M))
+
+
+def cpython_header_seconds(build, tmp, cpu, vm):
+    """gcc -O2 on `vm` including the CPython-shaped corpus's x86-64 header:
+    CPU seconds (best of 3), its stencils and holes. Its stencils have about
+    4 holes each, the 1,100-op corpus's under 2, and a VM's compile of the
+    emitters grows with the holes (docs/build.md, "What a header holds")."""
+    corpus, manifest, out = cpython_corpus(tmp)
+    run([os.path.join(build, "generator", "stencilgen"), "build", "--manifest", manifest,
+         "--outdir", out, "--target", "x86_64-unknown-linux-gnu", "-j2"], timeout=1200)
+    header = os.path.join(out, "jit_stencils-x86_64-unknown-linux-gnu.h")
+    with open(header) as fh:
+        stencils = len(re.findall(r"^    /\* SG_OP_\w+ \*/ \{", fh.read(), re.M))
+    return cpu("gcc", "-O2", vm, inc=out), stencils, header_holes(header)
 
 
 def gdb_figures(build):

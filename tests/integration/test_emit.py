@@ -82,8 +82,19 @@ def test_emitter_functions_stay_grouped(ctx):
     want = ["sg_emit_ops%d" % k for k in range(3)] + ["sg_emit_shim"]
     check(fns == want, "emitter functions of a 300-op header: %d (%s ...), want %d",
           len(fns), ", ".join(fns[:4]), len(want))
-    cases = re.findall(r"^    case (SG_OP_\w+|0): \{ /\* (\w+) \*/$", read(header), re.M)
+    cases = re.findall(r"^    case (SG_CASE_\w+|0): \{ /\* (\w+) \*/$", read(header), re.M)
     check(len(cases) == 301, "%d emitter cases, want 300 ops and the shim", len(cases))
+    # Each function's cases are numbered from 0 by an enum written before it,
+    # in the order of its cases, so that its switch is one jump table.
+    text = read(header)
+    for fn in want[:-1]:
+        m = re.search(r"enum \{\n((?:    SG_CASE_\w+,\n)+)\};\nSG_EMITTER_ATTRIBUTES\n"
+                      r"static unsigned %s\(.*?\n\}\n" % fn, text, re.S)
+        check(m, "%s has no enum of its cases right before it", fn)
+        enum = re.findall(r"SG_CASE_\w+", m.group(1))
+        labels = re.findall(r"^    case (SG_CASE_\w+): \{", m.group(0), re.M)
+        check(enum == labels, "%s: its enum (%d) does not number its cases (%d) in order", fn,
+              len(enum), len(labels))
 
 
 def test_emitters_compile_at_o1_under_gcc_only(ctx):

@@ -282,19 +282,21 @@ def owners(text):
         m = re.match(r"/\* (\w+) - ", line)
         if m:
             current = m.group(1)
-        elif re.match(r"/\* (Fields|The shim|Unwind facts|Provenance|Per stencil)", line) or \
+        elif re.match(r"/\* (Fields|The shim|The cases of|Unwind facts|Provenance|Per stencil)",
+                      line) or \
                 line.startswith("static unsigned sg_emit_"):
             current = "header"
         own = current
-        m = re.match(r"    case SG_OP_(\w+): \{", line)
+        m = re.match(r"    case SG_CASE_(\w+): \{", line)
         if m:
             in_case = m.group(1)
         if in_case:
             own = in_case
             if line == "    }":
                 in_case = None
-        for pattern in (r"    SG_OP_(\w+),$", r"#define SG_OP_(\w+) SG_OP_\w+$",
-                        r"    /\* SG_OP_(\w+) \*/ ", r" \* sg-op (\w+) ",
+        for pattern in (r"    SG_OP_(\w+),$", r"    SG_CASE_(\w+),$",
+                        r"#define SG_OP_(\w+) SG_OP_\w+$", r"    /\* SG_OP_(\w+) \*/ ",
+                        r" \* sg-op (\w+) ",
                         r"    \d+, /\* (\w+) \*/$"):
             m = re.match(pattern, line)
             if m:

@@ -211,12 +211,22 @@ static const sg_hole sg_code_holes_checked_neg[4] = {
 #endif
 #endif
 
+/* The cases of sg_emit_ops0, numbered from 0: one jump table. */
+enum {
+    SG_CASE_push_operand,
+    SG_CASE_branch_if_zero,
+    SG_CASE_print,
+    SG_CASE_square_small,
+    SG_CASE_trap,
+    SG_CASE_ret,
+    SG_CASE_checked_neg,
+};
 SG_EMITTER_ATTRIBUTES
 static unsigned sg_emit_ops0(unsigned which, uint8_t *code, uint8_t *data, sg_emit_env *env)
 {
     (void)code, (void)data, (void)env; /* not every stencil uses each */
     switch (which) {
-    case SG_OP_push_operand: { /* push_operand */
+    case SG_CASE_push_operand: { /* push_operand */
         const uint64_t at = (uintptr_t)code + env->delta;
         memcpy(code, sg_code_push_operand, 12);
         const uint64_t got_operand0 = sg_got(env, env->operand[0]);
@@ -226,7 +236,7 @@ static unsigned sg_emit_ops0(unsigned which, uint8_t *code, uint8_t *data, sg_em
             return 2;
         return 0;
     }
-    case SG_OP_branch_if_zero: { /* branch_if_zero */
+    case SG_CASE_branch_if_zero: { /* branch_if_zero */
         const uint64_t at = (uintptr_t)code + env->delta;
         memcpy(code, sg_code_branch_if_zero, 20);
         if (sg_patch_AARCH64_BRANCH26(code + 0xc, at + 0xc, at + 20))
@@ -235,14 +245,14 @@ static unsigned sg_emit_ops0(unsigned which, uint8_t *code, uint8_t *data, sg_em
             return 2;
         return 0;
     }
-    case SG_OP_print: { /* print */
+    case SG_CASE_print: { /* print */
         const uint64_t at = (uintptr_t)code + env->delta;
         memcpy(code, sg_code_print, 24);
         if (sg_patch_veneered(code + 0xc, at + 0xc, SG_PATCH_AARCH64_BRANCH26, (uintptr_t)env->symbol[SG_SYM_vm_print], env))
             return 1;
         return 0;
     }
-    case SG_OP_square_small: { /* square_small */
+    case SG_CASE_square_small: { /* square_small */
         const uint64_t at = (uintptr_t)code + env->delta;
         const uint64_t data_at = (uintptr_t)data + env->delta;
         memcpy(code, sg_code_square_small, 16);
@@ -252,7 +262,7 @@ static unsigned sg_emit_ops0(unsigned which, uint8_t *code, uint8_t *data, sg_em
             return 2;
         return 0;
     }
-    case SG_OP_trap: { /* trap */
+    case SG_CASE_trap: { /* trap */
         const uint64_t at = (uintptr_t)code + env->delta;
         const uint64_t data_at = (uintptr_t)data + env->delta;
         memcpy(code, sg_code_trap, 20);
@@ -264,11 +274,11 @@ static unsigned sg_emit_ops0(unsigned which, uint8_t *code, uint8_t *data, sg_em
             return 3;
         return 0;
     }
-    case SG_OP_ret: { /* ret */
+    case SG_CASE_ret: { /* ret */
         memcpy(code, sg_code_ret, 8);
         return 0;
     }
-    case SG_OP_checked_neg: { /* checked_neg */
+    case SG_CASE_checked_neg: { /* checked_neg */
         const uint64_t at = (uintptr_t)code + env->delta;
         const uint64_t data_at = (uintptr_t)data + env->delta;
         memcpy(code, sg_code_checked_neg, 40);
@@ -290,13 +300,13 @@ static unsigned sg_emit_ops0(unsigned which, uint8_t *code, uint8_t *data, sg_em
  * code_hole_count, data_holes, data_hole_count, falls_through, emit,
  * emit_case. */
 static const sg_stencil sg_stencils[SG_OP__COUNT] = {
-    /* SG_OP_push_operand */ {"push_operand", sg_code_push_operand, 12, NULL, 0, 1, sg_code_holes_push_operand, 2, NULL, 0, 1, sg_emit_ops0, SG_OP_push_operand},
-    /* SG_OP_branch_if_zero */ {"branch_if_zero", sg_code_branch_if_zero, 20, NULL, 0, 1, sg_code_holes_branch_if_zero, 2, NULL, 0, 0, sg_emit_ops0, SG_OP_branch_if_zero},
-    /* SG_OP_print */ {"print", sg_code_print, 24, NULL, 0, 1, sg_code_holes_print, 1, NULL, 0, 1, sg_emit_ops0, SG_OP_print},
-    /* SG_OP_square_small */ {"square_small", sg_code_square_small, 16, sg_data_square_small, 64, 8, sg_code_holes_square_small, 2, NULL, 0, 1, sg_emit_ops0, SG_OP_square_small},
-    /* SG_OP_trap */ {"trap", sg_code_trap, 20, sg_data_trap, 16, 1, sg_code_holes_trap, 3, NULL, 0, 0, sg_emit_ops0, SG_OP_trap},
-    /* SG_OP_ret */ {"ret", sg_code_ret, 8, NULL, 0, 1, NULL, 0, NULL, 0, 0, sg_emit_ops0, SG_OP_ret},
-    /* SG_OP_checked_neg */ {"checked_neg", sg_code_checked_neg, 40, sg_data_checked_neg, 19, 1, sg_code_holes_checked_neg, 4, NULL, 0, 0, sg_emit_ops0, SG_OP_checked_neg},
+    /* SG_OP_push_operand */ {"push_operand", sg_code_push_operand, 12, NULL, 0, 1, sg_code_holes_push_operand, 2, NULL, 0, 1, sg_emit_ops0, SG_CASE_push_operand},
+    /* SG_OP_branch_if_zero */ {"branch_if_zero", sg_code_branch_if_zero, 20, NULL, 0, 1, sg_code_holes_branch_if_zero, 2, NULL, 0, 0, sg_emit_ops0, SG_CASE_branch_if_zero},
+    /* SG_OP_print */ {"print", sg_code_print, 24, NULL, 0, 1, sg_code_holes_print, 1, NULL, 0, 1, sg_emit_ops0, SG_CASE_print},
+    /* SG_OP_square_small */ {"square_small", sg_code_square_small, 16, sg_data_square_small, 64, 8, sg_code_holes_square_small, 2, NULL, 0, 1, sg_emit_ops0, SG_CASE_square_small},
+    /* SG_OP_trap */ {"trap", sg_code_trap, 20, sg_data_trap, 16, 1, sg_code_holes_trap, 3, NULL, 0, 0, sg_emit_ops0, SG_CASE_trap},
+    /* SG_OP_ret */ {"ret", sg_code_ret, 8, NULL, 0, 1, NULL, 0, NULL, 0, 0, sg_emit_ops0, SG_CASE_ret},
+    /* SG_OP_checked_neg */ {"checked_neg", sg_code_checked_neg, 40, sg_data_checked_neg, 19, 1, sg_code_holes_checked_neg, 4, NULL, 0, 0, sg_emit_ops0, SG_CASE_checked_neg},
 };
 
 /* Per stencil: the bytes at the end of its code that are its cold part,

@@ -201,19 +201,29 @@ static const sg_hole sg_code_holes_checked_neg[3] = {
 #endif
 #endif
 
+/* The cases of sg_emit_ops0, numbered from 0: one jump table. */
+enum {
+    SG_CASE_push_operand,
+    SG_CASE_branch_if_zero,
+    SG_CASE_print,
+    SG_CASE_square_small,
+    SG_CASE_trap,
+    SG_CASE_ret,
+    SG_CASE_checked_neg,
+};
 SG_EMITTER_ATTRIBUTES
 static unsigned sg_emit_ops0(unsigned which, uint8_t *code, uint8_t *data, sg_emit_env *env)
 {
     (void)code, (void)data, (void)env; /* not every stencil uses each */
     switch (which) {
-    case SG_OP_push_operand: { /* push_operand */
+    case SG_CASE_push_operand: { /* push_operand */
         const uint64_t at = (uintptr_t)code + env->delta;
         memcpy(code, sg_code_push_operand, 18);
         if (sg_patch_ABS64(code + 0xa, at + 0xa, env->operand[0]))
             return 1;
         return 0;
     }
-    case SG_OP_branch_if_zero: { /* branch_if_zero */
+    case SG_CASE_branch_if_zero: { /* branch_if_zero */
         const uint64_t at = (uintptr_t)code + env->delta;
         memcpy(code, sg_code_branch_if_zero, 25);
         if (sg_patch_X86_BRANCH32(code + 0x10, at + 0x10, at + 25 - 0x4u))
@@ -222,14 +232,14 @@ static unsigned sg_emit_ops0(unsigned which, uint8_t *code, uint8_t *data, sg_em
             return 2;
         return 0;
     }
-    case SG_OP_print: { /* print */
+    case SG_CASE_print: { /* print */
         const uint64_t at = (uintptr_t)code + env->delta;
         memcpy(code, sg_code_print, 22);
         if (sg_patch_veneered(code + 0xb, at + 0xb, SG_PATCH_X86_BRANCH32, (uintptr_t)env->symbol[SG_SYM_vm_print] - 0x4u, env))
             return 1;
         return 0;
     }
-    case SG_OP_square_small: { /* square_small */
+    case SG_CASE_square_small: { /* square_small */
         const uint64_t at = (uintptr_t)code + env->delta;
         const uint64_t data_at = (uintptr_t)data + env->delta;
         memcpy(code, sg_code_square_small, 15);
@@ -237,7 +247,7 @@ static unsigned sg_emit_ops0(unsigned which, uint8_t *code, uint8_t *data, sg_em
             return 1;
         return 0;
     }
-    case SG_OP_trap: { /* trap */
+    case SG_CASE_trap: { /* trap */
         const uint64_t at = (uintptr_t)code + env->delta;
         const uint64_t data_at = (uintptr_t)data + env->delta;
         memcpy(code, sg_code_trap, 19);
@@ -247,11 +257,11 @@ static unsigned sg_emit_ops0(unsigned which, uint8_t *code, uint8_t *data, sg_em
             return 2;
         return 0;
     }
-    case SG_OP_ret: { /* ret */
+    case SG_CASE_ret: { /* ret */
         memcpy(code, sg_code_ret, 4);
         return 0;
     }
-    case SG_OP_checked_neg: { /* checked_neg */
+    case SG_CASE_checked_neg: { /* checked_neg */
         const uint64_t at = (uintptr_t)code + env->delta;
         const uint64_t data_at = (uintptr_t)data + env->delta;
         memcpy(code, sg_code_checked_neg, 33);
@@ -271,13 +281,13 @@ static unsigned sg_emit_ops0(unsigned which, uint8_t *code, uint8_t *data, sg_em
  * code_hole_count, data_holes, data_hole_count, falls_through, emit,
  * emit_case. */
 static const sg_stencil sg_stencils[SG_OP__COUNT] = {
-    /* SG_OP_push_operand */ {"push_operand", sg_code_push_operand, 18, NULL, 0, 1, sg_code_holes_push_operand, 1, NULL, 0, 1, sg_emit_ops0, SG_OP_push_operand},
-    /* SG_OP_branch_if_zero */ {"branch_if_zero", sg_code_branch_if_zero, 25, NULL, 0, 1, sg_code_holes_branch_if_zero, 2, NULL, 0, 0, sg_emit_ops0, SG_OP_branch_if_zero},
-    /* SG_OP_print */ {"print", sg_code_print, 22, NULL, 0, 1, sg_code_holes_print, 1, NULL, 0, 1, sg_emit_ops0, SG_OP_print},
-    /* SG_OP_square_small */ {"square_small", sg_code_square_small, 15, sg_data_square_small, 64, 16, sg_code_holes_square_small, 1, NULL, 0, 1, sg_emit_ops0, SG_OP_square_small},
-    /* SG_OP_trap */ {"trap", sg_code_trap, 19, sg_data_trap, 16, 1, sg_code_holes_trap, 2, NULL, 0, 0, sg_emit_ops0, SG_OP_trap},
-    /* SG_OP_ret */ {"ret", sg_code_ret, 4, NULL, 0, 1, NULL, 0, NULL, 0, 0, sg_emit_ops0, SG_OP_ret},
-    /* SG_OP_checked_neg */ {"checked_neg", sg_code_checked_neg, 33, sg_data_checked_neg, 19, 1, sg_code_holes_checked_neg, 3, NULL, 0, 0, sg_emit_ops0, SG_OP_checked_neg},
+    /* SG_OP_push_operand */ {"push_operand", sg_code_push_operand, 18, NULL, 0, 1, sg_code_holes_push_operand, 1, NULL, 0, 1, sg_emit_ops0, SG_CASE_push_operand},
+    /* SG_OP_branch_if_zero */ {"branch_if_zero", sg_code_branch_if_zero, 25, NULL, 0, 1, sg_code_holes_branch_if_zero, 2, NULL, 0, 0, sg_emit_ops0, SG_CASE_branch_if_zero},
+    /* SG_OP_print */ {"print", sg_code_print, 22, NULL, 0, 1, sg_code_holes_print, 1, NULL, 0, 1, sg_emit_ops0, SG_CASE_print},
+    /* SG_OP_square_small */ {"square_small", sg_code_square_small, 15, sg_data_square_small, 64, 16, sg_code_holes_square_small, 1, NULL, 0, 1, sg_emit_ops0, SG_CASE_square_small},
+    /* SG_OP_trap */ {"trap", sg_code_trap, 19, sg_data_trap, 16, 1, sg_code_holes_trap, 2, NULL, 0, 0, sg_emit_ops0, SG_CASE_trap},
+    /* SG_OP_ret */ {"ret", sg_code_ret, 4, NULL, 0, 1, NULL, 0, NULL, 0, 0, sg_emit_ops0, SG_CASE_ret},
+    /* SG_OP_checked_neg */ {"checked_neg", sg_code_checked_neg, 33, sg_data_checked_neg, 19, 1, sg_code_holes_checked_neg, 3, NULL, 0, 0, sg_emit_ops0, SG_CASE_checked_neg},
 };
 
 /* Per stencil: the bytes at the end of its code that are its cold part,
