@@ -3,8 +3,6 @@
  * test emits random programs both ways and compares the bytes. */
 #include "emitter.h"
 
-#include <inttypes.h>
-
 /* The bytes of s that run in the instruction's own place: all of them, but
  * for an op laid out in two parts (hotcold_split.c), whose cold part the
  * emitter writes at env->cold. */
@@ -33,7 +31,9 @@ static void put_value(strbuf *sb, const gen_stencil *s, const gen_hole *h, char 
         sb_put_dec(sb, h->index);
         sb_putc(sb, ']');
         break;
-    case SG_VALUE_SYMBOL: sb_cat(sb, "(uintptr_t)env->symbol[SG_SYM_", symbols[h->index], "]", NULL); break;
+    case SG_VALUE_SYMBOL:
+        sb_cat(sb, "(uintptr_t)env->symbol[SG_SYM_", symbols[h->index], "]", NULL);
+        break;
     default: sb_puts(sb, "0"); break; /* cannot happen: extraction names every value */
     }
 }

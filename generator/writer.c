@@ -312,7 +312,8 @@ static void put_op_emitters(strbuf *sb, const gen_header_model *m)
         }
         if (n) {
             char *fn = emitter_fn_name(g);
-            sb_cat(sb, "/* The cases of ", fn, ", numbered from 0: one jump table. */\nenum {\n", NULL);
+            sb_cat(sb, "/* The cases of ", fn, ", numbered from 0: one jump table. */\n"
+                       "enum {\n", NULL);
             for (size_t i = 0; i < n; i++)
                 sb_cat(sb, "    ", labels[i], ",\n", NULL);
             sb_puts(sb, "};\n");
