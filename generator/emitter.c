@@ -135,6 +135,38 @@ static void put_got_slots(strbuf *sb, const gen_stencil *s, char *const *symbols
     }
 }
 
+/* Whether sg_emit_table (stencilrt_abi.h) can patch hole h: its value is at
+ * hand in the emitter's parameters, and it needs no veneer nor GOT slot of
+ * its own. */
+static bool tabled_hole(const gen_hole *h)
+{
+    if (sg_hole_may_use_veneer(h->patch, h->value))
+        return false;
+    switch (h->value) {
+    case SG_VALUE_CODE:
+    case SG_VALUE_CONTINUE:
+    case SG_VALUE_JUMP_TARGET:
+    case SG_VALUE_OPERAND: return !sg_patch_uses_got(h->patch);
+    case SG_VALUE_SYMBOL: return true;
+    default: return false;
+    }
+}
+
+/* Whether s's emitter hands its holes to sg_emit_table instead of a patch
+ * each: a VM's compile of the header grows with the patches, about 0.45 ms
+ * each under gcc -O2, and a table walk emits at about 0.86x their speed
+ * (docs/build.md, "What a header holds"); stencils of a few holes, most of
+ * a small VM's, keep their patches. Only code holes, in one part. */
+static bool tabled(const gen_stencil *s)
+{
+    if (s->ncode_holes <= EMIT_TABLE_MIN_HOLES || s->ndata_holes || hot_bytes(s) < s->code_size)
+        return false;
+    for (size_t i = 0; i < s->ncode_holes; i++)
+        if (!tabled_hole(&s->code_holes[i]))
+            return false;
+    return true;
+}
+
 /* Stencil `s` as case `label` of its group's switch: copy, GOT slots, patches. */
 static void put_case(strbuf *sb, const gen_stencil *s, const char *id, const char *label,
                      char *const *symbols)
@@ -142,6 +174,17 @@ static void put_case(strbuf *sb, const gen_stencil *s, const char *id, const cha
     bool code_at, data_at;
     addresses_used(s, &code_at, &data_at);
     sb_cat(sb, "    case ", label, ": { /* ", s->name, " */\n", NULL);
+    if (tabled(s)) {
+        sb_cat(sb, "        const uint64_t at = (uintptr_t)code + env->delta;\n"
+                   "        memcpy(code, sg_code_", id, ", ", NULL);
+        sb_put_dec(sb, (int64_t)s->code_size);
+        sb_puts(sb, ");\n        return sg_emit_table(code, at, at + ");
+        sb_put_dec(sb, (int64_t)s->code_size);
+        sb_cat(sb, ", env, sg_code_holes_", id, ", ", NULL);
+        sb_put_dec(sb, (int64_t)s->ncode_holes);
+        sb_puts(sb, ");\n    }\n");
+        return;
+    }
     if (code_at)
         sb_puts(sb, "        const uint64_t at = (uintptr_t)code + env->delta;\n");
     if (data_at)

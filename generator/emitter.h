@@ -15,6 +15,10 @@
  * header holds"). */
 #define EMITTER_GROUP 128
 
+/* A stencil with more code holes than this, all of them at hand
+ * (emitter.c, tabled), hands them to sg_emit_table instead of a patch each. */
+#define EMIT_TABLE_MIN_HOLES 2
+
 /* A stencil of a group, the C name of its arrays (sg_code_<id> ...) and its
  * case label (SG_CASE_<id>, an enumerator of its function's own enum: the cases
  * are numbered from 0 without any number written, so the switch is one jump

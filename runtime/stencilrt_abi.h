@@ -372,4 +372,42 @@ static inline int sg_patch_veneered(uint8_t *p, uint64_t pc, unsigned kind, uint
     return veneer ? sg_patch_hole(p, pc, kind, veneer - bias) : 1;
 }
 
+/* The holes h[0, n) of a stencil copied to `code`, running at `at`, whose
+ * next instruction runs at `next`: what a generated emitter does for a stencil
+ * with many holes instead of a patch each (docs/runtime.md, "Emitters"), as a
+ * VM's compile of per-hole code grows with its holes. The generator sends only
+ * holes whose value is at hand: this stencil's code, the next instruction,
+ * the jump target, an operand or a symbol (or the symbol's GOT slot), never
+ * through a veneer or a fresh GOT slot. Returns 0, or 1 + the number of the
+ * first hole whose value does not fit, as an emitter does. One copy per file,
+ * not one per stencil. */
+#if defined(__GNUC__)
+#define SG_EMIT_TABLE_FN_ static __attribute__((noinline, unused))
+#else
+#define SG_EMIT_TABLE_FN_ static inline
+#endif
+SG_EMIT_TABLE_FN_ unsigned sg_emit_table(uint8_t *code, uint64_t at, uint64_t next,
+                                         const sg_emit_env *env, const sg_hole *h, unsigned n)
+{
+    unsigned i;
+    for (i = 0; i < n; i++) {
+        uint64_t s;
+        switch ((sg_value)h[i].value) {
+        case SG_VALUE_CODE: s = at; break;
+        case SG_VALUE_CONTINUE: s = next; break;
+        case SG_VALUE_JUMP_TARGET: s = env->target; break;
+        case SG_VALUE_OPERAND: s = env->operand[h[i].index]; break;
+        default: /* SG_VALUE_SYMBOL */
+            s = sg_patch_uses_got(h[i].patch) ? env->symbol_got[h[i].index]
+                                               : (uint64_t)(uintptr_t)env->symbol[h[i].index];
+            break;
+        }
+        if (sg_patch_hole(code + h[i].offset, at + h[i].offset, h[i].patch,
+                          s + (uint64_t)h[i].addend))
+            return i + 1;
+    }
+    return 0;
+}
+#undef SG_EMIT_TABLE_FN_
+
 #endif

@@ -48,7 +48,8 @@ import struct
 import subprocess
 import sys
 
-from sgtest import Header, TestFailure, check, patch_kinds, plain_op_name, read, write
+from sgtest import (Header, TestFailure, check, emitted_patch_kinds, patch_kinds, plain_op_name,
+                    read, write)
 
 ASAN = False
 
@@ -288,8 +289,7 @@ def test_aarch64_generated_emitters_match_tables(ctx):
         m = re.search(r"^(\d+) passed, (\d+) failed$", p.stdout, re.M)
         check(p.returncode == 0 and m and m.group(2) == "0", "%s: exit %d\n%s%s", name,
               p.returncode, p.stdout[-3000:], p.stderr[-2000:])
-        kinds |= set(re.findall(r"(sg_patch_(?:AARCH64_\w+|veneered))\(code",
-                                read(os.path.join(out, "jit_stencils-%s.h" % A64))))
+        kinds |= emitted_patch_kinds(read(os.path.join(out, "jit_stencils-%s.h" % A64)))
     want = {"sg_patch_" + k for k in patch_kinds() if k.startswith("AARCH64_")}
     want.add("sg_patch_veneered")
     check(want <= kinds, "patch kinds never generated: %s", sorted(want - kinds))

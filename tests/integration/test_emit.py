@@ -6,7 +6,7 @@ import os
 import re
 import sys
 
-from sgtest import X86_MANIFESTS, check, patch_kinds, read, write
+from sgtest import X86_MANIFESTS, check, emitted_patch_kinds, patch_kinds, read, write
 
 ASAN = False
 TRIPLE = "x86_64-unknown-linux-gnu"
@@ -36,8 +36,7 @@ def test_generated_emitters_match_tables_on_fixtures(ctx):
             continue
         emit_differential(ctx, label, ctx.path(*parts))
         header = os.path.join(ctx.tmp, label, "jit_stencils-%s.h" % TRIPLE)
-        with open(header) as f:
-            kinds |= set(re.findall(r"sg_patch_\w+(?=\(code|\(data)", f.read()))
+        kinds |= emitted_patch_kinds(read(header))
     want = {"sg_patch_" + k for k in patch_kinds() if not k.startswith("AARCH64_")}
     check(want <= kinds, "patch kinds never generated: %s", sorted(want - kinds))
 
@@ -62,6 +61,33 @@ def test_corpus_emitters_match_tables(ctx):
     out = emit_differential(ctx, "corpus", corpus_manifest(ctx, 200, TRIPLE))
     check("ops never in an emitted one" in out and ", 0 ops never" in out,
           "not every corpus op was emitted both ways:\n%s", out[-2000:])
+
+
+def test_tabled_emitters_match_tables_on_the_cpython_shape(ctx):
+    """A stencil with more than 2 code holes whose values are at hand hands
+    them to sg_emit_table instead of a patch each (docs/runtime.md,
+    "Emitters"), which CPython's shape, 4 holes a stencil, needs for its
+    header to compile in about a second: on make_corpus.py --cpython most of
+    its x86-64 stencils do, the rest keep their patches, and every one emits
+    what the table-driven patcher does, status and message included, on
+    random programs that use every op (values that do not fit among them)."""
+    corpus = os.path.join(ctx.tmp, "cpython")
+    ctx.run([sys.executable, ctx.path("tests", "bench", "make_corpus.py"), corpus, "--cpython"],
+            timeout=60, check=True)
+    out = emit_differential(ctx, "cpython", os.path.join(corpus, "corpus.yaml"))
+    check("ops never in an emitted one" in out and ", 0 ops never" in out,
+          "not every op of the CPython shape was emitted both ways:\n%s", out[-2000:])
+    text = read(os.path.join(ctx.tmp, "cpython", "jit_stencils-%s.h" % TRIPLE))
+    holes = dict(re.findall(r"^static const sg_hole sg_code_holes_(\w+)\[(\d+)\]", text, re.M))
+    tabled = re.findall(r"return sg_emit_table\(code, at, at \+ \d+, env, sg_code_holes_(\w+), "
+                        r"(\d+)\);", text)
+    check(len(tabled) > len(holes) // 2, "%d of %d stencils with holes hand them to "
+          "sg_emit_table", len(tabled), len(holes))
+    check(all(holes[name] == n and int(n) > 2 for name, n in tabled),
+          "a stencil of 2 holes or fewer, or a wrong count, goes to sg_emit_table")
+    few = [name for name, n in holes.items() if int(n) <= 2]
+    check(few and not set(few) & set(name for name, _ in tabled),
+          "stencils of 1-2 holes should keep their patches")
 
 
 def emitter_functions(header):

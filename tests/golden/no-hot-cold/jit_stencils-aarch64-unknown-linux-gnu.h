@@ -261,15 +261,7 @@ static unsigned sg_emit_ops0(unsigned which, uint8_t *code, uint8_t *data, sg_em
     case SG_CASE_push_operand: { /* push_operand */
         const uint64_t at = (uintptr_t)code + env->delta;
         memcpy(code, sg_code_push_operand, 28);
-        if (sg_patch_AARCH64_MOVW_G3(code + 0x4, at + 0x4, env->operand[0]))
-            return 1;
-        if (sg_patch_AARCH64_MOVW_G2_NC(code + 0x8, at + 0x8, env->operand[0]))
-            return 2;
-        if (sg_patch_AARCH64_MOVW_G1_NC(code + 0xc, at + 0xc, env->operand[0]))
-            return 3;
-        if (sg_patch_AARCH64_MOVW_G0_NC(code + 0x10, at + 0x10, env->operand[0]))
-            return 4;
-        return 0;
+        return sg_emit_table(code, at, at + 28, env, sg_code_holes_push_operand, 4);
     }
     case SG_CASE_branch_if_zero: { /* branch_if_zero */
         const uint64_t at = (uintptr_t)code + env->delta;
