@@ -154,7 +154,7 @@ static bool tabled_hole(const gen_hole *h)
 
 /* Whether s's emitter hands its holes to sg_emit_table instead of a patch
  * each: a VM's compile of the header grows with the patches, about 0.45 ms
- * each under gcc -O2, and a table walk emits at about 0.86x their speed
+ * each under gcc -O2, and the table walk emits at about 0.8x their speed
  * (docs/build.md, "What a header holds"); stencils of a few holes, most of
  * a small VM's, keep their patches. Only code holes, in one part. */
 static bool tabled(const gen_stencil *s)
