@@ -58,9 +58,8 @@ static void put_final_value(strbuf *sb, const gen_stencil *s, const gen_hole *h,
         put_value(sb, s, h, symbols);
     }
     if (h->addend) {
-        sb_puts(sb, h->addend > 0 ? " + 0x" : " - 0x");
-        sb_put_hex(sb, h->addend > 0 ? (uint64_t)h->addend : (uint64_t)0 - (uint64_t)h->addend, 1);
-        sb_putc(sb, 'u');
+        sb_put_addend(sb, h->addend);
+        sb_putc(sb, 'u'); /* unsigned arithmetic, as the formulas' */
     }
 }
 

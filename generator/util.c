@@ -115,6 +115,12 @@ void sb_put_dec(strbuf *sb, int64_t v)
     sb_putn(sb, digits + sizeof digits - n, n);
 }
 
+void sb_put_addend(strbuf *sb, int64_t v)
+{
+    sb_puts(sb, v < 0 ? " - 0x" : " + 0x");
+    sb_put_hex(sb, v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v, 1);
+}
+
 void sb_putc(strbuf *sb, char c)
 {
     sb_putn(sb, &c, 1);

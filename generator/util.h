@@ -47,6 +47,8 @@ void sb_reserve(strbuf *sb, size_t extra);
 char *sb_extend(strbuf *sb, size_t n);
 /* v in decimal, as printf's "%" PRId64 */
 void sb_put_dec(strbuf *sb, int64_t v);
+/* " + 0x<v>" or " - 0x<-v>": an addend after a value, in hex. */
+void sb_put_addend(strbuf *sb, int64_t v);
 /* v as `bytes` (at most 8) little-endian bytes, as cache entries store numbers. */
 void sb_put_le(strbuf *sb, uint64_t v, unsigned bytes);
 /* The little-endian number in p[0, bytes). */

@@ -37,10 +37,8 @@ static void describe_hole(strbuf *sb, const gen_hole *h, char *const *symbols)
         break;
     default: sb_puts(sb, sg_value_names[h->value]); break;
     }
-    if (h->addend) {
-        sb_puts(sb, h->addend < 0 ? " - 0x" : " + 0x");
-        sb_put_hex(sb, h->addend < 0 ? (uint64_t)0 - (uint64_t)h->addend : (uint64_t)h->addend, 1);
-    }
+    if (h->addend)
+        sb_put_addend(sb, h->addend);
     sb_puts(sb, "  (");
     sb_puts(sb, h->reloc);
     sb_putc(sb, ' ');
