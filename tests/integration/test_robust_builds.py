@@ -499,6 +499,24 @@ def test_publish_refuses_before_writing_anything(ctx):
           "left in the outdir: %s", all_files(out))
 
 
+def test_publish_refuses_a_header_that_is_a_directory(ctx):
+    """A target's header path that is a directory fails the run before any
+    header is rendered and staged beside it (headers are staged by the
+    threads that render them): exit 3, the header named, the dispatcher
+    keeping its bytes, inode and mtime, and nothing left in the outdir."""
+    proj, out, _ = built_then_edited(ctx)
+    hdr = os.path.join(out, "jit_stencils-%s.h" % TRIPLE)
+    os.unlink(hdr)
+    os.makedirs(hdr)
+    before = outputs_snapshot(out)
+    p = build(ctx, proj, out)
+    expect(p, EXIT_TOOLCHAIN, "a header is a directory",
+           "cannot write '%s': Is a directory" % hdr)
+    check(outputs_snapshot(out) == before, "the dispatcher replaced although a header cannot be")
+    check(all_files(out) == ["jit_stencils-%s.h" % TRIPLE, "jit_stencils.h"],
+          "left in the outdir: %s", all_files(out))
+
+
 def test_publish_rolls_back_when_a_rename_fails(ctx):
     """The last rename (the dispatcher's) fails after the per-target header was
     already replaced: it is put back, exactly as it was. (The dispatcher is
