@@ -174,12 +174,9 @@ static void put_case(strbuf *sb, const gen_stencil *s, const char *id, const cha
     addresses_used(s, &code_at, &data_at);
     sb_cat(sb, "    case ", label, ": { /* ", s->name, " */\n", NULL);
     if (tabled(s)) {
-        sb_cat(sb, "        const uint64_t at = (uintptr_t)code + env->delta;\n"
-                   "        memcpy(code, sg_code_", id, ", ", NULL);
+        sb_cat(sb, "        return sg_emit_table(code, env, sg_code_", id, ", ", NULL);
         sb_put_dec(sb, (int64_t)s->code_size);
-        sb_puts(sb, ");\n        return sg_emit_table(code, at, at + ");
-        sb_put_dec(sb, (int64_t)s->code_size);
-        sb_cat(sb, ", env, sg_code_holes_", id, ", ", NULL);
+        sb_cat(sb, ", sg_code_holes_", id, ", ", NULL);
         sb_put_dec(sb, (int64_t)s->ncode_holes);
         sb_puts(sb, ");\n    }\n");
         return;

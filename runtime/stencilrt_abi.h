@@ -372,24 +372,28 @@ static inline int sg_patch_veneered(uint8_t *p, uint64_t pc, unsigned kind, uint
     return veneer ? sg_patch_hole(p, pc, kind, veneer - bias) : 1;
 }
 
-/* The holes h[0, n) of a stencil copied to `code`, running at `at`, whose
- * next instruction runs at `next`: what a generated emitter does for a stencil
- * with many holes instead of a patch each (docs/runtime.md, "Emitters"), as a
- * VM's compile of per-hole code grows with its holes. The generator sends only
- * holes whose value is at hand: this stencil's code, the next instruction,
- * the jump target, an operand or a symbol (or the symbol's GOT slot), never
- * through a veneer or a fresh GOT slot. Returns 0, or 1 + the number of the
- * first hole whose value does not fit, as an emitter does. One copy per file,
- * not one per stencil. */
+/* Stencil `stencil`, `size` bytes, copied to `code` and its holes h[0, n)
+ * patched: what a generated emitter does for a stencil with many holes
+ * instead of a copy and a patch each (docs/runtime.md, "Emitters"), as a VM's
+ * compile of per-hole code grows with its holes, and an inline copy of each
+ * stencil is code too. The generator sends only stencils of one part whose
+ * holes' values are at hand: this stencil's code, the next instruction (just
+ * after it), the jump target, an operand or a symbol (or the symbol's GOT
+ * slot), never through a veneer or a fresh GOT slot. Returns 0, or 1 + the
+ * number of the first hole whose value does not fit, as an emitter does. One
+ * copy per file, not one per stencil. */
 #if defined(__GNUC__)
 #define SG_EMIT_TABLE_FN_ static __attribute__((noinline, unused))
 #else
 #define SG_EMIT_TABLE_FN_ static inline
 #endif
-SG_EMIT_TABLE_FN_ unsigned sg_emit_table(uint8_t *code, uint64_t at, uint64_t next,
-                                         const sg_emit_env *env, const sg_hole *h, unsigned n)
+SG_EMIT_TABLE_FN_ unsigned sg_emit_table(uint8_t *code, const sg_emit_env *env,
+                                         const uint8_t *stencil, unsigned size, const sg_hole *h,
+                                         unsigned n)
 {
+    const uint64_t at = (uintptr_t)code + env->delta, next = at + size;
     unsigned i;
+    memcpy(code, stencil, size);
     for (i = 0; i < n; i++) {
         uint64_t s;
         switch ((sg_value)h[i].value) {

@@ -177,13 +177,18 @@ def patch_kinds():
     return re.findall(r"\bX\((\w+),", "\n".join(lines[start:end + 1]))
 
 
+# A stencil whose emitter hands its copy and holes to sg_emit_table: the code
+# array's name, its size, the hole table's name and its count.
+TABLED_EMITTER = re.compile(r"return sg_emit_table\(code, env, sg_code_(\w+), (\d+), "
+                            r"sg_code_holes_(\w+), (\d+)\);")
+
+
 def emitted_patch_kinds(header_text):
     """The patch kinds a generated header's emitters write: sg_patch_<KIND>
     calls, and the kinds in the hole tables of stencils whose emitter hands
     its holes to sg_emit_table (as sg_patch_<KIND> too)."""
     kinds = set(re.findall(r"(sg_patch_\w+)\((?:code|data)", header_text))
-    for name in re.findall(r"return sg_emit_table\(code, at, at \+ \d+, env, "
-                           r"sg_code_holes_(\w+), \d+\);", header_text):
+    for _, _, name, _ in TABLED_EMITTER.findall(header_text):
         table = re.search(r"^static const sg_hole sg_code_holes_%s\[\d+\] = \{\n(.*?)^\};"
                           % name, header_text, re.M | re.S)
         kinds |= set("sg_patch_" + k for k in re.findall(r"SG_PATCH_(\w+),", table.group(1)))

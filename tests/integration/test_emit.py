@@ -6,6 +6,7 @@ import os
 import re
 import sys
 
+import sgtest
 from sgtest import X86_MANIFESTS, check, emitted_patch_kinds, patch_kinds, read, write
 
 ASAN = False
@@ -79,14 +80,16 @@ def test_tabled_emitters_match_tables_on_the_cpython_shape(ctx):
           "not every op of the CPython shape was emitted both ways:\n%s", out[-2000:])
     text = read(os.path.join(ctx.tmp, "cpython", "jit_stencils-%s.h" % TRIPLE))
     holes = dict(re.findall(r"^static const sg_hole sg_code_holes_(\w+)\[(\d+)\]", text, re.M))
-    tabled = re.findall(r"return sg_emit_table\(code, at, at \+ \d+, env, sg_code_holes_(\w+), "
-                        r"(\d+)\);", text)
+    sizes = dict(re.findall(r"^static const uint8_t sg_code_(\w+)\[(\d+)\]", text, re.M))
+    tabled = sgtest.TABLED_EMITTER.findall(text)
     check(len(tabled) > len(holes) // 2, "%d of %d stencils with holes hand them to "
           "sg_emit_table", len(tabled), len(holes))
-    check(all(holes[name] == n and int(n) > 2 for name, n in tabled),
+    check(all(code == name and sizes[code] == size for code, size, name, _ in tabled),
+          "sg_emit_table is handed another stencil's code, or a wrong size")
+    check(all(holes[name] == n and int(n) > 2 for _, _, name, n in tabled),
           "a stencil of 2 holes or fewer, or a wrong count, goes to sg_emit_table")
     few = [name for name, n in holes.items() if int(n) <= 2]
-    check(few and not set(few) & set(name for name, _ in tabled),
+    check(few and not set(few) & set(name for _, _, name, _ in tabled),
           "stencils of 1-2 holes should keep their patches")
 
 

@@ -259,9 +259,7 @@ static unsigned sg_emit_ops0(unsigned which, uint8_t *code, uint8_t *data, sg_em
     (void)code, (void)data, (void)env; /* not every stencil uses each */
     switch (which) {
     case SG_CASE_push_operand: { /* push_operand */
-        const uint64_t at = (uintptr_t)code + env->delta;
-        memcpy(code, sg_code_push_operand, 28);
-        return sg_emit_table(code, at, at + 28, env, sg_code_holes_push_operand, 4);
+        return sg_emit_table(code, env, sg_code_push_operand, 28, sg_code_holes_push_operand, 4);
     }
     case SG_CASE_branch_if_zero: { /* branch_if_zero */
         const uint64_t at = (uintptr_t)code + env->delta;
