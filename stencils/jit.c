@@ -10,44 +10,53 @@ static const sr_stencil_set stencil_set = SR_STENCIL_SET_FROM_HEADER;
 #ifdef SG_OP_VARIANT_tos_push
 /* Top-of-stack caching (docs/ops.md "Variants in tinyvm"): each language op
  * has a family of cached forms (ops/cached.c), one stencil per number of
- * values received in registers (in), left there (out) and, for value
- * operands, immediate width (wide). */
+ * values received in registers (in), left there (out) and, for some ops, a
+ * third axis (form): the immediate width of a value operand (push, addi:
+ * wide), the argument count (call: args) or a fused jump (comparisons:
+ * branch). */
 typedef struct op_family {
-    uint32_t op;                /* the language's op (the interpreter's form) */
-    uint32_t stencil[3][3][2]; /* [in][out][wide] */
+    uint32_t op;    /* the language's op (the interpreter's form) */
+    int forms;      /* values of the third axis: 1 when there is none */
+    uint32_t stencil[3][3][4]; /* [in][out][form] */
 } op_family;
 
-#define WIDE_(f, i, o) {SG_OP_VARIANT_##f(i, o, 0), SG_OP_VARIANT_##f(i, o, 1)}
-#define NARROW_(f, i, o) {SG_OP_VARIANT_##f(i, o), SG_OP_VARIANT_##f(i, o)}
-#define IN_ONLY_(f, i, o) {SG_OP_VARIANT_##f(i), SG_OP_VARIANT_##f(i)}
-#define FAMILY_(op, k, f)                                                                   \
+#define FORMS1_(f, i, o) {SG_OP_VARIANT_##f(i, o)}
+#define FORMS2_(f, i, o) {SG_OP_VARIANT_##f(i, o, 0), SG_OP_VARIANT_##f(i, o, 1)}
+#define FORMS3_(f, i, o)                                                                   \
+    {SG_OP_VARIANT_##f(i, o, 0), SG_OP_VARIANT_##f(i, o, 1), SG_OP_VARIANT_##f(i, o, 2)}
+#define FORMS4_(f, i, o)                                                                   \
+    {SG_OP_VARIANT_##f(i, o, 0), SG_OP_VARIANT_##f(i, o, 1), SG_OP_VARIANT_##f(i, o, 2),   \
+     SG_OP_VARIANT_##f(i, o, 3)}
+#define IN_ONLY_(f, i, o) {SG_OP_VARIANT_##f(i)}
+#define FAMILY_(op, forms, k, f)                                                            \
     {SG_OP_##op,                                                                          \
+     forms,                                                                               \
      {{k(f, 0, 0), k(f, 0, 1), k(f, 0, 2)},                                               \
       {k(f, 1, 0), k(f, 1, 1), k(f, 1, 2)},                                               \
       {k(f, 2, 0), k(f, 2, 1), k(f, 2, 2)}}}
 
 static const op_family families[] = {
-    FAMILY_(push, WIDE_, tos_push),
-    FAMILY_(pop, NARROW_, tos_pop),
-    FAMILY_(dup, NARROW_, tos_dup),
-    FAMILY_(load, NARROW_, tos_load),
-    FAMILY_(store, NARROW_, tos_store),
-    FAMILY_(add, NARROW_, tos_add),
-    FAMILY_(sub, NARROW_, tos_sub),
-    FAMILY_(mul, NARROW_, tos_mul),
-    FAMILY_(div, NARROW_, tos_div),
-    FAMILY_(mod, NARROW_, tos_mod),
-    FAMILY_(addi, WIDE_, tos_addi),
-    FAMILY_(lt, NARROW_, tos_lt),
-    FAMILY_(le, NARROW_, tos_le),
-    FAMILY_(eq, NARROW_, tos_eq),
-    FAMILY_(jump, NARROW_, tos_jump),
-    FAMILY_(jump_if_zero, NARROW_, tos_jump_if_zero),
-    FAMILY_(jump_if_nonzero, NARROW_, tos_jump_if_nonzero),
-    FAMILY_(ret, IN_ONLY_, tos_ret),
-    FAMILY_(call, NARROW_, tos_call),
-    FAMILY_(print, NARROW_, tos_print),
-    FAMILY_(native, NARROW_, tos_native),
+    FAMILY_(push, 2, FORMS2_, tos_push),
+    FAMILY_(pop, 1, FORMS1_, tos_pop),
+    FAMILY_(dup, 1, FORMS1_, tos_dup),
+    FAMILY_(load, 1, FORMS1_, tos_load),
+    FAMILY_(store, 1, FORMS1_, tos_store),
+    FAMILY_(add, 1, FORMS1_, tos_add),
+    FAMILY_(sub, 1, FORMS1_, tos_sub),
+    FAMILY_(mul, 1, FORMS1_, tos_mul),
+    FAMILY_(div, 1, FORMS1_, tos_div),
+    FAMILY_(mod, 1, FORMS1_, tos_mod),
+    FAMILY_(addi, 2, FORMS2_, tos_addi),
+    FAMILY_(lt, 3, FORMS3_, tos_lt),
+    FAMILY_(le, 3, FORMS3_, tos_le),
+    FAMILY_(eq, 3, FORMS3_, tos_eq),
+    FAMILY_(jump, 1, FORMS1_, tos_jump),
+    FAMILY_(jump_if_zero, 1, FORMS1_, tos_jump_if_zero),
+    FAMILY_(jump_if_nonzero, 1, FORMS1_, tos_jump_if_nonzero),
+    FAMILY_(ret, 1, IN_ONLY_, tos_ret),
+    FAMILY_(call, 4, FORMS4_, tos_call),
+    FAMILY_(print, 1, FORMS1_, tos_print),
+    FAMILY_(native, 1, FORMS1_, tos_native),
 };
 #define NFAMILIES (sizeof families / sizeof families[0])
 
@@ -61,11 +70,13 @@ static const op_family *family_of(uint32_t op)
 
 bool vm_jit_is_variant(uint32_t op)
 {
+    if (op == SG_OP_tos_skip)
+        return true;
     for (size_t i = 0; i < NFAMILIES; i++)
         for (int in = 0; in < 3; in++)
             for (int out = 0; out < 3; out++)
-                for (int w = 0; w < 2; w++)
-                    if (families[i].stencil[in][out][w] == op)
+                for (int form = 0; form < families[i].forms; form++)
+                    if (families[i].stencil[in][out][form] == op)
                         return true;
     return false;
 }
@@ -73,6 +84,11 @@ bool vm_jit_is_variant(uint32_t op)
 static bool is_jump(uint32_t op)
 {
     return op == SG_OP_jump || op == SG_OP_jump_if_zero || op == SG_OP_jump_if_nonzero;
+}
+
+static bool is_compare(uint32_t op)
+{
+    return op == SG_OP_lt || op == SG_OP_le || op == SG_OP_eq;
 }
 
 /* How many values `op` leaves cached when it receives `in`, spilling or
@@ -93,20 +109,39 @@ static int natural_depth(uint32_t op, int in)
     }
 }
 
-/* Whether `op`'s value operand fits a 32-bit immediate (the narrow forms). */
-static int needs_wide(const sr_instr *in)
+/* The third axis's value for instruction i (op_family): the wide immediate
+ * for a value operand that does not fit 32 bits, a call's argument count
+ * (3: from the operand), a comparison's fused jump (fuse_branch). */
+static int form_of(const sr_instr *code, size_t i, bool fused)
 {
-    if (in->op != SG_OP_push && in->op != SG_OP_addi)
-        return 0;
-    int64_t v = (int64_t)in->operand[0];
-    return v < INT32_MIN || v > INT32_MAX;
+    const sr_instr *in = &code[i];
+    if (in->op == SG_OP_push || in->op == SG_OP_addi) {
+        int64_t v = (int64_t)in->operand[0];
+        return v < INT32_MIN || v > INT32_MAX;
+    }
+    if (in->op == SG_OP_call)
+        return in->operand[1] < 3 ? (int)in->operand[1] : 3;
+    if (fused)
+        return code[i + 1].op == SG_OP_jump_if_zero ? 1 : 2;
+    return 0;
+}
+
+/* Whether comparison i and the conditional jump after it become one
+ * compare-and-branch: not when the jump is a target of its own, as its
+ * instruction must stay there to be jumped to. */
+static bool fuse_branch(const sr_instr *code, size_t n, size_t i, const bool *target)
+{
+    return is_compare(code[i].op) && i + 1 < n && !target[i + 1] &&
+           (code[i + 1].op == SG_OP_jump_if_zero || code[i + 1].op == SG_OP_jump_if_nonzero);
 }
 
 /* Rewrites `code` into `out` with a cached form per instruction, choosing its
  * depths at compile time as the code runs straight: every jump target of the
  * function gets one depth (0, or 1 when instruction 0, entered with one value
  * cached by the shim, is a target), and the instruction before a target,
- * and every jump, leave that depth. Instruction i stays at index i. */
+ * and every jump, leave that depth. A comparison followed by a conditional
+ * jump takes the jump's target and the jump's place becomes tos_skip.
+ * Instruction i stays at index i. */
 static bool choose_variants(const sr_instr *code, size_t n, sr_instr *out)
 {
     bool *target = calloc(n + 1, sizeof *target);
@@ -124,11 +159,18 @@ static bool choose_variants(const sr_instr *code, size_t n, sr_instr *out)
             continue; /* not a language op (none reach here: loader.c) */
         if (target[i])
             depth = at_target;
+        bool fused = fuse_branch(code, n, i, target);
         int leave = natural_depth(code[i].op, depth);
-        if (is_jump(code[i].op) || target[i + 1])
+        if (is_jump(code[i].op) || fused || target[i + 1])
             leave = at_target;
-        out[i].op = f->stencil[depth][leave][needs_wide(&code[i])];
+        out[i].op = f->stencil[depth][leave][form_of(code, i, fused)];
         depth = leave;
+        if (fused) {
+            out[i].target = code[i + 1].target;
+            i++;
+            out[i] = code[i];
+            out[i].op = SG_OP_tos_skip;
+        }
     }
     free(target);
     return true;

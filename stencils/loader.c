@@ -112,8 +112,11 @@ static bool parse_instr(loader *ld, char **tok, int ntok)
     } else if (op == SG_OP_push || op == SG_OP_addi || op == SG_OP_load || op == SG_OP_store) {
         vm_value v = 0;
         ok = ntok == 2 && parse_int(tok[1], &v);
-        if (ok && (op == SG_OP_load || op == SG_OP_store))
+        if (ok && (op == SG_OP_load || op == SG_OP_store)) {
             ok = v >= 0 && v < VM_MAX_LOCALS;
+            if (ok && v >= f->nlocals)
+                f->nlocals = (int)v + 1;
+        }
         in.operand[0] = (uint64_t)v;
     } else {
         ok = ntok == 1;

@@ -12,6 +12,7 @@
 typedef struct vm_function {
     char *name;
     int nparams;
+    int nlocals; /* locals its code names: 1 + the highest load/store index (loader.c) */
     sr_instr *code;
     size_t n;
     sr_executor *executor; /* JIT mode */

@@ -148,19 +148,45 @@ OP(tos_addi, VARIANT(in, 0, 2), VARIANT(out, 0, 2), VARIANT(wide, 0, 1))
     CONTINUE();
 }
 
-OP(tos_lt, VARIANT(in, 0, 2), VARIANT(out, 0, 2))
+/* Comparisons, with a third axis `branch`: 0 pushes the result (0 or 1); 1
+ * and 2 are the comparison fused with the jump_if_zero (1) or
+ * jump_if_nonzero (2) after it, which jumps on the result without making it
+ * a value: one compare-and-branch. The JIT gives the fused form the jump's
+ * target and puts tos_skip where the jump was (jit.c, fuse_branch); `out` is
+ * then the depth both paths leave, as for the jumps below. */
+#define CACHED_COMPARE(expr)                                                               \
+    do {                                                                                   \
+        if (STENCIL_V(branch) == 0)                                                        \
+            CACHED_BINARY(expr);                                                           \
+        VSTACK_BEGIN();                                                                    \
+        vm_value b = VPOP();                                                               \
+        vm_value a = VPOP();                                                               \
+        VSTACK_LEAVE();                                                                    \
+        if ((expr) == (STENCIL_V(branch) == 2))                                            \
+            JUMP();                                                                        \
+        CONTINUE();                                                                        \
+    } while (0)
+
+OP(tos_lt, VARIANT(in, 0, 2), VARIANT(out, 0, 2), VARIANT(branch, 0, 2))
 {
-    CACHED_BINARY(a < b);
+    CACHED_COMPARE(a < b);
 }
 
-OP(tos_le, VARIANT(in, 0, 2), VARIANT(out, 0, 2))
+OP(tos_le, VARIANT(in, 0, 2), VARIANT(out, 0, 2), VARIANT(branch, 0, 2))
 {
-    CACHED_BINARY(a <= b);
+    CACHED_COMPARE(a <= b);
 }
 
-OP(tos_eq, VARIANT(in, 0, 2), VARIANT(out, 0, 2))
+OP(tos_eq, VARIANT(in, 0, 2), VARIANT(out, 0, 2), VARIANT(branch, 0, 2))
 {
-    CACHED_BINARY(a == b);
+    CACHED_COMPARE(a == b);
+}
+
+/* Where a jump fused into the comparison before it was: the comparison's
+ * fall-through path goes on through here. */
+OP(tos_skip)
+{
+    CONTINUE();
 }
 
 /* Jumps leave `out` values cached on both paths: the JIT gives every jump
@@ -199,13 +225,16 @@ OP(tos_ret, VARIANT(in, 0, 2))
     return VPOP();
 }
 
-/* The arguments go to memory, where vm_call reads them (calls.c's call). */
-OP(tos_call, VARIANT(in, 0, 2), VARIANT(out, 0, 2))
+/* The arguments go to memory, where vm_call reads them (calls.c's call). The
+ * axis `args` is their count, 0-2, a constant the stack arithmetic folds
+ * with the spills; 3 takes it from the operand (any count). */
+OP(tos_call, VARIANT(in, 0, 2), VARIANT(out, 0, 2), VARIANT(args, 0, 3))
 {
+    const vm_value argc = STENCIL_V(args) < 3 ? STENCIL_V(args) : INDEX1;
     VSTACK_BEGIN();
     VSTACK_TO(0);
-    sp -= INDEX1;
-    VPUSH(vm_call(frame, INDEX0, INDEX1, sp));
+    sp -= argc;
+    VPUSH(vm_call(frame, INDEX0, argc, sp));
     VSTACK_LEAVE();
     CONTINUE();
 }

@@ -49,18 +49,20 @@ def tinyvm_ms(build, mode, program, repeat, exe=TINYVM, extra=()):
     return float(re.search(r"time: ([0-9.]+) ms", p.stderr).group(1)) / repeat
 
 
-def tinyvm_variant_rows(build, pairs=15):
+def tinyvm_variant_rows(build, pairs=25):
     """The JIT with the cached ops' variants (stencils/ops/cached.c) and
-    without (--no-variants: the plain ops), in `pairs` back-to-back pairs: the
-    median of the pairs' ratios, as this machine's speed wanders between
-    phases longer than a pair (docs/performance.md); then the plain ops' three
-    operand forms (docs/ops.md "Operands"), alternated, best of 5 each."""
+    without (--no-variants: the plain ops), in `pairs` back-to-back pairs, each
+    other pair in the other order: the median of the pairs' ratios, as this
+    machine's speed wanders between phases longer than a pair
+    (docs/performance.md); then the plain ops' three operand forms
+    (docs/ops.md "Operands"), alternated, best of 5 each."""
     rows = []
     for program, repeat in PROGRAMS:
         var, plain = [], []
-        for _ in range(pairs):
-            var.append(tinyvm_ms(build, "jit", program, repeat))
-            plain.append(tinyvm_ms(build, "jit", program, repeat, extra=["--no-variants"]))
+        for k in range(pairs):
+            runs = [(var, []), (plain, ["--no-variants"])]
+            for times, extra in (runs if k % 2 == 0 else runs[::-1]):
+                times.append(tinyvm_ms(build, "jit", program, repeat, extra=extra))
         ratios = sorted(p / v for v, p in zip(var, plain))
         rows.append(("tinyvm %s JIT: with variants / without (%d pairs)" % (program, pairs),
                      "%.2f / %.2f ms" % (statistics.median(var), statistics.median(plain)),

@@ -88,7 +88,8 @@ def test_tinyvm_jit_emits_cached_variants(ctx):
     got = listing(ctx, loop)
     for want in ("tos_load[in=1,out=2]@main[9]", "tos_load[in=2,out=2]@main[10]",
                  "tos_mul[in=2,out=1]@main[11]", "tos_mod[in=2,out=1]@main[13]",
-                 "tos_jump_if_zero[in=1,out=0]@main[7]", "tos_jump[in=0,out=0]@main[19]"):
+                 "tos_lt[in=2,out=0,branch=1]@main[6]", "tos_skip@main[7]",
+                 "tos_jump[in=0,out=0]@main[19]"):
         check(want in got, "%s not in tinyvm --list's stencils: %s", want, got)
     plain = listing(ctx, loop, "--no-variants")
     check(plain[11] == "mul@main[11]" and not any("[in=" in n for n in plain),
@@ -108,6 +109,85 @@ def test_tinyvm_wide_operands_get_the_64_bit_form(ctx):
           any(n.startswith("tos_dup[in=2,out=2]") for n in got) and
           any(re.match(r"tos_call\[in=2,", n) for n in got),
           "no depth-2 forms in: %s", got)
+
+
+# A comparison before a conditional jump, one before a conditional jump that
+# is a target of its own and one before a plain jump; calls of 0, 2 and 4
+# arguments.
+FUSED = """func count 0
+    push 5
+    ret
+
+func two 2
+    load 0
+    load 1
+    sub
+    ret
+
+func many 4
+    load 0
+    load 3
+    add
+    ret
+
+func main 0
+    push 0
+    store 0
+again:
+    load 0
+    addi 1
+    store 0
+    load 0
+    push 2
+    lt
+    jump_if_nonzero again
+    load 0
+    push 6
+    eq
+check:
+    jump_if_zero bump
+    call count 0
+    push 1
+    push 2
+    call two 2
+    add
+    push 1
+    push 2
+    push 3
+    push 4
+    call many 4
+    add
+    print
+    ret
+bump:
+    load 0
+    addi 1
+    dup
+    store 0
+    push 6
+    eq
+    jump check
+"""
+
+
+def test_tinyvm_compare_and_jump_fuse_and_calls_know_their_count(ctx):
+    """A comparison followed by a conditional jump is one compare-and-branch
+    (branch=1 for jump_if_zero, 2 for jump_if_nonzero) with tos_skip where the
+    jump was, unless the jump is a target itself; a call of 0-2 arguments has
+    the count as a constant (args=N), more take it from the operand (args=3);
+    and the program gives the interpreter's results."""
+    prog = os.path.join(ctx.tmp, "fused.tvm")
+    write(prog, FUSED)
+    got = listing(ctx, prog)
+    for want in ("tos_lt[in=2,out=0,branch=2]@main[7]", "tos_skip@main[8]",
+                 "tos_eq[in=2,out=0,branch=0]@main[11]", "tos_jump_if_zero[in=0,out=0]@main[12]",
+                 "tos_eq[in=2,out=1,branch=0]@main[31]", "tos_jump[in=1,out=0]@main[32]",
+                 "tos_call[in=0,out=1,args=0]@main[13]", "tos_call[in=2,out=1,args=2]@main[16]",
+                 "tos_call[in=2,out=1,args=3]@main[22]"):
+        check(want in got, "%s not in tinyvm --list's stencils: %s", want, got)
+    runs = [ctx.run([tinyvm(ctx)] + mode + [prog], timeout=T) for mode in MODES]
+    check(all((r.returncode, r.stdout) == (0, "9\n9\n") for r in runs),
+          "interpreter, JIT, JIT --no-variants: %s", [(r.returncode, r.stdout) for r in runs])
 
 
 def test_tinyvm_variants_give_the_interpreters_results(ctx):
