@@ -37,7 +37,6 @@ typedef struct file_hash {
 typedef struct dep_list {
     char *text;      /* one path a line */
     size_t len;
-    uint64_t hash;   /* of text: its place in the table */
     int state;       /* this run: 0 not yet hashed, 1 digest known, -1 a file is gone */
     gen_key digest;  /* the paths and the contents of their files */
     bool positional; /* a file mentions a source position */
@@ -46,8 +45,7 @@ typedef struct dep_list {
 typedef struct dep_lists {
     dep_list *items;
     size_t count, cap;
-    size_t *at;  /* open addressing: index + 1 into items; 0: empty */
-    size_t mask; /* table size - 1 */
+    hash_index index; /* of items, by their text */
 } dep_lists;
 
 /* One record per slot and argument hash: the files the result depended on. */
@@ -85,39 +83,23 @@ static void dep_lists_free(dep_lists *l)
     for (size_t i = 0; i < l->count; i++)
         free(l->items[i].text);
     free(l->items);
-    free(l->at);
+    hash_index_free(&l->index);
     *l = (dep_lists){0};
-}
-
-static void dep_lists_grow(dep_lists *l)
-{
-    size_t size = l->at ? 2 * (l->mask + 1) : 64;
-    free(l->at);
-    l->at = xcalloc(size, sizeof *l->at);
-    l->mask = size - 1;
-    for (size_t i = 0; i < l->count; i++) {
-        size_t k = l->items[i].hash & l->mask;
-        while (l->at[k])
-            k = (k + 1) & l->mask;
-        l->at[k] = i + 1;
-    }
 }
 
 /* The index of the list `text` (its `len` bytes), added if new. */
 static size_t intern_deps(dep_lists *l, const char *text, size_t len)
 {
-    if (2 * (l->count + 1) > (l->at ? l->mask + 1 : 0))
-        dep_lists_grow(l);
     uint64_t h = hash64(text, len, len);
-    size_t k = h & l->mask;
-    for (; l->at[k]; k = (k + 1) & l->mask) {
-        const dep_list *d = &l->items[l->at[k] - 1];
-        if (d->hash == h && d->len == len && !memcmp(d->text, text, len))
-            return l->at[k] - 1;
+    hash_slot *s = hash_index_first(&l->index, h);
+    for (; s->item; s = hash_index_next(&l->index, s)) {
+        const dep_list *d = &l->items[s->item - 1];
+        if (s->hash == h && d->len == len && !memcmp(d->text, text, len))
+            return s->item - 1;
     }
-    dep_list d = {xstrndup(text, len), len, h, 0, {{0, 0}}, false};
+    dep_list d = {xstrndup(text, len), len, 0, {{0, 0}}, false};
     ARRAY_PUSH(l->items, l->count, l->cap, d);
-    l->at[k] = l->count;
+    hash_index_put(&l->index, s, h, l->count - 1);
     return l->count - 1;
 }
 
@@ -139,8 +121,7 @@ static bool parse_hex(const char **p, size_t digits, uint64_t *out)
 {
     uint64_t v = 0;
     for (size_t i = 0; i < digits; i++) {
-        char ch = (*p)[i];
-        int d = ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1;
+        int d = hex_digit((*p)[i]);
         if (d < 0)
             return false;
         v = v << 4 | (uint64_t)d;
@@ -222,53 +203,45 @@ static bool same_record(const record *a, const record *b)
     return a->args == b->args && !strcmp(a->slot, b->slot);
 }
 
-/* ---- record tables: a record's place by its slot (and args), so that
+/* ---- record indexes: a record's place by its slot (and args), so that
  * saving an index of n records takes time linear in n, not n * n. */
 
-typedef struct record_table {
-    size_t *at;   /* index + 1 into the list; 0: empty */
-    size_t mask;  /* size - 1, a power of two at least twice the records */
-    bool by_args; /* keyed by slot and args, else by slot alone */
-} record_table;
-
-static uint64_t record_hash(const record *r, bool by_args)
+/* In `x` over `items`, keyed by slot (and args when by_args): the slot of
+ * the first record with r's key, or the empty one where r goes (hash *h). */
+static hash_slot *record_slot(hash_index *x, const record *items, const record *r, bool by_args,
+                              uint64_t *h)
 {
-    uint64_t h = hash64(r->slot, strlen(r->slot), 0);
-    return by_args ? hash64(&r->args, sizeof r->args, h) : h;
-}
-
-static record_table table_new(size_t n, bool by_args)
-{
-    size_t size = 16;
-    while (size < 2 * n)
-        size *= 2;
-    return (record_table){xcalloc(size, sizeof(size_t)), size - 1, by_args};
-}
-
-/* The cell of `r` in `t` over `items`: its own, or the empty one it would take. */
-static size_t *table_cell(const record_table *t, const record *items, const record *r)
-{
-    for (size_t i = record_hash(r, t->by_args) & t->mask;; i = (i + 1) & t->mask) {
-        size_t *cell = &t->at[i];
-        const record *o = *cell ? &items[*cell - 1] : NULL;
-        if (!o || (!strcmp(o->slot, r->slot) && (!t->by_args || o->args == r->args)))
-            return cell;
+    *h = hash64(r->slot, strlen(r->slot), 0);
+    if (by_args)
+        *h = hash64(&r->args, sizeof r->args, *h);
+    hash_slot *s = hash_index_first(x, *h);
+    for (; s->item; s = hash_index_next(x, s)) {
+        const record *o = &items[s->item - 1];
+        if (s->hash == *h && !strcmp(o->slot, r->slot) && (!by_args || o->args == r->args))
+            break;
     }
+    return s;
+}
+
+/* The record placed first in `x` with items[i]'s key: i itself, placed now, if none. */
+static size_t record_place(hash_index *x, const record *items, size_t i, bool by_args)
+{
+    uint64_t h;
+    hash_slot *s = record_slot(x, items, &items[i], by_args, &h);
+    if (!s->item)
+        hash_index_put(x, s, h, i);
+    return s->item - 1;
 }
 
 /* Keep the last RECORDS_PER_SLOT records of each slot (the list is oldest
- * first): counted from the newest, each slot's count in a table. */
+ * first): counted from the newest, each slot's count in an index. */
 static void trim_slots(record_list *l)
 {
-    record_table t = table_new(l->count, false);
+    hash_index x = {0};
     size_t *seen = xcalloc(l->count ? l->count : 1, sizeof *seen); /* per first-seen record */
     bool *keep = xcalloc(l->count ? l->count : 1, sizeof *keep);
-    for (size_t i = l->count; i-- > 0;) {
-        size_t *cell = table_cell(&t, l->items, &l->items[i]);
-        if (!*cell)
-            *cell = i + 1;
-        keep[i] = seen[*cell - 1]++ < RECORDS_PER_SLOT;
-    }
+    for (size_t i = l->count; i-- > 0;)
+        keep[i] = seen[record_place(&x, l->items, i, false)]++ < RECORDS_PER_SLOT;
     size_t kept = 0;
     for (size_t i = 0; i < l->count; i++) {
         if (keep[i])
@@ -279,7 +252,7 @@ static void trim_slots(record_list *l)
     l->count = kept;
     free(keep);
     free(seen);
-    free(t.at);
+    hash_index_free(&x);
 }
 
 /* The index text of `l` (load_records reads it). */
@@ -317,19 +290,19 @@ static void save_records(gen_cache *c)
     record_list merged = {0};
     load_records(path, &merged, &c->lists);
     size_t kept = 0;
-    record_table fresh = table_new(c->records.count, true); /* this run's own records */
+    hash_index fresh = {0}; /* this run's own records */
     for (size_t j = 0; j < c->records.count; j++)
         if (c->records.items[j].fresh)
-            *table_cell(&fresh, c->records.items, &c->records.items[j]) = j + 1;
+            record_place(&fresh, c->records.items, j, true);
     for (size_t i = 0; i < merged.count; i++) {
-        bool replaced = *table_cell(&fresh, c->records.items, &merged.items[i]) != 0;
-        if (replaced)
+        uint64_t h;
+        if (record_slot(&fresh, c->records.items, &merged.items[i], true, &h)->item) /* replaced */
             record_free(&merged.items[i]);
         else
             merged.items[kept++] = merged.items[i];
     }
     merged.count = kept;
-    free(fresh.at);
+    hash_index_free(&fresh);
     for (size_t j = 0; j < c->records.count; j++) {
         if (c->records.items[j].fresh) { /* moved into `merged` */
             ARRAY_PUSH(merged.items, merged.count, merged.cap, c->records.items[j]);

@@ -230,8 +230,9 @@ char **flags_command_shared(const gen_run *run, const gen_target_result *r, cons
     return argv_finish(&a);
 }
 
-void flags_command_own(gen_argv *a, const gen_run *run, const gen_op *op, bool batch,
-                       const char *output, const char *unit)
+/* The job's own part of a command (flags_command_after). */
+static void add_own(gen_argv *a, const gen_run *run, const gen_op *op, bool batch,
+                    const char *output, const char *unit)
 {
     if (op && !batch)
         add_op_name(a, op);
@@ -245,16 +246,27 @@ void flags_command_own(gen_argv *a, const gen_run *run, const gen_op *op, bool b
     argv_add(a, output);
 }
 
+char **flags_command_after(char *const *shared, size_t n, const gen_run *run, const gen_op *op,
+                           bool batch, const char *output, const char *unit)
+{
+    gen_argv a = {0};
+    grow_array((void **)&a.items, &a.cap, n + 10, sizeof *a.items);
+    memcpy(a.items, shared, n * sizeof *a.items);
+    a.count = n;
+    add_own(&a, run, op, batch, output, unit);
+    return argv_finish(&a);
+}
+
 char **flags_command(const gen_run *run, const gen_target_result *r, const gen_op *op, bool batch,
                      const char *output, const char *unit)
 {
     char **shared = flags_command_shared(run, r, op, batch);
-    gen_argv a = {0};
-    for (char **p = shared; *p; p++)
-        ARRAY_PUSH(a.items, a.count, a.cap, *p);
-    free(shared); /* its strings are a's now */
-    flags_command_own(&a, run, op, batch, output, unit);
-    return argv_finish(&a);
+    size_t n = 0;
+    while (shared[n])
+        n++;
+    char **argv = flags_command_after(shared, n, run, op, batch, output, unit);
+    free(shared); /* its strings are argv's now */
+    return argv;
 }
 
 char **flags_preprocess(char *const *argv, bool launcher, const char *clang)

@@ -44,12 +44,13 @@ gen_flag_inputs flags_inputs(const gen_run *run, const gen_target_result *r);
 char **flags_command(const gen_run *run, const gen_target_result *r, const gen_op *op, bool batch,
                      const char *output, const char *unit);
 /* flags_command in two parts: what every job of `r` with the same kind of
- * command and the same source shares (the compiler and its flags), and what
- * is the job's own (op name, depfile, unit, object), added to `a`. */
+ * command and the same source shares (the compiler and its flags), and the
+ * whole command made from those n strings (their pointers copied, not the
+ * strings) and what is the job's own (op name, depfile, unit, object). */
 char **flags_command_shared(const gen_run *run, const gen_target_result *r, const gen_op *op,
                            bool batch);
-void flags_command_own(gen_argv *a, const gen_run *run, const gen_op *op, bool batch,
-                       const char *output, const char *unit);
+char **flags_command_after(char *const *shared, size_t n, const gen_run *run, const gen_op *op,
+                           bool batch, const char *output, const char *unit);
 /* A compile's command (flags_command's) as a preprocess for the clang
  * module's driver `clang`: no launcher, no object and no depfile. */
 char **flags_preprocess(char *const *argv, bool launcher, const char *clang);

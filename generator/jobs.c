@@ -87,18 +87,6 @@ static gen_shared_args *shared_args(job_set *js, const gen_run *run, gen_target_
     return &c->args;
 }
 
-/* flags_command, beginning with the shared strings of `shared`. */
-static char **job_command(const gen_run *run, gen_shared_args *shared, const gen_op *op,
-                          bool batched, const char *output, const char *unit)
-{
-    gen_argv a = {0};
-    grow_array((void **)&a.items, &a.cap, shared->n + 10, sizeof *a.items);
-    memcpy(a.items, shared->argv, shared->n * sizeof *a.items);
-    a.count = shared->n;
-    flags_command_own(&a, run, op, batched, output, unit);
-    return argv_finish(&a);
-}
-
 static void add_job(job_set *js, gen_run *run, gen_target_result *r, const gen_op *op)
 {
     const char *name = op ? op->name : "shim";
@@ -118,7 +106,8 @@ static void add_job(job_set *js, gen_run *run, gen_target_result *r, const gen_o
      * then the paths are the op's own (the cache does not hash them). */
     char *tu_path = op ? xasprintf("%s/tu/%s/unit.c", run->rundir.path, op->name) : NULL;
     job.shared = shared_args(js, run, r, op, batched);
-    job.argv = job_command(run, job.shared, op, batched, job.output, tu_path);
+    job.argv = flags_command_after(job.shared->argv, job.shared->n, run, op, batched, job.output,
+                                  tu_path); /* its shared strings stay job.shared's */
     size_t cap = js->cap;
     grow_array((void **)&js->jobs, &js->cap, js->count + 1, sizeof *js->jobs);
     grow_array((void **)&js->refs, &cap, js->count + 1, sizeof *js->refs);

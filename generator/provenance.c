@@ -279,15 +279,6 @@ void prov_put_name(strbuf *sb, const char *name)
     }
 }
 
-static int hex_value(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    return -1;
-}
-
 bool prov_decode_name(char *s)
 {
     char *w = s;
@@ -301,7 +292,7 @@ bool prov_decode_name(char *s)
             p++;
             continue;
         }
-        int hi = p[1] == 'x' ? hex_value(p[2]) : -1, lo = hi >= 0 ? hex_value(p[3]) : -1;
+        int hi = p[1] == 'x' ? hex_digit(p[2]) : -1, lo = hi >= 0 ? hex_digit(p[3]) : -1;
         if (lo < 0 || (hi == 0 && lo == 0))
             return false;
         *w++ = (char)(hi * 16 + lo);
@@ -414,7 +405,6 @@ static name_set reads_of(const prov_inputs *in, const char *deps, const char *ow
 /* The ops of a batch share their compile's depfile text: each distinct text
  * and unit is read once (an open-addressing table over `items`). */
 typedef struct reads_entry {
-    uint64_t hash;
     const char *deps, *own;
     name_set reads;
 } reads_entry;
@@ -422,8 +412,7 @@ typedef struct reads_entry {
 typedef struct reads_memo {
     reads_entry *items;
     size_t count, cap;
-    size_t *at; /* index + 1 into items; 0: empty */
-    size_t mask;
+    hash_index index; /* of items, by deps and own */
 } reads_memo;
 
 static uint64_t reads_hash(const char *deps, const char *own)
@@ -432,36 +421,20 @@ static uint64_t reads_hash(const char *deps, const char *own)
     return deps ? hash64(deps, strlen(deps) + 1, h) : ~h;
 }
 
-static void reads_memo_grow(reads_memo *m)
-{
-    size_t size = m->at ? 2 * (m->mask + 1) : 64;
-    free(m->at);
-    m->at = xcalloc(size, sizeof *m->at);
-    m->mask = size - 1;
-    for (size_t i = 0; i < m->count; i++) {
-        size_t k = m->items[i].hash & m->mask;
-        while (m->at[k])
-            k = (k + 1) & m->mask;
-        m->at[k] = i + 1;
-    }
-}
-
 /* The index in m->items of what the compile with `deps` read besides `own`. */
 static size_t memo_reads(reads_memo *m, const prov_inputs *in, const char *deps, const char *own)
 {
-    if (2 * (m->count + 1) > (m->at ? m->mask + 1 : 0))
-        reads_memo_grow(m);
     uint64_t h = reads_hash(deps, own);
-    size_t k = h & m->mask;
-    for (; m->at[k]; k = (k + 1) & m->mask) {
-        const reads_entry *e = &m->items[m->at[k] - 1];
-        if (e->hash == h && !strcmp(e->own, own) && !e->deps == !deps &&
+    hash_slot *s = hash_index_first(&m->index, h);
+    for (; s->item; s = hash_index_next(&m->index, s)) {
+        const reads_entry *e = &m->items[s->item - 1];
+        if (s->hash == h && !strcmp(e->own, own) && !e->deps == !deps &&
             (!deps || !strcmp(e->deps, deps)))
-            return m->at[k] - 1;
+            return s->item - 1;
     }
-    reads_entry e = {h, deps, own, reads_of(in, deps, own)};
+    reads_entry e = {deps, own, reads_of(in, deps, own)};
     ARRAY_PUSH(m->items, m->count, m->cap, e);
-    m->at[k] = m->count;
+    hash_index_put(&m->index, s, h, m->count - 1);
     return m->count - 1;
 }
 
@@ -470,7 +443,7 @@ static void reads_memo_free(reads_memo *m)
     for (size_t i = 0; i < m->count; i++)
         free_names(&m->items[i].reads);
     free(m->items);
-    free(m->at);
+    hash_index_free(&m->index);
 }
 
 static void put_reads(strbuf *sb, const name_set *s)

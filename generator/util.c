@@ -479,6 +479,49 @@ uint64_t hash64(const void *data, size_t size, uint64_t seed)
     return h[0];
 }
 
+int hex_digit(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+hash_slot *hash_index_first(hash_index *x, uint64_t h)
+{
+    size_t size = x->slots ? x->mask + 1 : 0;
+    if (2 * (x->count + 1) > size) { /* double, and place every item again */
+        hash_slot *old = x->slots;
+        size_t new_size = size ? 2 * size : 64;
+        x->slots = xcalloc(new_size, sizeof *x->slots);
+        x->mask = new_size - 1;
+        for (size_t i = 0; i < size; i++) {
+            if (!old[i].item)
+                continue;
+            size_t k = old[i].hash & x->mask;
+            while (x->slots[k].item)
+                k = (k + 1) & x->mask;
+            x->slots[k] = old[i];
+        }
+        free(old);
+    }
+    return &x->slots[h & x->mask];
+}
+
+hash_slot *hash_index_next(const hash_index *x, const hash_slot *s)
+{
+    return &x->slots[((size_t)(s - x->slots) + 1) & x->mask];
+}
+
+void hash_index_put(hash_index *x, hash_slot *empty, uint64_t h, size_t item)
+{
+    *empty = (hash_slot){h, item + 1};
+    x->count++;
+}
+
+void hash_index_free(hash_index *x)
+{
+    free(x->slots);
+    *x = (hash_index){0};
+}
+
 double now_seconds(void)
 {
     struct timespec ts;

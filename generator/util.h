@@ -89,10 +89,34 @@ char *path_relative_to(const char *path, const char *base);
 /* 64- and 128-bit hashes of bytes, for cache keys and checksums (not for
  * security). hash128 continues from h and leaves the result there. */
 uint64_t hash64(const void *data, size_t size, uint64_t seed);
+void hash128(const void *data, size_t size, uint64_t h[2]);
+
+/* An open-addressing index over an array its user owns: each slot holds an
+ * item's hash and its index + 1 (0: empty); the user compares the keys.
+ * hash_index_first returns where a probe for h starts, with room made for
+ * one more item; hash_index_next steps until a slot of the item, or the
+ * empty slot where hash_index_put adds it. At most half full. */
+typedef struct hash_slot {
+    uint64_t hash;
+    size_t item; /* index + 1; 0: empty */
+} hash_slot;
+
+typedef struct hash_index {
+    hash_slot *slots;
+    size_t mask;  /* slots - 1, a power of two */
+    size_t count; /* items added */
+} hash_index;
+
+hash_slot *hash_index_first(hash_index *x, uint64_t h);
+hash_slot *hash_index_next(const hash_index *x, const hash_slot *s);
+void hash_index_put(hash_index *x, hash_slot *empty, uint64_t h, size_t item);
+void hash_index_free(hash_index *x);
+
+/* The value of lowercase hex digit c, or -1 (the generator writes lowercase). */
+int hex_digit(char c);
 
 /* The index of the first of sorted[0, n) that is at least `value` (n if none). */
 size_t first_at_least(const size_t *sorted, size_t n, size_t value);
-void hash128(const void *data, size_t size, uint64_t h[2]);
 
 double now_seconds(void);
 

@@ -10,16 +10,27 @@
 
 /* ------------------------------------------------------------- harness */
 
-static int n_pass, n_fail;
-static char why[1200]; /* room for two formatted rows */
+/* Shared per-test state, reset by run_test so failing tests cannot leak. */
+static cfi_table T;
+static cfi_error E;
+static cfi_cie C;
+static cfi_fde F;
+static cfi_section S;
 
-#define CHECK(cond)                                                                  \
-    do {                                                                             \
-        if (!(cond)) {                                                               \
-            snprintf(why, sizeof why, "line %d: %s (err: %s)", __LINE__, #cond, E.msg); \
-            return 0;                                                                \
-        }                                                                            \
-    } while (0)
+#define UNIT_ERR E.msg
+static void unit_reset(void)
+{
+    memset(&E, 0, sizeof E);
+    memset(&C, 0, sizeof C);
+    memset(&F, 0, sizeof F);
+}
+
+static void unit_cleanup(void)
+{
+    cfi_table_free(&T);
+}
+
+#include "unit_harness.h"
 
 #define CHECK_STR(got, want)                                                          \
     do {                                                                              \
@@ -29,32 +40,6 @@ static char why[1200]; /* room for two formatted rows */
             return 0;                                                                 \
         }                                                                             \
     } while (0)
-
-/* Shared per-test state, reset by run_test so failing tests cannot leak. */
-static cfi_table T;
-static cfi_error E;
-static cfi_cie C;
-static cfi_fde F;
-static cfi_section S;
-
-#define TEST(name) static int test_##name(void)
-#define RUN(name) run_test(#name, test_##name)
-
-static void run_test(const char *name, int (*fn)(void))
-{
-    memset(&E, 0, sizeof E);
-    memset(&C, 0, sizeof C);
-    memset(&F, 0, sizeof F);
-    why[0] = '\0';
-    if (fn()) {
-        n_pass++;
-        printf("ok %s\n", name);
-    } else {
-        n_fail++;
-        printf("FAIL %s: %s\n", name, why);
-    }
-    cfi_table_free(&T);
-}
 
 /* ------------------------------------------------------------- builder */
 
@@ -1052,6 +1037,5 @@ int main(void)
     RUN(bad_expression_length);
     RUN(bad_unknown_opcode);
     RUN(bad_section_args);
-    printf("%d passed, %d failed\n", n_pass, n_fail);
-    return n_fail == 0 ? 0 : 1;
+    return unit_summary();
 }

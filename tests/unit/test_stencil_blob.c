@@ -10,32 +10,17 @@
 
 /* ------------------------------------------------------------- harness */
 
-static int n_pass, n_fail;
-static char why[600];
 static char err[256]; /* the decoder's last reason */
 
-#define CHECK(cond)                                                                  \
-    do {                                                                             \
-        if (!(cond)) {                                                               \
-            snprintf(why, sizeof why, "line %d: %s (err: %s)", __LINE__, #cond, err); \
-            return 0;                                                                \
-        }                                                                            \
-    } while (0)
-
-#define TEST(name) static int test_##name(void)
-#define RUN(name) run_test(#name, test_##name)
-
-static void run_test(const char *name, int (*fn)(void))
+#define UNIT_ERR err
+static void unit_reset(void)
 {
-    why[0] = err[0] = '\0';
-    if (fn()) {
-        n_pass++;
-        printf("ok %s\n", name);
-    } else {
-        n_fail++;
-        printf("FAIL %s: %s\n", name, why);
-    }
+    err[0] = '\0';
 }
+
+static void unit_cleanup(void) {}
+
+#include "unit_harness.h"
 
 /* ------------------------------------------------------------- samples */
 
@@ -265,6 +250,5 @@ int main(void)
     RUN(symbol_beyond_the_manifest_refused);
     RUN(bad_fields_refused);
     RUN(every_bit_flip_is_refused_or_canonical);
-    printf("%d passed, %d failed\n", n_pass, n_fail);
-    return n_fail != 0;
+    return unit_summary();
 }

@@ -14,17 +14,6 @@
 
 /* ------------------------------------------------------------- harness */
 
-static int n_pass, n_fail;
-static char why[1200]; /* room for two formatted rows */
-
-#define CHECK(cond)                                                                  \
-    do {                                                                             \
-        if (!(cond)) {                                                               \
-            snprintf(why, sizeof why, "line %d: %s (err: %s)", __LINE__, #cond, E.msg); \
-            return 0;                                                                \
-        }                                                                            \
-    } while (0)
-
 /* Shared per-test state, reset by run_test so that a failing test cannot
  * leak into the next one. */
 static w64_info I;
@@ -32,25 +21,21 @@ static cfi_table T;
 static cfi_error E;
 static strbuf S;
 
-#define TEST(name) static int test_##name(void)
-#define RUN(name) run_test(#name, test_##name)
-
-static void run_test(const char *name, int (*fn)(void))
+#define UNIT_ERR E.msg
+static void unit_reset(void)
 {
     memset(&E, 0, sizeof E);
     memset(&I, 0, sizeof I);
-    why[0] = '\0';
-    if (fn()) {
-        n_pass++;
-        printf("ok %s\n", name);
-    } else {
-        n_fail++;
-        printf("FAIL %s: %s\n", name, why);
-    }
+}
+
+static void unit_cleanup(void)
+{
     cfi_table_free(&T);
     sb_free(&S);
     S = (strbuf){0};
 }
+
+#include "unit_harness.h"
 
 #define BYTES(...) (const uint8_t[]){ __VA_ARGS__ }, sizeof((const uint8_t[]){ __VA_ARGS__ })
 
@@ -618,6 +603,5 @@ int main(void)
     RUN(bad_prolog_longer_than_function);
     RUN(bad_rsp_moved_after_fixed_allocation);
     RUN(bad_rsp_as_a_saved_or_frame_register);
-    printf("%d passed, %d failed\n", n_pass, n_fail);
-    return n_fail == 0 ? 0 : 1;
+    return unit_summary();
 }
