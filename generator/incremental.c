@@ -33,8 +33,9 @@
  * CC_LOG_DIAGNOSTICS, CC_PRINT_PROC_STAT, CC_PRINT_INTERNAL_STAT and their
  * *_FILE companions (logs on the side; clang_main.cpp hands such commands
  * to the executable), CLANG_SPAWN_CC1 (whether cc1 runs in a process of its
- * own), LIBRARY_PATH (linking; stencils are not linked). */
-typedef enum env_scope { ENV_ALL, ENV_DARWIN, ENV_MINGW } env_scope;
+ * own), LIBRARY_PATH (linking; stencils are not linked). PATH is read for
+ * MinGW targets, keyed as the gcc it finds (mingw_gcc_on_path). */
+typedef enum env_scope { ENV_ALL, ENV_DARWIN } env_scope;
 
 static const struct keyed_env {
     const char *name;
@@ -60,8 +61,6 @@ static const struct keyed_env {
     {"XROS_DEPLOYMENT_TARGET", ENV_DARWIN, "likewise"},
     {"RC_DEBUG_OPTIONS", ENV_DARWIN, "puts the command line in debug information"},
     {"RC_DEBUG_PREFIX_MAP", ENV_DARWIN, "a prefix map for debug information"},
-    {"PATH", ENV_MINGW, "the MinGW sysroot (include directories) is where the "
-                        "x86_64-w64-mingw32-gcc found on PATH lives"},
 };
 
 /* The keyed variables of one scope: each name with its value, or unset. */
@@ -75,6 +74,52 @@ static uint64_t environment_hash(env_scope scope)
         h = hash64(keyed_env[i].name, strlen(keyed_env[i].name) + 1, h);
         h = v ? hash64(v, strlen(v) + 1, h) : hash64("", 0, ~h);
     }
+    return h;
+}
+
+/* Where clang's MinGW toolchain finds the sysroot for `triple` on PATH
+ * (MinGW.cpp, findGcc): the first of its gcc names that some PATH directory
+ * holds as a readable, executable regular file (llvm::sys::findProgramByName),
+ * whose directory's parent is the sysroot. That path is keyed, not PATH: a
+ * change to PATH that finds the same gcc (a tool's own directory put first,
+ * as perf and pyenv do) keeps every MinGW stencil. NULL when none is found. */
+static char *mingw_gcc_on_path(const char *triple)
+{
+    const char *path = getenv("PATH");
+    int arch = (int)strcspn(triple, "-");
+    char *names[] = {xasprintf("%s-gcc", triple), xasprintf("%.*s-w64-mingw32-gcc", arch, triple),
+                     xasprintf("%.*s-w64-mingw32ucrt-gcc", arch, triple), xstrdup("mingw32-gcc")};
+    size_t nnames = sizeof names / sizeof names[0];
+    char *found = NULL;
+    for (size_t i = 0; i < nnames && !found && path; i++) {
+        for (const char *dir = path; !found; dir += strcspn(dir, ":") + 1) {
+            int len = (int)strcspn(dir, ":");
+            if (len) { /* an empty entry is no directory (SplitString drops it) */
+                bool slash = dir[len - 1] == '/';
+                char *file = xasprintf("%.*s%s%s", len, dir, slash ? "" : "/", names[i]);
+                struct stat st;
+                if (!access(file, R_OK | X_OK) && !stat(file, &st) && S_ISREG(st.st_mode))
+                    found = file;
+                else
+                    free(file);
+            }
+            if (!dir[len])
+                break;
+        }
+    }
+    for (size_t i = 0; i < nnames; i++)
+        free(names[i]);
+    return found;
+}
+
+/* The MinGW targets' part of the environment: their gcc on PATH (one target,
+ * x86_64-w64-windows-gnu, has the MinGW toolchain). */
+static uint64_t mingw_environment(void)
+{
+    uint64_t h = KEY_VERSION;
+    char *gcc = mingw_gcc_on_path(sg_target_x86_64_windows.triple);
+    h = gcc ? hash64(gcc, strlen(gcc) + 1, h) : hash64("", 0, ~h);
+    free(gcc);
     return h;
 }
 
@@ -136,7 +181,7 @@ void inc_open(gen_incremental *inc, gen_cache *cache, const char *clang, const c
     inc->verbose = verbose;
     inc->environment = environment_hash(ENV_ALL);
     inc->environment_darwin = environment_hash(ENV_DARWIN);
-    inc->environment_mingw = environment_hash(ENV_MINGW);
+    inc->environment_mingw = mingw_environment();
     inc->verdicts = NULL;
     inc->nverdicts = inc->verdicts_cap = 0;
     inc->pending = NULL;

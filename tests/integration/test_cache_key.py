@@ -323,3 +323,21 @@ def test_mingw_finds_its_sysroot_on_path(ctx):
     write(os.path.join(inc, "envprobe.h"), "#define ENVPROBE 60\n")
     env_case(ctx, "PATH", MINGW, None,
              {"PATH": os.path.dirname(gcc) + os.pathsep + os.environ.get("PATH", "")})
+
+
+def test_mingw_keeps_its_stencils_when_path_finds_the_same_gcc(ctx):
+    """PATH is keyed for a MinGW target as the gcc it finds, not as its text:
+    a directory without one put first (as perf and pyenv do), or an empty
+    entry, keeps every MinGW stencil; the header is a clean build's."""
+    proj = ctx.bundled_copy()
+    out = os.path.join(proj, "out")
+    build(ctx, proj, out, MINGW)
+    tools = os.path.join(ctx.tmp, "tools-bin")
+    os.makedirs(tools, exist_ok=True)
+    write(os.path.join(tools, "x86_64-w64-mingw32-gcc.txt"), "not a program\n")
+    path = tools + os.pathsep + os.pathsep + os.environ.get("PATH", "")
+    p = build(ctx, proj, out, MINGW, env={"PATH": path})
+    check(counts(p, MINGW)[2] == BUNDLED_OPS, "another PATH finding the same gcc compiled "
+          "MinGW ops again:\n%s", p.stdout)
+    check(read(header_path(out, MINGW)) == clean_build(ctx, proj, MINGW, env={"PATH": path}),
+          "the header differs from a clean build's")
