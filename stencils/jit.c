@@ -136,12 +136,12 @@ static bool fuse_branch(const sr_instr *code, size_t n, size_t i, const bool *ta
 }
 
 /* Rewrites `code` into `out` with a cached form per instruction, choosing its
- * depths at compile time as the code runs straight: every jump target of the
- * function gets one depth (0, or 1 when instruction 0, entered with one value
- * cached by the shim, is a target), and the instruction before a target,
- * and every jump, leave that depth. A comparison followed by a conditional
- * jump takes the jump's target and the jump's place becomes tos_skip.
- * Instruction i stays at index i. */
+ * depths at compile time as the code runs straight: the entry and every jump
+ * target of the function have nothing cached (the entry's one stack value is
+ * in memory: vm_jit_run), and the instruction before a target, and every
+ * jump, leave nothing cached. A comparison followed by a conditional jump
+ * takes the jump's target and the jump's place becomes tos_skip. Instruction
+ * i stays at index i. */
 static bool choose_variants(const sr_instr *code, size_t n, sr_instr *out)
 {
     bool *target = calloc(n + 1, sizeof *target);
@@ -150,19 +150,18 @@ static bool choose_variants(const sr_instr *code, size_t n, sr_instr *out)
     for (size_t i = 0; i < n; i++)
         if (is_jump(code[i].op) && code[i].target < n)
             target[code[i].target] = true;
-    int at_target = target[0] ? 1 : 0;
-    int depth = 1; /* the shim's entry: one value cached (TINYVM_ENTRY_ARGS) */
+    int depth = 0;
     for (size_t i = 0; i < n; i++) {
         out[i] = code[i];
         const op_family *f = family_of(code[i].op);
         if (!f)
             continue; /* not a language op (none reach here: loader.c) */
         if (target[i])
-            depth = at_target;
+            depth = 0;
         bool fused = fuse_branch(code, n, i, target);
         int leave = natural_depth(code[i].op, depth);
         if (is_jump(code[i].op) || fused || target[i + 1])
-            leave = at_target;
+            leave = 0;
         out[i].op = f->stencil[depth][leave][form_of(code, i, fused)];
         depth = leave;
         if (fused) {
@@ -248,9 +247,14 @@ void vm_jit_fini(struct vm *vm)
     vm->rt = NULL;
 }
 
+/* The shim enters with one stack value, a 0, in `tos` (TINYVM_ENTRY_ARGS),
+ * which a function that pops more than it pushed finds. The same 0 goes to
+ * memory for the cached forms, which enter with nothing cached and would pop
+ * it from there (choose_variants); the plain ops never read it. */
 vm_value vm_jit_run(vm_frame *frame, vm_value *sp)
 {
     struct vm *vm = frame->vm;
     shim_fn *shim = (shim_fn *)vm->shim;
-    return shim(frame, sp, vm->functions[frame->function].entry);
+    *sp = 0;
+    return shim(frame, sp + 1, vm->functions[frame->function].entry);
 }

@@ -10,8 +10,7 @@ from sgtest import check, write
 T = 120
 MODES = [["--interp"], ["--jit"], ["--jit", "--no-variants"]]
 
-# Every depth path: a jump target at instruction 0 (entered with one value
-# cached), expressions deeper than the two registers (spills, then reloads
+# Every depth path: a jump target at instruction 0, expressions deeper than the two registers (spills, then reloads
 # from memory), dup/pop at each depth, calls with arguments at depth 2,
 # values that need the 64-bit immediate, traps left alone.
 DEPTHS = """func pick 3
@@ -187,6 +186,42 @@ def test_tinyvm_compare_and_jump_fuse_and_calls_know_their_count(ctx):
         check(want in got, "%s not in tinyvm --list's stencils: %s", want, got)
     runs = [ctx.run([tinyvm(ctx)] + mode + [prog], timeout=T) for mode in MODES]
     check(all((r.returncode, r.stdout) == (0, "9\n9\n") for r in runs),
+          "interpreter, JIT, JIT --no-variants: %s", [(r.returncode, r.stdout) for r in runs])
+
+
+# `fill` pops below its entry and leaves a 7 where the operand stack starts;
+# `zero`, whose frame lies where fill's did, returns what it never pushed.
+PHANTOM = """func fill 0
+    pop
+    push 7
+    push 7
+    push 7
+    add
+    add
+    ret
+
+func zero 0
+    ret
+
+func main 0
+    call fill 0
+    pop
+    call zero 0
+    ret
+"""
+
+
+def test_tinyvm_a_function_pops_the_entry_value_in_every_mode(ctx):
+    """A function enters with one stack value, a 0, which it finds if it pops
+    more than it pushed: the plain ops in a register, the cached forms (which
+    enter with nothing cached) in memory, put there by the JIT's entry. What
+    an earlier call left in that memory is never what it finds."""
+    prog = os.path.join(ctx.tmp, "phantom.tvm")
+    write(prog, PHANTOM)
+    got = listing(ctx, prog)
+    check("tos_ret[in=0]@zero[0]" in got, "zero does not enter with nothing cached: %s", got)
+    runs = [ctx.run([tinyvm(ctx)] + mode + [prog], timeout=T) for mode in MODES]
+    check(all((r.returncode, r.stdout) == (0, "0\n") for r in runs),
           "interpreter, JIT, JIT --no-variants: %s", [(r.returncode, r.stdout) for r in runs])
 
 
