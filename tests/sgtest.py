@@ -200,6 +200,38 @@ def check(cond, msg, *args):
         raise TestFailure(msg % args if args else msg)
 
 
+# --- the AArch64 cross build, its programs run under qemu-user ---------------
+
+A64_SYSROOT = "/usr/aarch64-linux-gnu"
+A64_QEMU = ["qemu-aarch64", "-cpu", "max", "-L", A64_SYSROOT]  # max: PAC and BTI enforced
+A64_CC = "aarch64-linux-gnu-gcc"
+
+
+def a64_missing(*tools):
+    """What of qemu, the cross compiler, `tools` and the sysroot is missing."""
+    missing = [t for t in ("qemu-aarch64", A64_CC) + tools if not shutil.which(t)]
+    return missing + ([A64_SYSROOT] if not os.path.isdir(A64_SYSROOT) else [])
+
+
+_a64_built = set()
+
+
+def a64_cross_build(ctx, *targets):
+    """The AArch64 cross build (build-aarch64 beside --build, or
+    STENCILGEN_AARCH64_BUILD), brought up to date: `targets`, or all of it
+    once per run."""
+    d = os.path.abspath(os.environ.get("STENCILGEN_AARCH64_BUILD") or ctx.build + "-aarch64")
+    if targets or d not in _a64_built:
+        check(os.path.exists(os.path.join(d, "build.ninja")),
+              "no AArch64 cross build at %s: configure it with\n"
+              "  meson setup %s --cross-file cross/aarch64-linux-gnu.ini\n"
+              "(or point STENCILGEN_AARCH64_BUILD at one)", d, d)
+        ctx.run(["ninja", "-C", d] + list(targets), check=True, timeout=1200)
+        if not targets:
+            _a64_built.add(d)
+    return d
+
+
 def for_targets(*targets):
     """Decorator for a check written once for several targets, fn(ctx, target):
     adds one test per target to fn's module, test_<fn>_<target.name>, so each

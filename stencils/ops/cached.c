@@ -3,7 +3,7 @@
  * control.c, calls.c; same semantics, interp.c's too), each in variants for how
  * many of the topmost stack values it receives in registers (`in`, 0-2) and
  * leaves there (`out`, 0-2). The JIT picks one per instruction at compile time
- * (jit.c, choose_depths). Registers are positional: one cached value is in
+ * (jit.c, choose_variants). Registers are positional: one cached value is in
  * `tos`; with two, the lower is in `tos` and the top in `tos1`.
  *
  * Each op is written once against a small virtual stack whose depth is a

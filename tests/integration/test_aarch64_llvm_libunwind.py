@@ -42,39 +42,21 @@ stderr); with them, missing libraries or a missing cross build are failures.
 """
 import os
 import re
-import shutil
 import signal
 import sys
 
-from sgtest import check, read
+from sgtest import A64_QEMU, a64_cross_build, a64_missing, check, read
 
 ASAN = False  # programs run under qemu, linked with the cross-built runtime
 
 A64 = "aarch64-unknown-linux-gnu"
-SYSROOT = "/usr/aarch64-linux-gnu"
-QEMU = ["qemu-aarch64", "-cpu", "max", "-L", SYSROOT]  # PAC and BTI on, as in test_aarch64_qemu
+QEMU = A64_QEMU  # PAC and BTI on, as in test_aarch64_qemu
 T = 300
 ENV = {"STENCILRT_PERF": "off", "STENCILRT_FRAMES": "1"}
 SAMPLE_SECONDS = 20
 
-MISSING = [t for t in ("qemu-aarch64", "aarch64-linux-gnu-gcc", "clang-22", "clang++-22",
-                       "ld.lld-22", "llvm-nm-22", "llvm-dwarfdump-22") if not shutil.which(t)]
-if not os.path.isdir(SYSROOT):
-    MISSING.append(SYSROOT)
-
-_built = {}
-
-
-def cross_build(ctx):
-    """The AArch64 cross build, brought up to date (once per run)."""
-    d = os.path.abspath(os.environ.get("STENCILGEN_AARCH64_BUILD") or ctx.build + "-aarch64")
-    if d not in _built:
-        check(os.path.exists(os.path.join(d, "build.ninja")),
-              "no AArch64 cross build at %s: configure it with\n"
-              "  meson setup %s --cross-file cross/aarch64-linux-gnu.ini", d, d)
-        ctx.run(["ninja", "-C", d], check=True, timeout=1200)
-        _built[d] = True
-    return d
+MISSING = a64_missing("clang-22", "clang++-22", "ld.lld-22", "llvm-nm-22", "llvm-dwarfdump-22")
+cross_build = a64_cross_build
 
 
 def llvm_libs(ctx):

@@ -48,19 +48,20 @@ import struct
 import subprocess
 import sys
 
-from sgtest import (Header, TestFailure, check, emitted_patch_kinds, patch_kinds, plain_op_name,
-                    read, write)
+from sgtest import (A64_CC, A64_QEMU, A64_SYSROOT, Header, TestFailure, a64_cross_build,
+                    a64_missing, check, emitted_patch_kinds, patch_kinds, plain_op_name, read,
+                    write)
 
 ASAN = False
 
 A64 = "aarch64-unknown-linux-gnu"
-SYSROOT = "/usr/aarch64-linux-gnu"
-QEMU = ["qemu-aarch64", "-cpu", "max", "-L", SYSROOT]  # max: PAC and BTI enforced
+SYSROOT = A64_SYSROOT
+QEMU = A64_QEMU
 # qemu 7.2's GDB stub does not give GDB the pointer-authentication mask, so GDB
 # cannot strip a signed return address in any frame, compiled C's included:
 # under GDB, return addresses stay unsigned (BTI is still enforced).
 QEMU_GDB = ["qemu-aarch64", "-cpu", "max,pauth=off", "-L", SYSROOT]
-CC = "aarch64-linux-gnu-gcc"
+CC = A64_CC
 CXX = "aarch64-linux-gnu-g++"
 FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                         "fixtures", "aarch64", "relocs")
@@ -68,28 +69,12 @@ T = 300
 SR_ERANGE = 3
 M64 = (1 << 64) - 1
 
-MISSING = [t for t in ("qemu-aarch64", CC, CXX) if not shutil.which(t)]
-if not os.path.isdir(SYSROOT):
-    MISSING.append(SYSROOT)
+MISSING = a64_missing(CXX)
 
 
 # --- the cross build and its programs ---------------------------------------------
 
-_checked = {}
-
-
-def cross_build(ctx):
-    """The AArch64 cross build, brought up to date (once per run)."""
-    d = os.environ.get("STENCILGEN_AARCH64_BUILD") or ctx.build + "-aarch64"
-    d = os.path.abspath(d)
-    if d not in _checked:
-        check(os.path.exists(os.path.join(d, "build.ninja")),
-              "no AArch64 cross build at %s: configure it with\n"
-              "  meson setup %s --cross-file cross/aarch64-linux-gnu.ini\n"
-              "(or point STENCILGEN_AARCH64_BUILD at one)", d, d)
-        ctx.run(["ninja", "-C", d], check=True, timeout=1200)
-        _checked[d] = True
-    return d
+cross_build = a64_cross_build
 
 
 def qemu(ctx, argv, timeout=T, env=None, input=None, singlestep=False, seed=None):

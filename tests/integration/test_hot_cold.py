@@ -7,7 +7,8 @@ import os
 import re
 import sys
 
-from sgtest import TRIPLE, check, write
+from sgtest import (A64_CC, A64_QEMU, TRIPLE, a64_cross_build, a64_missing, check, for_targets,
+                    write)
 
 TARGETS = ("x86_64-unknown-linux-gnu", "aarch64-unknown-linux-gnu")
 OP_LINE = re.compile(r"^op (\w+) \(\S+\) - \S+, (\d+) bytes$")
@@ -147,32 +148,67 @@ OP(cold_branch)
 """
 
 
-def test_hot_cold_holes_in_cold_parts_are_repatched(ctx):
+class Native:
+    """The host's own compiler, runtime and CPU."""
+    name, triple = "x86_64", TRIPLE
+
+    @staticmethod
+    def program(ctx, *args):
+        return ["gcc"] + list(args) + [os.path.join(ctx.build, "runtime", "libstencilrt.a")]
+
+    @staticmethod
+    def run(ctx, exe):
+        return ctx.run([exe], timeout=60)
+
+
+class Qemu64:
+    """The AArch64 cross compiler and runtime, under qemu-user (PAC and BTI on)."""
+    name, triple = "aarch64", TARGETS[1]
+
+    @staticmethod
+    def program(ctx, *args):
+        lib = os.path.join(a64_cross_build(ctx, "runtime/libstencilrt.a"), "runtime",
+                           "libstencilrt.a")
+        return [A64_CC] + list(args) + [lib]
+
+    @staticmethod
+    def run(ctx, exe):
+        return ctx.run(A64_QEMU + [exe], timeout=120)
+
+
+@for_targets(Native, Qemu64)
+def hot_cold_holes_in_cold_parts_are_repatched(ctx, target):
     """sr_patch_operand and sr_patch_jump re-point holes in an op's cold part
     (an operand its trap path passes on, a jump from a block marked
     STENCIL_COLD()), and the patched code runs (tests/patch/cold_repatch.c)."""
-    if TRIPLE not in TARGETS:
+    if target.triple not in TARGETS:
         return
     proj = os.path.join(ctx.bundled_copy(), "stencils")
     control = os.path.join(proj, "ops", "control.c")
     write(control, open(control).read() + COLD_HOLE_OPS)
     out = os.path.join(ctx.tmp, "out")
-    ctx.build_stencils(os.path.join(proj, "stencils.yaml"), out, "--target", TRIPLE,
+    ctx.build_stencils(os.path.join(proj, "stencils.yaml"), out, "--target", target.triple,
                        timeout=600)
     for name, value in (("guard_tos", "_JIT_OPERAND1"), ("cold_branch", "_JIT_JUMP_TARGET")):
-        op = dump(ctx, os.path.join(proj, "stencils.yaml"), TRIPLE, "--op", name)[name]
+        op = dump(ctx, os.path.join(proj, "stencils.yaml"), target.triple, "--op", name)[name]
         check(op["hot"] is not None and op["hot"] < op["size"] and
               any(at >= op["hot"] and sym == value for at, sym in op["holes"]),
               "%s: no %s hole in a cold part: %r", name, value, op)
     exe = os.path.join(ctx.tmp, "cold_repatch")
-    ctx.run(["gcc", "-std=c11", "-O1", "-g", "-Wall", "-Wextra", "-Werror", "-I", out,
-             "-I", ctx.path("runtime"), "-I", proj, ctx.path("tests", "patch", "cold_repatch.c"),
-             os.path.join(ctx.build, "runtime", "libstencilrt.a"), "-lpthread", "-o", exe],
-            timeout=120, check=True)
-    r = ctx.run([exe], timeout=60)
+    ctx.run(target.program(ctx, "-std=c11", "-O1", "-g", "-Wall", "-Wextra", "-Werror", "-I", out,
+                           "-I", ctx.path("runtime"), "-I", proj,
+                           ctx.path("tests", "patch", "cold_repatch.c"), "-o", exe) +
+            ["-lpthread"], timeout=120, check=True)
+    r = target.run(ctx, exe)
     check(r.returncode == 0 and "FAIL" not in r.stdout, "cold_repatch exited %d:\n%s%s",
           r.returncode, r.stdout, r.stderr[-2000:])
     print("\n".join("     " + line for line in r.stdout.splitlines()))
+
+
+if a64_missing():
+    sys.stderr.write("test_hot_cold: the AArch64 cross toolchain is missing (%s): "
+                     "its cold re-patch test is not collected\n" % ", ".join(a64_missing()))
+    del test_hot_cold_holes_in_cold_parts_are_repatched_aarch64
 
 
 def test_hot_cold_layout_is_cached_with_its_setting(ctx):

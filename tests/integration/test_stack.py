@@ -82,7 +82,7 @@ import subprocess
 import sys
 import time
 
-from sgtest import TestFailure, check, plain_op_name
+from sgtest import A64_QEMU, TestFailure, a64_cross_build, a64_missing, check, plain_op_name
 
 ASAN = False  # the tool reads another process; the sanitized build adds nothing here
 
@@ -942,24 +942,16 @@ def test_traced(ctx):
         check("ptrace_scope" not in p.stderr, "traced: Yama is named:\n%s", p.stderr)
 
 
-A64_SYSROOT = "/usr/aarch64-linux-gnu"
-A64_MISSING = [t for t in ("qemu-aarch64", "aarch64-linux-gnu-gcc") if not shutil.which(t)]
-if not os.path.isdir(A64_SYSROOT):
-    A64_MISSING.append(A64_SYSROOT)
+A64_MISSING = a64_missing()
 
 
 def test_registry_reader_aarch64(ctx):
     """The reader's unit program, cross-built (tests/aarch64/meson.build), under
     qemu-aarch64 -cpu max (PAC and BTI on, as the cross build is hardened)."""
-    d = os.path.abspath(os.environ.get("STENCILGEN_AARCH64_BUILD") or ctx.build + "-aarch64")
-    check(os.path.exists(os.path.join(d, "build.ninja")),
-          "no AArch64 cross build at %s: configure it with\n"
-          "  meson setup %s --cross-file cross/aarch64-linux-gnu.ini", d, d)
-    ctx.run(["ninja", "-C", d, "tests/aarch64/test_registry_reader"], check=True, timeout=1200)
+    d = a64_cross_build(ctx, "tests/aarch64/test_registry_reader")
     # One view: qemu-user does not see code written through the other (the
     # program runs one executor).
-    p = ctx.run(["qemu-aarch64", "-cpu", "max", "-L", A64_SYSROOT,
-                 os.path.join(d, "tests", "aarch64", "test_registry_reader")],
+    p = ctx.run(A64_QEMU + [os.path.join(d, "tests", "aarch64", "test_registry_reader")],
                 env={"STENCILRT_CODE_VIEWS": "1"}, timeout=T)
     m = re.search(r"^(\d+) passed, (\d+) failed$", p.stdout, re.M)
     check(p.returncode == 0 and m and m.group(2) == "0" and int(m.group(1)) >= 8,
