@@ -10,9 +10,10 @@ from sgtest import check, write
 T = 120
 MODES = [["--interp"], ["--jit"], ["--jit", "--no-variants"]]
 
-# Every depth path: a jump target at instruction 0, expressions deeper than the two registers (spills, then reloads
-# from memory), dup/pop at each depth, calls with arguments at depth 2,
-# values that need the 64-bit immediate, traps left alone.
+# Every depth path: a jump target at instruction 0, expressions deeper than
+# the two registers (spills, then reloads from memory), dup/pop at each depth,
+# calls with arguments at depth 2, values that need the 64-bit immediate,
+# traps left alone.
 DEPTHS = """func pick 3
     load 0
     load 1
