@@ -96,21 +96,7 @@ char *find_program(const char *name)
     if (strchr(name, '/'))
         return access(name, X_OK) == 0 ? xstrdup(name) : NULL;
     const char *path = getenv("PATH");
-    if (!path)
-        path = "/usr/bin:/bin";
-    while (*path) {
-        const char *end = strchr(path, ':');
-        size_t n = end ? (size_t)(end - path) : strlen(path);
-        char *dir = xstrndup(path, n);
-        char *full = path_join(*dir ? dir : ".", name);
-        free(dir);
-        struct stat st;
-        if (stat(full, &st) == 0 && S_ISREG(st.st_mode) && access(full, X_OK) == 0)
-            return full;
-        free(full);
-        path += n + (end != NULL);
-    }
-    return NULL;
+    return path_search(path ? path : "/usr/bin:/bin", name, X_OK, true);
 }
 
 typedef struct running {

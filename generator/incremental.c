@@ -79,10 +79,11 @@ static uint64_t environment_hash(env_scope scope)
 
 /* Where clang's MinGW toolchain finds the sysroot for `triple` on PATH
  * (MinGW.cpp, findGcc): the first of its gcc names that some PATH directory
- * holds as a readable, executable regular file (llvm::sys::findProgramByName),
- * whose directory's parent is the sysroot. That path is keyed, not PATH: a
- * change to PATH that finds the same gcc (a tool's own directory put first,
- * as perf and pyenv do) keeps every MinGW stencil. NULL when none is found. */
+ * holds as a readable, executable regular file (llvm::sys::findProgramByName,
+ * which skips empty entries), whose directory's parent is the sysroot. That
+ * path is keyed, not PATH: a change to PATH that finds the same gcc (a tool's
+ * own directory put first, as perf and pyenv do) keeps every MinGW stencil.
+ * NULL when none is found. */
 static char *mingw_gcc_on_path(const char *triple)
 {
     const char *path = getenv("PATH");
@@ -91,22 +92,8 @@ static char *mingw_gcc_on_path(const char *triple)
                      xasprintf("%.*s-w64-mingw32ucrt-gcc", arch, triple), xstrdup("mingw32-gcc")};
     size_t nnames = sizeof names / sizeof names[0];
     char *found = NULL;
-    for (size_t i = 0; i < nnames && !found && path; i++) {
-        for (const char *dir = path; !found; dir += strcspn(dir, ":") + 1) {
-            int len = (int)strcspn(dir, ":");
-            if (len) { /* an empty entry is no directory (SplitString drops it) */
-                bool slash = dir[len - 1] == '/';
-                char *file = xasprintf("%.*s%s%s", len, dir, slash ? "" : "/", names[i]);
-                struct stat st;
-                if (!access(file, R_OK | X_OK) && !stat(file, &st) && S_ISREG(st.st_mode))
-                    found = file;
-                else
-                    free(file);
-            }
-            if (!dir[len])
-                break;
-        }
-    }
+    for (size_t i = 0; i < nnames && !found && path; i++)
+        found = path_search(path, names[i], R_OK | X_OK, false);
     for (size_t i = 0; i < nnames; i++)
         free(names[i]);
     return found;

@@ -355,6 +355,24 @@ char *path_join(const char *dir, const char *name)
     return xasprintf("%s%s%s", dir, dir[n - 1] == '/' ? "" : "/", name);
 }
 
+char *path_search(const char *dirs, const char *name, int mode, bool empty_is_cwd)
+{
+    for (const char *p = dirs; *p;) {
+        size_t n = strcspn(p, ":");
+        if (n || empty_is_cwd) {
+            char *dir = n ? xstrndup(p, n) : xstrdup(".");
+            char *full = path_join(dir, name);
+            free(dir);
+            struct stat st;
+            if (stat(full, &st) == 0 && S_ISREG(st.st_mode) && access(full, mode) == 0)
+                return full;
+            free(full);
+        }
+        p += n + (p[n] == ':');
+    }
+    return NULL;
+}
+
 char *path_dirname(const char *path)
 {
     const char *slash = strrchr(path, '/');

@@ -80,6 +80,11 @@ bool mkdir_p(const char *path);
 /* rm -r, best effort (for the generator's own temporary directories). */
 void remove_tree(const char *path);
 char *path_join(const char *dir, const char *name);
+/* The first dir/name over the ':'-separated `dirs` that is a regular file
+ * access(2) allows `mode` on, or NULL. An empty entry is the current
+ * directory when empty_is_cwd (as the shell looks for programs), else none
+ * (as LLVM's findProgramByName looks). */
+char *path_search(const char *dirs, const char *name, int mode, bool empty_is_cwd);
 char *path_dirname(const char *path);
 /* Absolute, normalised path (the file need not exist). */
 char *path_absolute(const char *path);

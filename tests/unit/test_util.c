@@ -1,11 +1,16 @@
 /* test_util.c - unit tests for generator/util.c's hash_index: every item is
  * found again after the index grows, items of one hash stay apart, the
- * index stays at most half full. Prints "ok NAME" / "FAIL NAME: why" per
+ * index stays at most half full; path_search finds programs the shell's way
+ * and LLVM's way. Prints "ok NAME" / "FAIL NAME: why" per
  * test and a final "N passed, N failed" line; exits 0 iff all passed. */
+#define _GNU_SOURCE /* mkdtemp */
 #include "../../generator/util.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define UNIT_ERR "-"
 static void unit_reset(void) {}
@@ -65,9 +70,53 @@ TEST(hash_index_keeps_items_of_one_hash_apart)
     return every_key_found(16); /* 16 keys a hash: the caller's compare tells them apart */
 }
 
+/* path_search in a directory of its own: bin/tool (executable), bin/data
+ * (not executable), bin/sub (a directory), ./tool (for empty entries). */
+TEST(path_search_finds_the_first_program_and_reads_empty_entries_both_ways)
+{
+    char root[] = "/tmp/sg-test-util-XXXXXX";
+    CHECK(mkdtemp(root));
+    char *bin = path_join(root, "bin"), *tool = path_join(bin, "tool"),
+         *data = path_join(bin, "data"), *sub = path_join(bin, "sub"),
+         *here = path_join(root, "tool");
+    CHECK(mkdir(bin, 0755) == 0 && mkdir(sub, 0755) == 0);
+    FILE *f;
+    const char *files[] = {tool, data, here};
+    for (size_t i = 0; i < 3; i++) {
+        CHECK((f = fopen(files[i], "w")) && fclose(f) == 0);
+        CHECK(chmod(files[i], files[i] == data ? 0644 : 0755) == 0);
+    }
+    char *cwd = getcwd(NULL, 0);
+    CHECK(cwd && chdir(root) == 0);
+    char *dirs = xasprintf("/nonexistent:%s", bin), *got;
+    CHECK((got = path_search(dirs, "tool", X_OK, false)) && !strcmp(got, tool));
+    free(got);
+    CHECK(!path_search(dirs, "data", X_OK, false)); /* not executable */
+    CHECK((got = path_search(dirs, "data", R_OK, false)) && !strcmp(got, data));
+    free(got);
+    CHECK(!path_search(dirs, "sub", X_OK, false)); /* a directory */
+    free(dirs);
+    dirs = xasprintf(":%s", bin); /* an empty entry first: the shell's "." */
+    CHECK((got = path_search(dirs, "tool", X_OK, true)) && !strcmp(got, "./tool"));
+    free(got);
+    CHECK((got = path_search(dirs, "tool", X_OK, false)) && !strcmp(got, tool)); /* LLVM's: none */
+    free(got);
+    CHECK(!path_search("", "tool", X_OK, false) && !path_search("", "tool", X_OK, true));
+    free(dirs);
+    CHECK(chdir(cwd) == 0);
+    free(cwd);
+    const char *gone[] = {tool, data, here, sub, bin};
+    for (size_t i = 0; i < 5; i++)
+        remove(gone[i]);
+    remove(root);
+    free(bin), free(tool), free(data), free(sub), free(here);
+    return 1;
+}
+
 int main(void)
 {
     RUN(hash_index_finds_every_item_after_growing);
     RUN(hash_index_keeps_items_of_one_hash_apart);
+    RUN(path_search_finds_the_first_program_and_reads_empty_entries_both_ways);
     return unit_summary();
 }
