@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -66,14 +67,56 @@ bool outputs_distinct(const char *const *paths, const char *const *what, size_t 
 void outputs_discard(gen_outputs *o)
 {
     for (size_t i = 0; i < o->count; i++) {
-        if (o->items[i].temp)
+        if (o->items[i].temp && !o->items[i].in_spare)
             unlink(o->items[i].temp);
         free(o->items[i].temp);
+        free(o->items[i].spare);
         free(o->items[i].path);
         sb_free(&o->items[i].content);
     }
     free(o->items);
+    if (o->locked)
+        close(o->spare_lock);
     *o = (gen_outputs){0};
+}
+
+static const char *base_name(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
+static bool on_device(const char *path, dev_t dev)
+{
+    char *dir = path_dirname(path);
+    struct stat st;
+    bool on = stat(dir, &st) == 0 && st.st_dev == dev;
+    free(dir);
+    return on;
+}
+
+void outputs_use_spares(gen_outputs *o, const char *dir)
+{
+    if (o->locked || !mkdir_p(dir))
+        return;
+    char *lock = path_join(dir, "lock");
+    int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    free(lock);
+    struct stat st;
+    if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) != 0 || fstat(fd, &st) != 0) {
+        if (fd >= 0)
+            close(fd);
+        return;
+    }
+    o->spare_lock = fd;
+    o->locked = true;
+    for (size_t i = 0; i < o->count; i++) {
+        bool named = false; /* one spare a name */
+        for (size_t j = 0; j < i && !named; j++)
+            named = !strcmp(base_name(o->items[i].path), base_name(o->items[j].path));
+        if (!named && on_device(o->items[i].path, st.st_dev))
+            o->items[i].spare = path_join(dir, base_name(o->items[i].path));
+    }
 }
 
 /* Temporaries are "<output>.tmpXXXXXX" (write_temp_beside's pattern). One
@@ -146,18 +189,61 @@ static char *keep_previous(const char *path)
     return NULL;
 }
 
-/* Put back the files replaced by the first `n` renames (those unchanged were
- * not replaced). */
-static void roll_back(const gen_outputs *o, char **previous, const bool *unchanged, size_t n)
+/* How a published output replaced the file before it, to undo it. */
+typedef struct replaced {
+    char *previous; /* a hard link kept to the replaced file, or NULL */
+    bool exchanged; /* exchanged with its spare: the spare is the replaced file */
+    bool done;
+} replaced;
+
+static bool exchange(const char *a, const char *b)
 {
-    for (size_t i = 0; i < n; i++) {
-        if (unchanged[i])
+    return renameat2(AT_FDCWD, a, AT_FDCWD, b, RENAME_EXCHANGE) == 0;
+}
+
+/* Put back the files the published outputs replaced. */
+static void roll_back(const gen_outputs *o, const replaced *r)
+{
+    for (size_t i = 0; i < o->count; i++) {
+        if (!r[i].done)
             continue;
-        if (previous[i])
-            rename(previous[i], o->items[i].path);
+        if (r[i].exchanged)
+            exchange(o->items[i].spare, o->items[i].path);
+        else if (r[i].previous)
+            rename(r[i].previous, o->items[i].path);
         else
             unlink(o->items[i].path);
     }
+}
+
+/* Put one staged output in place: exchanged with its spare, or renamed with a
+ * hard link kept to the file it replaces (there was none to exchange with, or
+ * the filesystem has no exchange). False says why. */
+static bool replace(gen_output *item, replaced *r)
+{
+    if (item->in_spare && exchange(item->temp, item->path)) {
+        r->exchanged = true;
+    } else {
+        r->previous = keep_previous(item->path);
+        if (!r->previous && errno != ENOENT) {
+            diag_error("cannot keep the previous '%s' while replacing it: %s", item->path,
+                       strerror(errno));
+            return false;
+        }
+        if (rename(item->temp, item->path) != 0) {
+            diag_error("cannot rename '%s' to '%s': %s", item->temp, item->path,
+                       strerror(errno));
+            if (r->previous) /* not replaced: its link goes */
+                unlink(r->previous);
+            free(r->previous);
+            r->previous = NULL;
+            return false;
+        }
+    }
+    free(item->temp); /* now the output, or the spare holding the file replaced */
+    item->temp = NULL;
+    r->done = true;
+    return true;
 }
 
 /* Whether `path` is a regular file holding exactly `content`: compared a
@@ -196,10 +282,10 @@ static bool holds(const char *path, const strbuf *content)
  * every other output is in place, so that a failed run changes no time; a
  * time that cannot be set leaves a right file, which the build tool may only
  * have us check again. */
-static void date_unchanged(const gen_outputs *o, const bool *unchanged)
+static void date_unchanged(const gen_outputs *o)
 {
     for (size_t i = 0; i < o->count; i++)
-        if (unchanged[i])
+        if (o->items[i].unchanged)
             utimensat(AT_FDCWD, o->items[i].path, NULL, 0);
 }
 
@@ -221,6 +307,37 @@ bool outputs_ready(const gen_outputs *o)
     return true;
 }
 
+/* Whether no other open file or mapping has fd's file: only then is a write
+ * lease granted. It is let go at once: nobody else opens a spare by its name
+ * (they are the run's, under its lock). */
+static bool unshared(int fd)
+{
+    if (fcntl(fd, F_SETLEASE, F_WRLCK) != 0)
+        return false;
+    fcntl(fd, F_SETLEASE, F_UNLCK);
+    return true;
+}
+
+/* Write item's content over its spare: the same blocks, nothing freed. A
+ * spare someone else has (a hard link, an open file, a mapping: it held an
+ * output once) is left to them and a fresh file takes its name. */
+static bool write_spare(const gen_output *item)
+{
+    int fd = open(item->spare, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+    struct stat st;
+    if (fd >= 0 && !(fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 1 &&
+                     unshared(fd))) {
+        close(fd);
+        unlink(item->spare);
+        fd = open(item->spare, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    }
+    if (fd < 0)
+        return false;
+    bool ok = write_all(fd, item->content.data, item->content.len) &&
+              ftruncate(fd, (off_t)item->content.len) == 0 && fchmod(fd, 0644) == 0;
+    return close(fd) == 0 && ok;
+}
+
 bool outputs_stage(gen_output *item)
 {
     if (item->staged)
@@ -228,7 +345,12 @@ bool outputs_stage(gen_output *item)
     outputs_remove_stale_temps(item->path);
     item->unchanged = holds(item->path, &item->content);
     if (!item->unchanged) {
-        item->temp = write_temp_beside(item->path, item->content.data, item->content.len);
+        /* A spare that cannot be written leaves the temporary's way, which
+         * says why if it fails too. */
+        item->in_spare = item->spare && write_spare(item);
+        item->temp = item->in_spare ? xstrdup(item->spare)
+                                    : write_temp_beside(item->path, item->content.data,
+                                                        item->content.len);
         if (!item->temp)
             return false;
     }
@@ -238,52 +360,25 @@ bool outputs_stage(gen_output *item)
 
 bool outputs_publish(gen_outputs *o)
 {
-    char **previous = xcalloc(o->count, sizeof *previous);
-    bool *unchanged = xcalloc(o->count, sizeof *unchanged);
+    replaced *r = xcalloc(o->count ? o->count : 1, sizeof *r);
     bool ok = outputs_ready(o); /* nothing is written before all pass */
     for (size_t i = 0; i < o->count && ok; i++) {
-        if (!outputs_stage(&o->items[i])) {
+        ok = outputs_stage(&o->items[i]);
+        if (!ok)
             diag_error("cannot write '%s': %s", o->items[i].path, strerror(errno));
-            ok = false;
-        }
-        unchanged[i] = o->items[i].unchanged;
     }
-    size_t renamed = 0;
-    for (; ok && renamed < o->count; renamed++) {
-        gen_output *item = &o->items[renamed];
-        if (item->unchanged)
-            continue;
-        previous[renamed] = keep_previous(item->path);
-        if (!previous[renamed] && errno != ENOENT) {
-            diag_error("cannot keep the previous '%s' while replacing it: %s", item->path,
-                       strerror(errno));
-            ok = false;
-        } else if (rename(item->temp, item->path) != 0) {
-            diag_error("cannot rename '%s' to '%s': %s", item->temp, item->path,
-                       strerror(errno));
-            ok = false;
-        } else {
-            free(item->temp);
-            item->temp = NULL;
-            continue;
-        }
-        if (previous[renamed]) /* this one was not replaced: drop its link */
-            unlink(previous[renamed]);
-        free(previous[renamed]);
-        previous[renamed] = NULL;
-        break;
-    }
+    for (size_t i = 0; i < o->count && ok; i++)
+        ok = o->items[i].unchanged || replace(&o->items[i], &r[i]);
     if (!ok)
-        roll_back(o, previous, unchanged, renamed);
+        roll_back(o, r);
     else
-        date_unchanged(o, unchanged);
+        date_unchanged(o);
     for (size_t i = 0; i < o->count; i++) {
-        if (previous[i] && ok)
-            unlink(previous[i]);
-        free(previous[i]);
+        if (r[i].previous && ok)
+            unlink(r[i].previous);
+        free(r[i].previous);
     }
-    free(previous);
-    free(unchanged);
+    free(r);
     outputs_discard(o); /* and the temporaries not renamed */
     return ok;
 }

@@ -303,7 +303,18 @@ static int render_and_publish(gen_run *run, const job_set *js)
         outputs_add(&out, path_join(run->opt.outdir, name), (strbuf){0});
         free(name);
     }
-    if (!outputs_ready(&out) || !render_all(run, js, &out)) {
+    if (!outputs_ready(&out)) {
+        outputs_discard(&out);
+        return SG_EXIT_TOOLCHAIN;
+    }
+    /* The headers' spares (outputs.h) live in a work directory of this
+     * outdir's own, not in a --cache-dir other checkouts share. */
+    if (!run->opt.cache_dir) {
+        char *spares = path_join(run->workdir, "spare");
+        outputs_use_spares(&out, spares);
+        free(spares);
+    }
+    if (!render_all(run, js, &out)) {
         outputs_discard(&out);
         return SG_EXIT_TOOLCHAIN;
     }
@@ -341,7 +352,8 @@ static int render_and_publish(gen_run *run, const job_set *js)
         free(sources);
     }
     free(dispatcher);
-    gen_outputs published = {xcalloc(out.count, sizeof *published.items), out.count, out.count};
+    gen_outputs published = {.items = xcalloc(out.count, sizeof *published.items),
+                             .count = out.count, .cap = out.count};
     for (size_t i = 0; i < out.count; i++) /* their paths: publishing frees out */
         published.items[i].path = xstrdup(out.items[i].path);
     bool ok = outputs_publish(&out);

@@ -264,7 +264,7 @@ bool read_file(const char *path, uint8_t **data, size_t *size)
     return true;
 }
 
-static bool write_all(int fd, const void *data, size_t size)
+bool write_all(int fd, const void *data, size_t size)
 {
     const char *p = data;
     while (size > 0) {

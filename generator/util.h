@@ -71,6 +71,7 @@ bool write_file_atomic(const char *path, const void *data, size_t size);
 
 /* Plain write (create or truncate), for files whose readers verify them. */
 bool write_file(const char *path, const void *data, size_t size);
+bool write_all(int fd, const void *data, size_t size); /* through short writes and EINTR */
 
 /* Temporary-file half of write_file_atomic, for callers that must write several
  * files and only publish them once all were written. */

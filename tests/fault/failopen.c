@@ -7,7 +7,9 @@
  * FAILOPEN_MATCH (and not FAILOPEN_SPARE, when set), with O_WRONLY, O_RDWR or
  * O_CREAT, fails with FAILOPEN_ERRNO (default EIO); so does mkdir of such a
  * path. Reads are never affected. FAILRENAME_MATCH likewise makes rename()
- * onto a path containing it fail. */
+ * onto a path containing it fail. FAILEXCHANGE_ERRNO=N makes every exchange
+ * (renameat2 with RENAME_EXCHANGE) fail with errno N, as on a filesystem
+ * that has none (EINVAL). */
 /* Both the plain and the 64-bit names are defined here, so the headers must
  * not rename one into the other. */
 #undef _FILE_OFFSET_BITS
@@ -17,6 +19,7 @@
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stdio.h> /* renameat2 */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -104,4 +107,15 @@ int rename(const char *from, const char *to)
     return refused(to, "FAILRENAME_MATCH", NULL)
                ? -1
                : ((rename_fn *)dlsym(RTLD_NEXT, "rename"))(from, to);
+}
+
+int renameat2(int from_dir, const char *from, int to_dir, const char *to, unsigned flags)
+{
+    typedef int renameat2_fn(int, const char *, int, const char *, unsigned);
+    const char *e = getenv("FAILEXCHANGE_ERRNO");
+    if ((flags & RENAME_EXCHANGE) && e && atoi(e) > 0) {
+        errno = atoi(e);
+        return -1;
+    }
+    return ((renameat2_fn *)dlsym(RTLD_NEXT, "renameat2"))(from_dir, from, to_dir, to, flags);
 }
