@@ -13,8 +13,9 @@
  * recent records, so two checkouts sharing one cache directory (worktrees, CI
  * jobs) do not evict each other.
  *
- * Sharing is safe: records live in one index, merged under a lock when a run
- * closes the cache (a lost record is a miss, never a wrong key); entries are
+ * Sharing is safe: records live in one index, appended to or merged under a
+ * lock when a run closes the cache (a lost record is a miss, never a wrong
+ * key); entries are
  * written to a temporary and renamed, and carry a checksum, so a corrupt or
  * truncated one is a miss, never trusted; and a result is only recorded when
  * none of its inputs changed after the work that made it started.
@@ -40,7 +41,8 @@ typedef struct gen_cache gen_cache;
 
 /* NULL only on out-of-memory; a cache whose directory cannot be created simply misses. */
 gen_cache *cache_open(const char *dir);
-/* Merges this run's records into the index on disk (under a lock) and frees. */
+/* Adds this run's records to the index on disk (under a lock: appended to the
+ * index it loaded, or merged with what another run wrote since) and frees. */
 void cache_close(gen_cache *c);
 
 /* Hash of an argument vector; `skip_next` names options whose following argument

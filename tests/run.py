@@ -19,7 +19,7 @@ import traceback
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sgtest  # noqa: E402
 
-UNIT_PROGRAMS = ["tests/unit/test_cfi", "tests/unit/test_stencil_blob", "tests/unit/test_util",
+UNIT_PROGRAMS = ["tests/unit/test_cfi", "tests/unit/test_stencil_blob", "tests/unit/test_util", "tests/unit/test_cache",
                  "tests/unit/test_emit", "tests/unit/test_runtime_api", "tests/unit/test_alloc_failures",
                  "tests/unit/test_registry", "tests/stack/test_registry_reader",
                  "tests/unit/test_win64_unwind", "tests/unit/test_misuse"]

@@ -116,6 +116,67 @@ def test_noop_build_dates_outputs_it_does_not_change(ctx):
           "a header edited by hand was not replaced by the build's (inode %d)", st2.st_ino)
 
 
+def index_parts(out):
+    """The parts of the cache's record index: its first, then one a line "S <n>"
+    (a build that only added records appended them, cache.c)."""
+    text = read(os.path.join(out, ".stencilgen", "records2.idx"), "rb")
+    return 1 + len(re.findall(rb"^S \d+$", text, re.M))
+
+
+def test_record_index_grows_by_parts_and_is_written_whole_again(ctx):
+    """A build that only adds records appends them to the cache's record index
+    (rewriting a CPython-sized index cost an edit 8-10 ms). Later builds read
+    the newest record of a key: an op that came to include a header builds
+    again from the cache (the record from before the include would miss). A
+    torn part loses records from there on, never yields another header than an
+    untorn twin's, and the next build that records writes the index whole, in
+    one part."""
+    base = ctx.bundled_copy()
+    manifest = os.path.join(base, "stencils", "stencils-cached.yaml")
+    ops = os.path.join(base, "stencils", "ops", "cached.c")
+    extra = os.path.join(base, "stencils", "ops", "extra.h")
+    out = os.path.join(base, "out")
+    original = read(ops)
+    line = "    CACHED_BINARY((vm_value)((uint64_t)a + (uint64_t)b));"
+    check(line in original, "cached.c lacks %r", line)
+
+    def edit(n):
+        """0: as bundled; n > 0: op tos_add adds EXTRA, which extra.h defines as n."""
+        write(extra, "enum { EXTRA = %d };\n" % n)
+        write(ops, original.replace(line, '#include "extra.h"\n' +
+                                    line.replace("(uint64_t)b)", "(uint64_t)b + EXTRA)"))
+              if n else original)
+        time.sleep(0.05)  # files written in the tick a compile starts in are not trusted
+
+    def built(n, into=out):
+        edit(n)
+        p = ctx.build_stencils(manifest, into, "--target", TRIPLE)
+        m = re.search(r"^stencilgen: %s: \d+ ops \((\d+) compiled" % re.escape(TRIPLE), p.stdout,
+                      re.M)
+        check(m, "no summary in: %s", p.stdout)
+        return int(m.group(1))
+
+    twin = os.path.join(base, "twin")  # the same builds, its index never torn
+    built(0)
+    check(index_parts(out) == 1, "a cold build's index has %d parts", index_parts(out))
+    compiled = [built(1), built(2)]
+    check(all(compiled) and index_parts(out) == 3,
+          "two edits compiled nothing or did not append two parts (%d parts)", index_parts(out))
+    check(built(1) == 0, "edited back to a version built before: compiled again")
+    idx = os.path.join(out, ".stencilgen", "records2.idx")
+    text = read(idx, "rb")
+    last = text.rindex(b"\nS ")
+    with open(idx, "r+b") as f:  # the last part torn in its middle
+        f.truncate(last + (len(text) - last) // 2)
+    for n in (0, 1, 2, 1):
+        built(n, twin)
+    check(built(3) > 0 and built(3, twin) > 0 and header(out) == header(twin),
+          "after a torn part: nothing compiled, or a header unlike the untorn twin's")
+    check(index_parts(out) == 1, "the build after a torn part left %d parts", index_parts(out))
+    check(built(1) == 0 and built(1, twin) == 0 and header(out) == header(twin),
+          "after the index was written whole: a version built before compiled again")
+
+
 def test_noop_build_uses_cached_stencils(ctx):
     base = ctx.bundled_copy()
     manifest = os.path.join(base, "stencils", "stencils.yaml")
