@@ -618,6 +618,11 @@ bool cache_record(gen_cache *c, const char *slot, uint64_t args, char *const *de
                  true};
     sb_free(&sb);
     record *old = find_record(c, slot, args);
+    if (old && old->deps == nr.deps && old->absent.h[0] == nr.absent.h[0] &&
+        old->absent.h[1] == nr.absent.h[1]) {
+        record_free(&nr); /* the index holds it already: nothing to save */
+        return true;
+    }
     if (old) { /* the newest goes last */
         record_free(old);
         memmove(old, old + 1, (size_t)(c->records.items + c->records.count - old - 1) * sizeof *old);

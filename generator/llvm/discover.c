@@ -19,6 +19,8 @@
  * and tokenizing the rest of the file for each op is quadratic. */
 typedef struct token_run {
     CXTranslationUnit tu;
+    const char *text; /* the file's bytes */
+    size_t size;
     CXToken *all; /* as clang_tokenize returned them */
     unsigned nall;
     CXToken *tokens; /* the same without comments */
@@ -29,10 +31,10 @@ typedef struct token_run {
 static token_run tokens_of(CXTranslationUnit tu, CXFile file)
 {
     size_t size = 0;
-    clang_getFileContents(tu, file, &size);
+    const char *text = clang_getFileContents(tu, file, &size);
     CXSourceRange range = clang_getRange(clang_getLocationForOffset(tu, file, 0),
                                          clang_getLocationForOffset(tu, file, (unsigned)size));
-    token_run t = {tu, NULL, 0, NULL, NULL, 0};
+    token_run t = {tu, text ? text : "", text ? size : 0, NULL, 0, NULL, NULL, 0};
     clang_tokenize(tu, range, &t.all, &t.nall);
     t.tokens = xcalloc(t.nall ? t.nall : 1, sizeof *t.tokens);
     t.offsets = xcalloc(t.nall ? t.nall : 1, sizeof *t.offsets);
@@ -62,14 +64,50 @@ static void tokens_free(token_run *t)
     clang_disposeTokens(t->tu, t->all, t->nall);
 }
 
+/* A character that continues an identifier: clang takes '$' and UTF-8 too. */
+static bool identifier_char(char c)
+{
+    unsigned char u = (unsigned char)c;
+    return u == '_' || u == '$' || u >= 0x80 || (u >= '0' && u <= '9') ||
+           ((u | 0x20) >= 'a' && (u | 0x20) <= 'z');
+}
+
+/* p past any line continuations there (a backslash, blanks, a newline),
+ * which clang reads as nothing, also inside a token. */
+static const char *past_continuations(const char *p, const char *end)
+{
+    while (p < end && *p == '\\') {
+        const char *q = p + 1;
+        while (q < end && (*q == ' ' || *q == '\t'))
+            q++;
+        if (q < end && *q == '\r')
+            q++;
+        if (q >= end || *q != '\n')
+            break;
+        p = q + 1;
+    }
+    return p;
+}
+
+/* Whether token i is spelled `text` (an identifier, or one of the
+ * punctuators no longer one starts with: ( ) { } [ ] ; ,), read from the
+ * file's bytes with its line continuations left out: libclang spells a
+ * punctuator by its bytes, so "\\<newline>{" was not a brace. Reading the
+ * bytes also makes no string for each token (a CPython-sized file has
+ * 46,000). */
 static bool token_is(const token_run *t, unsigned i, const char *text)
 {
-    if (i >= t->n)
+    if (i >= t->n || t->offsets[i] >= t->size)
         return false;
-    CXString s = clang_getTokenSpelling(t->tu, t->tokens[i]);
-    bool is = !strcmp(clang_getCString(s), text);
-    clang_disposeString(s);
-    return is;
+    const char *p = t->text + t->offsets[i], *end = t->text + t->size;
+    for (const char *c = text; *c; c++, p++) {
+        p = past_continuations(p, end);
+        if (p >= end || *p != *c)
+            return false;
+    }
+    p = past_continuations(p, end);
+    /* An identifier's bytes may go on into a longer one. */
+    return p >= end || !identifier_char(text[strlen(text) - 1]) || !identifier_char(*p);
 }
 
 static unsigned token_end(const token_run *t, unsigned i)

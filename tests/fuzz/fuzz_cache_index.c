@@ -3,9 +3,10 @@
  * Input: the bytes of a cache directory's records2.idx, which any run sharing
  * the directory may have written (or torn). Besides "no crash", the target
  * traps when what the cache saves after reading the input does not read back
- * to itself: the input is loaded, one record added and the index saved (the
- * merge of save_records reads it again); that index is loaded, the record
- * added again and saved, and the two saved indexes must be the same bytes.
+ * to itself: the input is loaded, one record added and the index saved
+ * (appended to, or merged: save_records reads it again); that index is
+ * loaded, the same record added again, which must change nothing, and the two
+ * saved indexes must be the same bytes.
  */
 #include "cache.h"
 #include "util.h"

@@ -4,7 +4,9 @@
 Each seed is a records2.idx as generator/cache.c writes it: file lists ("L
 <n>", paths, ".") before the records ("R <args> <absent> <list> <slot>") that
 name them; one list shared by several slots, an empty list, a slot kept
-under several argument hashes, and one index torn in the middle of a record.
+under several argument hashes, one index torn in the middle of a record, and
+parts a run appended ("S <n>", then lists numbered afresh and records newer
+than the same keys' before them).
 """
 import os
 import sys
@@ -38,6 +40,10 @@ def main():
                                            for k in range(1, 7)]),
     }
     seeds["torn"] = seeds["two-lists"][:-17]
+    seeds["appended"] = (seeds["shared-list"] + "S 1\n" +
+                         index([HEADERS[1:]], [(0x9dc88033fd4527b6, 0x826a7abe643f8ee9f2fba282b283b6fd,
+                                                0, "x86_64-unknown-linux-gnu/op_add.o")]) +
+                         "S 2\n" + index([[]], [(7, 8, 0, "discover/00112233445566778899")]))
     for name, text in seeds.items():
         with open(os.path.join(out, name), "w") as f:
             f.write(text)

@@ -202,6 +202,41 @@ def test_variants_bad_axes_are_refused_naming_the_place_and_op(ctx):
               "VARIANT"), "%s: column %d is not a VARIANT's", axes, col)
 
 
+def test_variants_written_across_line_continuations(ctx):
+    """Discovery reads an op's tokens with their line continuations
+    (backslash-newline) left out, as clang does: `OP(...) \\<newline>{` has its
+    body next (libclang spells a brace by its bytes, so discovery missed it,
+    cut the op short and its compile failed), and `VARI\\<newline>ANT` is
+    VARIANT. An op so written builds the fixture's stencils, and a bad axis so
+    written is reported at its own line and column."""
+    original = read(ctx.path(*FIXTURE[:-1], "ops.c"))
+    plain = "OP(add, VARIANT(in, 0, 2), VARIANT(out, 0, 2))"
+    line = [i + 1 for i, l in enumerate(original.splitlines()) if l.startswith(plain)][0]
+
+    def stencils(out):  # the header without its provenance (which digests each op's lines)
+        return [l for l in read(os.path.join(out, "jit_stencils-%s.h" % TRIPLE)).splitlines()
+                if not l.startswith(" * sg-")]
+
+    for kind, text in (("plain", original), ("split", original.replace(
+            plain, "OP(add, VARI\\\nANT(in, 0, 2), VARIANT(out, 0, 2)) \\"))):
+        os.makedirs(os.path.join(ctx.tmp, kind))
+        src = os.path.join(ctx.tmp, kind, "ops.c")  # one name: the header names the file
+        write(src, text)
+        build(ctx, manifest(ctx, os.path.join(kind, "v.yaml"), src),
+              os.path.join(ctx.tmp, kind, "out"), "--target", TRIPLE)
+    check(stencils(os.path.join(ctx.tmp, "split", "out")) ==
+          stencils(os.path.join(ctx.tmp, "plain", "out")),
+          "an op written across line continuations built other stencils than the fixture's")
+    src = os.path.join(ctx.tmp, "badsplit.c")
+    write(src, original.replace(plain, "OP(add, VARIANT(in, 0, 2),\n    VARI\\\nANT(out, 2, 1))"))
+    p = build(ctx, manifest(ctx, "badsplit.yaml", src), os.path.join(ctx.tmp, "badsplit"),
+              "--target", TRIPLE, check_rc=False)
+    where = "%s:%d:5: error: op 'add': VARIANT(out, 2, 1): its first value is greater" % (
+        src, line + 1)
+    check(p.returncode == 2 and where in p.stderr, "exit %d, expected 2 and %r:\n%s",
+          p.returncode, where, p.stderr)
+
+
 def test_variants_compile_error_in_one_variant_names_it(ctx):
     """An #error that only add[in=2,out=1] sees: the run fails (exit 3) and
     names that variant as the one that did not compile, in both unit modes
