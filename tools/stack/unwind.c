@@ -167,8 +167,11 @@ static bool cfi_step(unwinder *u, Dwarf_Frame *fr, const regs *cur, regs *next)
         if (nops == 0 && ops == mem) {
             continue; /* undefined: call-clobbered, or the end of the stack for the RA */
         } else if (nops == 0) {
-            if (!regs_has(cur, (unsigned)n))
-                continue; /* same value as in this frame, which we do not know */
+            /* Same value as in this frame (one we may not know); never the
+             * stack pointer's rule, which is the CFA unless the CFI gives
+             * one of its own. */
+            if (n == ARCH_SP || !regs_has(cur, (unsigned)n))
+                continue;
             v = cur->r[n];
         } else if (!eval(&env, ops, nops, &v, &is_value) || (!is_value && !read8(u, v, &v))) {
             continue;
@@ -178,7 +181,11 @@ static bool cfi_step(unwinder *u, Dwarf_Frame *fr, const regs *cur, regs *next)
             ra_known = true;
     }
     next->pc = ra_known ? arch_strip_pac(next->r[ra], u->pac_mask) : 0;
-    regs_set(next, ARCH_SP, env.cfa);
+    /* The caller's stack pointer is the CFA unless a rule says otherwise:
+     * glibc's __longjmp, once it has its target in registers, describes the
+     * frame it jumps to (CFA the jmp_buf, the stack pointer in r8). */
+    if (!regs_has(next, ARCH_SP))
+        regs_set(next, ARCH_SP, env.cfa);
     return true;
 }
 
