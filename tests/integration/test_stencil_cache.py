@@ -125,12 +125,11 @@ def index_parts(out):
 
 def test_record_index_grows_by_parts_and_is_written_whole_again(ctx):
     """A build that only adds records appends them to the cache's record index
-    (rewriting a CPython-sized index cost an edit 8-10 ms). Later builds read
-    the newest record of a key: an op that came to include a header builds
-    again from the cache (the record from before the include would miss). A
-    torn part loses records from there on, never yields another header than an
-    untorn twin's, and the next build that records writes the index whole, in
-    one part."""
+    (rewriting a CPython-sized index cost an edit 8-10 ms), and later builds
+    read them: an op edited back to a version built before compiles nothing.
+    A torn part loses records from there on, never yields another header than
+    an untorn twin's, and the next build that records writes the index whole,
+    in one part. (Which record of a key is the newest: tests/unit/test_cache.)"""
     base = ctx.bundled_copy()
     manifest = os.path.join(base, "stencils", "stencils-cached.yaml")
     ops = os.path.join(base, "stencils", "ops", "cached.c")
@@ -141,11 +140,11 @@ def test_record_index_grows_by_parts_and_is_written_whole_again(ctx):
     check(line in original, "cached.c lacks %r", line)
 
     def edit(n):
-        """0: as bundled; n > 0: op tos_add adds EXTRA, which extra.h defines as n."""
+        """0: as bundled; n > 0: op tos_add adds n and EXTRA, which extra.h
+        defines as n (each version its own unit, so its own records)."""
         write(extra, "enum { EXTRA = %d };\n" % n)
-        write(ops, original.replace(line, '#include "extra.h"\n' +
-                                    line.replace("(uint64_t)b)", "(uint64_t)b + EXTRA)"))
-              if n else original)
+        write(ops, original.replace(line, '#include "extra.h"\n' + line.replace(
+            "(uint64_t)b)", "(uint64_t)b + EXTRA + %d)" % n)) if n else original)
         time.sleep(0.05)  # files written in the tick a compile starts in are not trusted
 
     def built(n, into=out):
