@@ -138,7 +138,7 @@ static bool is_temp_of(const char *name, const char *base)
 void outputs_remove_stale_temps(const char *path)
 {
     char *dir = path_dirname(path);
-    const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    const char *base = base_name(path);
     DIR *d = opendir(dir);
     struct dirent *e;
     while (d && (e = readdir(d)) != NULL) {

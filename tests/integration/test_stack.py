@@ -749,11 +749,11 @@ python
 import gdb
 gdb.execute("break longjmp")
 gdb.execute("continue")
-for _ in range(200):
-    if "jmp    *%rdx" in gdb.execute("x/i $pc", to_string=True):
-        break
+steps = 0
+while steps < 2000 and "jmp    *%rdx" not in gdb.execute("x/i $pc", to_string=True):
     gdb.execute("stepi", to_string=True)
-print("stopped at: " + gdb.execute("x/i $pc", to_string=True).strip())
+    steps += 1
+print("stopped after %d steps at: %s" % (steps, gdb.execute("x/i $pc", to_string=True).strip()))
 gdb.execute("queue-signal SIGSTOP")
 gdb.execute("detach")
 end
@@ -774,8 +774,10 @@ def test_a_thread_inside_longjmp_unwinds_to_its_target(ctx):
         write(script, LONGJMP_STOP)
         g = ctx.run(["gdb", "-batch", "-nx", "-iex", "set debuginfod enabled off", "-p",
                      str(churn.pid), "-x", script], timeout=T)
-        check("jmp    *%rdx" in g.stdout, "GDB did not stop on longjmp's jump:\n%s\n%s",
-              g.stdout[-2000:], g.stderr[-2000:])
+        stop = re.search(r"^stopped after .*jmp    \*%rdx.*$", g.stdout, re.M)
+        check(stop, "GDB did not stop on longjmp's jump:\n%s\n%s", g.stdout[-2000:],
+              g.stderr[-2000:])
+        print("     GDB " + stop.group(0), flush=True)
         wait_for(lambda: proc_state(churn.pid) == "T", "churn stopped in longjmp")
         p = ctx.run([stack_tool(ctx), str(churn.pid)], timeout=T)
         check(p.returncode == 0, "exit %d\n%s", p.returncode, p.stderr[-2000:])
