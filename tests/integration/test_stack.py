@@ -687,11 +687,16 @@ def test_registry_reader_controls(ctx):
         print("     %s: FAIL churn%s" % (variant, churn.group(2)[:300]), flush=True)
 
 
+def gdb_attached(ctx, pid, *args):
+    """GDB in batch mode attached to pid, running args (-ex ..., -x FILE)."""
+    return ctx.run(["gdb", "-batch", "-nx", "-iex", "set debuginfod enabled off", "-p", str(pid),
+                    *args], timeout=T)
+
+
 def gdb_stacks(ctx, pid):
     """`thread apply all bt` through GDB's JIT interface: {tid: [frame]}, each
     (pc or None, name); inlined frames (no address of their own) dropped."""
-    p = ctx.run(["gdb", "-batch", "-nx", "-iex", "set debuginfod enabled off", "-p", str(pid),
-                 "-ex", "thread apply all bt"], timeout=T)
+    p = gdb_attached(ctx, pid, "-ex", "thread apply all bt")
     threads, frames = {}, None
     for line in p.stdout.splitlines():
         m = re.match(r"^Thread \d+ \(.*LWP (\d+)\)", line)
@@ -772,8 +777,7 @@ def test_a_thread_inside_longjmp_unwinds_to_its_target(ctx):
     with Target(ctx, argv, ready=r"^churn: ready pid \d+", stdin=True) as churn:
         script = os.path.join(ctx.tmp, "longjmp.gdb")
         write(script, LONGJMP_STOP)
-        g = ctx.run(["gdb", "-batch", "-nx", "-iex", "set debuginfod enabled off", "-p",
-                     str(churn.pid), "-x", script], timeout=T)
+        g = gdb_attached(ctx, churn.pid, "-x", script)
         stop = re.search(r"^stopped after .*jmp    \*%rdx.*$", g.stdout, re.M)
         check(stop, "GDB did not stop on longjmp's jump:\n%s\n%s", g.stdout[-2000:],
               g.stderr[-2000:])
