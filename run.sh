@@ -1,22 +1,27 @@
 #!/usr/bin/env bash
 # run.sh - install what is missing, build, and run one of:
-#   demo   generate the bundled stencils and show what they contain
-#   test   every test suite (also under ASan+UBSan, AArch64 under qemu, Windows
-#          x64 under Wine);
-#          last line "N passed, N failed"
-#   bench  benchmarks (ratios measured side by side in one run)
-#   fuzz   longer fuzzing of the parsers of untrusted bytes (FUZZ_SECONDS, default 600)
+#   demo        generate the bundled stencils and show what they contain
+#   test        every test suite (also under ASan+UBSan, AArch64 under qemu, Windows
+#               x64 under Wine); last line "N passed, N failed"
+#   test-setup  what `test` does before its suites: install and build all four trees
+#   clean-room  the demo and test-setup in a new minimal Debian 12 root (root only;
+#               tests/clean_room/clean-room.sh)
+#   bench       benchmarks (ratios measured side by side in one run)
+#   fuzz        longer fuzzing of the parsers of untrusted bytes (FUZZ_SECONDS, default 600)
 set -euo pipefail
 cd "$(dirname "$0")"
 
-# What the demo needs: the generator (clang, LLVM, libclang, libyaml), tinyvm,
-# GDB and stencilrt-stack (libdw). The tests need the rest: other compilers and
-# unwinders, perf, valgrind, qemu and the AArch64 cross toolchain, Wine and
-# MinGW-w64, LLDB.
+# What the demo needs: the generator (clang, LLVM, libclang, libyaml), the AArch64
+# C library headers (tinyvm's stencils are generated for every triple, and
+# clang finds <stdint.h>'s glibc half there), tinyvm, GDB and stencilrt-stack
+# (libdw). The tests need the rest: other compilers and unwinders, perf,
+# valgrind, qemu and the AArch64 cross toolchain, Wine and MinGW-w64, LLDB.
+# tests/clean_room/clean-room.sh proves both lists on a bare Debian 12.
 DEMO_PACKAGES=(clang-22 llvm-22 llvm-22-dev libclang-22-dev libclang-cpp22-dev libyaml-dev
-               meson ninja-build pkg-config gcc g++ python3 gdb libdw-dev)
+               libc6-dev-arm64-cross meson ninja-build pkg-config gcc g++ python3 gdb
+               libdw-dev)
 TEST_PACKAGES=("${DEMO_PACKAGES[@]}" clang-14 libclang-rt-22-dev lld-22 valgrind linux-perf
-               qemu-user gcc-aarch64-linux-gnu g++-aarch64-linux-gnu libc6-dev-arm64-cross
+               qemu-user gcc-aarch64-linux-gnu g++-aarch64-linux-gnu
                gdb-multiarch binutils elfutils libunwind-22-dev libc++-22-dev libc++abi-22-dev
                lldb-22 python3-lldb-22 wine64 mingw-w64-x86-64-dev g++-mingw-w64-x86-64-win32
                distcc icecc ccache sccache cmake make)
@@ -110,41 +115,22 @@ case "$cmd" in
 demo)
     ensure_packages "${DEMO_PACKAGES[@]}"
     build build -- generator/stencilgen stencils/tinyvm tools/stack/stencilrt-stack
-    echo "== stencilgen: generate the bundled stencils (stencils/stencils.yaml)"
-    build/generator/stencilgen build --manifest stencils/stencils.yaml --outdir build/demo
-    echo
-    echo "== tinyvm: stencils/programs/loop.tvm, interpreted, then JIT-compiled with the cached"
-    echo "   ops' variants (the top of stack in registers), then without (--no-variants)"
-    interp=$(build/stencils/tinyvm --interp --time --repeat 5 stencils/programs/loop.tvm 2>&1)
-    jit=$(build/stencils/tinyvm --jit --time --repeat 5 stencils/programs/loop.tvm 2>&1)
-    plain=$(build/stencils/tinyvm --jit --no-variants --time --repeat 5 stencils/programs/loop.tvm 2>&1)
-    echo "interpreter:         $(echo "$interp" | tr '\n' ' ')"
-    echo "JIT:                 $(echo "$jit" | tr '\n' ' ')"
-    echo "JIT, no variants:    $(echo "$plain" | tr '\n' ' ')"
-    ms() { sed -n 's/^time: \([0-9.]*\) ms.*/\1/p' <<<"$1"; }
-    awk -v i="$(ms "$interp")" -v j="$(ms "$jit")" -v p="$(ms "$plain")" \
-        'BEGIN { if (j > 0 && p > 0) printf "JIT speed-up: %.1fx (%.1fx without variants)\n", i / j, i / p }'
-    echo
-    echo "== GDB: backtrace taken in a C helper called from JIT code (stencils/programs/reenter.tvm)"
-    echo "   op@function[instruction] frames are stencils in JIT memory; vm_run is the VM's C code."
-    timeout 120 gdb -batch -nx -ex 'break tinyvm_breakpoint' -ex run -ex bt \
-        --args build/stencils/tinyvm stencils/programs/reenter.tvm 2>&1 | grep -E '^#[0-9]'
-    echo
-    echo "== stencilrt-stack: the same kind of stack, read from another process while tinyvm runs"
-    echo "   (tests/gdb/spin.tvm loops in JIT code; the registry names its frames)"
-    build/stencils/tinyvm --jit tests/gdb/spin.tvm & spin=$!
-    sleep 0.5
-    timeout 60 build/tools/stack/stencilrt-stack "$spin" || true
-    kill "$spin"; wait "$spin" 2>/dev/null || true
+    exec stencils/demo.sh build build/demo
     ;;
-test)
+test|test-setup)
     ensure_packages "${TEST_PACKAGES[@]}"
     ensure_aarch64_llvm
     build build
     build build-asan -Db_sanitize=address,undefined -Db_lundef=false
     build build-aarch64 --cross-file cross/aarch64-linux-gnu.ini   # run under qemu-aarch64
     build build-windows --cross-file cross/x86_64-w64-mingw32.ini  # run under wine64
+    [ "$cmd" = test-setup ] && exit 0
     exec python3 tests/run.py --build build --asan-build build-asan
+    ;;
+clean-room)
+    shift
+    ensure_packages mmdebstrap git python3
+    exec tests/clean_room/clean-room.sh "$@"
     ;;
 bench)
     ensure_packages "${TEST_PACKAGES[@]}"
@@ -157,7 +143,7 @@ fuzz)
     exec python3 tests/fuzz/run.py --build build --seconds "${FUZZ_SECONDS:-600}"
     ;;
 *)
-    echo "usage: ./run.sh demo|test|bench|fuzz" >&2
+    echo "usage: ./run.sh demo|test|test-setup|clean-room|bench|fuzz" >&2
     exit 2
     ;;
 esac
