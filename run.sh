@@ -12,14 +12,15 @@ set -euo pipefail
 cd "$(dirname "$0")"
 
 # What the demo needs: the generator (clang, LLVM, libclang, libyaml), the AArch64
-# C library headers (tinyvm's stencils are generated for every triple, and
-# clang finds <stdint.h>'s glibc half there), tinyvm, GDB and stencilrt-stack
+# C library (tinyvm's stencils are made for every triple; clang finds the
+# AArch64 headers through the cross GCC's crtbegin.o, libgcc-12-dev-arm64-cross,
+# and without them reads the host's <stdint.h>), tinyvm, GDB and stencilrt-stack
 # (libdw). The tests need the rest: other compilers and unwinders, perf,
 # valgrind, qemu and the AArch64 cross toolchain, Wine and MinGW-w64, LLDB.
 # tests/clean_room/clean-room.sh proves both lists on a bare Debian 12.
 DEMO_PACKAGES=(clang-22 llvm-22 llvm-22-dev libclang-22-dev libclang-cpp22-dev libyaml-dev
-               libc6-dev-arm64-cross meson ninja-build pkg-config gcc g++ python3 gdb
-               libdw-dev)
+               libc6-dev-arm64-cross libgcc-12-dev-arm64-cross meson ninja-build pkg-config
+               gcc g++ python3 gdb libdw-dev)
 TEST_PACKAGES=("${DEMO_PACKAGES[@]}" clang-14 libclang-rt-22-dev lld-22 valgrind linux-perf
                qemu-user gcc-aarch64-linux-gnu g++-aarch64-linux-gnu
                gdb-multiarch binutils elfutils libunwind-22-dev libc++-22-dev libc++abi-22-dev
