@@ -56,12 +56,13 @@ root="" child=""
 cleanup() {
     local rc=$? pid m
     trap - EXIT INT TERM
-    [ -n "$child" ] && kill -TERM -- "-$child" 2>/dev/null
+    set +e # every step below is tried, whatever the one before did
+    [ -z "$child" ] || kill -TERM -- "-$child" 2>/dev/null || true
     rm -f "$base.part"
     if [ -n "$root" ] && [ -d "$root" ]; then
         # Whatever still runs inside (a daemon a package started) holds the mounts.
         for pid in /proc/[0-9]*; do
-            [ "$(readlink "$pid/root" 2>/dev/null)" = "$root" ] && kill -KILL "${pid#/proc/}" 2>/dev/null
+            [ "$(readlink "$pid/root" 2>/dev/null)" != "$root" ] || kill -KILL "${pid#/proc/}" 2>/dev/null
         done
         for m in dev sys proc; do
             mountpoint -q "$root/$m" && { umount -R "$root/$m" 2>/dev/null || umount -R -l "$root/$m"; }
@@ -109,16 +110,23 @@ git clone -q --no-local --no-checkout "$repo" "$root/src/stencilgen"
 git -C "$root/src/stencilgen" checkout -q --detach "$rev"
 timings+=("unpack, mount, clone $(git -C "$repo" rev-parse --short "$rev"): $(since "$t") s")
 
-# in_root COMMAND...: run COMMAND in the clone inside the root, as a new user's shell would
-# (nothing of this process's environment), in a process group of its own that cleanup stops.
+# in_root LOG SHOW COMMAND...: run COMMAND in the clone inside the root, as a new user's shell
+# would (nothing of this process's environment), output to LOG (and this one's too when SHOW
+# is 1), in a process group of its own that cleanup stops. Waited for with `wait`, which a
+# signal interrupts, so that Ctrl-C and SIGTERM clean up at once.
 in_root() {
+    local out=$1 show=$2 rc=0 follow=""
+    shift 2
     setsid chroot "$root" /usr/bin/env -i HOME=/root TERM=dumb LANG=C.UTF-8 \
         PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-        bash -c 'cd /src/stencilgen && exec "$@"' clean-room "$@" &
+        bash -c 'cd /src/stencilgen && exec "$@"' clean-room "$@" >"$out" 2>&1 </dev/null &
     child=$!
-    local rc=0
+    if ((show)); then
+        tail -n +1 -f --pid="$child" "$out" & follow=$!
+    fi
     wait "$child" || rc=$?
     child=""
+    [ -z "$follow" ] || wait "$follow" || true
     return "$rc"
 }
 
@@ -133,8 +141,7 @@ for step in "$@"; do
     case $step in
     demo)
         rc=0
-        in_root ./run.sh demo > >(tee "$log") 2>&1 || rc=$?
-        wait $! # tee, done with the last line
+        in_root "$log" 1 ./run.sh demo || rc=$?
         if ((rc != 0)); then
             fail demo "$(since "$t")" "exit $rc"
         elif ! python3 "$root/src/stencilgen/tests/demo_output.py" \
@@ -146,7 +153,7 @@ for step in "$@"; do
         ;;
     test-setup)
         rc=0
-        in_root ./run.sh test-setup >"$log" 2>&1 || rc=$?
+        in_root "$log" 0 ./run.sh test-setup || rc=$?
         if ((rc != 0)); then
             tail -40 "$log"
             fail test-setup "$(since "$t")" "exit $rc"
