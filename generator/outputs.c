@@ -86,13 +86,21 @@ static const char *base_name(const char *path)
     return slash ? slash + 1 : path;
 }
 
-static bool on_device(const char *path, dev_t dev)
+/* Whether a file in `spare_dir` can be renamed to `path`: not across mount
+ * points, even of one filesystem (a bind mount, as containers mount cache
+ * volumes), where st_dev is the same. The kernel refuses such a rename (EXDEV)
+ * before it looks for the file, so moving a name that exists nowhere tells,
+ * changing nothing: ENOENT says the rename would go. */
+static bool renames_to(const char *spare_dir, const char *path)
 {
+    char *from = path_join(spare_dir, "no-such-spare");
     char *dir = path_dirname(path);
-    struct stat st;
-    bool on = stat(dir, &st) == 0 && st.st_dev == dev;
+    char *to = path_join(dir, ".stencilgen-no-such-file");
+    bool ok = renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE) != 0 && errno == ENOENT;
+    free(to);
     free(dir);
-    return on;
+    free(from);
+    return ok;
 }
 
 void outputs_use_spares(gen_outputs *o, const char *dir)
@@ -102,8 +110,7 @@ void outputs_use_spares(gen_outputs *o, const char *dir)
     char *lock = path_join(dir, "lock");
     int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     free(lock);
-    struct stat st;
-    if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) != 0 || fstat(fd, &st) != 0) {
+    if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) != 0) {
         if (fd >= 0)
             close(fd);
         return;
@@ -114,7 +121,7 @@ void outputs_use_spares(gen_outputs *o, const char *dir)
         bool named = false; /* one spare a name */
         for (size_t j = 0; j < i && !named; j++)
             named = !strcmp(base_name(o->items[i].path), base_name(o->items[j].path));
-        if (!named && on_device(o->items[i].path, st.st_dev))
+        if (!named && renames_to(dir, o->items[i].path))
             o->items[i].spare = path_join(dir, base_name(o->items[i].path));
     }
 }
@@ -216,6 +223,22 @@ static void roll_back(const gen_outputs *o, const replaced *r)
     }
 }
 
+/* A spare that cannot be renamed into place after all (the spare directory
+ * was mounted elsewhere since outputs_use_spares looked): the content staged
+ * beside the output instead, and renamed. False (errno) if that fails too. */
+static bool restage_beside(gen_output *item)
+{
+    if (!item->in_spare)
+        return false;
+    char *temp = write_temp_beside(item->path, item->content.data, item->content.len);
+    if (!temp)
+        return false;
+    free(item->temp);
+    item->temp = temp;
+    item->in_spare = false;
+    return rename(item->temp, item->path) == 0;
+}
+
 /* Put one staged output in place: exchanged with its spare, or renamed with a
  * hard link kept to the file it replaces (there was none to exchange with, or
  * the filesystem has no exchange). False says why. */
@@ -230,7 +253,7 @@ static bool replace(gen_output *item, replaced *r)
                        strerror(errno));
             return false;
         }
-        if (rename(item->temp, item->path) != 0) {
+        if (rename(item->temp, item->path) != 0 && !(errno == EXDEV && restage_beside(item))) {
             diag_error("cannot rename '%s' to '%s': %s", item->temp, item->path,
                        strerror(errno));
             if (r->previous) /* not replaced: its link goes */

@@ -44,8 +44,8 @@ typedef struct gen_outputs {
 
 void outputs_add(gen_outputs *o, char *path, strbuf content); /* takes ownership */
 /* Give every output now in the set a spare in `dir` (made if need be), named
- * as the output is: for outputs of one directory, which is on dir's
- * filesystem. A run holds the spares while it stages and publishes (a lock in
+ * as the output is: for outputs a file in dir can be renamed to (one
+ * filesystem, one mount point of it). A run holds the spares while it stages and publishes (a lock in
  * dir); when another run holds them, or dir cannot serve, outputs are staged
  * beside their paths as without spares. */
 void outputs_use_spares(gen_outputs *o, const char *dir);

@@ -96,9 +96,18 @@ static int check_unique(const gen_oplist *ops, bool written)
     free(sorted);
     if (!again)
         return SG_EXIT_OK;
-    diag_error_at(again->source, again->line, again->col, "op '%s' is defined twice",
-                  written_name(again, written));
-    diag_note_at(first->source, first->line, first->col, "first defined here");
+    if (written || (!again->display && !first->display)) {
+        diag_error_at(again->source, again->line, again->col, "op '%s' is defined twice",
+                      written_name(again, written));
+        diag_note_at(first->source, first->line, first->col, "first defined here");
+    } else { /* a variant's C name clashes: the names people wrote differ */
+        diag_error_at(again->source, again->line, again->col,
+                      "%s '%s' and %s '%s' are both named '%s' in C",
+                      again->display ? "variant" : "op", op_display(again),
+                      first->display ? "variant" : "op", op_display(first), again->name);
+        diag_note_at(first->source, first->line, first->col, "%s '%s' is defined here",
+                     first->display ? "variant" : "op", op_display(first));
+    }
     return SG_EXIT_USAGE;
 }
 

@@ -7,7 +7,8 @@
  * FAILOPEN_MATCH (and not FAILOPEN_SPARE, when set), with O_WRONLY, O_RDWR or
  * O_CREAT, fails with FAILOPEN_ERRNO (default EIO); so does mkdir of such a
  * path. Reads are never affected. FAILRENAME_MATCH likewise makes rename()
- * onto a path containing it fail. FAILEXCHANGE_ERRNO=N makes every exchange
+ * onto a path containing it fail (only from a path containing FAILRENAME_FROM,
+ * when set: a rename across mount points). FAILEXCHANGE_ERRNO=N makes every exchange
  * (renameat2 with RENAME_EXCHANGE) fail with errno N, as on a filesystem
  * that has none (EINVAL). */
 /* Both the plain and the 64-bit names are defined here, so the headers must
@@ -104,7 +105,9 @@ int mkdir(const char *path, mode_t mode)
 int rename(const char *from, const char *to)
 {
     typedef int rename_fn(const char *, const char *);
-    return refused(to, "FAILRENAME_MATCH", NULL)
+    const char *src = getenv("FAILRENAME_FROM");
+    bool from_matches = !src || !*src || (from && strstr(from, src));
+    return from_matches && refused(to, "FAILRENAME_MATCH", NULL)
                ? -1
                : ((rename_fn *)dlsym(RTLD_NEXT, "rename"))(from, to);
 }

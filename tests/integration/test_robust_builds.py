@@ -16,7 +16,7 @@ import signal
 import subprocess
 import time
 
-from sgtest import BUNDLED_OPS, GENERATOR_ENV, TRIPLE, TestFailure, check, read, write
+from sgtest import BUNDLED_OPS, GENERATOR_ENV, TRIPLE, Skip, TestFailure, check, read, write
 
 ASAN = True
 
@@ -716,6 +716,45 @@ def test_publish_without_exchange_or_spare(ctx):
               n)
         check(all_files(out) == [HEADER, "jit_stencils.h"], "left in the outdir: %s",
               all_files(out))
+
+
+def test_publish_with_the_work_directory_on_another_mount(ctx):
+    """`.stencilgen/` bind-mounted (another mount point of the same filesystem, as containers
+    mount cache volumes): no rename crosses it, so the headers are staged beside themselves,
+    the spare is not written, and each build's header is a clean build's. A spare that turns
+    out not to rename into place (EXDEV, made by libfailopen) is staged beside its header and
+    published all the same."""
+    if os.geteuid() != 0:
+        raise Skip("needs root to bind-mount in a mount namespace of its own")
+    proj = ctx.bundled_copy()
+    out = os.path.join(ctx.tmp, "out")
+    rebuilt(ctx, proj, out, 1)
+    rebuilt(ctx, proj, out, 2)
+    spare = os.path.join(out, SPARE)
+    before = (os.stat(spare).st_ino, os.stat(spare).st_mtime_ns)
+    work = os.path.join(out, ".stencilgen")
+    path = os.path.join(proj, "stencils", "ops", "arith.c")
+    for n in (3, 4):
+        write(path, re.sub(r"\(uint64_t\)a \+ \(uint64_t\)b[^)]*\)",
+                           "(uint64_t)a + (uint64_t)b + %d)" % n, read(path), count=1))
+        p = ctx.run(["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                     'mount --bind "$1" "$1" && shift && exec "$@"', "sh", work,
+                     ctx.stencilgen, "build", "--manifest", manifest_of(proj), "--outdir", out,
+                     *X86], env=GENERATOR_ENV, timeout=TIMEOUT)
+        expect(p, EXIT_OK, "build %d with .stencilgen/ bind-mounted" % n)
+        check(header(out) == clean_header(ctx, proj), "header %d differs from a clean build's", n)
+        check(all_files(out) == [HEADER, "jit_stencils.h"], "left in the outdir: %s",
+              all_files(out))
+    check((os.stat(spare).st_ino, os.stat(spare).st_mtime_ns) == before,
+          "the spare was written though no rename reaches the outdir from it")
+    exdev = faults(ctx, FAILRENAME_MATCH=HEADER, FAILRENAME_FROM=os.path.join(".stencilgen", "spare"),
+                   FAILOPEN_ERRNO="18", FAILEXCHANGE_ERRNO="18")
+    # An outdir with a header (exchange, then rename, refused) and a new one (rename refused).
+    for n, target in ((5, out), (6, os.path.join(ctx.tmp, "fresh"))):
+        text, _ = rebuilt(ctx, proj, target, n, env=exdev)
+        check(text == clean_header(ctx, proj).encode(), "header %d differs from a clean build's", n)
+        check(all_files(target) == [HEADER, "jit_stencils.h"], "left in the outdir: %s",
+              all_files(target))
 
 
 # --- runs that end abruptly, temporary directories ---------------------------

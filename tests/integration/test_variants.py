@@ -437,8 +437,8 @@ def test_variants_registry_names_the_variant_for_stencilrt_stack(ctx):
 def test_variants_misspelled_axis_and_an_op_defined_twice_are_errors(ctx):
     """`#if STENCIL_V(widht)` inside an op with variants is an error (-Wundef
     there), not a silent 0, naming each variant that failed; and an op `pad`
-    in a second file beside pad's variants is "defined twice" (exit 2), as is
-    a plain op whose name is a variant's C name."""
+    in a second file beside pad's variants is "defined twice" (exit 2); a plain op whose
+    name is a variant's C name, and two variants of one C name, are errors naming both."""
     original = read(ctx.path(*FIXTURE[:-1], "ops.c"))
     src = os.path.join(ctx.tmp, "typo.c")
     write(src, original.replace("#if STENCIL_V(width) == 3", "#if STENCIL_V(widht) == 3"))
@@ -449,15 +449,22 @@ def test_variants_misspelled_axis_and_an_op_defined_twice_are_errors(ctx):
     check(p.returncode == 3 and "'STENCIL_V_widht' is not defined" in p.stderr and
           failed == ["pad[width=%d]" % w for w in (1, 2, 3)],
           "exit %d, failed %s:\n%s", p.returncode, failed, p.stderr)
-    for k, (other, name) in enumerate([("OP(pad)\n{\n    CONTINUE();\n}\n", "pad"),
-                                       ("OP(add__in1_out2)\n{\n    CONTINUE();\n}\n",
-                                        "add__in1_out2")]):
+    clash = "error: op '%s' and variant '%s' are both named '%s' in C"
+    for k, (other, message) in enumerate([
+            ("OP(pad)\n{\n    CONTINUE();\n}\n", "error: op 'pad' is defined twice"),
+            ("OP(add__in1_out2)\n{\n    CONTINUE();\n}\n",
+             clash % ("add__in1_out2", "add[in=1,out=2]", "add__in1_out2")),
+            # x_'s variant a=0 and x's _a=0 are both x___a0 in C
+            ("OP(x_, VARIANT(a, 0, 0))\n{\n    CONTINUE();\n}\n"
+             "OP(x, VARIANT(_a, 0, 0))\n{\n    CONTINUE();\n}\n",
+             "error: variant 'x[_a=0]' and variant 'x_[a=0]' are both named 'x___a0' in C")]):
         more = os.path.join(ctx.tmp, "more%d.c" % k)
         write(more, other)
         man = manifest(ctx, "twice%d.yaml" % k)
         write(man, read(man).replace("\ninclude_dirs:", "\n  - %s\ninclude_dirs:" % more))
         p = build(ctx, man, os.path.join(ctx.tmp, "twice%d" % k), "--target", TRIPLE,
                   check_rc=False)
-        check(p.returncode == 2 and "ops.c:" in p.stderr and
-              re.search(r"^%s:1:1: error: op '%s' is defined twice$" % (re.escape(more), name),
-                        p.stderr, re.M), "%s: exit %d:\n%s", name, p.returncode, p.stderr)
+        at = "%d:1" % (other.count("\n") - 3)  # the last op's OP(, where the second name is
+        check(p.returncode == 2 and ("ops.c:" in p.stderr or k == 2) and
+              re.search(r"^%s:%s: %s$" % (re.escape(more), at, re.escape(message)), p.stderr, re.M),
+              "%s: exit %d:\n%s", message, p.returncode, p.stderr)
