@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -187,12 +188,32 @@ static pid_t spawn_job(gen_job *job, sigset_t *child_mask, bool in_process)
     return pid;
 }
 
+/* A compiler that failed without a word on a full filesystem could write
+ * neither its object nor its messages: below this much room in the log's
+ * directory (what a batch's object and log may take), that is what is said. */
+#define ROOM_NEEDED (1u << 20)
+
+/* The bytes the log's filesystem still takes from us (root may use the
+ * blocks kept for it); false if it cannot be asked. */
+static bool room_for(const char *log, unsigned long long *bytes)
+{
+    char *dir = path_dirname(log);
+    struct statvfs fs;
+    bool ok = statvfs(dir, &fs) == 0;
+    free(dir);
+    if (ok)
+        *bytes = (unsigned long long)(geteuid() == 0 ? fs.f_bfree : fs.f_bavail) * fs.f_frsize;
+    return ok;
+}
+
 /* Print what the command wrote to stderr, if anything, under its label; a
- * failure says how the compiler ended even when it printed nothing. */
+ * failure says how the compiler ended even when it printed nothing, and that
+ * the disk is full when it is. */
 static void show_log(const gen_job *job, bool failed, double timeout)
 {
     uint8_t *text = NULL;
     size_t size = 0;
+    unsigned long long room = 0;
     if (!read_file(job->log, &text, &size) && !failed)
         return;
     if (failed && job->timed_out)
@@ -201,7 +222,14 @@ static void show_log(const gen_job *job, bool failed, double timeout)
     else if (failed && job->term_signal)
         diag_error("%s: the compiler was killed by signal %d (%s)%s", job->label,
                    job->term_signal, strsignal(job->term_signal), size ? ":" : "");
-    else if (failed && job->status > 0)
+    else if (failed && job->status > 0 && !size && room_for(job->log, &room) &&
+             room < ROOM_NEEDED) {
+        char *dir = path_dirname(job->log);
+        diag_error("%s: compile failed: %s in '%s' (%llu KB free): the compiler exited with "
+                   "status %d, its object and messages unwritten", job->label, strerror(ENOSPC),
+                   dir, room / 1024, job->status);
+        free(dir);
+    } else if (failed && job->status > 0)
         diag_error("%s: compile failed: the compiler exited with status %d%s", job->label,
                    job->status, size ? ":" : " and printed nothing");
     else if (size && !failed)

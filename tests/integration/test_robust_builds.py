@@ -757,6 +757,33 @@ def test_publish_with_the_work_directory_on_another_mount(ctx):
               all_files(target))
 
 
+def test_a_full_disk_is_named_not_taken_for_a_compiler_failure(ctx):
+    """An outdir on a nearly full filesystem (a 4 MB tmpfs with 64 KB left): the compiles fail
+    without a word (the compiler's messages cannot be written either), and each error says
+    "No space left on device" and where, not that the compiler printed nothing; exit 3 and no
+    header written."""
+    if os.geteuid() != 0:
+        raise Skip("needs root to mount a small tmpfs in a mount namespace of its own")
+    proj = ctx.bundled_copy()
+    out = os.path.join(ctx.tmp, "out")
+    os.makedirs(out)
+    # The build, then what the outdir holds, before the tmpfs goes with the namespace.
+    script = ('mount -t tmpfs -o size=4m tmpfs "$1" && '
+              'dd if=/dev/zero of="$1/fill" bs=1k count=%d 2>/dev/null || exit 99; '
+              'd=$1; shift; "$@"; rc=$?; ls -A "$d"; exit $rc' % (4096 - 64))
+    p = ctx.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh",
+                 out, ctx.stencilgen, "build", "--manifest", manifest_of(proj), "--outdir", out,
+                 *X86], env=GENERATOR_ENV, timeout=TIMEOUT)
+    errors = [l for l in p.stderr.splitlines() if ": error: " in l]
+    full = [l for l in errors if "compile failed: No space left on device in '%s/.stencilgen/" % out
+            in l and "KB free)" in l]
+    expect(p, EXIT_TOOLCHAIN, "a build on a full disk")
+    check(full and not any("printed nothing" in l for l in errors),
+          "the errors do not say the disk is full:\n%s", p.stderr[-4000:])
+    left = sorted(p.stdout.split())
+    check(left == [".stencilgen", "fill"], "the outdir holds %s after the failed build", left)
+
+
 # --- runs that end abruptly, temporary directories ---------------------------
 
 def test_killed_run_leaves_nothing_for_long(ctx):
