@@ -121,20 +121,27 @@ static uint64_t environment_for(const gen_incremental *inc, const char *triple)
     return h;
 }
 
-/* The compiler's identity for cache keys: its path, size and modification time
- * (stat only: a no-op build must not run the compiler). */
-static uint64_t compiler_identity(const char *clang, const char *launcher)
+/* A program's identity for cache keys: its path, size and modification time
+ * (stat only: a no-op build must not run it, nor read megabytes of it). */
+static uint64_t program_identity(const char *path, uint64_t h)
 {
     struct stat st;
-    uint64_t h = hash64(clang, strlen(clang), 0);
-    if (stat(clang, &st) == 0) {
+    h = hash64(path, strlen(path), h);
+    if (stat(path, &st) == 0) {
         int64_t facts[3] = {(int64_t)st.st_size, (int64_t)st.st_mtim.tv_sec,
                             (int64_t)st.st_mtim.tv_nsec};
         h = hash64(facts, sizeof facts, h);
     }
-    if (launcher)
-        h = hash64(launcher, strlen(launcher), h);
     return h;
+}
+
+/* The compiler's identity for cache keys: clang's and the launcher's, the file
+ * that runs (found on PATH), so an edited launcher script (a flag added) is a
+ * new compiler. */
+static uint64_t compiler_identity(const char *clang, const char *launcher)
+{
+    uint64_t h = program_identity(clang, 0);
+    return launcher ? program_identity(launcher, h) : h;
 }
 
 /* What an op's checked stencil depends on besides its object and target: this

@@ -18,7 +18,7 @@
  * What a key is made of (each one is composed here, in incremental.c; cache.c
  * is a plain store that hashes a command with the contents of its files):
  *   - KEY_VERSION, bumped when the ingredients change (older records miss);
- *   - the compiler's identity (path, size, mtime; and the launcher's name);
+ *   - the compiler's identity (path, size, mtime; and the launcher's, found on PATH);
  *   - the exact command, less the paths of this run's own files;
  *   - an op's unit text, marked when it compiles in a batch, and its position
  *     (file name and lines) when the code, or a file it reads, compiles one in;

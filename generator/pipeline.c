@@ -435,12 +435,12 @@ static int prepare(gen_run *run)
                    clang);
         return SG_EXIT_TOOLCHAIN;
     }
+    /* The launcher runs by name, as given; keys know it by the file that runs. */
     char *launcher = run->opt.launcher ? find_program(run->opt.launcher) : NULL;
     if (run->opt.launcher && !launcher) {
         diag_error("cannot find the compiler launcher '%s'", run->opt.launcher);
         return SG_EXIT_TOOLCHAIN;
     }
-    free(launcher); /* the launcher runs by name, as given */
     if (run->opt.cache_dir) {
         run->workdir = path_absolute(run->opt.cache_dir);
     } else if (run->opt.outdir) {
@@ -453,17 +453,20 @@ static int prepare(gen_run *run)
         if (!mkdtemp(tmpl)) {
             diag_error("cannot create a temporary directory '%s': %s", tmpl, strerror(errno));
             free(tmpl);
+            free(launcher);
             return SG_EXIT_TOOLCHAIN;
         }
         run->workdir = tmpl;
     }
     if (!mkdir_p(run->workdir)) {
         diag_error("cannot create '%s': %s", run->workdir, strerror(errno));
+        free(launcher);
         return SG_EXIT_TOOLCHAIN;
     }
     run->cache = cache_open(run->workdir);
-    inc_open(&run->inc, run->cache, run->clang, run->opt.launcher, run->manifest.symbols.items,
+    inc_open(&run->inc, run->cache, run->clang, launcher, run->manifest.symbols.items,
              run->manifest.symbols.count, run->opt.verbose);
+    free(launcher);
     /* Cached stencils are stored with their parts laid out (jobs.c,
      * lay_out_parts) or whole: each setting has its own. */
     if (run->opt.no_hot_cold)

@@ -341,3 +341,30 @@ def test_mingw_keeps_its_stencils_when_path_finds_the_same_gcc(ctx):
           "MinGW ops again:\n%s", p.stdout)
     check(read(header_path(out, MINGW)) == clean_build(ctx, proj, MINGW, env={"PATH": path}),
           "the header differs from a clean build's")
+
+
+def test_an_edited_launcher_is_a_new_compiler(ctx):
+    """A `--launcher` script edited to add a flag that changes the code (every operand a 32-bit
+    immediate): the next build recompiles, and its header is a clean build's through the same
+    launcher, not the stale one (launchers were keyed by name only). Found on PATH by name, as it
+    runs."""
+    proj = ctx.bundled_copy()
+    bindir = os.path.join(ctx.tmp, "bin")
+    os.makedirs(bindir)
+    launcher = os.path.join(bindir, "wrap")
+    write(launcher, '#!/bin/sh\nexec "$@"\n')
+    os.chmod(launcher, 0o755)
+    env = {"PATH": bindir + os.pathsep + os.environ.get("PATH", "")}
+    out = os.path.join(ctx.tmp, "out")
+    before = counts(build(ctx, proj, out, TRIPLE, "--launcher", "wrap", env=env))
+    plain = read(header_path(out, TRIPLE))
+    write(launcher, '#!/bin/sh\nexec "$@" -DTINYVM_OPERANDS32\n')
+    after = counts(build(ctx, proj, out, TRIPLE, "--launcher", "wrap", env=env))
+    clean = os.path.join(ctx.tmp, "clean")
+    build(ctx, proj, clean, TRIPLE, "--launcher", "wrap", env=env)
+    check(read(header_path(clean, TRIPLE)) != plain, "the flag the launcher adds changes nothing")
+    check(after[1] == before[1] and read(header_path(out, TRIPLE)) ==
+          read(header_path(clean, TRIPLE)),
+          "after the launcher's edit: %d of %d recompiled, header %s a clean build's", after[1],
+          before[1], "equal to" if read(header_path(out, TRIPLE)) ==
+          read(header_path(clean, TRIPLE)) else "not")
