@@ -114,14 +114,13 @@ typedef struct file_facts {
     uint64_t dev, ino, size, mtime_s, mtime_ns, ctime_s, ctime_ns;
 } file_facts;
 
-static bool facts_of(const char *path, file_facts *f)
+static bool facts_from(const struct stat *st, file_facts *f)
 {
-    struct stat st;
-    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
+    if (!st->st_ino || !S_ISREG(st->st_mode))
         return false;
-    *f = (file_facts){(uint64_t)st.st_dev, (uint64_t)st.st_ino, (uint64_t)st.st_size,
-                      (uint64_t)st.st_mtim.tv_sec, (uint64_t)st.st_mtim.tv_nsec,
-                      (uint64_t)st.st_ctim.tv_sec, (uint64_t)st.st_ctim.tv_nsec};
+    *f = (file_facts){(uint64_t)st->st_dev, (uint64_t)st->st_ino, (uint64_t)st->st_size,
+                      (uint64_t)st->st_mtim.tv_sec, (uint64_t)st->st_mtim.tv_nsec,
+                      (uint64_t)st->st_ctim.tv_sec, (uint64_t)st->st_ctim.tv_nsec};
     return true;
 }
 
@@ -137,18 +136,23 @@ static char *next_line(char **p, char *end)
     return line;
 }
 
-/* The path at the end of an output line "<7 numbers> <path>", and whether
- * the numbers are what the file there is now. */
-static const char *output_line(const char *line, bool *unchanged)
+/* The path at the end of an output line "<7 numbers> <path>", and the file
+ * there, open (*fd), when it is what the numbers say (else *fd is -1). */
+static const char *output_line(const char *line, int *fd)
 {
     file_facts was, now;
     int used = 0;
-    *unchanged = false;
+    *fd = -1;
     if (sscanf(line, "%" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64
                      " %" SCNu64 " %n", &was.dev, &was.ino, &was.size, &was.mtime_s,
                &was.mtime_ns, &was.ctime_s, &was.ctime_ns, &used) != 7 || !used)
         return NULL;
-    *unchanged = facts_of(line + used, &now) && !memcmp(&was, &now, sizeof was);
+    int f = open(line + used, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    struct stat st;
+    if (f >= 0 && fstat(f, &st) == 0 && facts_from(&st, &now) && !memcmp(&was, &now, sizeof was))
+        *fd = f;
+    else if (f >= 0)
+        close(f);
     return line + used;
 }
 
@@ -156,8 +160,8 @@ static const char *output_line(const char *line, bool *unchanged)
  * build adds no file to the cache directory; a torn write fails the length
  * check of memo_replay and is only a miss. False when an output cannot be
  * described (the memo is removed then). */
-static bool write_memo(const gen_run *run, const gen_key *digest, char *const *paths, size_t n,
-                       const char *summary)
+static bool write_memo(const gen_run *run, const gen_key *digest, char *const *paths,
+                       const struct stat *published, size_t n, const char *summary)
 {
     strbuf sb = {0};
     size_t slen = strlen(summary);
@@ -167,7 +171,7 @@ static bool write_memo(const gen_run *run, const gen_key *digest, char *const *p
     for (size_t i = 0; ok && i < n; i++) {
         file_facts f;
         char *abs = path_absolute(paths[i]);
-        ok = abs && !strchr(abs, '\n') && facts_of(abs, &f);
+        ok = abs && !strchr(abs, '\n') && facts_from(&published[i], &f);
         if (ok)
             sb_printf(&sb, "%" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64
                            " %" PRIu64 " %s\n", f.dev, f.ino, f.size, f.mtime_s, f.mtime_ns,
@@ -201,31 +205,41 @@ bool memo_replay(const gen_run *run, const gen_key *digest, strbuf *summary)
     ok = line && !strcmp(line, want) && (line = next_line(&p, end)) &&
          sscanf(line, "%lu %lu", &n, &slen) == 2 && n > 0 && n <= MEMO_MAX_OUTPUTS;
     char **paths = ok ? xcalloc(n, sizeof *paths) : NULL;
-    for (unsigned long i = 0; ok && i < n; i++) {
-        bool unchanged;
-        ok = (line = next_line(&p, end)) && (paths[i] = (char *)output_line(line, &unchanged)) &&
-             unchanged;
-    }
+    int *fds = ok ? xcalloc(n, sizeof *fds) : NULL;
+    for (unsigned long i = 0; fds && i < n; i++)
+        fds[i] = -1;
+    for (unsigned long i = 0; ok && i < n; i++)
+        ok = (line = next_line(&p, end)) && (paths[i] = (char *)output_line(line, &fds[i])) &&
+             fds[i] >= 0;
     ok = ok && (size_t)(end - p) == slen;
     if (ok) {
         sb_putn(summary, p, slen);
         /* Dated now, as a publish dates the outputs it leaves unchanged
-         * (build systems compare times), and remembered so. */
+         * (build systems compare times), and remembered so: through the
+         * files found right, whatever their paths name by now. */
+        struct stat *facts = xcalloc(n, sizeof *facts);
         for (unsigned long i = 0; i < n; i++) {
-            utimensat(AT_FDCWD, paths[i], NULL, 0);
+            futimens(fds[i], NULL);
+            if (fstat(fds[i], &facts[i]) != 0)
+                facts[i] = (struct stat){.st_ino = 0};
             outputs_remove_stale_temps(paths[i]); /* as a publish does too */
         }
         char *text = xstrndup(p, slen);
-        write_memo(run, digest, paths, n, text);
+        write_memo(run, digest, paths, facts, n, text);
         free(text);
+        free(facts);
     }
+    for (unsigned long i = 0; fds && i < n; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+    free(fds);
     free(paths);
     free(data);
     return ok;
 }
 
-void memo_record(const gen_run *run, const gen_key *digest, char *const *paths, size_t n,
-                 const char *summary)
+void memo_record(const gen_run *run, const gen_key *digest, char *const *paths,
+                 const struct stat *published, size_t n, const char *summary)
 {
-    write_memo(run, digest, paths, n, summary);
+    write_memo(run, digest, paths, published, n, summary);
 }

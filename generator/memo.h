@@ -16,6 +16,7 @@
 #define STENCILGEN_MEMO_H
 
 #include <stdbool.h>
+#include <sys/stat.h>
 
 #include "cache.h"
 #include "jobs.h"
@@ -31,10 +32,13 @@ bool memo_digest(const gen_run *run, const job_set *js, gen_key *out);
  * now, as publishing dates those it leaves unchanged, and records that. */
 bool memo_replay(const gen_run *run, const gen_key *digest, strbuf *summary);
 
-/* Record the outputs at `paths` (just published) under `digest`, with the
- * summary a run that compiles nothing prints. Best effort: a memo that
- * cannot be written only makes the next no-op slower. */
-void memo_record(const gen_run *run, const gen_key *digest, char *const *paths, size_t n,
-                 const char *summary);
+/* Record the outputs at `paths` (just published: `published` is what each
+ * file this run wrote or left there is, outputs_publish) under `digest`, with
+ * the summary a run that compiles nothing prints. Facts of the files, not of
+ * the paths: another build may have published over them since, and its files
+ * must not pass for this run's. Best effort: a memo that cannot be written
+ * only makes the next no-op slower. */
+void memo_record(const gen_run *run, const gen_key *digest, char *const *paths,
+                 const struct stat *published, size_t n, const char *summary);
 
 #endif

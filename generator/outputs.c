@@ -69,6 +69,8 @@ void outputs_discard(gen_outputs *o)
     for (size_t i = 0; i < o->count; i++) {
         if (o->items[i].temp && !o->items[i].in_spare)
             unlink(o->items[i].temp);
+        if (o->items[i].staged && o->items[i].fd >= 0)
+            close(o->items[i].fd);
         free(o->items[i].temp);
         free(o->items[i].spare);
         free(o->items[i].path);
@@ -236,6 +238,9 @@ static bool restage_beside(gen_output *item)
     free(item->temp);
     item->temp = temp;
     item->in_spare = false;
+    if (item->fd >= 0)
+        close(item->fd);
+    item->fd = open(item->temp, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     return rename(item->temp, item->path) == 0;
 }
 
@@ -272,12 +277,12 @@ static bool replace(gen_output *item, replaced *r)
 /* Whether `path` is a regular file holding exactly `content`: compared a
  * block at a time, so that a changed header (megabytes) is read only up to
  * its first difference. */
-static bool holds(const char *path, const strbuf *content)
+static bool holds(const char *path, const strbuf *content, int *held)
 {
     struct stat st;
     if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode) || (size_t)st.st_size != content->len)
         return false;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0)
         return false;
     static const size_t block = 1 << 16;
@@ -295,7 +300,10 @@ static bool holds(const char *path, const strbuf *content)
     /* Nothing after the length it had when looked at. */
     same = same && read(fd, buf, 1) == 0;
     free(buf);
-    close(fd);
+    if (same)
+        *held = fd; /* the file found right, whatever path names later */
+    else
+        close(fd);
     return same;
 }
 
@@ -309,7 +317,7 @@ static void date_unchanged(const gen_outputs *o)
 {
     for (size_t i = 0; i < o->count; i++)
         if (o->items[i].unchanged)
-            utimensat(AT_FDCWD, o->items[i].path, NULL, 0);
+            futimens(o->items[i].fd, NULL);
 }
 
 bool outputs_ready(const gen_outputs *o)
@@ -366,7 +374,8 @@ bool outputs_stage(gen_output *item)
     if (item->staged)
         return true;
     outputs_remove_stale_temps(item->path);
-    item->unchanged = holds(item->path, &item->content);
+    item->fd = -1;
+    item->unchanged = holds(item->path, &item->content, &item->fd);
     if (!item->unchanged) {
         /* A spare that cannot be written leaves the temporary's way, which
          * says why if it fails too. */
@@ -376,12 +385,15 @@ bool outputs_stage(gen_output *item)
                                                         item->content.len);
         if (!item->temp)
             return false;
+        /* The temporary is this run's alone (a fresh name, or the spare under
+         * its lock): no other build can have put another file there. */
+        item->fd = open(item->temp, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     }
     item->staged = true;
     return true;
 }
 
-bool outputs_publish(gen_outputs *o)
+bool outputs_publish(gen_outputs *o, struct stat *published)
 {
     replaced *r = xcalloc(o->count ? o->count : 1, sizeof *r);
     bool ok = outputs_ready(o); /* nothing is written before all pass */
@@ -396,6 +408,9 @@ bool outputs_publish(gen_outputs *o)
         roll_back(o, r);
     else
         date_unchanged(o);
+    for (size_t i = 0; i < o->count && ok && published; i++)
+        if (o->items[i].fd < 0 || fstat(o->items[i].fd, &published[i]) != 0)
+            published[i] = (struct stat){.st_ino = 0};
     for (size_t i = 0; i < o->count; i++) {
         if (r[i].previous && ok)
             unlink(r[i].previous);

@@ -21,6 +21,7 @@
 #define STENCILGEN_OUTPUTS_H
 
 #include <stdbool.h>
+#include <sys/stat.h>
 
 #include "compile.h"
 #include "util.h"
@@ -33,6 +34,8 @@ typedef struct gen_output {
     bool in_spare;  /* staged: temp is the spare */
     bool unchanged; /* staged: path already holds content (nothing written) */
     bool staged;
+    int fd;         /* staged: the file this run leaves at path (temp, or path if unchanged),
+                       open read-only, or -1: the memo's facts are its, not the path's */
 } gen_output;
 
 typedef struct gen_outputs {
@@ -60,7 +63,11 @@ bool outputs_ready(const gen_outputs *o);
  * its content. Several threads may stage different outputs of one set, so it
  * prints nothing: false leaves errno for the caller to report. */
 bool outputs_stage(gen_output *item);
-bool outputs_publish(gen_outputs *o); /* stages what is not yet; frees o */
+/* Stages what is not yet, publishes, frees o. When `published` is not NULL it
+ * receives, for each output, what the file this run put (or left) at its
+ * path is once published (fstat of the file itself, so another build that
+ * replaced it since cannot be taken for this one's); st_ino 0 where unknown. */
+bool outputs_publish(gen_outputs *o, struct stat *published);
 /* Remove temporaries of `path` left behind by runs killed while publishing
  * (publishing does it too). */
 void outputs_remove_stale_temps(const char *path);

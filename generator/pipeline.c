@@ -204,8 +204,10 @@ static void print_summary(const gen_run *run)
         sb_free(&sb);
 }
 
-/* After publishing: what a no-op run needs to load and render nothing (memo.h). */
-static void remember_outputs(gen_run *run, const job_set *js, const gen_outputs *out)
+/* After publishing: what a no-op run needs to load and render nothing (memo.h),
+ * with what this run's files are (`published`), not what the paths name now. */
+static void remember_outputs(gen_run *run, const job_set *js, const gen_outputs *out,
+                             const struct stat *published)
 {
     gen_key digest;
     if (!memo_digest(run, js, &digest))
@@ -214,7 +216,7 @@ static void remember_outputs(gen_run *run, const job_set *js, const gen_outputs 
     for (size_t i = 0; i < out->count; i++)
         paths[i] = out->items[i].path;
     strbuf sb = summary(run, true);
-    memo_record(run, &digest, paths, out->count, sb.data);
+    memo_record(run, &digest, paths, published, out->count, sb.data);
     sb_free(&sb);
     free(paths);
 }
@@ -365,9 +367,11 @@ static int render_and_publish(gen_run *run, const job_set *js)
                              .count = out.count, .cap = out.count};
     for (size_t i = 0; i < out.count; i++) /* their paths: publishing frees out */
         published.items[i].path = xstrdup(out.items[i].path);
-    bool ok = outputs_publish(&out);
+    struct stat *facts = xcalloc(out.count, sizeof *facts);
+    bool ok = outputs_publish(&out, facts);
     if (ok)
-        remember_outputs(run, js, &published);
+        remember_outputs(run, js, &published, facts);
+    free(facts);
     outputs_discard(&published);
     return ok ? SG_EXIT_OK : SG_EXIT_TOOLCHAIN;
 }

@@ -10,7 +10,12 @@
  * onto a path containing it fail (only from a path containing FAILRENAME_FROM,
  * when set: a rename across mount points). FAILEXCHANGE_ERRNO=N makes every exchange
  * (renameat2 with RENAME_EXCHANGE) fail with errno N, as on a filesystem
- * that has none (EINVAL). */
+ * that has none (EINVAL).
+ *
+ * FAILOPEN_DELAY_MATCH=S FAILOPEN_DELAY_MS=T: the first open of a path
+ * containing S, reading or writing, waits T milliseconds first: a race window
+ * held open, so a test can act in it. With FAILOPEN_DELAY_AFTER_RENAME=R, the
+ * first such open after a rename (or exchange) onto a path containing R. */
 /* Both the plain and the 64-bit names are defined here, so the headers must
  * not rename one into the other. */
 #undef _FILE_OFFSET_BITS
@@ -25,6 +30,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <time.h>
 
 static bool matches(const char *path, const char *match_var, const char *spare_var)
 {
@@ -44,8 +50,30 @@ static bool refused(const char *path, const char *match_var, const char *spare_v
     return true;
 }
 
+static int renamed; /* FAILOPEN_DELAY_AFTER_RENAME's rename happened, in this process */
+
+static void note_rename(const char *to)
+{
+    if (matches(to, "FAILOPEN_DELAY_AFTER_RENAME", NULL))
+        __atomic_store_n(&renamed, 1, __ATOMIC_SEQ_CST);
+}
+
+static void delay_open(const char *path)
+{
+    static int delayed;
+    const char *after = getenv("FAILOPEN_DELAY_AFTER_RENAME"), *ms = getenv("FAILOPEN_DELAY_MS");
+    if (!matches(path, "FAILOPEN_DELAY_MATCH", NULL) || !ms || atoi(ms) <= 0 ||
+        (after && *after && !__atomic_load_n(&renamed, __ATOMIC_SEQ_CST)) ||
+        __atomic_exchange_n(&delayed, 1, __ATOMIC_SEQ_CST))
+        return;
+    struct timespec t = {atoi(ms) / 1000, (long)(atoi(ms) % 1000) * 1000000L};
+    while (nanosleep(&t, &t) != 0 && errno == EINTR)
+        ;
+}
+
 static bool refused_open(const char *path, int flags)
 {
+    delay_open(path);
     return (flags & (O_WRONLY | O_RDWR | O_CREAT)) &&
            refused(path, "FAILOPEN_MATCH", "FAILOPEN_SPARE");
 }
@@ -105,6 +133,7 @@ int mkdir(const char *path, mode_t mode)
 int rename(const char *from, const char *to)
 {
     typedef int rename_fn(const char *, const char *);
+    note_rename(to);
     const char *src = getenv("FAILRENAME_FROM");
     bool from_matches = !src || !*src || (from && strstr(from, src));
     return from_matches && refused(to, "FAILRENAME_MATCH", NULL)
@@ -116,6 +145,7 @@ int renameat2(int from_dir, const char *from, int to_dir, const char *to, unsign
 {
     typedef int renameat2_fn(int, const char *, int, const char *, unsigned);
     const char *e = getenv("FAILEXCHANGE_ERRNO");
+    note_rename(to);
     if ((flags & RENAME_EXCHANGE) && e && atoi(e) > 0) {
         errno = atoi(e);
         return -1;

@@ -382,3 +382,51 @@ def test_noop_build_loads_neither_llvm_nor_libclang(ctx):
     noop = ctx.build_stencils(manifest, out, env=env)
     loaded = sorted(set(re.findall(r"file=(\S*(?:LLVM|clang|stencilgen-llvm)\S*)", noop.stderr)))
     check(not loaded, "the no-op build loaded %s", loaded)
+
+
+def test_a_build_publishing_in_another_s_race_window_is_not_remembered_as_it(ctx):
+    """Build A (default options) publishes its header; before it writes its memo, build B
+    (--no-listing) publishes into the same outdir. A's memo must describe A's files, not B's:
+    the next default build goes the whole way and leaves a clean build's header, never B's
+    under A's memo. The window is held open by delaying A's first open of the manifest after its
+    header is renamed into place (the memo's digest reads it; tests/fault/libfailopen.so)."""
+    import subprocess
+    import time
+    from sgtest import GENERATOR_ENV
+    base = ctx.bundled_copy()
+    manifest = os.path.join(base, "stencils", "stencils.yaml")
+    out = os.path.join(base, "out")
+    path = os.path.join(out, "jit_stencils-%s.h" % TRIPLE)
+    build(ctx, manifest, out)  # every stencil cached, both headers known
+    default = header(out)
+    build(ctx, manifest, out, "--no-listing")
+    short = header(out)
+    check(short != default, "--no-listing writes the same header")
+    lib = os.path.join(ctx.build, "tests", "fault", "libfailopen.so")
+    env = dict(os.environ, **GENERATOR_ENV, LD_PRELOAD=lib,
+               ASAN_OPTIONS="verify_asan_link_order=0:detect_leaks=0",
+               FAILOPEN_DELAY_MATCH=os.path.basename(manifest),
+               FAILOPEN_DELAY_AFTER_RENAME=os.path.basename(path), FAILOPEN_DELAY_MS="4000")
+    a = subprocess.Popen([ctx.stencilgen, "build", "--manifest", manifest, "--outdir", out,
+                          "--target", TRIPLE], env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while header(out) != default and a.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        check(header(out) == default and a.poll() is None,
+              "build A did not publish and wait in its window (exit %s)", a.poll())
+        build(ctx, manifest, out, "--no-listing")  # B, inside A's window
+        check(header(out) == short and a.poll() is None, "B did not publish inside A's window")
+        _, err = a.communicate(timeout=120)
+        check(a.returncode == 0, "build A failed: %s", err)
+    finally:
+        if a.poll() is None:
+            a.kill()
+            a.wait()
+    _, p = build(ctx, manifest, out)
+    check(MEMO_HIT not in p.stderr and header(out) == default,
+          "the default build after the race %s and left %s header", "used A's memo" if MEMO_HIT
+          in p.stderr else "went the whole way", "B's" if header(out) == short else "another")
+    _, p = build(ctx, manifest, out)
+    check(MEMO_HIT in p.stderr, "the build after it did not use its memo")
