@@ -22,7 +22,7 @@ static const char usage_text[] =
     "                        [--batch-ops N]   (units: batched by default; per-op to debug an op)\n"
     "                        [--no-hot-cold]   (each op one part: no cold part split off)\n"
     "                        [--no-listing]   (headers without the disassembly listing)\n"
-    "       stencilgen check-prebuilt --manifest FILE --prebuilt DIR [--target TRIPLE]...\n"
+    "       stencilgen check-prebuilt --manifest FILE --prebuilt DIR [--target TRIPLE]... [--no-hot-cold]\n"
     "       stencilgen check --manifest FILE [--target TRIPLE]...   (all checks, writes nothing)\n"
     "       stencilgen dump  --manifest FILE --target TRIPLE [--op NAME]\n"
     "       stencilgen --version\n"

@@ -237,7 +237,7 @@ static strbuf provenance_of(const gen_run *run, const job_set *js, const gen_tar
             shim_deps = ref->deps;
     }
     prov_inputs in = {&run->manifest, r->target->triple, r->mt, &run->ops,
-                      deps, shim_deps, run->workdir};
+                      deps, shim_deps, run->workdir, !run->opt.no_hot_cold};
     strbuf sb = {0};
     prov_write(&sb, &in);
     free(deps);

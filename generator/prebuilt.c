@@ -28,6 +28,7 @@ typedef struct pb_options {
     const char *manifest, *prebuilt;
     const char **targets;
     size_t ntargets;
+    bool no_hot_cold; /* the headers are to be laid out whole, as --no-hot-cold builds them */
 } pb_options;
 
 /* One sg-file line: a file some compile read, and its digest then. */
@@ -50,6 +51,7 @@ typedef struct pb_op {
  * in header order. */
 typedef struct pb_record {
     char *generator, *abi;
+    const char *layout; /* "hot-cold" or "whole" */
     pb_file *files;
     size_t nfiles, files_cap;
     pb_op *ops;
@@ -166,6 +168,10 @@ static bool parse_line(pb_record *r, char *line)
         return true; /* names what made the header; no compiler here to compare with */
     if (!strcmp(tag, "sg-abi") && !r->abi)
         return (r->abi = next_token(&save)) != NULL;
+    if (!strcmp(tag, "sg-layout") && !r->layout) {
+        r->layout = next_token(&save);
+        return r->layout && (!strcmp(r->layout, "hot-cold") || !strcmp(r->layout, "whole"));
+    }
     if (!strcmp(tag, "sg-file"))
         return r->nops == 0 && !r->has_shim && parse_file(r, &save);
     if (!strcmp(tag, "sg-shim") && !r->has_shim && r->nops == 0)
@@ -213,29 +219,31 @@ static int parse_record(const char *path, const char *text, size_t size, pb_reco
     r->text = xstrndup(start, (size_t)(close - start) + 1);
     size_t lineno = 0; /* within the record: the header's lines are counted on error only */
     char *save = NULL;
-    bool seen_version = false;
+    int version = 0;
     for (char *line = strtok_r(r->text, "\n", &save); line; line = strtok_r(NULL, "\n", &save),
               lineno++) {
         if (strncmp(line, " * sg-", 6))
             continue; /* the comment's prose */
         if (!strncmp(line, " * sg-provenance ", 17)) {
-            seen_version = true;
-            if (atoi(line + 17) != PROV_FORMAT_VERSION) {
+            version = atoi(line + 17);
+            if (version < 1 || version > PROV_FORMAT_VERSION) {
                 diag_error_at(path, line_of(text, start, lineno), 4, "provenance format %s, this stencilgen "
-                              "reads format %d", line + 17, PROV_FORMAT_VERSION);
+                              "reads formats 1 to %d", line + 17, PROV_FORMAT_VERSION);
                 return SG_EXIT_USAGE;
             }
             continue;
         }
-        if (!seen_version || !parse_line(r, line + 3)) {
+        if (!version || !parse_line(r, line + 3)) {
             diag_error_at(path, line_of(text, start, lineno), 4, "malformed provenance line '%s'", line + 3);
             return SG_EXIT_USAGE;
         }
     }
-    if (!r->generator || !r->abi || !r->has_shim) {
-        diag_error("%s: its provenance lacks the generator, ABI or shim line", path);
+    if (!r->generator || !r->abi || !r->has_shim || (version >= 2 && !r->layout)) {
+        diag_error("%s: its provenance lacks the generator, ABI, layout or shim line", path);
         return SG_EXIT_USAGE;
     }
+    if (!r->layout) /* format 1 (0.3.0) did not say: its builds split ops by default */
+        r->layout = "hot-cold";
     return SG_EXIT_OK;
 }
 
@@ -447,9 +455,35 @@ static size_t new_sources(const pb_record *r, const gen_manifest *m, const size_
     return n;
 }
 
-static void globals_changed(const pb_record *r, const gen_manifest *m, const char *triple,
-                            const gen_manifest_target *t, pb_reasons *rs)
+/* The ops' order is the manifest's order of their files (each file's ops in
+ * source order): the files in another order renumber every SG_OP_
+ * enumerator, though no stencil changed. Compared over the files both name
+ * (one added or removed is a reason of its own). */
+static bool order_changed(const pb_record *r, const gen_manifest *m)
 {
+    size_t at = 0; /* the next manifest file the header's may be */
+    for (size_t k = 1; k < r->nops; k++) {
+        if (k > 1 && !strcmp(r->ops[k].source, r->ops[k - 1].source))
+            continue;
+        bool found = false;
+        for (size_t i = 0; i < m->op_sources.count && !found; i++) {
+            char *rel = manifest_relpath(m, m->op_sources.items[i]);
+            found = !strcmp(rel, r->ops[k].source);
+            free(rel);
+            if (found && i < at)
+                return true;
+            if (found)
+                at = i + 1;
+        }
+    }
+    return false;
+}
+
+static void globals_changed(const pb_record *r, const gen_manifest *m, const char *triple,
+                            const gen_manifest_target *t, bool hot_cold, pb_reasons *rs)
+{
+    const char *layout = hot_cold ? "hot-cold" : "whole";
+    bool reordered = order_changed(r, m);
     char *abi = xasprintf("%d", SG_ABI_VERSION);
     prov_digest op_flags = prov_flags_digest(m, triple, t, false);
     prov_digest shim_flags = prov_flags_digest(m, triple, t, true);
@@ -464,6 +498,12 @@ static void globals_changed(const pb_record *r, const gen_manifest *m, const cha
             add_reason(rs, k, xasprintf("flags changed (the manifest's %s)",
                                         k ? "cflags, defines or include_dirs"
                                           : "shim_cflags, defines or include_dirs"));
+        if (k && strcmp(r->layout, layout)) /* the shim is one part either way */
+            add_reason(rs, k, xasprintf("layout changed (header: %s, this check: %s; "
+                                        "--no-hot-cold lays ops out whole)", r->layout, layout));
+        if (k && reordered)
+            add_reason(rs, k, xstrdup("the manifest's ops: files are in another order (every "
+                                      "SG_OP_ enumerator renumbered)"));
     }
     free(abi);
 }
@@ -580,7 +620,7 @@ static int check_target(const pb_options *o, const gen_manifest *m, const char *
     pb_reasons rs = {xcalloc(r.nops, sizeof(char **)), xcalloc(r.nops, sizeof(size_t)),
                      xcalloc(r.nops, sizeof(size_t)), r.nops};
     size_t *by_source = ops_by_source(&r);
-    globals_changed(&r, m, triple, t, &rs);
+    globals_changed(&r, m, triple, t, !o->no_hot_cold, &rs);
     sources_changed(&r, m, by_source, &rs);
     files_changed(&r, m, now, &rs);
     strbuf lines = {0};
@@ -647,6 +687,7 @@ static int check_all(const pb_options *o, const gen_manifest *m)
 
 static const char pb_usage[] =
     "usage: stencilgen check-prebuilt --manifest FILE --prebuilt DIR [--target TRIPLE]...\n"
+    "                                 [--no-hot-cold]   (the headers' build's option)\n"
     "Exit codes: 0 every header current, 1 some stencils stale (listed), 2 bad input.\n";
 
 static int pb_usage_error(const char *what, const char *arg)
@@ -657,7 +698,7 @@ static int pb_usage_error(const char *what, const char *arg)
     return SG_EXIT_USAGE;
 }
 
-enum { PB_MANIFEST = 256, PB_PREBUILT, PB_TARGET, PB_HELP };
+enum { PB_MANIFEST = 256, PB_PREBUILT, PB_TARGET, PB_NO_HOT_COLD, PB_HELP };
 
 static int parse_pb_options(int argc, char **argv, pb_options *o)
 {
@@ -665,6 +706,7 @@ static int parse_pb_options(int argc, char **argv, pb_options *o)
         {"manifest", required_argument, NULL, PB_MANIFEST},
         {"prebuilt", required_argument, NULL, PB_PREBUILT},
         {"target", required_argument, NULL, PB_TARGET},
+        {"no-hot-cold", no_argument, NULL, PB_NO_HOT_COLD},
         {"help", no_argument, NULL, PB_HELP},
         {NULL, 0, NULL, 0},
     };
@@ -681,6 +723,7 @@ static int parse_pb_options(int argc, char **argv, pb_options *o)
                     return pb_usage_error("--target '%s' is given twice", optarg);
             ARRAY_PUSH(o->targets, o->ntargets, cap, optarg);
             break;
+        case PB_NO_HOT_COLD: o->no_hot_cold = true; break;
         case PB_HELP: fputs(pb_usage, stdout); return SG_EXIT_OK;
         default: return pb_usage_error("unknown or incomplete option '%s'", argv[optind - 1]);
         }

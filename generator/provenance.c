@@ -550,7 +550,7 @@ static op_fact *op_facts(const gen_oplist *ops)
     return facts;
 }
 
-static void put_header_lines(strbuf *sb)
+static void put_header_lines(strbuf *sb, bool hot_cold)
 {
     sb_puts(sb, "/* Provenance, read by `stencilgen check-prebuilt` (docs/build.md, \"Prebuilt\n"
                 " * headers\"): what each stencil was made from; paths are relative to the\n"
@@ -562,6 +562,7 @@ static void put_header_lines(strbuf *sb)
      * way writes the same header (test_in_process). */
     sb_printf(sb, " * sg-compiler clang, LLVM %s\n", lb_llvm_version());
     sb_printf(sb, " * sg-abi %d\n", SG_ABI_VERSION);
+    sb_printf(sb, " * sg-layout %s\n", hot_cold ? "hot-cold" : "whole");
 }
 
 void prov_write(strbuf *sb, const prov_inputs *in)
@@ -580,7 +581,7 @@ void prov_write(strbuf *sb, const prov_inputs *in)
             ARRAY_PUSH(all.items, all.count, all.cap, xstrdup(memo.items[i].reads.items[k]));
     sort_unique(&all);
     op_fact *facts = op_facts(in->ops);
-    put_header_lines(sb);
+    put_header_lines(sb, in->hot_cold);
     put_files(sb, in, &all);
     char *shim_rel = manifest_relpath(m, m->shim_source);
     sb_puts(sb, " * sg-shim ");

@@ -7,7 +7,8 @@
  *   sg-provenance 1
  *   sg-generator stencilgen 0.1
  *   sg-compiler clang, LLVM 22.1.8        (the LLVM stencilgen links, never a path)
- *   sg-abi 6
+ *   sg-abi 7
+ *   sg-layout hot-cold                      (or "whole": built with --no-hot-cold)
  *   sg-file NAME DIGEST                     (every file a compile read, once)
  *   sg-shim SOURCE unit D flags D reads NAME...
  *   sg-op NAME SOURCE at D unit D flags D reads NAME...   (or "whole" for "at D")
@@ -29,7 +30,8 @@
 #include "manifest.h"
 #include "util.h"
 
-#define PROV_FORMAT_VERSION 1
+/* 2 added sg-layout; check-prebuilt still reads 1 (then: hot-cold, 0.3.0's default). */
+#define PROV_FORMAT_VERSION 2
 #define PROV_DIGEST_HEX 32
 
 /* A 128-bit digest as 32 hex digits (and a NUL). */
@@ -92,6 +94,7 @@ typedef struct prov_inputs {
     char *const *op_deps;       /* per op: its compile's depfile text (NULL: none) */
     const char *shim_deps;      /* the shim's */
     const char *workdir;        /* files under it are the generator's own */
+    bool hot_cold;              /* ops laid out in hot and cold parts (not --no-hot-cold) */
 } prov_inputs;
 
 /* The record, as the header's closing comment. */

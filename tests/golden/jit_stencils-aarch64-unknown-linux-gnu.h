@@ -466,10 +466,11 @@ static const uint8_t sg_executor_cfi[52] = {
 /* Provenance, read by `stencilgen check-prebuilt` (docs/build.md, "Prebuilt
  * headers"): what each stencil was made from; paths are relative to the
  * manifest, digests cover the files' bytes.
- * sg-provenance 1
+ * sg-provenance 2
  * sg-generator stencilgen 0.3.0
  * sg-compiler clang, LLVM 22.1.8
  * sg-abi 7
+ * sg-layout hot-cold
  * sg-file ../../stencils/stencil_template.h 39e68127511ebe9720b89a80c5f73fcd
  * sg-file ../../stencils/tinyvm.h 3ef42e1286a28a048c71130ead8a9836
  * sg-shim ../../stencils/shim.c unit b031be2007f58b336ec678af61777260 flags 1107ce6dc314b8cb1bb73454c0c42a70 reads ../../stencils/stencil_template.h ../../stencils/tinyvm.h

@@ -209,6 +209,10 @@ def edits(base):
         ("manifest flag", sub("stencils.yaml", "cflags: [-Wall, -Wextra, -Werror]",
                               "cflags: [-Wall, -Wextra, -Werror, -DEDITED]"),
          {"every op: flags changed (the manifest's cflags, defines or include_dirs)"}),
+        ("ops files reordered", sub("stencils.yaml", "  - ops/stack.c\n  - ops/arith.c",
+                                    "  - ops/arith.c\n  - ops/stack.c"),
+         {"every op: the manifest's ops: files are in another order (every SG_OP_ enumerator "
+          "renumbered)"}),
         ("generator version", version,
          {"every op: generator changed (header: stencilgen 0.0, this: %s)" % this,
           "shim: generator changed (header: stencilgen 0.0, this: %s)" % this}),
@@ -251,6 +255,56 @@ def test_each_edit_is_stale_for_exactly_its_ops(ctx):
         p = check_prebuilt(ctx, base)
         check(p.returncode == 0 and p.stdout == "", "%s undone: exit %d\n%s", what,
               p.returncode, p.stdout)
+
+
+def test_reordered_op_files_are_stale_as_a_clean_build_says(ctx):
+    """The manifest's ops: files reordered: no stencil changes, but a clean build renumbers
+    every SG_OP_ enumerator, so check-prebuilt calls every op stale (it said current)."""
+    base = project(ctx, "reorder")
+    before = read(os.path.join(prebuild(ctx, base), HEADER))
+    manifest = os.path.join(base, "stencils", "stencils.yaml")
+    write(manifest, read(manifest).replace("  - ops/stack.c\n  - ops/arith.c",
+                                           "  - ops/arith.c\n  - ops/stack.c"))
+    p = check_prebuilt(ctx, base)
+    after = read(os.path.join(prebuild(ctx, base), HEADER))
+    check(after != before, "a clean build of the reordered manifest writes the same header")
+    check(p.returncode == 1 and "every op: the manifest's ops: files are in another order" in
+          p.stdout, "check-prebuilt after the reorder: exit %d\n%s", p.returncode, p.stdout)
+
+
+def test_the_layout_is_recorded_and_checked(ctx):
+    """Headers built with --no-hot-cold say so (sg-layout whole): check-prebuilt without
+    --no-hot-cold calls every op stale, as a clean build without it writes other stencils;
+    with it, current. And the other way round. A header of provenance format 1 (0.3.0, which
+    recorded no layout) still reads, as laid out hot and cold."""
+    base = project(ctx, "layout")
+    whole = read(os.path.join(prebuild(ctx, base, "--no-hot-cold"), HEADER))
+    check(" * sg-layout whole\n" in whole, "no sg-layout whole line")
+    split_reason = ("every op: layout changed (header: %s, this check: %s; --no-hot-cold lays ops "
+                    "out whole)")
+    p = check_prebuilt(ctx, base)
+    check(p.returncode == 1 and stale_lines(p) == {split_reason % ("whole", "hot-cold")},
+          "a --no-hot-cold header checked without it: exit %d\n%s%s", p.returncode, p.stdout,
+          p.stderr)
+    p = check_prebuilt(ctx, base, "--no-hot-cold")
+    check(p.returncode == 0 and p.stdout == "", "checked with --no-hot-cold: exit %d\n%s%s",
+          p.returncode, p.stdout, p.stderr)
+    split = read(os.path.join(prebuild(ctx, base), HEADER))
+    check(split != whole and " * sg-layout hot-cold\n" in split, "the layouts write one header")
+    p = check_prebuilt(ctx, base, "--no-hot-cold")
+    check(p.returncode == 1 and stale_lines(p) == {split_reason % ("hot-cold", "whole")},
+          "a split header checked with --no-hot-cold: exit %d\n%s%s", p.returncode, p.stdout,
+          p.stderr)
+    path = os.path.join(base, "prebuilt", HEADER)
+    write(path, split.replace(" * sg-provenance 2\n", " * sg-provenance 1\n")
+                     .replace(" * sg-layout hot-cold\n", ""))
+    p = check_prebuilt(ctx, base)
+    check(p.returncode == 0 and p.stdout == "", "a format-1 header: exit %d\n%s%s", p.returncode,
+          p.stdout, p.stderr)
+    write(path, split.replace(" * sg-layout hot-cold\n", ""))
+    p = check_prebuilt(ctx, base)
+    check(p.returncode == 2 and "lacks the generator, ABI, layout or shim line" in p.stderr,
+          "a format-2 header without its layout: exit %d\n%s", p.returncode, p.stderr)
 
 
 def test_an_op_body_edit_regenerates_what_check_prebuilt_listed(ctx):
