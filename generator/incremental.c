@@ -724,9 +724,11 @@ static bool cached_stencil(gen_incremental *inc, const inc_unit *u, const char *
 
 bool inc_key(gen_incremental *inc, inc_unit *u)
 {
-    gen_key absent;
+    gen_key absent = {0};
     u->keyed = key_for(inc, u->slot, u->args, u->position, &u->key, &absent) &&
                still_absent(inc, &absent);
+    u->absent_known = u->keyed;
+    u->absent = absent;
     return u->keyed;
 }
 
@@ -776,12 +778,14 @@ static strbuf absent_outside_unit(const inc_unit *u, const uint8_t *text, size_t
  * the paths are unknown. */
 static bool store_object(gen_incremental *inc, inc_unit *u, const inc_output *out)
 {
-    gen_key absent;
+    gen_key absent = {0};
     strbuf kept = out->absent ? absent_outside_unit(u, out->absent, out->absent_size)
                               : (strbuf){0};
     bool listed = out->absent && store_absent(inc, (const uint8_t *)(kept.data ? kept.data : ""),
                                               kept.len, &absent);
     sb_free(&kept);
+    u->absent_known = listed;
+    u->absent = absent;
     if (!listed) {
         if (inc->verbose)
             diag_note("%s: not cached: the paths its compile looked for and did not find are "
@@ -835,4 +839,15 @@ void inc_store(gen_incremental *inc, inc_unit *u, const inc_output *fresh,
     stencil_blob_encode(&sb, checked, deps, u->context);
     cache_put(inc->cache, &u->key, inc->stencil_kind, sb.data, sb.len);
     sb_free(&sb);
+}
+
+char *inc_absent_list(const gen_incremental *inc, const inc_unit *u)
+{
+    uint8_t *text;
+    size_t size;
+    if (!u->absent_known || !cache_get(inc->cache, &u->absent, "absent", &text, &size))
+        return NULL;
+    char *s = xstrndup((const char *)text, size);
+    free(text);
+    return s;
 }

@@ -125,6 +125,8 @@ typedef struct inc_unit {
     bool op;             /* an op (else the shim, whose entry needs its unwind facts too) */
     bool keyed;          /* key holds the entry found or stored */
     gen_key key;
+    bool absent_known;   /* absent names the paths its compile looked for and did not find */
+    gen_key absent;
 } inc_unit;
 
 /* What an op's key takes from its translation unit (opunit.h): the unit
@@ -183,5 +185,9 @@ typedef struct inc_output {
  * compile started is not stored. */
 void inc_store(gen_incremental *inc, inc_unit *u, const inc_output *fresh,
                const gen_stencil *checked, const char *deps, const strbuf *unwind);
+
+/* The paths u's compile looked for and did not find, one a line (what its
+ * key needs still missing), as a NUL-terminated text; NULL when unknown. */
+char *inc_absent_list(const gen_incremental *inc, const inc_unit *u);
 
 #endif

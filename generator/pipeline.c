@@ -226,22 +226,55 @@ static void remember_outputs(gen_run *run, const job_set *js, const gen_outputs 
 static strbuf provenance_of(const gen_run *run, const job_set *js, const gen_target_result *r)
 {
     char **deps = xcalloc(run->ops.count + 1, sizeof *deps);
-    const char *shim_deps = NULL;
+    const char **absent = xcalloc(run->ops.count + 1, sizeof *absent);
+    const char *shim_deps = NULL, *shim_absent = NULL;
     for (size_t i = 0; i < js->count; i++) {
         const job_ref *ref = &js->refs[i];
         if (ref->result != r)
             continue;
-        if (ref->op)
+        if (ref->op) {
             deps[ref->op - run->ops.items] = ref->deps;
-        else
+            absent[ref->op - run->ops.items] = run->job_absent[i];
+        } else {
             shim_deps = ref->deps;
+            shim_absent = run->job_absent[i];
+        }
     }
     prov_inputs in = {&run->manifest, r->target->triple, r->mt, &run->ops,
-                      deps, shim_deps, run->workdir, !run->opt.no_hot_cold};
+                      deps, shim_deps, run->workdir, !run->opt.no_hot_cold, absent, shim_absent,
+                      run->compiler_prefix};
     strbuf sb = {0};
     prov_write(&sb, &in);
+    free(absent);
     free(deps);
     return sb;
+}
+
+/* Each job's list of paths looked for and not found, read once per distinct
+ * list (a target's ops mostly share one) before rendering, whose threads
+ * must not share the cache. Returns the texts to free (*owned, *nowned). */
+static char **absent_lists_of(gen_run *run, const job_set *js, size_t *nowned)
+{
+    run->job_absent = xcalloc(js->count ? js->count : 1, sizeof *run->job_absent);
+    char **owned = xcalloc(js->count ? js->count : 1, sizeof *owned);
+    const gen_key **ids = xcalloc(js->count ? js->count : 1, sizeof *ids);
+    size_t n = 0;
+    for (size_t i = 0; i < js->count; i++) {
+        const inc_unit *u = &js->refs[i].unit;
+        if (!u->absent_known)
+            continue;
+        size_t k = 0;
+        while (k < n && memcmp(ids[k], &u->absent, sizeof u->absent))
+            k++;
+        if (k == n) {
+            ids[n] = &u->absent;
+            owned[n++] = inc_absent_list(&run->inc, u);
+        }
+        run->job_absent[i] = owned[k];
+    }
+    free(ids);
+    *nowned = n;
+    return owned;
 }
 
 static strbuf render_target(const gen_run *run, const job_set *js, const gen_target_result *r)
@@ -325,7 +358,15 @@ static int render_and_publish(gen_run *run, const job_set *js)
         outputs_use_spares(&out, spares);
         free(spares);
     }
-    if (!render_all(run, js, &out)) {
+    size_t nabsent = 0;
+    char **absent = absent_lists_of(run, js, &nabsent);
+    bool rendered = render_all(run, js, &out);
+    for (size_t i = 0; i < nabsent; i++)
+        free(absent[i]);
+    free(absent);
+    free(run->job_absent);
+    run->job_absent = NULL;
+    if (!rendered) {
         outputs_discard(&out);
         return SG_EXIT_TOOLCHAIN;
     }
@@ -426,6 +467,19 @@ static bool outputs_do_not_collide(const gen_run *run)
     return ok;
 }
 
+/* The directory above the real bin/ of `clang` (/usr/lib/llvm-22 for
+ * /usr/bin/clang-22), where its own headers are; NULL if it is not in one. */
+static char *compiler_prefix(const char *clang)
+{
+    char *real = realpath(clang, NULL);
+    char *bin = real ? path_dirname(real) : NULL;
+    const char *slash = bin ? strrchr(bin, '/') : NULL;
+    char *prefix = slash && !strcmp(slash, "/bin") ? path_dirname(bin) : NULL;
+    free(bin);
+    free(real);
+    return prefix;
+}
+
 static int prepare(gen_run *run)
 {
     if (!manifest_load(run->opt.manifest, &run->manifest) || !resolve_targets(run))
@@ -439,6 +493,7 @@ static int prepare(gen_run *run)
                    clang);
         return SG_EXIT_TOOLCHAIN;
     }
+    run->compiler_prefix = compiler_prefix(run->clang);
     /* The launcher runs by name, as given; keys know it by the file that runs. */
     char *launcher = run->opt.launcher ? find_program(run->opt.launcher) : NULL;
     if (run->opt.launcher && !launcher) {
@@ -518,6 +573,7 @@ static void run_free(gen_run *run)
     free(run->workdir);
     free(run->op_template_dir);
     free(run->clang);
+    free(run->compiler_prefix);
     oplist_free(&run->ops);
     manifest_free(&run->manifest);
 }

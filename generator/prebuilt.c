@@ -45,7 +45,14 @@ typedef struct pb_op {
     char unit[PROV_DIGEST_HEX + 1], flags[PROV_DIGEST_HEX + 1];
     size_t *reads; /* indices into the record's files */
     size_t nreads;
+    size_t absent; /* its list of paths looked for and not found, or SIZE_MAX */
 } pb_op;
+
+/* An sg-absent line: paths some compiles looked for and did not find. */
+typedef struct pb_absent {
+    char **names;
+    size_t count;
+} pb_absent;
 
 /* One header's record. The shim is ops[0] (its name NULL), the ops follow
  * in header order. */
@@ -56,6 +63,8 @@ typedef struct pb_record {
     size_t nfiles, files_cap;
     pb_op *ops;
     size_t nops, ops_cap;
+    pb_absent *absent;
+    size_t nabsent, absent_cap;
     bool has_shim;
     char *text; /* the record's lines, tokens cut in place */
 } pb_record;
@@ -104,10 +113,36 @@ static bool parse_file(pb_record *r, char **save)
     return true;
 }
 
-/* " reads NAME..." after an op's or the shim's digests. */
+/* "L NAME..." after sg-absent: list L, numbered from 0 in order. */
+static bool parse_absent(pb_record *r, char **save)
+{
+    char *n = next_token(save), *end = NULL;
+    if (!n || strtoul(n, &end, 10) != r->nabsent || *end)
+        return false;
+    pb_absent a = {0};
+    size_t cap = 0;
+    for (char *tok; (tok = next_token(save));) {
+        if (!prov_decode_name(tok)) {
+            free(a.names);
+            return false;
+        }
+        ARRAY_PUSH(a.names, a.count, cap, tok);
+    }
+    ARRAY_PUSH(r->absent, r->nabsent, r->absent_cap, a);
+    return a.count > 0;
+}
+
+/* "[absent L] reads NAME..." after an op's or the shim's digests. */
 static bool parse_reads(pb_record *r, pb_op *op, char **save)
 {
     char *tok = next_token(save);
+    op->absent = SIZE_MAX;
+    if (tok && !strcmp(tok, "absent")) {
+        char *n = next_token(save), *end = NULL;
+        if (!n || (op->absent = strtoul(n, &end, 10)) >= r->nabsent || *end)
+            return false;
+        tok = next_token(save);
+    }
     if (!tok || strcmp(tok, "reads"))
         return false;
     size_t cap = 0;
@@ -173,7 +208,9 @@ static bool parse_line(pb_record *r, char *line)
         return r->layout && (!strcmp(r->layout, "hot-cold") || !strcmp(r->layout, "whole"));
     }
     if (!strcmp(tag, "sg-file"))
-        return r->nops == 0 && !r->has_shim && parse_file(r, &save);
+        return r->nops == 0 && !r->has_shim && !r->nabsent && parse_file(r, &save);
+    if (!strcmp(tag, "sg-absent"))
+        return r->nops == 0 && !r->has_shim && parse_absent(r, &save);
     if (!strcmp(tag, "sg-shim") && !r->has_shim && r->nops == 0)
         return (r->has_shim = parse_op(r, &save, true));
     if (!strcmp(tag, "sg-op"))
@@ -252,6 +289,9 @@ static void record_free(pb_record *r)
     for (size_t i = 0; i < r->nops; i++)
         free(r->ops[i].reads);
     free(r->ops);
+    for (size_t i = 0; i < r->nabsent; i++)
+        free(r->absent[i].names);
+    free(r->absent);
     free(r->files);
     free(r->text);
 }
@@ -325,6 +365,25 @@ static void files_changed(const pb_record *r, const gen_manifest *m, pb_now *now
         }
     free(changed);
     free(gone);
+}
+
+/* Each path a compile looked for and did not find that is there now (a
+ * header earlier on the include path, shadowing the one found; a file a
+ * __has_include now finds), for every op whose compile looked. */
+static void absent_appeared(const pb_record *r, const gen_manifest *m, pb_reasons *rs)
+{
+    for (size_t k = 0; k < r->nabsent; k++) {
+        for (size_t i = 0; i < r->absent[k].count; i++) {
+            char *path = path_join(m->dir, r->absent[k].names[i]);
+            struct stat st;
+            bool there = lstat(path, &st) == 0;
+            free(path);
+            for (size_t o = 0; there && o < r->nops; o++)
+                if (r->ops[o].absent == k)
+                    add_reason(rs, o, xasprintf("%s now exists (its compile looked for it and "
+                                                "found nothing)", r->absent[k].names[i]));
+        }
+    }
 }
 
 static bool is_op_source(const gen_manifest *m, const char *abs)
@@ -623,6 +682,7 @@ static int check_target(const pb_options *o, const gen_manifest *m, const char *
     globals_changed(&r, m, triple, t, !o->no_hot_cold, &rs);
     sources_changed(&r, m, by_source, &rs);
     files_changed(&r, m, now, &rs);
+    absent_appeared(&r, m, &rs);
     strbuf lines = {0};
     sb_puts(&lines, "");
     size_t added = new_sources(&r, m, by_source, &lines);

@@ -360,9 +360,19 @@ static char *rel_under(const char *path, const char *dir)
     return rel;
 }
 
+/* Where the compiler and the system keep their headers: clang's own (its
+ * installation, in->compiler_prefix) and the C libraries' and distribution's
+ * (under /usr, cross sysroots and MinGW's included). */
+static bool system_file(const prov_inputs *in, const char *abs)
+{
+    return under(abs, "/usr") || (in->compiler_prefix && under(abs, in->compiler_prefix));
+}
+
 /* A file the project owns, relative to the manifest: under the manifest's
- * directory or one of its include directories; else NULL (clang's and the
- * C library's headers come with the compiler that sg-compiler names). */
+ * directory or one of its include directories, or anywhere but the
+ * compiler's and the system's (a `-I../common` in cflags, an include
+ * climbing out of the checkout); else NULL (clang's and the C library's
+ * headers come with the compiler that sg-compiler names). */
 static char *project_name(const prov_inputs *in, const char *abs)
 {
     const gen_manifest *m = in->manifest;
@@ -376,6 +386,8 @@ static char *project_name(const prov_inputs *in, const char *abs)
             free(inner);
         }
     }
+    if (!rel && !system_file(in, abs))
+        rel = path_relative_to(abs, m->dir);
     return rel;
 }
 
@@ -444,6 +456,87 @@ static void reads_memo_free(reads_memo *m)
         free_names(&m->items[i].reads);
     free(m->items);
     hash_index_free(&m->index);
+}
+
+/* The project's paths of a list of paths looked for and not found (one a
+ * line), relative to the manifest, less the generator's own. */
+static name_set absent_of(const prov_inputs *in, const char *text)
+{
+    name_set s = {0};
+    for (const char *p = text, *nl; p && (nl = strchr(p, '\n')); p = nl + 1) {
+        char *abs = xstrndup(p, (size_t)(nl - p));
+        char *rel = under(abs, in->workdir) ? NULL : project_name(in, abs);
+        if (rel)
+            ARRAY_PUSH(s.items, s.count, s.cap, rel);
+        free(abs);
+    }
+    sort_unique(&s);
+    return s;
+}
+
+/* The distinct lists of absent paths, numbered in order of first use (the
+ * shim's, then the ops'): ops share a few lists, each text once. */
+typedef struct absent_lists {
+    const char **texts; /* one per distinct text, as given */
+    name_set *names;    /* ... its project's paths */
+    size_t *number;     /* ... its number in the record, SIZE_MAX when it has none */
+    size_t count, numbered;
+    size_t *of;         /* per op (the shim last): its list's number, or SIZE_MAX */
+} absent_lists;
+
+static size_t absent_list_of(absent_lists *l, const prov_inputs *in, const char *text)
+{
+    if (!text)
+        return SIZE_MAX;
+    for (size_t k = 0; k < l->count; k++)
+        if (l->texts[k] == text || !strcmp(l->texts[k], text))
+            return l->number[k];
+    size_t k = l->count++;
+    l->texts[k] = text;
+    l->names[k] = absent_of(in, text);
+    l->number[k] = l->names[k].count ? l->numbered++ : SIZE_MAX;
+    return l->number[k];
+}
+
+static absent_lists absent_lists_make(const prov_inputs *in)
+{
+    size_t n = in->ops->count + 1;
+    absent_lists l = {xcalloc(n, sizeof *l.texts), xcalloc(n, sizeof *l.names),
+                      xcalloc(n, sizeof *l.number), 0, 0, xcalloc(n, sizeof *l.of)};
+    l.of[in->ops->count] = absent_list_of(&l, in, in->shim_absent);
+    for (size_t i = 0; i < in->ops->count; i++)
+        l.of[i] = absent_list_of(&l, in, in->op_absent ? in->op_absent[i] : NULL);
+    return l;
+}
+
+static void absent_lists_free(absent_lists *l)
+{
+    for (size_t k = 0; k < l->count; k++)
+        free_names(&l->names[k]);
+    free(l->names);
+    free(l->texts);
+    free(l->number);
+    free(l->of);
+}
+
+static void put_absent_lists(strbuf *sb, const absent_lists *l)
+{
+    for (size_t k = 0; k < l->count; k++) {
+        if (l->number[k] == SIZE_MAX)
+            continue;
+        sb_printf(sb, " * sg-absent %zu", l->number[k]);
+        for (size_t i = 0; i < l->names[k].count; i++) {
+            sb_putc(sb, ' ');
+            prov_put_name(sb, l->names[k].items[i]);
+        }
+        sb_putc(sb, '\n');
+    }
+}
+
+static void put_absent(strbuf *sb, size_t list)
+{
+    if (list != SIZE_MAX)
+        sb_printf(sb, " absent %zu", list);
 }
 
 static void put_reads(strbuf *sb, const name_set *s)
@@ -581,13 +674,16 @@ void prov_write(strbuf *sb, const prov_inputs *in)
             ARRAY_PUSH(all.items, all.count, all.cap, xstrdup(memo.items[i].reads.items[k]));
     sort_unique(&all);
     op_fact *facts = op_facts(in->ops);
+    absent_lists absent = absent_lists_make(in);
     put_header_lines(sb, in->hot_cold);
     put_files(sb, in, &all);
+    put_absent_lists(sb, &absent);
     char *shim_rel = manifest_relpath(m, m->shim_source);
     sb_puts(sb, " * sg-shim ");
     prov_put_name(sb, shim_rel);
     sb_printf(sb, " unit %s flags %s", file_digest(m->shim_source).hex,
               prov_flags_digest(m, in->triple, in->target, true).hex);
+    put_absent(sb, absent.of[in->ops->count]);
     put_reads(sb, &memo.items[reads[in->ops->count]].reads);
     free(shim_rel);
     prov_digest flags = prov_flags_digest(m, in->triple, in->target, false);
@@ -601,11 +697,13 @@ void prov_write(strbuf *sb, const prov_inputs *in)
         else
             sb_printf(sb, " at %s", facts[i].at.hex);
         sb_printf(sb, " unit %s flags %s", facts[i].unit.hex, flags.hex);
+        put_absent(sb, absent.of[i]);
         put_reads(sb, &memo.items[reads[i]].reads);
         free(src);
     }
     sb_puts(sb, " */\n");
     free(reads);
+    absent_lists_free(&absent);
     reads_memo_free(&memo);
     free_names(&all);
     free(facts);

@@ -10,12 +10,16 @@
  *   sg-abi 7
  *   sg-layout hot-cold                      (or "whole": built with --no-hot-cold)
  *   sg-file NAME DIGEST                     (every file a compile read, once)
- *   sg-shim SOURCE unit D flags D reads NAME...
- *   sg-op NAME SOURCE at D unit D flags D reads NAME...   (or "whole" for "at D")
- * Paths are relative to the manifest's directory. Files outside both that
- * directory and the manifest's include directories (clang's own headers, the
- * C library's) are not recorded: they come with the compiler, which the
- * sg-compiler line names. An op's unit digest covers its own definition and
+ *   sg-absent L NAME...                     (list L of paths looked for, not found)
+ *   sg-shim SOURCE unit D flags D [absent L] reads NAME...
+ *   sg-op NAME SOURCE at D unit D flags D [absent L] reads NAME...   ("whole" for "at D")
+ * Paths are relative to the manifest's directory. The compiler's and the
+ * system's files (clang's installation, everything under /usr: the C
+ * library's headers) are not recorded: they come with the compiler, which
+ * the sg-compiler line names. Every other file a compile read is, also one
+ * outside the manifest's directory ("../common/x.h"). A path an include or __has_include looked for and
+ * did not find there (a header created earlier on the include path would
+ * shadow the one found) is listed by sg-absent, each distinct list once. An op's unit digest covers its own definition and
  * the text of its file outside every op (opunit.h: what its unit holds), so
  * editing one op leaves the others of its file current.
  */
@@ -95,6 +99,10 @@ typedef struct prov_inputs {
     const char *shim_deps;      /* the shim's */
     const char *workdir;        /* files under it are the generator's own */
     bool hot_cold;              /* ops laid out in hot and cold parts (not --no-hot-cold) */
+    const char *const *op_absent; /* per op: paths its compile looked for and did not find,
+                                     one a line (NULL: unknown) */
+    const char *shim_absent;    /* the shim's */
+    const char *compiler_prefix; /* clang's installation (its headers are its own), or NULL */
 } prov_inputs;
 
 /* The record, as the header's closing comment. */

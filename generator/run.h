@@ -70,6 +70,7 @@ typedef struct gen_run {
     char *workdir;    /* the cache lives here (--cache-dir, else OUTDIR/.stencilgen) */
     gen_rundir rundir; /* this run's own files: units, objects, logs */
     char *clang;      /* resolved compiler path */
+    char *compiler_prefix; /* its installation: the directory above its real bin/ (provenance.h) */
     char *op_template_dir; /* WORKDIR/include: stencil_op.h for every compile */
     struct gen_cache *cache;
     gen_incremental inc; /* the cache protocol, over `cache` */
@@ -78,6 +79,9 @@ typedef struct gen_run {
     size_t key_bytes;   /* bytes of op sources hashed for the ops' keys (op_keys_for_file) */
     bool memo_hit;      /* the outputs on disk are what this run would write (memo.h) */
     strbuf memo_summary; /* ... and the summary to print */
+    /* While rendering: per job (js->refs), the paths its compile looked for
+     * and did not find (inc_absent_list), for the provenance; NULL unknown. */
+    const char **job_absent;
 } gen_run;
 
 #endif

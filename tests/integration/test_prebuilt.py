@@ -257,6 +257,76 @@ def test_each_edit_is_stale_for_exactly_its_ops(ctx):
               p.returncode, p.stdout)
 
 
+def test_a_file_a_compile_looked_for_is_stale_when_it_appears(ctx):
+    """A header created earlier on the include path, shadowing the one an op includes
+    (`include_dirs: [., over, inc]`, `over/bias.h` created), and a file an op's __has_include
+    now finds: each makes exactly the ops whose compiles looked for it stale (check-prebuilt
+    said current), as a clean build, which compiles other code, agrees; removed again, current."""
+    base = project(ctx, "absent")
+    s = os.path.join(base, "stencils")
+    os.makedirs(os.path.join(s, "over"))
+    os.makedirs(os.path.join(s, "inc"))
+    write(os.path.join(s, "inc", "bias.h"), "#define BIAS 3\n")
+    manifest = os.path.join(s, "stencils.yaml")
+    write(manifest, read(manifest).replace("include_dirs: [.]", "include_dirs: [., over, inc]"))
+    arith = os.path.join(s, "ops", "arith.c")
+    write(arith, '#include "bias.h"\n#if __has_include("feature.h")\n#include "feature.h"\n'
+                 '#else\n#define FEATURE 0\n#endif\n' +
+          read(arith).replace("(uint64_t)a + (uint64_t)b", "(uint64_t)a + (uint64_t)b + BIAS + FEATURE"))
+    before = read(os.path.join(prebuild(ctx, base), HEADER))
+    pristine = snapshot(base)
+    p = check_prebuilt(ctx, base)
+    check(p.returncode == 0 and p.stdout == "", "before: exit %d\n%s%s", p.returncode, p.stdout,
+          p.stderr)
+    why = "op %s: %s now exists (its compile looked for it and found nothing)"
+    for name, text in (("over/bias.h", "#define BIAS 5\n"), ("feature.h", "#define FEATURE 7\n")):
+        path = os.path.join(s, name)
+        write(path, text)
+        p = check_prebuilt(ctx, base)
+        check(p.returncode == 1 and stale_lines(p) == {why % (op, name) for op in ARITH_OPS},
+              "%s created: exit %d, listed\n%s", name, p.returncode, p.stdout)
+        rebuilt = read(os.path.join(prebuild(ctx, base), HEADER))
+        check(changed_owners(before, rebuilt) >= {"add"}, "a clean build with %s changed %s",
+              name, changed_owners(before, rebuilt))
+        os.remove(path)
+        restore(pristine)
+        p = check_prebuilt(ctx, base)
+        check(p.returncode == 0 and p.stdout == "", "%s removed: exit %d\n%s", name,
+              p.returncode, p.stdout)
+
+
+def test_a_project_header_outside_the_manifest_directory_is_recorded(ctx):
+    """An op source includes a header outside the manifest's directory and its include
+    directories (`#include "../../common/extra.h"`): it is the project's, not the compiler's,
+    so it is recorded and its edit makes the ops that read it stale (check-prebuilt said
+    current), as a clean build agrees. The C library's headers (under /usr) stay unrecorded."""
+    base = project(ctx, "outside")
+    os.makedirs(os.path.join(base, "common"))
+    extra = os.path.join(base, "common", "extra.h")
+    write(extra, "#define EXTRA 1\n")
+    arith = os.path.join(base, "stencils", "ops", "arith.c")
+    write(arith, '#include "../../common/extra.h"\n' +
+          read(arith).replace("(uint64_t)a + (uint64_t)b", "(uint64_t)a + (uint64_t)b + EXTRA"))
+    before = read(os.path.join(prebuild(ctx, base), HEADER))
+    check(" * sg-file ../common/extra.h " in before and "/usr/" not in before.split(
+          "/* Provenance")[-1], "the record: %s", before.split("/* Provenance")[-1][:600])
+    p = check_prebuilt(ctx, base)
+    check(p.returncode == 0 and p.stdout == "", "before: exit %d\n%s%s", p.returncode, p.stdout,
+          p.stderr)
+    pristine = snapshot(base)
+    write(extra, "#define EXTRA 2\n")
+    p = check_prebuilt(ctx, base)
+    check(p.returncode == 1 and stale_lines(p) ==
+          {"op %s: header ../common/extra.h changed" % op for op in ARITH_OPS},
+          "extra.h edited: exit %d, listed\n%s", p.returncode, p.stdout)
+    after = read(os.path.join(prebuild(ctx, base), HEADER))
+    check("add" in changed_owners(before, after), "a clean build after the edit changed %s",
+          changed_owners(before, after))
+    restore(pristine)
+    p = check_prebuilt(ctx, base)
+    check(p.returncode == 0 and p.stdout == "", "undone: exit %d\n%s", p.returncode, p.stdout)
+
+
 def test_reordered_op_files_are_stale_as_a_clean_build_says(ctx):
     """The manifest's ops: files reordered: no stencil changes, but a clean build renumbers
     every SG_OP_ enumerator, so check-prebuilt calls every op stale (it said current)."""

@@ -393,14 +393,16 @@ static const uint8_t sg_executor_cfi[17] = {
  * sg-layout whole
  * sg-file ../../stencils/stencil_template.h 39e68127511ebe9720b89a80c5f73fcd
  * sg-file ../../stencils/tinyvm.h 3ef42e1286a28a048c71130ead8a9836
- * sg-shim ../../stencils/shim.c unit b031be2007f58b336ec678af61777260 flags 12f3a7e39e1e0a41f2e29515d7d551ae reads ../../stencils/stencil_template.h ../../stencils/tinyvm.h
- * sg-op push_operand ops.c at 1f9d287440c2c471d54e1b9e4572084f unit ded802e7e7c9966a68ce6e035563c2a7 flags e68f7501220eaa2b30f49511b48227e1 reads ../../stencils/stencil_template.h ../../stencils/tinyvm.h
- * sg-op branch_if_zero ops.c at 45ff51550cc575c7e1ebde0f6f9c2eb0 unit b2ad03df65efd8670a14699855c8112e flags e68f7501220eaa2b30f49511b48227e1 reads ../../stencils/stencil_template.h ../../stencils/tinyvm.h
- * sg-op print ops.c at 1331811c744ed79d4c62686737c783a4 unit 3a115d44bef5268afe3384f613a201ba flags e68f7501220eaa2b30f49511b48227e1 reads ../../stencils/stencil_template.h ../../stencils/tinyvm.h
- * sg-op square_small ops.c at 3f4ba451fe0d34d8e984ae02fc0f4f68 unit 34a547c82db21a216b03efe63e8242f3 flags e68f7501220eaa2b30f49511b48227e1 reads ../../stencils/stencil_template.h ../../stencils/tinyvm.h
- * sg-op trap ops.c at 66bccd2c5a7267d635875c73c370ffa7 unit c676800793d7c5618509105cafe0bd40 flags e68f7501220eaa2b30f49511b48227e1 reads ../../stencils/stencil_template.h ../../stencils/tinyvm.h
- * sg-op ret ops.c at 618da61f458faae1f5806304b1c155a3 unit 3a35ca7df86c75e00521a2d69d26bca5 flags e68f7501220eaa2b30f49511b48227e1 reads ../../stencils/stencil_template.h ../../stencils/tinyvm.h
- * sg-op checked_neg ops.c at 92fcc7d25922b6b0ef905dbb4ffef4ee unit 011cfa7857174b122aa6138cfc107c09 flags e68f7501220eaa2b30f49511b48227e1 reads ../../stencils/stencil_template.h ../../stencils/tinyvm.h
+ * sg-absent 0 ../../stencils/stdint.h ../../stencils/stencil_op.h ../../stencils/stencil_template.h.gch ../../stencils/stencil_template.h.pch
+ * sg-absent 1 ../../stencils/stdint.h ../../stencils/stencil_op.h ../../stencils/stencil_template.h.gch ../../stencils/stencil_template.h.pch stencil_op.h
+ * sg-shim ../../stencils/shim.c unit b031be2007f58b336ec678af61777260 flags 12f3a7e39e1e0a41f2e29515d7d551ae absent 0 reads ../../stencils/stencil_template.h ../../stencils/tinyvm.h
+ * sg-op push_operand ops.c at 1f9d287440c2c471d54e1b9e4572084f unit ded802e7e7c9966a68ce6e035563c2a7 flags e68f7501220eaa2b30f49511b48227e1 absent 1 reads ../../stencils/stencil_template.h ../../stencils/tinyvm.h
+ * sg-op branch_if_zero ops.c at 45ff51550cc575c7e1ebde0f6f9c2eb0 unit b2ad03df65efd8670a14699855c8112e flags e68f7501220eaa2b30f49511b48227e1 absent 1 reads ../../stencils/stencil_template.h ../../stencils/tinyvm.h
+ * sg-op print ops.c at 1331811c744ed79d4c62686737c783a4 unit 3a115d44bef5268afe3384f613a201ba flags e68f7501220eaa2b30f49511b48227e1 absent 1 reads ../../stencils/stencil_template.h ../../stencils/tinyvm.h
+ * sg-op square_small ops.c at 3f4ba451fe0d34d8e984ae02fc0f4f68 unit 34a547c82db21a216b03efe63e8242f3 flags e68f7501220eaa2b30f49511b48227e1 absent 1 reads ../../stencils/stencil_template.h ../../stencils/tinyvm.h
+ * sg-op trap ops.c at 66bccd2c5a7267d635875c73c370ffa7 unit c676800793d7c5618509105cafe0bd40 flags e68f7501220eaa2b30f49511b48227e1 absent 1 reads ../../stencils/stencil_template.h ../../stencils/tinyvm.h
+ * sg-op ret ops.c at 618da61f458faae1f5806304b1c155a3 unit 3a35ca7df86c75e00521a2d69d26bca5 flags e68f7501220eaa2b30f49511b48227e1 absent 1 reads ../../stencils/stencil_template.h ../../stencils/tinyvm.h
+ * sg-op checked_neg ops.c at 92fcc7d25922b6b0ef905dbb4ffef4ee unit 011cfa7857174b122aa6138cfc107c09 flags e68f7501220eaa2b30f49511b48227e1 absent 1 reads ../../stencils/stencil_template.h ../../stencils/tinyvm.h
  */
 
 #endif /* JIT_STENCILS_X86_64_APPLE_DARWIN_H */
