@@ -368,12 +368,22 @@ static bool system_file(const prov_inputs *in, const char *abs)
     return under(abs, "/usr") || (in->compiler_prefix && under(abs, in->compiler_prefix));
 }
 
+/* Whether `path` lies under `dir`, either way a depfile may spell it. */
+static bool within(const char *path, const char *dir)
+{
+    char *rel = rel_under(path, dir);
+    free(rel);
+    return rel != NULL;
+}
+
 /* A file the project owns, relative to the manifest: under the manifest's
- * directory or one of its include directories, or anywhere but the
- * compiler's and the system's (a `-I../common` in cflags, an include
- * climbing out of the checkout); else NULL (clang's and the C library's
- * headers come with the compiler that sg-compiler names). */
-static char *project_name(const prov_inputs *in, const char *abs)
+ * directory or one of its include directories, or (`anywhere`: a file a
+ * compile read) anywhere but the compiler's and the system's (a `-I../common`
+ * in cflags, an include climbing out of the checkout); else NULL (clang's and
+ * the C library's headers come with the compiler that sg-compiler names).
+ * Paths looked for and not found count in the VM's own directories only:
+ * clang also probes the machine's (/etc, /opt) for its configuration. */
+static char *project_name(const prov_inputs *in, const char *abs, bool anywhere)
 {
     const gen_manifest *m = in->manifest;
     char *rel = rel_under(abs, m->dir);
@@ -386,7 +396,7 @@ static char *project_name(const prov_inputs *in, const char *abs)
             free(inner);
         }
     }
-    if (!rel && !system_file(in, abs))
+    if (!rel && anywhere && !system_file(in, abs))
         rel = path_relative_to(abs, m->dir);
     return rel;
 }
@@ -401,7 +411,7 @@ static name_set reads_of(const prov_inputs *in, const char *deps, const char *ow
         outputs_parse_deps((const uint8_t *)deps, strlen(deps), &abs, &n, &cap);
     char *own_rel = manifest_relpath(in->manifest, own);
     for (size_t i = 0; i < n; i++) {
-        char *rel = under(abs[i], in->workdir) ? NULL : project_name(in, abs[i]);
+        char *rel = within(abs[i], in->workdir) ? NULL : project_name(in, abs[i], true);
         if (rel && strcmp(rel, own_rel))
             ARRAY_PUSH(s.items, s.count, s.cap, rel);
         else
@@ -465,7 +475,7 @@ static name_set absent_of(const prov_inputs *in, const char *text)
     name_set s = {0};
     for (const char *p = text, *nl; p && (nl = strchr(p, '\n')); p = nl + 1) {
         char *abs = xstrndup(p, (size_t)(nl - p));
-        char *rel = under(abs, in->workdir) ? NULL : project_name(in, abs);
+        char *rel = within(abs, in->workdir) ? NULL : project_name(in, abs, false);
         if (rel)
             ARRAY_PUSH(s.items, s.count, s.cap, rel);
         free(abs);

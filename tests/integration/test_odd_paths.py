@@ -153,7 +153,11 @@ def test_line_break_cannot_be_in_a_depfile(ctx):
     write(manifest, re.sub(r"^  - ops/(\w+\.c)$", r'  - "o\\nps/\1"', read(manifest), flags=re.M))
     out = os.path.join(base, "out")
     ok(build(ctx, base, out), "build")
-    check(read(os.path.join(out, HEADER)).replace("o\\nps/", "ops/") == plain_header(ctx),
+    # The paths a compile looked for and did not find are listed one a line: with a line
+    # break in one, the list is not made, and these ops' records name none.
+    no_absent = lambda text: re.sub(r" absent \d+", "", re.sub(r" \* sg-absent [^\n]*\n", "", text))
+    check(no_absent(read(os.path.join(out, HEADER)).replace("o\\nps/", "ops/")) ==
+          no_absent(plain_header(ctx)),
           "header differs (beyond the op files' directory in the listings)")
     before = {f: read(os.path.join(out, f), "rb") for f in os.listdir(out) if f.endswith(".h")}
     p = build(ctx, base, out, "--depfile", os.path.join(ctx.tmp, "x.d"))
