@@ -6,6 +6,8 @@
 #define _GNU_SOURCE
 #include "cache.h"
 
+#include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +23,13 @@
 /* Records kept per slot: enough for a few checkouts or branches sharing a
  * cache, few enough that the index stays small. */
 #define RECORDS_PER_SLOT 4
+/* Blobs go least recently used first. A blob read is dated now when its date
+ * is older than this: each date says when it was last used, to the hour, for
+ * one futimens an hour per blob in use. */
+#define LRU_RESOLUTION_S 3600
+/* An eviction leaves the blobs at most this share of the bound (in 1/10s),
+ * so that the next runs add to it for a while without scanning. */
+#define EVICT_TO_TENTHS 8
 
 typedef struct file_hash {
     char *path;
@@ -73,6 +82,9 @@ typedef struct index_state {
 struct gen_cache {
     char *dir;
     char *path_buf;
+    uint64_t max_size;   /* the bound on the blobs' bytes (cache_set_max_size), 0: none */
+    uint64_t put_bytes;  /* blob bytes this run wrote */
+    struct timespec opened;
     file_hash *files; /* contents hashed once per run */
     size_t nfiles, cap;
     dep_lists lists;     /* every record's file list, each distinct one once */
@@ -404,15 +416,214 @@ static void merge_records(gen_cache *c, const char *path)
     records_free(&merged);
 }
 
+/* ---- the bound on the cache's size
+ *
+ * DIR/size holds the blobs' bytes as the last scan found them plus what runs
+ * wrote since (an overwritten blob counts twice: an overestimate, which only
+ * brings the next scan forward). Past the bound a scan measures the blobs and
+ * removes the least recently used until they take EVICT_TO_TENTHS of it; this
+ * run's own are kept (it may still read them, and a concurrent run that lost
+ * one only misses). Under records.lock, so runs closing at once take turns. */
+
+static int lock_cache(const char *dir)
+{
+    char *lock_path = xasprintf("%s/records.lock", dir);
+    int lock = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    free(lock_path);
+    if (lock >= 0)
+        flock(lock, LOCK_EX);
+    return lock;
+}
+
+typedef struct blob_file {
+    char *name;
+    uint64_t size;
+    struct timespec mtime;
+} blob_file;
+
+static int by_mtime(const void *a, const void *b)
+{
+    const blob_file *x = a, *y = b;
+    if (x->mtime.tv_sec != y->mtime.tv_sec)
+        return x->mtime.tv_sec < y->mtime.tv_sec ? -1 : 1;
+    if (x->mtime.tv_nsec != y->mtime.tv_nsec)
+        return x->mtime.tv_nsec < y->mtime.tv_nsec ? -1 : 1;
+    return strcmp(x->name, y->name);
+}
+
+/* The blobs under DIR/blobs (temporaries of a write in progress left out). */
+static blob_file *scan_blobs(const char *dir, size_t *n, uint64_t *bytes)
+{
+    char *path = xasprintf("%s/blobs", dir);
+    DIR *d = opendir(path);
+    blob_file *files = NULL;
+    size_t cap = 0;
+    *n = 0;
+    *bytes = 0;
+    for (struct dirent *e; d && (e = readdir(d));) {
+        struct stat st;
+        if (e->d_name[0] == '.' || strstr(e->d_name, ".tmp") ||
+            fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
+            continue;
+        blob_file f = {xstrdup(e->d_name), (uint64_t)st.st_size, st.st_mtim};
+        ARRAY_PUSH(files, *n, cap, f);
+        *bytes += f.size;
+    }
+    if (d)
+        closedir(d);
+    free(path);
+    return files;
+}
+
+static void free_blob_files(blob_file *files, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(files[i].name);
+    free(files);
+}
+
+/* The bytes DIR/size says, or UINT64_MAX when it says nothing (a cache older
+ * than the bound, a damaged file): then they are measured. */
+static uint64_t read_size_file(const char *dir)
+{
+    char *path = xasprintf("%s/size", dir);
+    uint8_t *text;
+    size_t n;
+    unsigned long long v = UINT64_MAX;
+    if (read_file(path, &text, &n)) {
+        if (sscanf((const char *)text, "stencilgen cache size %llu", &v) != 1)
+            v = UINT64_MAX;
+        free(text);
+    }
+    free(path);
+    return (uint64_t)v;
+}
+
+static void write_size_file(const char *dir, uint64_t bytes)
+{
+    char *path = xasprintf("%s/size", dir);
+    char text[64];
+    int n = snprintf(text, sizeof text, "stencilgen cache size %llu\n", (unsigned long long)bytes);
+    write_file_atomic(path, text, (size_t)n);
+    free(path);
+}
+
+/* Remove the least recently used blobs, none dated at or after `keep`, until
+ * they take at most `target` bytes; returns the bytes left. */
+static uint64_t evict(const char *dir, uint64_t target, const struct timespec *keep)
+{
+    size_t n;
+    uint64_t bytes;
+    blob_file *files = scan_blobs(dir, &n, &bytes);
+    qsort(files, n, sizeof *files, by_mtime);
+    char *blobs = xasprintf("%s/blobs", dir);
+    for (size_t i = 0; i < n && bytes > target; i++) {
+        const struct timespec *t = &files[i].mtime;
+        if (t->tv_sec > keep->tv_sec || (t->tv_sec == keep->tv_sec && t->tv_nsec >= keep->tv_nsec))
+            break; /* sorted: the rest are this run's, or newer */
+        char *p = path_join(blobs, files[i].name);
+        if (unlink(p) == 0)
+            bytes -= files[i].size;
+        free(p);
+    }
+    free(blobs);
+    free_blob_files(files, n);
+    return bytes;
+}
+
+static void account(gen_cache *c)
+{
+    int lock = lock_cache(c->dir);
+    uint64_t was = read_size_file(c->dir), now;
+    if (was == UINT64_MAX) { /* this run's blobs are among those measured */
+        size_t n;
+        blob_file *files = scan_blobs(c->dir, &n, &now);
+        free_blob_files(files, n);
+    } else {
+        now = UINT64_MAX - was < c->put_bytes ? UINT64_MAX : was + c->put_bytes;
+    }
+    if (c->max_size && now > c->max_size)
+        now = evict(c->dir, c->max_size / 10 * EVICT_TO_TENTHS, &c->opened);
+    write_size_file(c->dir, now);
+    if (lock >= 0)
+        close(lock);
+}
+
+void cache_set_max_size(gen_cache *c, uint64_t bytes)
+{
+    c->max_size = bytes;
+}
+
+bool cache_parse_size(const char *text, uint64_t *bytes)
+{
+    char *end = NULL;
+    errno = 0;
+    unsigned long long v = strtoull(text, &end, 10);
+    if (end == text || errno || *text == '-' || *text == '+')
+        return false;
+    unsigned shift = 0;
+    if (*end == 'K' || *end == 'k')
+        shift = 10;
+    else if (*end == 'M' || *end == 'm')
+        shift = 20;
+    else if (*end == 'G' || *end == 'g')
+        shift = 30;
+    if (shift)
+        end++;
+    if (*end || (shift && v > (UINT64_MAX >> shift)))
+        return false;
+    *bytes = (uint64_t)v << shift;
+    return true;
+}
+
+bool cache_stats(const char *dir, gen_cache_stats *s)
+{
+    struct stat st;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+        return false;
+    size_t n;
+    blob_file *files = scan_blobs(dir, &n, &s->blob_bytes);
+    s->blobs = n;
+    s->oldest = s->newest = (struct timespec){0, 0};
+    for (size_t i = 0; i < n; i++) {
+        if (!i || by_mtime(&files[i], &(blob_file){"", 0, s->oldest}) < 0)
+            s->oldest = files[i].mtime;
+        if (!i || by_mtime(&files[i], &(blob_file){"", 0, s->newest}) > 0)
+            s->newest = files[i].mtime;
+    }
+    free_blob_files(files, n);
+    char *index = xasprintf("%s/records2.idx", dir);
+    s->index_bytes = stat(index, &st) == 0 ? (uint64_t)st.st_size : 0;
+    free(index);
+    return true;
+}
+
+bool cache_clean(const char *dir, uint64_t *removed)
+{
+    int lock = lock_cache(dir);
+    struct timespec now;
+    cache_now(&now);
+    now.tv_sec += 1; /* every blob, also one dated this very moment */
+    size_t n;
+    uint64_t before;
+    blob_file *files = scan_blobs(dir, &n, &before);
+    free_blob_files(files, n);
+    uint64_t left = evict(dir, 0, &now);
+    char *index = xasprintf("%s/records2.idx", dir);
+    bool ok = (unlink(index) == 0 || errno == ENOENT) && left == 0;
+    free(index);
+    write_size_file(dir, left);
+    *removed = before - left;
+    if (lock >= 0)
+        close(lock);
+    return ok;
+}
+
 static void save_records(gen_cache *c)
 {
     if (!c->records_dirty || !mkdir_p(c->dir))
         return;
-    char *lock_path = xasprintf("%s/records.lock", c->dir);
-    int lock = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    free(lock_path);
-    if (lock >= 0)
-        flock(lock, LOCK_EX); /* without the lock, merging is still safe, only lossier */
+    int lock = lock_cache(c->dir); /* without the lock, merging is still safe, only lossier */
     char *path = index_path(c);
     /* Appending without the lock could interleave with another run's. */
     if (lock < 0 || !append_records(c, path))
@@ -441,6 +652,8 @@ gen_cache *cache_open(const char *dir)
 {
     gen_cache *c = xcalloc(1, sizeof *c);
     c->dir = xstrdup(dir);
+    c->max_size = CACHE_DEFAULT_MAX_SIZE;
+    cache_now(&c->opened);
     char *path = index_path(c);
     load_records(path, &c->records, &c->lists, &c->index);
     free(path);
@@ -452,6 +665,8 @@ void cache_close(gen_cache *c)
     if (!c)
         return;
     save_records(c);
+    if (c->put_bytes)
+        account(c);
     records_free(&c->records);
     dep_lists_free(&c->lists);
     for (size_t i = 0; i < c->nfiles; i++)
@@ -641,8 +856,12 @@ bool cache_get(gen_cache *c, const gen_key *key, const char *kind, uint8_t **dat
 {
     uint8_t *buf;
     size_t n;
-    if (!read_file(cache_path(c, key, kind), &buf, &n))
+    struct stat st;
+    const char *path = cache_path(c, key, kind);
+    if (!read_file_stat(path, &buf, &n, &st))
         return false;
+    if (st.st_mtim.tv_sec + LRU_RESOLUTION_S < c->opened.tv_sec)
+        utimensat(AT_FDCWD, path, NULL, 0); /* used: the last to go */
     trailer t;
     if (n < sizeof t) {
         free(buf);
@@ -671,6 +890,8 @@ bool cache_put(gen_cache *c, const gen_key *key, const char *kind, const void *d
     char *dir = path_dirname(path);
     bool ok = write_file_atomic(path, sb.data, sb.len) ||
               (mkdir_p(dir) && write_file_atomic(path, sb.data, sb.len));
+    if (ok)
+        c->put_bytes += sb.len;
     free(dir);
     sb_free(&sb);
     return ok;

@@ -73,6 +73,25 @@ bool cache_record(gen_cache *c, const char *slot, uint64_t args, char *const *de
 bool cache_get(gen_cache *c, const gen_key *key, const char *kind, uint8_t **data, size_t *size);
 bool cache_put(gen_cache *c, const gen_key *key, const char *kind, const void *data, size_t size);
 
+/* The bound on the blobs' bytes: past it, the run that closes the cache
+ * removes the least recently used (never its own) down to 8/10 of it. 0: no
+ * bound. Default CACHE_DEFAULT_MAX_SIZE (--cache-max-size). */
+#define CACHE_DEFAULT_MAX_SIZE (1024ull << 20)
+void cache_set_max_size(gen_cache *c, uint64_t bytes);
+/* "500M", "2G", "1048576", "0": bytes, K, M and G binary; false for anything else. */
+bool cache_parse_size(const char *text, uint64_t *bytes);
+
+/* What DIR holds (`stencilgen cache --stats`); false when DIR is no directory. */
+typedef struct gen_cache_stats {
+    size_t blobs;
+    uint64_t blob_bytes, index_bytes;
+    struct timespec oldest, newest; /* the blobs' dates: when each was last used */
+} gen_cache_stats;
+bool cache_stats(const char *dir, gen_cache_stats *s);
+/* Remove every blob and the record index (`stencilgen cache --clean`), under
+ * the lock runs take to close the cache; *removed: the blob bytes removed. */
+bool cache_clean(const char *dir, uint64_t *removed);
+
 /* A timestamp comparable with file modification times (which the kernel takes
  * from its coarse clock): any write after this call has an mtime >= it. */
 void cache_now(struct timespec *ts);

@@ -185,6 +185,8 @@ void inc_open(gen_incremental *inc, gen_cache *cache, const char *clang, const c
 void inc_close(gen_incremental *inc)
 {
     inc_discover_finish(inc, NULL, 0); /* what never ran is not recorded */
+    for (size_t i = 0; i < inc->nverdicts; i++)
+        free(inc->verdicts[i].text);
     free(inc->verdicts);
     inc->verdicts = NULL;
     inc->nverdicts = inc->verdicts_cap = 0;
@@ -204,9 +206,10 @@ static inc_absent_verdict *verdict_of(gen_incremental *inc, const gen_key *id)
     return NULL;
 }
 
-static void remember_verdict(gen_incremental *inc, const gen_key *id, bool holds)
+static void remember_verdict(gen_incremental *inc, const gen_key *id, bool holds,
+                             const uint8_t *text, size_t size)
 {
-    inc_absent_verdict v = {*id, holds};
+    inc_absent_verdict v = {*id, holds, holds ? xstrndup((const char *)text, size) : NULL};
     ARRAY_PUSH(inc->verdicts, inc->nverdicts, inc->verdicts_cap, v);
 }
 
@@ -217,12 +220,11 @@ static bool still_absent(gen_incremental *inc, const gen_key *id)
     const inc_absent_verdict *known = verdict_of(inc, id);
     if (known)
         return known->holds;
-    uint8_t *text;
-    size_t size;
+    uint8_t *text = NULL;
+    size_t size = 0;
     bool holds = cache_get(inc->cache, id, "absent", &text, &size);
     if (holds) {
         char *copy = xstrndup((const char *)text, size);
-        free(text);
         struct stat st;
         for (char *p = copy, *nl; holds && (nl = strchr(p, '\n')); p = nl + 1) {
             *nl = '\0';
@@ -230,7 +232,8 @@ static bool still_absent(gen_incremental *inc, const gen_key *id)
         }
         free(copy);
     }
-    remember_verdict(inc, id, holds);
+    remember_verdict(inc, id, holds, text, size);
+    free(text);
     return holds;
 }
 
@@ -241,11 +244,19 @@ static bool store_absent(gen_incremental *inc, const uint8_t *text, size_t size,
     id->h[0] = seed;
     id->h[1] = ~seed;
     hash128(text, size, id->h);
-    if (verdict_of(inc, id))
+    inc_absent_verdict *known = verdict_of(inc, id);
+    if (known && known->holds)
         return true; /* read or written already in this run */
+    /* Written again when it was found missing (another build evicted it) or
+     * not holding: a compile just found these paths missing. */
     if (!cache_put(inc->cache, id, "absent", text, size))
         return false;
-    remember_verdict(inc, id, true);
+    if (known) {
+        known->holds = true;
+        known->text = xstrndup((const char *)text, size);
+    } else {
+        remember_verdict(inc, id, true, text, size);
+    }
     return true;
 }
 
@@ -843,11 +854,10 @@ void inc_store(gen_incremental *inc, inc_unit *u, const inc_output *fresh,
 
 char *inc_absent_list(const gen_incremental *inc, const inc_unit *u)
 {
-    uint8_t *text;
-    size_t size;
-    if (!u->absent_known || !cache_get(inc->cache, &u->absent, "absent", &text, &size))
-        return NULL;
-    char *s = xstrndup((const char *)text, size);
-    free(text);
-    return s;
+    for (size_t i = 0; u->absent_known && i < inc->nverdicts; i++) {
+        const inc_absent_verdict *v = &inc->verdicts[i];
+        if (v->id.h[0] == u->absent.h[0] && v->id.h[1] == u->absent.h[1])
+            return v->text ? xstrdup(v->text) : NULL;
+    }
+    return NULL;
 }

@@ -53,6 +53,8 @@
 typedef struct inc_absent_verdict {
     gen_key id;
     bool holds;
+    char *text; /* the list as read or written (a header's provenance names it: read once,
+                   as an eviction by another build may remove the blob since) */
 } inc_absent_verdict;
 
 typedef struct gen_incremental {
@@ -187,7 +189,8 @@ void inc_store(gen_incremental *inc, inc_unit *u, const inc_output *fresh,
                const gen_stencil *checked, const char *deps, const strbuf *unwind);
 
 /* The paths u's compile looked for and did not find, one a line (what its
- * key needs still missing), as a NUL-terminated text; NULL when unknown. */
+ * key needs still missing), as this run read or wrote them, a NUL-terminated
+ * text to free; NULL when unknown. */
 char *inc_absent_list(const gen_incremental *inc, const inc_unit *u);
 
 #endif

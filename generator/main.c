@@ -6,6 +6,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cache.h"
+#include "cache_command.h"
 #include "diag.h"
 #include "llvm_bridge.h"
 #include "pipeline.h"
@@ -22,9 +24,11 @@ static const char usage_text[] =
     "                        [--batch-ops N]   (units: batched by default; per-op to debug an op)\n"
     "                        [--no-hot-cold]   (each op one part: no cold part split off)\n"
     "                        [--no-listing]   (headers without the disassembly listing)\n"
+    "                        [--cache-max-size SIZE]   (the cache's bound, e.g. 500M; 0: none)\n"
     "       stencilgen check-prebuilt --manifest FILE --prebuilt DIR [--target TRIPLE]... [--no-hot-cold]\n"
     "       stencilgen check --manifest FILE [--target TRIPLE]...   (all checks, writes nothing)\n"
     "       stencilgen dump  --manifest FILE --target TRIPLE [--op NAME]\n"
+    "       stencilgen cache (--stats | --clean) (--cache-dir DIR | --outdir DIR)\n"
     "       stencilgen --version\n"
     "\n"
     "Exit codes: 0 ok, 1 a check failed, 2 usage or manifest error, 3 toolchain failure.\n";
@@ -36,7 +40,7 @@ enum {
     OPT_MANIFEST = 256, OPT_TARGET, OPT_OUTDIR, OPT_CACHE_DIR, OPT_DEPFILE, OPT_CLANG,
     OPT_LAUNCHER, OPT_COMPILE_COMMANDS, OPT_EXTRA_CFLAGS, OPT_EXTRA_SHIM_CFLAGS, OPT_OP,
     OPT_COMPILE_TIMEOUT, OPT_UNITS, OPT_BATCH_OPS, OPT_EXEC_CLANG, OPT_NO_LISTING, OPT_HELP,
-    OPT_NO_HOT_COLD,
+    OPT_NO_HOT_COLD, OPT_CACHE_MAX_SIZE,
 };
 
 static const struct option long_opts[] = {
@@ -60,6 +64,7 @@ static const struct option long_opts[] = {
     {"verbose", no_argument, NULL, 'v'},
     {"help", no_argument, NULL, OPT_HELP},
     {"no-hot-cold", no_argument, NULL, OPT_NO_HOT_COLD},
+    {"cache-max-size", required_argument, NULL, OPT_CACHE_MAX_SIZE},
     {NULL, 0, NULL, 0},
 };
 
@@ -152,6 +157,11 @@ static int parse_options(int argc, char **argv, gen_options *o)
             batch_ops = true;
             break;
         case OPT_NO_LISTING: o->no_listing = true; break;
+        case OPT_CACHE_MAX_SIZE:
+            if (!cache_parse_size(optarg, &o->cache_max_size))
+                return usage_error("--cache-max-size wants bytes, with K, M or G for KiB, MiB "
+                                   "or GiB (0: no bound), got '%s'", optarg);
+            break;
         case 'v': o->verbose++; break;
         case OPT_HELP: fputs(usage_text, stdout); return SG_EXIT_OK;
         default:
@@ -211,6 +221,8 @@ int main(int argc, char **argv)
      * where there is none (prebuilt.c). */
     if (!strcmp(argv[1], "check-prebuilt"))
         return prebuilt_main(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "cache"))
+        return cache_command_main(argc - 1, argv + 1);
     gen_options o = {.command = argv[1]};
     if (strcmp(o.command, "build") && strcmp(o.command, "check") && strcmp(o.command, "dump"))
         return usage_error("unknown command '%s'", o.command);
@@ -220,6 +232,7 @@ int main(int argc, char **argv)
     /* Batched units write the same headers as per-op ones, several times faster
      * cold; per-op units stay for debugging one op. */
     o.units = SG_UNITS_BATCHED;
+    o.cache_max_size = CACHE_DEFAULT_MAX_SIZE;
     int rc = parse_options(argc - 1, argv + 1, &o);
     if (rc < 0)
         rc = check_required(&o);

@@ -523,6 +523,7 @@ static int prepare(gen_run *run)
         return SG_EXIT_TOOLCHAIN;
     }
     run->cache = cache_open(run->workdir);
+    cache_set_max_size(run->cache, run->opt.cache_max_size);
     inc_open(&run->inc, run->cache, run->clang, launcher, run->manifest.symbols.items,
              run->manifest.symbols.count, run->opt.verbose);
     free(launcher);

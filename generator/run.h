@@ -45,6 +45,7 @@ typedef struct gen_options {
     int verbose; /* -v: counts and phase times; -vv: also every compiler command */
     bool no_hot_cold; /* --no-hot-cold: ops are one part (docs/design.md, "Hot and cold parts") */
     bool no_listing; /* headers without the disassembly listing (docs/build.md, "Prebuilt headers") */
+    uint64_t cache_max_size; /* --cache-max-size: the bound on the cache's blobs (0: none) */
 } gen_options;
 
 typedef struct gen_target_result {

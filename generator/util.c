@@ -234,12 +234,20 @@ void sb_put_quoted(strbuf *sb, const char *s, sb_quote_style style)
  * in case the size was wrong. */
 bool read_file(const char *path, uint8_t **data, size_t *size)
 {
+    struct stat st;
+    return read_file_stat(path, data, size, &st);
+}
+
+bool read_file_stat(const char *path, uint8_t **data, size_t *size, struct stat *stp)
+{
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return false;
-    struct stat st;
+    struct stat st = {0};
     strbuf sb = {0};
-    sb_reserve(&sb, fstat(fd, &st) == 0 && st.st_size > 0 ? (size_t)st.st_size + 1 : 65536);
+    bool known = fstat(fd, &st) == 0;
+    *stp = st;
+    sb_reserve(&sb, known && st.st_size > 0 ? (size_t)st.st_size + 1 : 65536);
     ssize_t n;
     for (;;) {
         if (sb.cap - sb.len < 2)

@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 /* Allocation failure is not an input error: the tool prints a message and exits. */
 void *xmalloc(size_t n);
@@ -64,6 +65,8 @@ void sb_put_quoted(strbuf *sb, const char *s, sb_quote_style style);
 
 /* Whole-file read; returns false and sets errno on failure. */
 bool read_file(const char *path, uint8_t **data, size_t *size);
+/* The same, with what the file was when opened (*st). */
+bool read_file_stat(const char *path, uint8_t **data, size_t *size, struct stat *st);
 
 /* Write `data` to `path` through a temporary file in the same directory and a
  * rename, so readers never see a partial file. */
