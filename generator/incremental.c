@@ -209,7 +209,7 @@ static inc_absent_verdict *verdict_of(gen_incremental *inc, const gen_key *id)
 static void remember_verdict(gen_incremental *inc, const gen_key *id, bool holds,
                              const uint8_t *text, size_t size)
 {
-    inc_absent_verdict v = {*id, holds, holds ? xstrndup((const char *)text, size) : NULL};
+    inc_absent_verdict v = {*id, holds, text ? xstrndup((const char *)text, size) : NULL};
     ARRAY_PUSH(inc->verdicts, inc->nverdicts, inc->verdicts_cap, v);
 }
 
@@ -248,16 +248,17 @@ static bool store_absent(gen_incremental *inc, const uint8_t *text, size_t size,
     if (known && known->holds)
         return true; /* read or written already in this run */
     /* Written again when it was found missing (another build evicted it) or
-     * not holding: a compile just found these paths missing. */
-    if (!cache_put(inc->cache, id, "absent", text, size))
-        return false;
-    if (known) {
-        known->holds = true;
-        known->text = xstrndup((const char *)text, size);
+     * not holding: a compile just found these paths missing. Remembered
+     * even when it cannot be written: the header's provenance names it. */
+    bool put = cache_put(inc->cache, id, "absent", text, size);
+    if (!known) {
+        remember_verdict(inc, id, put, text, size);
     } else {
-        remember_verdict(inc, id, true, text, size);
+        known->holds = put;
+        if (!known->text)
+            known->text = xstrndup((const char *)text, size);
     }
-    return true;
+    return put;
 }
 
 /* Each compile lists the paths it looked for and did not find in
@@ -795,7 +796,7 @@ static bool store_object(gen_incremental *inc, inc_unit *u, const inc_output *ou
     bool listed = out->absent && store_absent(inc, (const uint8_t *)(kept.data ? kept.data : ""),
                                               kept.len, &absent);
     sb_free(&kept);
-    u->absent_known = listed;
+    u->absent_known = out->absent != NULL; /* for the provenance, stored or not */
     u->absent = absent;
     if (!listed) {
         if (inc->verbose)
