@@ -425,6 +425,12 @@ static void merge_records(gen_cache *c, const char *path)
  * run's own are kept (it may still read them, and a concurrent run that lost
  * one only misses). Under records.lock, so runs closing at once take turns. */
 
+static bool modified_since(const struct timespec *mtime, const struct timespec *since)
+{
+    return mtime->tv_sec > since->tv_sec ||
+           (mtime->tv_sec == since->tv_sec && mtime->tv_nsec >= since->tv_nsec);
+}
+
 static int lock_cache(const char *dir)
 {
     char *lock_path = xasprintf("%s/records.lock", dir);
@@ -509,17 +515,20 @@ static void write_size_file(const char *dir, uint64_t bytes)
 }
 
 /* Remove the least recently used blobs, none dated at or after `keep`, until
- * they take at most `target` bytes; returns the bytes left. */
-static uint64_t evict(const char *dir, uint64_t target, const struct timespec *keep)
+ * they take at most `target` bytes; returns the bytes left (*before, unless
+ * NULL: the bytes there were). */
+static uint64_t evict(const char *dir, uint64_t target, const struct timespec *keep,
+                      uint64_t *before)
 {
     size_t n;
     uint64_t bytes;
     blob_file *files = scan_blobs(dir, &n, &bytes);
+    if (before)
+        *before = bytes;
     qsort(files, n, sizeof *files, by_mtime);
     char *blobs = xasprintf("%s/blobs", dir);
     for (size_t i = 0; i < n && bytes > target; i++) {
-        const struct timespec *t = &files[i].mtime;
-        if (t->tv_sec > keep->tv_sec || (t->tv_sec == keep->tv_sec && t->tv_nsec >= keep->tv_nsec))
+        if (modified_since(&files[i].mtime, keep))
             break; /* sorted: the rest are this run's, or newer */
         char *p = path_join(blobs, files[i].name);
         if (unlink(p) == 0)
@@ -543,7 +552,7 @@ static void account(gen_cache *c)
         now = UINT64_MAX - was < c->put_bytes ? UINT64_MAX : was + c->put_bytes;
     }
     if (c->max_size && now > c->max_size)
-        now = evict(c->dir, c->max_size / 10 * EVICT_TO_TENTHS, &c->opened);
+        now = evict(c->dir, c->max_size / 10 * EVICT_TO_TENTHS, &c->opened, NULL);
     write_size_file(c->dir, now);
     if (lock >= 0)
         close(lock);
@@ -586,9 +595,9 @@ bool cache_stats(const char *dir, gen_cache_stats *s)
     s->blobs = n;
     s->oldest = s->newest = (struct timespec){0, 0};
     for (size_t i = 0; i < n; i++) {
-        if (!i || by_mtime(&files[i], &(blob_file){"", 0, s->oldest}) < 0)
+        if (!i || !modified_since(&files[i].mtime, &s->oldest))
             s->oldest = files[i].mtime;
-        if (!i || by_mtime(&files[i], &(blob_file){"", 0, s->newest}) > 0)
+        if (!i || modified_since(&files[i].mtime, &s->newest))
             s->newest = files[i].mtime;
     }
     free_blob_files(files, n);
@@ -604,11 +613,8 @@ bool cache_clean(const char *dir, uint64_t *removed)
     struct timespec now;
     cache_now(&now);
     now.tv_sec += 1; /* every blob, also one dated this very moment */
-    size_t n;
     uint64_t before;
-    blob_file *files = scan_blobs(dir, &n, &before);
-    free_blob_files(files, n);
-    uint64_t left = evict(dir, 0, &now);
+    uint64_t left = evict(dir, 0, &now, &before);
     char *index = xasprintf("%s/records2.idx", dir);
     bool ok = (unlink(index) == 0 || errno == ENOENT) && left == 0;
     free(index);
@@ -738,11 +744,6 @@ static const char *cache_path(gen_cache *c, const gen_key *key, const char *kind
     return c->path_buf;
 }
 
-static bool modified_since(const struct timespec *mtime, const struct timespec *since)
-{
-    return mtime->tv_sec > since->tv_sec ||
-           (mtime->tv_sec == since->tv_sec && mtime->tv_nsec >= since->tv_nsec);
-}
 
 /* Whether the file is still the one hashed, unchanged since before `since`:
  * then the work that started at `since` read exactly the hashed bytes. (Hashes

@@ -853,12 +853,12 @@ void inc_store(gen_incremental *inc, inc_unit *u, const inc_output *fresh,
     sb_free(&sb);
 }
 
-char *inc_absent_list(const gen_incremental *inc, const inc_unit *u)
+const char *inc_absent_list(const gen_incremental *inc, const inc_unit *u)
 {
     for (size_t i = 0; u->absent_known && i < inc->nverdicts; i++) {
         const inc_absent_verdict *v = &inc->verdicts[i];
         if (v->id.h[0] == u->absent.h[0] && v->id.h[1] == u->absent.h[1])
-            return v->text ? xstrdup(v->text) : NULL;
+            return v->text;
     }
     return NULL;
 }

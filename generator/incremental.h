@@ -189,8 +189,8 @@ void inc_store(gen_incremental *inc, inc_unit *u, const inc_output *fresh,
                const gen_stencil *checked, const char *deps, const strbuf *unwind);
 
 /* The paths u's compile looked for and did not find, one a line (what its
- * key needs still missing), as this run read or wrote them, a NUL-terminated
- * text to free; NULL when unknown. */
-char *inc_absent_list(const gen_incremental *inc, const inc_unit *u);
+ * key needs still missing), as this run read or wrote them; NULL when
+ * unknown. Valid until inc_close; only reads, so render threads may call it. */
+const char *inc_absent_list(const gen_incremental *inc, const inc_unit *u);
 
 #endif

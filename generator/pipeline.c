@@ -234,10 +234,10 @@ static strbuf provenance_of(const gen_run *run, const job_set *js, const gen_tar
             continue;
         if (ref->op) {
             deps[ref->op - run->ops.items] = ref->deps;
-            absent[ref->op - run->ops.items] = run->job_absent[i];
+            absent[ref->op - run->ops.items] = inc_absent_list(&run->inc, &ref->unit);
         } else {
             shim_deps = ref->deps;
-            shim_absent = run->job_absent[i];
+            shim_absent = inc_absent_list(&run->inc, &ref->unit);
         }
     }
     prov_inputs in = {&run->manifest, r->target->triple, r->mt, &run->ops,
@@ -248,33 +248,6 @@ static strbuf provenance_of(const gen_run *run, const job_set *js, const gen_tar
     free(absent);
     free(deps);
     return sb;
-}
-
-/* Each job's list of paths looked for and not found, read once per distinct
- * list (a target's ops mostly share one) before rendering, whose threads
- * must not share the cache. Returns the texts to free (*owned, *nowned). */
-static char **absent_lists_of(gen_run *run, const job_set *js, size_t *nowned)
-{
-    run->job_absent = xcalloc(js->count ? js->count : 1, sizeof *run->job_absent);
-    char **owned = xcalloc(js->count ? js->count : 1, sizeof *owned);
-    const gen_key **ids = xcalloc(js->count ? js->count : 1, sizeof *ids);
-    size_t n = 0;
-    for (size_t i = 0; i < js->count; i++) {
-        const inc_unit *u = &js->refs[i].unit;
-        if (!u->absent_known)
-            continue;
-        size_t k = 0;
-        while (k < n && memcmp(ids[k], &u->absent, sizeof u->absent))
-            k++;
-        if (k == n) {
-            ids[n] = &u->absent;
-            owned[n++] = inc_absent_list(&run->inc, u);
-        }
-        run->job_absent[i] = owned[k];
-    }
-    free(ids);
-    *nowned = n;
-    return owned;
 }
 
 static strbuf render_target(const gen_run *run, const job_set *js, const gen_target_result *r)
@@ -358,15 +331,7 @@ static int render_and_publish(gen_run *run, const job_set *js)
         outputs_use_spares(&out, spares);
         free(spares);
     }
-    size_t nabsent = 0;
-    char **absent = absent_lists_of(run, js, &nabsent);
-    bool rendered = render_all(run, js, &out);
-    for (size_t i = 0; i < nabsent; i++)
-        free(absent[i]);
-    free(absent);
-    free(run->job_absent);
-    run->job_absent = NULL;
-    if (!rendered) {
+    if (!render_all(run, js, &out)) {
         outputs_discard(&out);
         return SG_EXIT_TOOLCHAIN;
     }

@@ -80,9 +80,6 @@ typedef struct gen_run {
     size_t key_bytes;   /* bytes of op sources hashed for the ops' keys (op_keys_for_file) */
     bool memo_hit;      /* the outputs on disk are what this run would write (memo.h) */
     strbuf memo_summary; /* ... and the summary to print */
-    /* While rendering: per job (js->refs), the paths its compile looked for
-     * and did not find (inc_absent_list), for the provenance; NULL unknown. */
-    const char **job_absent;
 } gen_run;
 
 #endif
