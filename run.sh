@@ -6,7 +6,8 @@
 #   test-setup  what `test` does before its suites: install and build all four trees
 #   clean-room  the demo and test-setup in a new minimal Debian 12 root (root only;
 #               tests/clean_room/clean-room.sh)
-#   bench       benchmarks (ratios measured side by side in one run)
+#   bench       benchmarks (ratios measured side by side in one run); --scale-only
+#               [--baseline REV]: the CPython-shaped rows, also as git revision REV builds
 #   fuzz        longer fuzzing of the parsers of untrusted bytes (FUZZ_SECONDS, default 600)
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -15,12 +16,13 @@ cd "$(dirname "$0")"
 # C library (tinyvm's stencils are made for every triple; clang finds the
 # AArch64 headers through the cross GCC's crtbegin.o, libgcc-12-dev-arm64-cross,
 # and without them reads the host's <stdint.h>), tinyvm, GDB and stencilrt-stack
-# (libdw). The tests need the rest: other compilers and unwinders, perf,
-# valgrind, qemu and the AArch64 cross toolchain, Wine and MinGW-w64, LLDB.
+# (libdw), OpenSSL's libcrypto (the cache's SHA-256). The tests need the rest:
+# other compilers and unwinders, perf, valgrind, qemu and the AArch64 cross
+# toolchain, Wine and MinGW-w64, LLDB.
 # tests/clean_room/clean-room.sh proves both lists on a bare Debian 12.
 DEMO_PACKAGES=(clang-22 llvm-22 llvm-22-dev libclang-22-dev libclang-cpp22-dev libyaml-dev
                libc6-dev-arm64-cross libgcc-12-dev-arm64-cross meson ninja-build pkg-config
-               gcc g++ python3 gdb libdw-dev)
+               gcc g++ python3 gdb libdw-dev libssl-dev)
 TEST_PACKAGES=("${DEMO_PACKAGES[@]}" clang-14 libclang-rt-22-dev lld-22 valgrind linux-perf
                qemu-user gcc-aarch64-linux-gnu g++-aarch64-linux-gnu
                gdb-multiarch binutils elfutils libunwind-22-dev libc++-22-dev libc++abi-22-dev
@@ -133,10 +135,11 @@ clean-room)
     ensure_packages mmdebstrap git python3
     exec tests/clean_room/clean-room.sh "$@"
     ;;
-bench)
+bench)  # [--scale-only [--baseline REV]]: the CPython-shaped rows, against REV's generator
+    shift
     ensure_packages "${TEST_PACKAGES[@]}"
     build build
-    exec python3 tests/bench/run.py --build build
+    exec python3 tests/bench/run.py --build build "$@"
     ;;
 fuzz)
     ensure_packages "${TEST_PACKAGES[@]}"

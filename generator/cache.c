@@ -1,8 +1,10 @@
-/* cache.c - see cache.h. Files under DIR: records2.idx (every record's slot,
- * argument hash and file list, each distinct list once), records.lock (held
+/* cache.c - see cache.h. Files under DIR: records3.idx (every record's slot,
+ * argument digest and file list, each distinct list once), records.lock (held
  * while the index is written) and blobs/<key>.<kind> (a blob followed by a
- * 24-byte trailer: magic, size, checksum). records.idx is 0.2's index, with a
- * list per record: keys are made differently since, so it is left to it. */
+ * 24-byte trailer: magic, size, checksum). records.idx (0.2) and
+ * records2.idx (0.3, keys of a 128-bit hash of stencilgen's own) are older
+ * indexes: their keys are made differently, so they are left alone, and
+ * their blobs, never read again, go first when the cache is over its bound. */
 #define _GNU_SOURCE
 #include "cache.h"
 
@@ -16,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "digest.h"
 #include "opunit.h"
 #include "util.h"
 
@@ -37,7 +40,7 @@ typedef struct file_hash {
     bool positional; /* mentions a source-position macro */
     struct timespec mtime; /* when hashed */
     off_t size;
-    uint64_t h[2];
+    digest d;
 } file_hash;
 
 /* A list of files as records name them. Most records share one (a target's
@@ -60,7 +63,7 @@ typedef struct dep_lists {
 /* One record per slot and argument hash: the files the result depended on. */
 typedef struct record {
     char *slot;
-    uint64_t args;
+    gen_key args;
     gen_key absent; /* the set of paths that were missing (cache.h) */
     size_t deps;    /* its list in gen_cache.lists */
     bool fresh;     /* recorded by this run */
@@ -134,22 +137,7 @@ static void records_free(record_list *l)
 
 static char *index_path(const gen_cache *c)
 {
-    return xasprintf("%s/records2.idx", c->dir);
-}
-
-/* The hex number of exactly `digits` digits at *p, which then points past them. */
-static bool parse_hex(const char **p, size_t digits, uint64_t *out)
-{
-    uint64_t v = 0;
-    for (size_t i = 0; i < digits; i++) {
-        int d = hex_digit((*p)[i]);
-        if (d < 0)
-            return false;
-        v = v << 4 | (uint64_t)d;
-    }
-    *p += digits;
-    *out = v;
-    return true;
+    return xasprintf("%s/records3.idx", c->dir);
 }
 
 /* The decimal number at *p up to `stop`, which *p then points past. */
@@ -166,19 +154,22 @@ static bool parse_count(const char **p, const char *end, char stop, size_t *out)
     return true;
 }
 
-/* "R <args: 16 hex> <absent: 32 hex> <list> <slot>", as save_records writes it. */
+/* "R <args: 64 hex> <absent: 64 hex> <list> <slot>", as save_records writes it. */
 static bool parse_record(const char *line, const char *end, const size_t *lists, size_t nlists,
                          record *r)
 {
     const char *p = line + 2;
-    uint64_t args, a0, a1;
+    gen_key args, absent;
     size_t list;
-    if (end - line < 2 + 16 + 1 + 32 + 1 || !parse_hex(&p, 16, &args) || *p++ != ' ' ||
-        !parse_hex(&p, 16, &a0) || !parse_hex(&p, 16, &a1) || *p++ != ' ' ||
-        !parse_count(&p, end, ' ', &list) || list >= nlists || p >= end ||
+    if (end - line < 2 + 2 * (DIGEST_HEX + 1) + 1 || !digest_from_hex(p, &args) ||
+        p[DIGEST_HEX] != ' ' || !digest_from_hex(p + DIGEST_HEX + 1, &absent) ||
+        p[2 * DIGEST_HEX + 1] != ' ')
+        return false;
+    p += 2 * (DIGEST_HEX + 1);
+    if (!parse_count(&p, end, ' ', &list) || list >= nlists || p >= end ||
         memchr(p, '\0', (size_t)(end - p)))
         return false;
-    *r = (record){xstrndup(p, (size_t)(end - p)), args, {{a0, a1}}, lists[list], false};
+    *r = (record){xstrndup(p, (size_t)(end - p)), args, absent, lists[list], false};
     return true;
 }
 
@@ -243,7 +234,7 @@ static void load_records(const char *path, record_list *out, dep_lists *lists, i
 
 static bool same_record(const record *a, const record *b)
 {
-    return a->args == b->args && !strcmp(a->slot, b->slot);
+    return digest_equal(&a->args, &b->args) && !strcmp(a->slot, b->slot);
 }
 
 /* ---- record indexes: a record's place by its slot (and args), so that
@@ -256,11 +247,12 @@ static hash_slot *record_slot(hash_index *x, const record *items, const record *
 {
     *h = hash64(r->slot, strlen(r->slot), 0);
     if (by_args)
-        *h = hash64(&r->args, sizeof r->args, *h);
+        *h ^= digest_word(&r->args);
     hash_slot *s = hash_index_first(x, *h);
     for (; s->item; s = hash_index_next(x, s)) {
         const record *o = &items[s->item - 1];
-        if (s->hash == *h && !strcmp(o->slot, r->slot) && (!by_args || o->args == r->args))
+        if (s->hash == *h && !strcmp(o->slot, r->slot) &&
+            (!by_args || digest_equal(&o->args, &r->args)))
             break;
     }
     return s;
@@ -335,9 +327,10 @@ static void write_index(strbuf *sb, const record_list *l, const dep_lists *lists
             sb_putn(sb, lists->items[r->deps].text, lists->items[r->deps].len);
             sb_puts(sb, ".\n");
         }
-        sb_printf(sb, "R %016llx %016llx%016llx %zu %s\n", (unsigned long long)r->args,
-                  (unsigned long long)r->absent.h[0], (unsigned long long)r->absent.h[1],
-                  number[r->deps] - 1, r->slot);
+        char args[DIGEST_HEX + 1], absent[DIGEST_HEX + 1];
+        digest_hex(&r->args, args);
+        digest_hex(&r->absent, absent);
+        sb_printf(sb, "R %s %s %zu %s\n", args, absent, number[r->deps] - 1, r->slot);
     }
     free(number);
 }
@@ -601,7 +594,7 @@ bool cache_stats(const char *dir, gen_cache_stats *s)
             s->newest = files[i].mtime;
     }
     free_blob_files(files, n);
-    char *index = xasprintf("%s/records2.idx", dir);
+    char *index = xasprintf("%s/records3.idx", dir);
     s->index_bytes = stat(index, &st) == 0 ? (uint64_t)st.st_size : 0;
     free(index);
     return true;
@@ -615,7 +608,7 @@ bool cache_clean(const char *dir, uint64_t *removed)
     now.tv_sec += 1; /* every blob, also one dated this very moment */
     uint64_t before;
     uint64_t left = evict(dir, 0, &now, &before);
-    char *index = xasprintf("%s/records2.idx", dir);
+    char *index = xasprintf("%s/records3.idx", dir);
     bool ok = (unlink(index) == 0 || errno == ENOENT) && left == 0;
     free(index);
     write_size_file(dir, left);
@@ -641,9 +634,9 @@ static void save_records(gen_cache *c)
 
 /* Runs look slots up in the order they recorded them: searching on from the
  * last hit finds the next one at once instead of after hundreds of strcmps. */
-static record *find_record(gen_cache *c, const char *slot, uint64_t args)
+static record *find_record(gen_cache *c, const char *slot, const gen_key *args)
 {
-    record want = {(char *)slot, args, {{0, 0}}, 0, false};
+    record want = {(char *)slot, *args, {{0}}, 0, false};
     for (size_t k = 0; k < c->records.count; k++) {
         size_t i = (c->next_record + k) % c->records.count;
         if (same_record(&c->records.items[i], &want)) {
@@ -688,17 +681,16 @@ void cache_now(struct timespec *ts)
     clock_gettime(CLOCK_REALTIME_COARSE, ts);
 }
 
-/* A 128-bit key: two 64-bit lanes of one pass. */
-static void mix(uint64_t h[2], const void *p, size_t n)
+gen_key cache_hash_args_from(const gen_key *from, char *const *argv, size_t n,
+                             const char *const *skip_next)
 {
-    hash128(p, n, h);
-}
-
-uint64_t cache_hash_args_from(uint64_t h, char *const *argv, size_t n,
-                              const char *const *skip_next)
-{
+    digest_ctx h;
+    digest_begin(&h);
+    digest_add_u64(&h, from != NULL);
+    if (from)
+        digest_add_digest(&h, from);
     for (size_t i = 0; i < n && argv[i]; i++) {
-        h = hash64(argv[i], strlen(argv[i]) + 1, h);
+        digest_add_str(&h, argv[i]);
         for (const char *const *s = skip_next; *s && i + 1 < n && argv[i + 1]; s++) {
             if (!strcmp(argv[i], *s)) {
                 i++;
@@ -706,12 +698,12 @@ uint64_t cache_hash_args_from(uint64_t h, char *const *argv, size_t n,
             }
         }
     }
-    return h;
+    return digest_end(&h);
 }
 
-uint64_t cache_hash_args(char *const *argv, const char *const *skip_next)
+gen_key cache_hash_args(char *const *argv, const char *const *skip_next)
 {
-    return cache_hash_args_from(0, argv, SIZE_MAX, skip_next);
+    return cache_hash_args_from(NULL, argv, SIZE_MAX, skip_next);
 }
 
 static const file_hash *hash_file(gen_cache *c, const char *path)
@@ -719,13 +711,13 @@ static const file_hash *hash_file(gen_cache *c, const char *path)
     for (size_t i = 0; i < c->nfiles; i++)
         if (!strcmp(c->files[i].path, path))
             return &c->files[i];
-    file_hash f = {xstrdup(path), false, false, {0, 0}, 0, {1, 2}};
+    file_hash f = {xstrdup(path), false, false, {0, 0}, 0, {{0}}};
     struct stat st;
     uint8_t *data;
     size_t size;
     /* stat first: a write racing with the read leaves a later mtime. */
     if (stat(path, &st) == 0 && read_file(path, &data, &size)) {
-        mix(f.h, data, size);
+        f.d = digest_of(data, size);
         f.positional = text_mentions_position((const char *)data, size);
         f.mtime = st.st_mtim;
         f.size = st.st_size;
@@ -739,8 +731,9 @@ static const file_hash *hash_file(gen_cache *c, const char *path)
 static const char *cache_path(gen_cache *c, const gen_key *key, const char *kind)
 {
     free(c->path_buf);
-    c->path_buf = xasprintf("%s/blobs/%016llx%016llx.%s", c->dir, (unsigned long long)key->h[0],
-                            (unsigned long long)key->h[1], kind);
+    char hex[DIGEST_HEX + 1];
+    digest_hex(key, hex);
+    c->path_buf = xasprintf("%s/blobs/%s.%s", c->dir, hex, kind);
     return c->path_buf;
 }
 
@@ -764,17 +757,19 @@ static bool digest_files(gen_cache *c, char *const *paths, size_t n, const struc
                          gen_key *digest, bool *positional)
 {
     *positional = false;
-    digest->h[0] = n;
-    digest->h[1] = ~(uint64_t)n;
-    for (size_t i = 0; i < n; i++) {
+    digest_ctx h;
+    digest_begin(&h);
+    digest_add_u64(&h, n);
+    bool ok = true;
+    for (size_t i = 0; i < n && ok; i++) {
         const file_hash *f = hash_file(c, paths[i]);
-        if (!f->ok || (since && !stable_since(f, since)))
-            return false;
+        ok = f->ok && (!since || stable_since(f, since));
         *positional |= f->positional;
-        mix(digest->h, paths[i], strlen(paths[i]) + 1);
-        mix(digest->h, f->h, sizeof f->h);
+        digest_add_str(&h, paths[i]);
+        digest_add_digest(&h, &f->d);
     }
-    return true;
+    *digest = digest_end(&h);
+    return ok;
 }
 
 /* The list's digest, worked out on its first use in this run. */
@@ -796,16 +791,18 @@ static const dep_list *list_digest(gen_cache *c, size_t index)
     return d;
 }
 
-/* A key: the arguments' hash and the digest of the files. */
-static void key_from(uint64_t args, const gen_key *digest, gen_key *key)
+/* A key: the arguments' digest and the digest of the files. */
+static void key_from(const gen_key *args, const gen_key *files, gen_key *key)
 {
-    key->h[0] = args;
-    key->h[1] = ~args;
-    mix(key->h, digest->h, sizeof digest->h);
+    digest_ctx h;
+    digest_begin(&h);
+    digest_add_digest(&h, args);
+    digest_add_digest(&h, files);
+    *key = digest_end(&h);
 }
 
-bool cache_key_for(gen_cache *c, const char *slot, uint64_t args, gen_key *key, gen_key *absent,
-                   bool *positional)
+bool cache_key_for(gen_cache *c, const char *slot, const gen_key *args, gen_key *key,
+                   gen_key *absent, bool *positional)
 {
     const record *r = find_record(c, slot, args);
     if (!r)
@@ -819,7 +816,7 @@ bool cache_key_for(gen_cache *c, const char *slot, uint64_t args, gen_key *key, 
     return true;
 }
 
-bool cache_record(gen_cache *c, const char *slot, uint64_t args, char *const *deps, size_t n,
+bool cache_record(gen_cache *c, const char *slot, const gen_key *args, char *const *deps, size_t n,
                   const gen_key *absent, const struct timespec *since, gen_key *key,
                   bool *positional)
 {
@@ -830,12 +827,11 @@ bool cache_record(gen_cache *c, const char *slot, uint64_t args, char *const *de
     strbuf sb = {0};
     for (size_t i = 0; i < n; i++)
         sb_printf(&sb, "%s\n", deps[i]);
-    record nr = {xstrdup(slot), args, *absent, intern_deps(&c->lists, sb.data ? sb.data : "", sb.len),
+    record nr = {xstrdup(slot), *args, *absent, intern_deps(&c->lists, sb.data ? sb.data : "", sb.len),
                  true};
     sb_free(&sb);
     record *old = find_record(c, slot, args);
-    if (old && old->deps == nr.deps && old->absent.h[0] == nr.absent.h[0] &&
-        old->absent.h[1] == nr.absent.h[1]) {
+    if (old && old->deps == nr.deps && digest_equal(&old->absent, &nr.absent)) {
         record_free(&nr); /* the index holds it already: nothing to save */
         return true;
     }
@@ -870,7 +866,7 @@ bool cache_get(gen_cache *c, const gen_key *key, const char *kind, uint8_t **dat
     }
     memcpy(&t, buf + n - sizeof t, sizeof t);
     n -= sizeof t;
-    if (t.magic != TRAILER_MAGIC || t.size != n || t.sum != hash64(buf, n, key->h[0])) {
+    if (t.magic != TRAILER_MAGIC || t.size != n || t.sum != hash64(buf, n, digest_word(key))) {
         free(buf);
         return false;
     }
@@ -883,7 +879,7 @@ bool cache_get(gen_cache *c, const gen_key *key, const char *kind, uint8_t **dat
  * the directory) sees the old entry or the new one, never half of one. */
 bool cache_put(gen_cache *c, const gen_key *key, const char *kind, const void *data, size_t size)
 {
-    trailer t = {TRAILER_MAGIC, size, hash64(data, size, key->h[0])};
+    trailer t = {TRAILER_MAGIC, size, hash64(data, size, digest_word(key))};
     strbuf sb = {0};
     sb_putn(&sb, data, size);
     sb_putn(&sb, &t, sizeof t);

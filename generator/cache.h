@@ -33,9 +33,10 @@
 #include <stdint.h>
 #include <time.h>
 
-typedef struct gen_key {
-    uint64_t h[2];
-} gen_key;
+#include "digest.h"
+
+/* Keys, and what they are made of, are SHA-256 digests (digest.h). */
+typedef digest gen_key;
 
 typedef struct gen_cache gen_cache;
 
@@ -45,27 +46,27 @@ gen_cache *cache_open(const char *dir);
  * index it loaded, or merged with what another run wrote since) and frees. */
 void cache_close(gen_cache *c);
 
-/* Hash of an argument vector; `skip_next` names options whose following argument
- * (an output path) must not count. */
-uint64_t cache_hash_args(char *const *argv, const char *const *skip_next);
-/* The same, continued from `h` over at most n arguments (stopping at NULL):
- * a shared first part of many commands is hashed once. */
-uint64_t cache_hash_args_from(uint64_t h, char *const *argv, size_t n,
-                              const char *const *skip_next);
+/* Digest of an argument vector; `skip_next` names options whose following
+ * argument (an output path) must not count. */
+gen_key cache_hash_args(char *const *argv, const char *const *skip_next);
+/* The same, after the digest `from` of a shared first part of many commands
+ * (hashed once), over at most n arguments (stopping at NULL). */
+gen_key cache_hash_args_from(const gen_key *from, char *const *argv, size_t n,
+                             const char *const *skip_next);
 
 /* The key of `args` and the contents of the files `slot`'s record lists, if
  * one was made with the same arguments and every file it lists still exists;
  * *absent: the id of the set of paths it stored with the record;
  * *positional: whether one of the files mentions a source position. What a
  * key is made of is incremental.c's business: this is the store's part. */
-bool cache_key_for(gen_cache *c, const char *slot, uint64_t args, gen_key *key, gen_key *absent,
-                   bool *positional);
+bool cache_key_for(gen_cache *c, const char *slot, const gen_key *args, gen_key *key,
+                   gen_key *absent, bool *positional);
 /* Record `slot` (its files, and the id of a set of paths `absent`) and return
  * the key its files hash to now, as cache_key_for; false, recording nothing,
  * when a file is missing, or changed at or after `since` (the time the work
  * that read them started) or after this run hashed it: the result may not be
  * of the bytes the key would name. */
-bool cache_record(gen_cache *c, const char *slot, uint64_t args, char *const *deps, size_t n,
+bool cache_record(gen_cache *c, const char *slot, const gen_key *args, char *const *deps, size_t n,
                   const gen_key *absent, const struct timespec *since, gen_key *key,
                   bool *positional);
 

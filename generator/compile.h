@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "digest.h"
 #include "util.h"
 
 /* The leading arguments of several jobs' commands (one target's flags for one
@@ -16,7 +17,7 @@ typedef struct gen_shared_args {
     char **argv; /* NULL-terminated; owned */
     size_t n;
     bool hashed;
-    uint64_t hash;
+    digest hash;
 } gen_shared_args;
 
 typedef struct gen_job {

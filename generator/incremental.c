@@ -20,8 +20,9 @@
 /* Bumped when what a key is made of changes (incremental.h lists it), so
  * that no record made by an older stencilgen is found: 2 added the missing
  * paths and the environment; 3 the batched mark as an ingredient of its own;
- * 4 the unit's text as hashes made a file at a time (op_keys_for_file). */
-#define KEY_VERSION 4
+ * 4 the unit's text as hashes made a file at a time (op_keys_for_file);
+ * 5 SHA-256 digests (digest.h) for every part. */
+#define KEY_VERSION 5 /* 5: SHA-256 digests (digest.h) for every part */
 
 /* The environment variables clang reads that can change an object (or which
  * ops a source holds), from clang's driver and its toolchains. The value of
@@ -64,17 +65,18 @@ static const struct keyed_env {
 };
 
 /* The keyed variables of one scope: each name with its value, or unset. */
-static uint64_t environment_hash(env_scope scope)
+static gen_key environment_hash(env_scope scope)
 {
-    uint64_t h = KEY_VERSION;
+    digest_ctx h;
+    digest_begin(&h);
+    digest_add_u64(&h, KEY_VERSION);
     for (size_t i = 0; i < sizeof keyed_env / sizeof keyed_env[0]; i++) {
         if (keyed_env[i].scope != scope)
             continue;
-        const char *v = getenv(keyed_env[i].name);
-        h = hash64(keyed_env[i].name, strlen(keyed_env[i].name) + 1, h);
-        h = v ? hash64(v, strlen(v) + 1, h) : hash64("", 0, ~h);
+        digest_add_str(&h, keyed_env[i].name);
+        digest_add_str(&h, getenv(keyed_env[i].name)); /* unset and empty differ */
     }
-    return h;
+    return digest_end(&h);
 }
 
 /* Where clang's MinGW toolchain finds the sysroot for `triple` on PATH
@@ -101,47 +103,58 @@ static char *mingw_gcc_on_path(const char *triple)
 
 /* The MinGW targets' part of the environment: their gcc on PATH (one target,
  * x86_64-w64-windows-gnu, has the MinGW toolchain). */
-static uint64_t mingw_environment(void)
+static gen_key mingw_environment(void)
 {
-    uint64_t h = KEY_VERSION;
+    digest_ctx h;
+    digest_begin(&h);
+    digest_add_u64(&h, KEY_VERSION);
     char *gcc = mingw_gcc_on_path(sg_target_x86_64_windows.triple);
-    h = gcc ? hash64(gcc, strlen(gcc) + 1, h) : hash64("", 0, ~h);
+    digest_add_str(&h, gcc);
     free(gcc);
-    return h;
+    return digest_end(&h);
 }
 
 /* What of the environment a compile or a parse for `triple` depends on. */
-static uint64_t environment_for(const gen_incremental *inc, const char *triple)
+static void add_environment(digest_ctx *h, const gen_incremental *inc, const char *triple)
 {
-    uint64_t h = inc->environment;
-    if (strstr(triple, "-apple-"))
-        h = hash64(&inc->environment_darwin, sizeof inc->environment_darwin, h);
-    if (strstr(triple, "-windows-gnu") || strstr(triple, "-mingw"))
-        h = hash64(&inc->environment_mingw, sizeof inc->environment_mingw, h);
-    return h;
+    digest_add_digest(h, &inc->environment);
+    bool darwin = strstr(triple, "-apple-") != NULL;
+    bool mingw = strstr(triple, "-windows-gnu") || strstr(triple, "-mingw");
+    digest_add_u64(h, (uint64_t)darwin << 1 | mingw);
+    if (darwin)
+        digest_add_digest(h, &inc->environment_darwin);
+    if (mingw)
+        digest_add_digest(h, &inc->environment_mingw);
 }
 
 /* A program's identity for cache keys: its path, size and modification time
  * (stat only: a no-op build must not run it, nor read megabytes of it). */
-static uint64_t program_identity(const char *path, uint64_t h)
+static void add_program_identity(digest_ctx *h, const char *path)
 {
     struct stat st;
-    h = hash64(path, strlen(path), h);
-    if (stat(path, &st) == 0) {
-        int64_t facts[3] = {(int64_t)st.st_size, (int64_t)st.st_mtim.tv_sec,
-                            (int64_t)st.st_mtim.tv_nsec};
-        h = hash64(facts, sizeof facts, h);
+    digest_add_str(h, path);
+    bool found = stat(path, &st) == 0;
+    digest_add_u64(h, found);
+    if (found) {
+        digest_add_u64(h, (uint64_t)st.st_size);
+        digest_add_u64(h, (uint64_t)st.st_mtim.tv_sec);
+        digest_add_u64(h, (uint64_t)st.st_mtim.tv_nsec);
     }
-    return h;
 }
 
 /* The compiler's identity for cache keys: clang's and the launcher's, the file
  * that runs (found on PATH), so an edited launcher script (a flag added) is a
  * new compiler. */
-static uint64_t compiler_identity(const char *clang, const char *launcher)
+static gen_key compiler_identity(const char *clang, const char *launcher)
 {
-    uint64_t h = program_identity(clang, 0);
-    return launcher ? program_identity(launcher, h) : h;
+    digest_ctx h;
+    digest_begin(&h);
+    digest_add_u64(&h, KEY_VERSION);
+    add_program_identity(&h, clang);
+    digest_add_u64(&h, launcher != NULL);
+    if (launcher)
+        add_program_identity(&h, launcher);
+    return digest_end(&h);
 }
 
 /* What an op's checked stencil depends on besides its object and target: this
@@ -149,18 +162,22 @@ static uint64_t compiler_identity(const char *clang, const char *launcher)
  * printed the instructions, and the run-time symbol list (holes name symbols
  * by number). The generator is known by its executable's size, modification
  * time and inode; without them, no stencil cache. */
-static bool generator_identity(char *const *symbols, size_t nsymbols, uint64_t *id)
+static bool generator_identity(char *const *symbols, size_t nsymbols, gen_key *id)
 {
     struct stat st;
     if (stat("/proc/self/exe", &st) != 0)
         return false;
-    int64_t facts[4] = {(int64_t)st.st_size, (int64_t)st.st_mtim.tv_sec,
-                        (int64_t)st.st_mtim.tv_nsec, (int64_t)st.st_ino};
-    uint64_t h = hash64(facts, sizeof facts, STENCIL_BLOB_VERSION);
-    h = hash64(lb_llvm_version(), strlen(lb_llvm_version()) + 1, h);
+    digest_ctx h;
+    digest_begin(&h);
+    uint64_t facts[] = {STENCIL_BLOB_VERSION, (uint64_t)st.st_size, (uint64_t)st.st_mtim.tv_sec,
+                        (uint64_t)st.st_mtim.tv_nsec, (uint64_t)st.st_ino};
+    for (size_t i = 0; i < sizeof facts / sizeof facts[0]; i++)
+        digest_add_u64(&h, facts[i]);
+    digest_add_str(&h, lb_llvm_version());
+    digest_add_u64(&h, nsymbols);
     for (size_t i = 0; i < nsymbols; i++)
-        h = hash64(symbols[i], strlen(symbols[i]) + 1, h);
-    *id = h;
+        digest_add_str(&h, symbols[i]);
+    *id = digest_end(&h);
     return true;
 }
 
@@ -201,7 +218,7 @@ void inc_close(gen_incremental *inc)
 static inc_absent_verdict *verdict_of(gen_incremental *inc, const gen_key *id)
 {
     for (size_t i = 0; i < inc->nverdicts; i++)
-        if (inc->verdicts[i].id.h[0] == id->h[0] && inc->verdicts[i].id.h[1] == id->h[1])
+        if (digest_equal(&inc->verdicts[i].id, id))
             return &inc->verdicts[i];
     return NULL;
 }
@@ -240,10 +257,11 @@ static bool still_absent(gen_incremental *inc, const gen_key *id)
 /* Store a list of missing paths; *id names it in a record. */
 static bool store_absent(gen_incremental *inc, const uint8_t *text, size_t size, gen_key *id)
 {
-    static const uint64_t seed = 0x616273656e74ull; /* "absent" */
-    id->h[0] = seed;
-    id->h[1] = ~seed;
-    hash128(text, size, id->h);
+    digest_ctx h;
+    digest_begin(&h);
+    digest_add_str(&h, "absent");
+    digest_add(&h, text, size);
+    *id = digest_end(&h);
     inc_absent_verdict *known = verdict_of(inc, id);
     if (known && known->holds)
         return true; /* read or written already in this run */
@@ -312,23 +330,23 @@ void inc_probe_compiles(gen_job *jobs, size_t n, const gen_compile_opts *co, boo
  * (cache_key_for, cache_record); the paths that must stay missing, and the
  * position when a file read mentions one, are mixed in here. */
 
-static void mix_key(gen_key *key, const void *data, size_t size)
+static void finish_key(gen_key *key, const gen_key *absent, bool positional,
+                       const gen_key *position)
 {
-    key->h[0] = hash64(data, size, key->h[0]);
-    key->h[1] = hash64(data, size, key->h[1] ^ 0x6b6579ull /* "key" */);
-}
-
-static void finish_key(gen_key *key, const gen_key *absent, bool positional, uint64_t position)
-{
-    mix_key(key, absent->h, sizeof absent->h);
+    digest_ctx h;
+    digest_begin(&h);
+    digest_add_digest(&h, key);
+    digest_add_digest(&h, absent);
+    digest_add_u64(&h, positional);
     if (positional)
-        mix_key(key, &position, sizeof position);
+        digest_add_digest(&h, position ? position : &(gen_key){{0}});
+    *key = digest_end(&h);
 }
 
 /* The key of `slot`'s record (see cache_key_for); *absent: its set of paths
  * that must still be missing. */
-static bool key_for(gen_incremental *inc, const char *slot, uint64_t args, uint64_t position,
-                    gen_key *key, gen_key *absent)
+static bool key_for(gen_incremental *inc, const char *slot, const gen_key *args,
+                    const gen_key *position, gen_key *key, gen_key *absent)
 {
     bool positional;
     if (!cache_key_for(inc->cache, slot, args, key, absent, &positional))
@@ -338,8 +356,8 @@ static bool key_for(gen_incremental *inc, const char *slot, uint64_t args, uint6
 }
 
 /* Record `slot` (see cache_record) and give its key. */
-static bool record_key(gen_incremental *inc, const char *slot, uint64_t args, uint64_t position,
-                       char *const *deps, size_t n, const gen_key *absent,
+static bool record_key(gen_incremental *inc, const char *slot, const gen_key *args,
+                       const gen_key *position, char *const *deps, size_t n, const gen_key *absent,
                        const struct timespec *since, gen_key *key)
 {
     bool positional;
@@ -353,7 +371,11 @@ static bool record_key(gen_incremental *inc, const char *slot, uint64_t args, ui
 
 static gen_key compiler_key(const gen_incremental *inc)
 {
-    return (gen_key){{inc->compiler, inc->compiler ^ 0x636c616e67ull /* "clang" */}};
+    digest_ctx h;
+    digest_begin(&h);
+    digest_add_str(&h, "clang-ok");
+    digest_add_digest(&h, &inc->compiler);
+    return digest_end(&h);
 }
 
 bool inc_compiler_verified(gen_incremental *inc)
@@ -435,7 +457,7 @@ static void drop_ops_after(gen_oplist *ops, size_t count)
  * the paths that lists as missing complete its record. */
 struct inc_pending {
     char *slot;
-    uint64_t args;
+    gen_key args;
     char *source;
     char **argv; /* discovery's arguments */
     gen_pathlist deps; /* what the parse read */
@@ -523,7 +545,7 @@ static void record_discovery(gen_incremental *inc, inc_pending *p)
     bool ok = p->job.argv && p->job.status == 0 && read_file(p->depfile, &dtext, &dsize) &&
               read_file(p->job.probes, &missing, &nmissing) && read_no_more(p, dtext, dsize) &&
               store_absent(inc, missing, nmissing, &absent);
-    if (ok && record_key(inc, p->slot, p->args, 0, p->deps.items, p->deps.count, &absent,
+    if (ok && record_key(inc, p->slot, &p->args, NULL, p->deps.items, p->deps.count, &absent,
                          &p->since, &key))
         cache_put(inc->cache, &key, "ops", p->ops.data ? p->ops.data : "", p->ops.len);
     else if (!ok && inc->verbose)
@@ -597,21 +619,25 @@ int inc_discover(gen_incremental *inc, const char *source, const gen_argv *a, ge
     for (size_t i = 0; i < a->count; i++)
         argv_add(&copy, a->items[i]);
     char **argv = argv_finish(&copy);
-    uint64_t args = hash64(lb_llvm_version(), strlen(lb_llvm_version()),
-                           cache_hash_args(argv, (const char *const[]){NULL}));
     const char *triple = "";
     for (size_t i = 0; i < a->count; i++)
         if (!strncmp(a->items[i], "--target=", 9))
             triple = a->items[i] + 9;
-    uint64_t env = environment_for(inc, triple);
-    args = hash64(&env, sizeof env, args);
+    gen_key command = cache_hash_args(argv, (const char *const[]){NULL});
+    digest_ctx h;
+    digest_begin(&h);
+    digest_add_digest(&h, &command);
+    digest_add_str(&h, source); /* the slot names it by a short hash only */
+    digest_add_str(&h, lb_llvm_version());
+    add_environment(&h, inc, triple);
+    gen_key args = digest_end(&h);
     char *slot = xasprintf("discover/%016llx",
                            (unsigned long long)hash64(source, strlen(source), 0));
     size_t before = ops->count;
     gen_key key, absent;
     uint8_t *text;
     size_t size;
-    if (key_for(inc, slot, args, 0, &key, &absent) && still_absent(inc, &absent) &&
+    if (key_for(inc, slot, &args, NULL, &key, &absent) && still_absent(inc, &absent) &&
         cache_get(inc->cache, &key, "ops", &text, &size)) {
         bool ok = parse_cached_ops(text, size, source, ops);
         free(text);
@@ -646,16 +672,16 @@ int inc_discover(gen_incremental *inc, const char *source, const gen_argv *a, ge
 /* The hash of the job's arguments; a shared first part (gen_shared_args) is
  * hashed by the first job that has it, and the hash kept there. A shared part
  * belongs to one kind of command, so it is always hashed with the same skips. */
-static uint64_t hash_command(const gen_job *job, const char *const *skip_next)
+static gen_key hash_command(const gen_job *job, const char *const *skip_next)
 {
     gen_shared_args *s = job->shared;
     if (!s)
         return cache_hash_args(job->argv, skip_next);
     if (!s->hashed) {
-        s->hash = cache_hash_args_from(0, job->argv, s->n, skip_next);
+        s->hash = cache_hash_args_from(NULL, job->argv, s->n, skip_next);
         s->hashed = true;
     }
-    return cache_hash_args_from(s->hash, job->argv + s->n, SIZE_MAX, skip_next);
+    return cache_hash_args_from(&s->hash, job->argv + s->n, SIZE_MAX, skip_next);
 }
 
 void inc_unit_init(const gen_incremental *inc, inc_unit *u, const char *triple, const gen_job *job,
@@ -668,22 +694,34 @@ void inc_unit_init(const gen_incremental *inc, inc_unit *u, const char *triple, 
     const char *base = strrchr(job->output, '/');
     *u = (inc_unit){.tu_path = tu_path, .op = op != NULL};
     u->slot = xasprintf("%s/%s", triple, base ? base + 1 : job->output);
-    u->args = hash64(&inc->compiler, sizeof inc->compiler,
-                     hash_command(job, u->op ? op_paths : shim_paths));
-    uint64_t env = environment_for(inc, triple);
-    u->args = hash64(&env, sizeof env, u->args);
+    gen_key command = hash_command(job, u->op ? op_paths : shim_paths);
+    digest_ctx h;
+    digest_begin(&h);
+    digest_add_digest(&h, &command);
+    digest_add_digest(&h, &inc->compiler);
+    add_environment(&h, inc, triple);
+    digest_add_u64(&h, op != NULL);
     if (op) {
         /* A batched op is marked so: its entry keeps its batch's object. */
-        if (op->batched)
-            u->args = hash64("batched", 8, u->args);
-        u->args = hash64(&op->text, sizeof op->text, u->args);
+        digest_add_u64(&h, op->batched);
+        digest_add_digest(&h, &op->text);
         /* Code that compiles its position in (__LINE__, __FILE__, also through
          * a header's macro: then the header mentions one, see finish_key). */
-        u->position = hash64(op->file, strlen(op->file) + 1, op->lines);
+        digest_ctx p;
+        digest_begin(&p);
+        digest_add_str(&p, op->file);
+        digest_add_digest(&p, &op->lines);
+        u->position = digest_end(&p);
+        digest_add_u64(&h, op->positional);
         if (op->positional)
-            u->args = hash64(&u->position, sizeof u->position, u->args);
+            digest_add_digest(&h, &u->position);
     }
-    u->context = hash64(triple, strlen(triple) + 1, inc->generator);
+    u->args = digest_end(&h);
+    digest_ctx c;
+    digest_begin(&c);
+    digest_add_digest(&c, &inc->generator);
+    digest_add_str(&c, triple);
+    u->context = digest_end(&c);
 }
 
 void inc_unit_free(inc_unit *u)
@@ -699,13 +737,14 @@ static bool cached_unwind(gen_incremental *inc, const inc_unit *u, uint8_t **out
     size_t n;
     if (!cache_get(inc->cache, &u->key, "unwind", &e, &n))
         return false;
-    if (n < 8 || load_le(e, 8) != u->context) {
+    size_t c = sizeof u->context.b;
+    if (n < c || memcmp(e, u->context.b, c)) {
         free(e);
         return false;
     }
-    memmove(e, e + 8, n - 8);
+    memmove(e, e + c, n - c);
     *out = e;
-    *size = n - 8;
+    *size = n - c;
     return true;
 }
 
@@ -724,7 +763,7 @@ static bool cached_stencil(gen_incremental *inc, const inc_unit *u, const char *
         return false;
     }
     char err[256];
-    bool ok = stencil_blob_decode(blob, size, u->context, inc->nsymbols, s, deps, err,
+    bool ok = stencil_blob_decode(blob, size, &u->context, inc->nsymbols, s, deps, err,
                                    sizeof err);
     free(blob);
     if (!ok && !u->op)
@@ -737,7 +776,7 @@ static bool cached_stencil(gen_incremental *inc, const inc_unit *u, const char *
 bool inc_key(gen_incremental *inc, inc_unit *u)
 {
     gen_key absent = {0};
-    u->keyed = key_for(inc, u->slot, u->args, u->position, &u->key, &absent) &&
+    u->keyed = key_for(inc, u->slot, &u->args, &u->position, &u->key, &absent) &&
                still_absent(inc, &absent);
     u->absent_known = u->keyed;
     u->absent = absent;
@@ -816,7 +855,7 @@ static bool store_object(gen_incremental *inc, inc_unit *u, const inc_output *ou
             }
         }
     }
-    bool ok = record_key(inc, u->slot, u->args, u->position, deps, n, &absent, out->started,
+    bool ok = record_key(inc, u->slot, &u->args, &u->position, deps, n, &absent, out->started,
                          &u->key) &&
               (out->key_only ||
                (cache_put(inc->cache, &u->key, "d", out->deps, out->deps_size) &&
@@ -840,7 +879,7 @@ void inc_store(gen_incremental *inc, inc_unit *u, const inc_output *fresh,
         return;
     if (!u->op) {
         strbuf e = {0};
-        sb_put_le(&e, u->context, 8);
+        sb_putn(&e, u->context.b, sizeof u->context.b);
         sb_putn(&e, unwind->data, unwind->len);
         bool put = cache_put(inc->cache, &u->key, "unwind", e.data, e.len);
         sb_free(&e);
@@ -848,7 +887,7 @@ void inc_store(gen_incremental *inc, inc_unit *u, const inc_output *fresh,
             return;
     }
     strbuf sb = {0};
-    stencil_blob_encode(&sb, checked, deps, u->context);
+    stencil_blob_encode(&sb, checked, deps, &u->context);
     cache_put(inc->cache, &u->key, inc->stencil_kind, sb.data, sb.len);
     sb_free(&sb);
 }
@@ -857,7 +896,7 @@ const char *inc_absent_list(const gen_incremental *inc, const inc_unit *u)
 {
     for (size_t i = 0; u->absent_known && i < inc->nverdicts; i++) {
         const inc_absent_verdict *v = &inc->verdicts[i];
-        if (v->id.h[0] == u->absent.h[0] && v->id.h[1] == u->absent.h[1])
+        if (digest_equal(&v->id, &u->absent))
             return v->text;
     }
     return NULL;

@@ -59,17 +59,17 @@ typedef struct inc_absent_verdict {
 
 typedef struct gen_incremental {
     gen_cache *cache;
-    uint64_t compiler;  /* the compiler's (and launcher's) identity */
+    gen_key compiler;   /* the compiler's (and launcher's) identity */
     bool stencils;      /* checked stencils may be cached: this generator build is known */
-    uint64_t generator; /* this generator build, the LLVM it links and the symbol list */
+    gen_key generator;  /* this generator build, the LLVM it links and the symbol list */
     /* The cache entry of a checked stencil: ops are stored with their hot and
      * cold parts laid out, or whole (--no-hot-cold), each under its own name. */
     const char *stencil_kind;
     size_t nsymbols;
     bool verbose;       /* say why a cached stencil was not used */
-    uint64_t environment;         /* keyed_env's variables, for every target */
-    uint64_t environment_darwin;  /* and those read for Darwin targets alone */
-    uint64_t environment_mingw;   /* and for MinGW targets alone */
+    gen_key environment;          /* keyed_env's variables, for every target */
+    gen_key environment_darwin;   /* and those read for Darwin targets alone */
+    gen_key environment_mingw;    /* and for MinGW targets alone */
     inc_absent_verdict *verdicts; /* each set of missing paths checked this run */
     size_t nverdicts, verdicts_cap;
     struct inc_pending *pending; /* discoveries whose record waits for a preprocess */
@@ -120,9 +120,9 @@ void inc_probe_compiles(gen_job *jobs, size_t n, const gen_compile_opts *co, boo
 
 typedef struct inc_unit {
     char *slot;          /* "<triple>/<object name>" */
-    uint64_t args;       /* the command, the compiler, and an op's unit text */
-    uint64_t position;   /* an op unit's file name and lines */
-    uint64_t context;    /* what a checked stencil depends on besides its object */
+    gen_key args;        /* the command, the compiler, and an op's unit text */
+    gen_key position;    /* an op unit's file name and lines */
+    gen_key context;     /* what a checked stencil depends on besides its object */
     const char *tu_path; /* an op's unit as compiled (hashed through args, not as a file) */
     bool op;             /* an op (else the shim, whose entry needs its unwind facts too) */
     bool keyed;          /* key holds the entry found or stored */
@@ -134,9 +134,9 @@ typedef struct inc_unit {
 /* What an op's key takes from its translation unit (opunit.h): the unit
  * as the key sees it, and where it sits. */
 typedef struct inc_op_unit {
-    uint64_t text;    /* its own unit without #line directives (op_key's text) */
+    gen_key text;     /* its own unit without #line directives (op_key's text) */
     bool positional;  /* that unit mentions a position macro */
-    uint64_t lines;   /* its unit's lines (op_key's position) */
+    gen_key lines;    /* its unit's lines (op_key's position) */
     const char *file; /* its file as __FILE__ names it (relative to the manifest) */
     bool batched;     /* compiled in a batch (its entry keeps the batch's object) */
 } inc_op_unit;

@@ -13,86 +13,75 @@
 #include "outputs.h"
 
 
-#define MEMO_VERSION 1
+#define MEMO_VERSION 2 /* 2: SHA-256 digests */
 #define MEMO_MAX_OUTPUTS 4096
 
-static void feed(uint64_t h[2], const void *data, size_t size)
-{
-    hash128(&size, sizeof size, h); /* lengths first: no two inputs run together */
-    hash128(data, size, h);
-}
-
-static void feed_str(uint64_t h[2], const char *s)
-{
-    feed(h, s ? s : "", s ? strlen(s) + 1 : 0); /* NULL and "" differ */
-}
-
-static void feed_u64(uint64_t h[2], uint64_t v)
-{
-    feed(h, &v, sizeof v);
-}
 
 /* The options a header, the depfile or compile_commands.json can depend
  * on; -v, the compile timeout and dump's --op do not change them. */
-static void feed_options(uint64_t h[2], const gen_options *o)
+static void feed_options(digest_ctx *h, const gen_options *o)
 {
-    feed_str(h, o->command);
-    feed_str(h, o->manifest);
-    feed_u64(h, o->ntargets);
+    digest_add_str(h, o->command);
+    digest_add_str(h, o->manifest);
+    digest_add_u64(h, o->ntargets);
     for (size_t i = 0; i < o->ntargets; i++)
-        feed_str(h, o->targets[i]);
+        digest_add_str(h, o->targets[i]);
     const char *paths[] = {o->outdir, o->cache_dir, o->depfile, o->clang, o->launcher,
                            o->compile_commands, o->extra_cflags, o->extra_shim_cflags};
     for (size_t i = 0; i < sizeof paths / sizeof *paths; i++)
-        feed_str(h, paths[i]);
+        digest_add_str(h, paths[i]);
     uint64_t facts[] = {(uint64_t)o->jobs, o->exec_clang, (uint64_t)o->units, o->batch_ops,
                         o->no_hot_cold, o->no_listing};
-    feed(h, facts, sizeof facts);
+    for (size_t i = 0; i < sizeof facts / sizeof *facts; i++)
+        digest_add_u64(h, facts[i]);
 }
 
-static void feed_op(uint64_t h[2], const gen_op *op)
+static void feed_op(digest_ctx *h, const gen_op *op)
 {
-    feed_str(h, op->name);
-    feed_str(h, op->display);
-    feed_str(h, op->source);
+    digest_add_str(h, op->name);
+    digest_add_str(h, op->display);
+    digest_add_str(h, op->source);
     uint64_t facts[] = {op->prefixed, op->line, op->col, op->begin, op->end, op->variant};
-    feed(h, facts, sizeof facts);
+    for (size_t i = 0; i < sizeof facts / sizeof *facts; i++)
+        digest_add_u64(h, facts[i]);
 }
 
 bool memo_digest(const gen_run *run, const job_set *js, gen_key *out)
 {
     if (!run->inc.stencils)
         return false;
-    uint64_t h[2] = {MEMO_VERSION, 0};
+    for (size_t i = 0; i < js->count; i++)
+        if (!js->refs[i].unit.keyed)
+            return false;
     uint8_t *manifest;
     size_t msize;
     if (!read_file(run->manifest.path, &manifest, &msize))
         return false;
-    feed(h, manifest, msize);
+    digest_ctx h;
+    digest_begin(&h);
+    digest_add_u64(&h, MEMO_VERSION);
+    digest_add_field(&h, manifest, msize);
     free(manifest);
     char *cwd = getcwd(NULL, 0); /* relative paths in the options and outputs */
-    feed_str(h, cwd);
+    digest_add_str(&h, cwd);
     free(cwd);
-    feed_options(h, &run->opt);
-    uint64_t ids[] = {run->inc.generator, run->inc.compiler};
-    feed(h, ids, sizeof ids);
-    feed_str(h, run->inc.stencil_kind);
-    feed_u64(h, run->ops.count);
+    feed_options(&h, &run->opt);
+    digest_add_digest(&h, &run->inc.generator);
+    digest_add_digest(&h, &run->inc.compiler);
+    digest_add_str(&h, run->inc.stencil_kind);
+    digest_add_u64(&h, run->ops.count);
     for (size_t i = 0; i < run->ops.count; i++)
-        feed_op(h, &run->ops.items[i]);
-    feed_u64(h, js->count);
+        feed_op(&h, &run->ops.items[i]);
+    digest_add_u64(&h, js->count);
     for (size_t i = 0; i < js->count; i++) {
         const job_ref *ref = &js->refs[i];
-        if (!ref->unit.keyed)
-            return false;
-        feed_str(h, ref->result->target->triple);
-        feed_u64(h, ref->op ? (uint64_t)(ref->op - run->ops.items) : UINT64_MAX);
-        feed_str(h, ref->unit.slot);
-        uint64_t key[] = {ref->unit.key.h[0], ref->unit.key.h[1], ref->unit.context};
-        feed(h, key, sizeof key);
+        digest_add_str(&h, ref->result->target->triple);
+        digest_add_u64(&h, ref->op ? (uint64_t)(ref->op - run->ops.items) : UINT64_MAX);
+        digest_add_str(&h, ref->unit.slot);
+        digest_add_digest(&h, &ref->unit.key);
+        digest_add_digest(&h, &ref->unit.context);
     }
-    out->h[0] = h[0];
-    out->h[1] = h[1];
+    *out = digest_end(&h);
     return true;
 }
 
@@ -165,8 +154,9 @@ static bool write_memo(const gen_run *run, const gen_key *digest, char *const *p
 {
     strbuf sb = {0};
     size_t slen = strlen(summary);
-    sb_printf(&sb, "stencilgen memo %d %016" PRIx64 "%016" PRIx64 "\n%zu %zu\n", MEMO_VERSION,
-              digest->h[0], digest->h[1], n, slen);
+    char hex[DIGEST_HEX + 1];
+    digest_hex(digest, hex);
+    sb_printf(&sb, "stencilgen memo %d %s\n%zu %zu\n", MEMO_VERSION, hex, n, slen);
     bool ok = n > 0 && n <= MEMO_MAX_OUTPUTS;
     for (size_t i = 0; ok && i < n; i++) {
         file_facts f;
@@ -198,9 +188,9 @@ bool memo_replay(const gen_run *run, const gen_key *digest, strbuf *summary)
     if (!ok)
         return false;
     char *p = (char *)data, *end = p + size, *line = next_line(&p, end);
-    char want[64];
-    snprintf(want, sizeof want, "stencilgen memo %d %016" PRIx64 "%016" PRIx64, MEMO_VERSION,
-             digest->h[0], digest->h[1]);
+    char hex[DIGEST_HEX + 1], want[DIGEST_HEX + 32];
+    digest_hex(digest, hex);
+    snprintf(want, sizeof want, "stencilgen memo %d %s", MEMO_VERSION, hex);
     unsigned long n = 0, slen = 0;
     ok = line && !strcmp(line, want) && (line = next_line(&p, end)) &&
          sscanf(line, "%lu %lu", &n, &slen) == 2 && n > 0 && n <= MEMO_MAX_OUTPUTS;

@@ -255,37 +255,62 @@ op_unit op_batch_unit_for(op_sources *sources, const gen_oplist *ops,
  * the text after it are hashed once per file, as running hashes from either
  * end, so keying a file's n ops reads it once, not n times. */
 
+/* Running digests of segments: each segment's text, and the line it starts
+ * at, chained onto those before it (a chain of SHA-256 steps is as hard to
+ * collide as one digest of the whole). */
+typedef struct segment_run {
+    digest text, lines;
+} segment_run;
+
+static void chain(digest *run, const void *data, size_t size)
+{
+    digest_ctx h;
+    digest_begin(&h);
+    digest_add_digest(&h, run);
+    digest_add_field(&h, data, size);
+    *run = digest_end(&h);
+}
+
 /* A segment as the key sees it: its text, and the line it starts at. */
-static void hash_segment(const op_source *t, size_t from, size_t to, uint64_t *text,
-                         uint64_t *lines, size_t *hashed)
+static void hash_segment(const op_source *t, size_t from, size_t to, segment_run *run,
+                         size_t *hashed)
 {
     if (from >= to || blank((const char *)t->text, from, to))
         return;
     *hashed += to - from;
-    unsigned line = line_at(t, from);
-    *text = hash64(t->text + from, to - from, *text);
-    *lines = hash64(&line, sizeof line, *lines);
+    unsigned n = line_at(t, from);
+    uint8_t line[4] = {(uint8_t)n, (uint8_t)(n >> 8), (uint8_t)(n >> 16), (uint8_t)(n >> 24)};
+    chain(&run->text, t->text + from, to - from);
+    chain(&run->lines, line, sizeof line);
 }
 
-/* The key facts of op `o`, its definition t[b, e), given the hashes of the
- * text before it (pre) and after it (post), each {text, lines}: lines go
- * into the position alone, so an edit that moves an op keeps its key. */
+/* The key facts of op `o`, its definition t[b, e), given the digests of the
+ * text before it (pre) and after it (post): lines go into the position
+ * alone, so an edit that moves an op keeps its key. */
 static op_key key_of(const gen_op *o, const op_source *t, size_t b, size_t e,
-                     const uint64_t pre[2], const uint64_t post[2], bool around_mentions,
+                     const segment_run *pre, const segment_run *post, bool around_mentions,
                      size_t *hashed)
 {
-    uint64_t text = hash64(&pre[0], sizeof pre[0], 0x6f706b6579ull /* "opkey" */);
-    uint64_t lines = 0;
+    segment_run own = {{{0}}, {{0}}};
+    hash_segment(t, b, e, &own, hashed);
     strbuf defs = {0}, undefs = {0};
     variant_defs(o, &defs, &undefs); /* a variant's values, in its key as in its unit */
-    text = hash64(defs.data ? defs.data : "", defs.len, text);
-    hash_segment(t, b, e, &text, &lines, hashed);
-    text = hash64(undefs.data ? undefs.data : "", undefs.len, text);
+    digest_ctx h;
+    digest_begin(&h);
+    digest_add_digest(&h, &pre->text);
+    digest_add_field(&h, defs.data ? defs.data : "", defs.len);
+    digest_add_digest(&h, &own.text);
+    digest_add_field(&h, undefs.data ? undefs.data : "", undefs.len);
+    digest_add_digest(&h, &post->text);
     sb_free(&defs);
     sb_free(&undefs);
-    op_key k = {hash64(&post[0], sizeof post[0], text),
-                hash64(&post[1], sizeof post[1], hash64(&lines, sizeof lines, pre[1])),
+    op_key k = {digest_end(&h), {{0}},
                 around_mentions || text_mentions_position((const char *)t->text + b, e - b)};
+    digest_begin(&h);
+    digest_add_digest(&h, &pre->lines);
+    digest_add_digest(&h, &own.lines);
+    digest_add_digest(&h, &post->lines);
+    k.position = digest_end(&h);
     return k;
 }
 
@@ -295,7 +320,7 @@ void op_keys_for_file(op_sources *sources, const gen_op *ops, size_t n, op_key *
     const op_source *t = n ? source_of(sources, ops[0].source) : NULL;
     if (!t || !t->text) {
         for (size_t i = 0; i < n; i++) /* its compile says what is wrong */
-            keys[i] = (op_key){hash64(ops[i].name, strlen(ops[i].name), 0), 0, false};
+            keys[i] = (op_key){digest_of(ops[i].name, strlen(ops[i].name)), {{0}}, false};
         return;
     }
     const char *text = (const char *)t->text;
@@ -331,27 +356,27 @@ void op_keys_for_file(op_sources *sources, const gen_op *ops, size_t n, op_key *
         mentions |= text_mentions_position(text + last, b[i] - last);
         last = i < n ? e[i] : last;
     }
-    /* pre[i]: the gaps before op i; post[i]: those after it (two hashes: text, lines). */
-    uint64_t (*pre)[2] = xcalloc(n + 1, sizeof *pre), (*post)[2] = xcalloc(n + 1, sizeof *post);
-    uint64_t run[2] = {0, 0};
+    /* pre[i]: the gaps before op i; post[i]: those after it. */
+    segment_run *pre = xcalloc(n + 1, sizeof *pre), *post = xcalloc(n + 1, sizeof *post);
+    segment_run run = {{{0}}, {{0}}};
     for (size_t i = 0; i < n; i++) {
         if (cut[i])
-            hash_segment(t, gap_start[i], b[i], &run[0], &run[1], hashed);
-        memcpy(pre[i], run, sizeof run);
+            hash_segment(t, gap_start[i], b[i], &run, hashed);
+        pre[i] = run;
     }
-    run[0] = run[1] = 0x706f7374ull; /* "post" */
-    hash_segment(t, gap_start[n], t->size, &run[0], &run[1], hashed);
+    run = (segment_run){{{1}}, {{1}}}; /* "after": never a chain from the start */
+    hash_segment(t, gap_start[n], t->size, &run, hashed);
     for (size_t i = n; i-- > 0;) {
-        memcpy(post[i], run, sizeof run);
+        post[i] = run;
         if (cut[i])
-            hash_segment(t, gap_start[i], b[i], &run[0], &run[1], hashed);
+            hash_segment(t, gap_start[i], b[i], &run, hashed);
     }
     for (size_t i = 0; i < n; i++) {
         size_t d = follows[i] ? follows[i] - 1 : i; /* whose definition and gaps */
         /* An op that cannot be cut out is compiled from the whole file. */
-        keys[i] = cut[d] ? key_of(&ops[i], t, b[d], e[d], pre[d], post[d], mentions, hashed)
-                         : key_of(&ops[i], t, 0, t->size, (uint64_t[2]){0, 0},
-                                  (uint64_t[2]){0, 0}, mentions, hashed);
+        static const segment_run none = {{{0}}, {{0}}};
+        keys[i] = cut[d] ? key_of(&ops[i], t, b[d], e[d], &pre[d], &post[d], mentions, hashed)
+                         : key_of(&ops[i], t, 0, t->size, &none, &none, mentions, hashed);
     }
     free(follows);
     free(pre);

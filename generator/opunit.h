@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "discover.h"
+#include "digest.h"
 #include "util.h"
 
 typedef struct op_unit {
@@ -29,8 +30,8 @@ typedef struct op_unit {
 
 /* What an op's cache key takes from its unit. */
 typedef struct op_key {
-    uint64_t text;          /* the unit's segments, without #line */
-    uint64_t position;      /* the line each segment starts at (not the file name) */
+    digest text;            /* the unit's segments, without #line */
+    digest position;        /* the line each segment starts at (not the file name) */
     bool mentions_position; /* the unit mentions __LINE__ or the like */
 } op_key;
 

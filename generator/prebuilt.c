@@ -66,6 +66,8 @@ typedef struct pb_record {
     pb_absent *absent;
     size_t nabsent, absent_cap;
     bool has_shim;
+    int format;         /* sg-provenance's number */
+    size_t digest_hex;  /* the digests' length: PROV_DIGEST_HEX, or formats 1 and 2's 32 */
     char *text; /* the record's lines, tokens cut in place */
 } pb_record;
 
@@ -87,11 +89,12 @@ static int cmp_file(const void *key, const void *item)
     return strcmp((const char *)key, ((const pb_file *)item)->name);
 }
 
-static bool digest_token(const char *tok, char out[PROV_DIGEST_HEX + 1])
+static bool digest_token(const pb_record *r, const char *tok, char out[PROV_DIGEST_HEX + 1])
 {
-    if (!tok || strlen(tok) != PROV_DIGEST_HEX || strspn(tok, "0123456789abcdef") != PROV_DIGEST_HEX)
+    size_t n = r->digest_hex;
+    if (!tok || strlen(tok) != n || strspn(tok, "0123456789abcdef") != n)
         return false;
-    memcpy(out, tok, PROV_DIGEST_HEX + 1);
+    memcpy(out, tok, n + 1);
     return true;
 }
 
@@ -105,7 +108,7 @@ static bool parse_file(pb_record *r, char **save)
 {
     char *name = next_token(save), *d = next_token(save);
     pb_file f = {name, {0}};
-    if (!name || !prov_decode_name(name) || !digest_token(d, f.recorded) || next_token(save))
+    if (!name || !prov_decode_name(name) || !digest_token(r, d, f.recorded) || next_token(save))
         return false;
     if (r->nfiles && strcmp(r->files[r->nfiles - 1].name, name) >= 0)
         return false;
@@ -176,11 +179,11 @@ static bool parse_op(pb_record *r, char **save, bool shim)
         char *how = next_token(save);
         if (how && !strcmp(how, "whole"))
             op.whole = true;
-        else if (!how || strcmp(how, "at") || !digest_token(next_token(save), op.at.hex))
+        else if (!how || strcmp(how, "at") || !digest_token(r, next_token(save), op.at.hex))
             return false;
     }
-    bool ok = expect(save, "unit") && digest_token(next_token(save), op.unit) &&
-              expect(save, "flags") && digest_token(next_token(save), op.flags) &&
+    bool ok = expect(save, "unit") && digest_token(r, next_token(save), op.unit) &&
+              expect(save, "flags") && digest_token(r, next_token(save), op.flags) &&
               parse_reads(r, &op, save);
     if (!ok) {
         free(op.reads);
@@ -256,26 +259,26 @@ static int parse_record(const char *path, const char *text, size_t size, pb_reco
     r->text = xstrndup(start, (size_t)(close - start) + 1);
     size_t lineno = 0; /* within the record: the header's lines are counted on error only */
     char *save = NULL;
-    int version = 0;
     for (char *line = strtok_r(r->text, "\n", &save); line; line = strtok_r(NULL, "\n", &save),
               lineno++) {
         if (strncmp(line, " * sg-", 6))
             continue; /* the comment's prose */
         if (!strncmp(line, " * sg-provenance ", 17)) {
-            version = atoi(line + 17);
-            if (version < 1 || version > PROV_FORMAT_VERSION) {
+            r->format = atoi(line + 17);
+            if (r->format < 1 || r->format > PROV_FORMAT_VERSION) {
                 diag_error_at(path, line_of(text, start, lineno), 4, "provenance format %s, this stencilgen "
                               "reads formats 1 to %d", line + 17, PROV_FORMAT_VERSION);
                 return SG_EXIT_USAGE;
             }
+            r->digest_hex = r->format < PROV_SHA256_FORMAT ? 32 : PROV_DIGEST_HEX;
             continue;
         }
-        if (!version || !parse_line(r, line + 3)) {
+        if (!r->format || !parse_line(r, line + 3)) {
             diag_error_at(path, line_of(text, start, lineno), 4, "malformed provenance line '%s'", line + 3);
             return SG_EXIT_USAGE;
         }
     }
-    if (!r->generator || !r->abi || !r->has_shim || (version >= 2 && !r->layout)) {
+    if (!r->generator || !r->abi || !r->has_shim || (r->format >= 2 && !r->layout)) {
         diag_error("%s: its provenance lacks the generator, ABI, layout or shim line", path);
         return SG_EXIT_USAGE;
     }
@@ -547,13 +550,19 @@ static void globals_changed(const pb_record *r, const gen_manifest *m, const cha
     prov_digest op_flags = prov_flags_digest(m, triple, t, false);
     prov_digest shim_flags = prov_flags_digest(m, triple, t, true);
     for (size_t k = 0; k < r->nops; k++) {
+        if (r->format < PROV_SHA256_FORMAT) /* nothing else compares: no digest can match */
+            add_reason(rs, k, xasprintf("provenance format %d digests files with a 128-bit hash "
+                                        "of stencilgen's own, format %d with SHA-256: "
+                                        "regenerate the header", r->format,
+                                        PROV_SHA256_FORMAT));
         if (strcmp(r->generator, prov_generator()))
             add_reason(rs, k, xasprintf("generator changed (header: %s, this: %s)", r->generator,
                                         prov_generator()));
         if (strcmp(r->abi, abi))
             add_reason(rs, k, xasprintf("ABI version changed (header: %s, this: %s)", r->abi,
                                         abi));
-        if (strcmp(r->ops[k].flags, k ? op_flags.hex : shim_flags.hex))
+        if (r->format >= PROV_SHA256_FORMAT &&
+            strcmp(r->ops[k].flags, k ? op_flags.hex : shim_flags.hex))
             add_reason(rs, k, xasprintf("flags changed (the manifest's %s)",
                                         k ? "cflags, defines or include_dirs"
                                           : "shim_cflags, defines or include_dirs"));
@@ -680,9 +689,11 @@ static int check_target(const pb_options *o, const gen_manifest *m, const char *
                      xcalloc(r.nops, sizeof(size_t)), r.nops};
     size_t *by_source = ops_by_source(&r);
     globals_changed(&r, m, triple, t, !o->no_hot_cold, &rs);
-    sources_changed(&r, m, by_source, &rs);
-    files_changed(&r, m, now, &rs);
-    absent_appeared(&r, m, &rs);
+    if (r.format >= PROV_SHA256_FORMAT) {
+        sources_changed(&r, m, by_source, &rs);
+        files_changed(&r, m, now, &rs);
+        absent_appeared(&r, m, &rs);
+    }
     strbuf lines = {0};
     sb_puts(&lines, "");
     size_t added = new_sources(&r, m, by_source, &lines);

@@ -17,22 +17,17 @@
 #include "outputs.h"
 #include "../runtime/stencilrt_abi.h" /* the ABI, owned by the runtime */
 
-/* No printf: check-prebuilt makes one per op and one per line it searches. */
-static prov_digest digest_of_hash(const uint64_t h[2])
+static prov_digest prov_digest_from(const digest *d)
 {
-    static const char hex[] = "0123456789abcdef";
-    prov_digest d;
-    for (int i = 0; i < 32; i++)
-        d.hex[i] = hex[(h[i / 16] >> (60 - 4 * (i % 16))) & 15];
-    d.hex[32] = '\0';
-    return d;
+    prov_digest p;
+    digest_hex(d, p.hex);
+    return p;
 }
 
 prov_digest prov_digest_of(const void *data, size_t size)
 {
-    uint64_t h[2] = {0, 0};
-    hash128(data, size, h);
-    return digest_of_hash(h);
+    digest d = digest_of(data, size);
+    return prov_digest_from(&d);
 }
 
 const char *prov_generator(void)
@@ -236,20 +231,21 @@ void prov_cut(const char *text, size_t size, const prov_digest *at, size_t n, pr
     }
     sb_putn(&shared, text + pos, size - pos);
     drop_blank_lines(&shared);
-    uint64_t base[2] = {0, 0};
-    hash128(shared.data, shared.len, base);
+    digest base = digest_of(shared.data ? shared.data : "", shared.len);
     /* Code that compiles its position in changes when its op moves. */
     bool positional = text_mentions_position(text, size);
     for (size_t i = 0; i < n; i++) {
         if (!out->ext[i].found)
             continue;
-        uint64_t h[2] = {base[0], base[1]};
-        if (positional) {
-            uint64_t line = line_number(text, out->ext[i].begin);
-            hash128(&line, sizeof line, h);
-        }
-        hash128(text + out->ext[i].begin, out->ext[i].end - out->ext[i].begin, h);
-        out->unit[i] = digest_of_hash(h);
+        digest_ctx h;
+        digest_begin(&h);
+        digest_add_digest(&h, &base);
+        digest_add_u64(&h, positional);
+        if (positional)
+            digest_add_u64(&h, line_number(text, out->ext[i].begin));
+        digest_add_field(&h, text + out->ext[i].begin, out->ext[i].end - out->ext[i].begin);
+        digest d = digest_end(&h);
+        out->unit[i] = prov_digest_from(&d);
     }
     sb_free(&shared);
 }

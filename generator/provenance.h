@@ -30,15 +30,19 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "digest.h"
 #include "discover.h"
 #include "manifest.h"
 #include "util.h"
 
-/* 2 added sg-layout; check-prebuilt still reads 1 (then: hot-cold, 0.3.0's default). */
-#define PROV_FORMAT_VERSION 2
-#define PROV_DIGEST_HEX 32
+/* 2 added sg-layout (1: hot-cold, 0.3.0's default); 3 made every digest
+ * SHA-256. check-prebuilt reads 1 and 2 to call every op stale: their
+ * digests are of a 128-bit hash this stencilgen no longer makes. */
+#define PROV_FORMAT_VERSION 3
+#define PROV_SHA256_FORMAT 3
+#define PROV_DIGEST_HEX DIGEST_HEX
 
-/* A 128-bit digest as 32 hex digits (and a NUL). */
+/* A SHA-256 digest (digest.h) as 64 hex digits and a NUL. */
 typedef struct prov_digest {
     char hex[PROV_DIGEST_HEX + 1];
 } prov_digest;

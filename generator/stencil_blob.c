@@ -38,11 +38,12 @@ static void put_hole(strbuf *sb, const gen_hole *h)
     put_str(sb, h->symbol, 1);
 }
 
-void stencil_blob_encode(strbuf *out, const gen_stencil *s, const char *deps, uint64_t context)
+void stencil_blob_encode(strbuf *out, const gen_stencil *s, const char *deps,
+                         const digest *context)
 {
     sb_putn(out, magic, sizeof magic);
     sb_put_le(out, STENCIL_BLOB_VERSION, 4);
-    sb_put_le(out, context, 8);
+    sb_putn(out, context->b, sizeof context->b);
     sb_put_le(out, s->code_size, 8);
     sb_put_le(out, s->data_size, 8);
     sb_put_le(out, s->data_align, 8);
@@ -204,7 +205,8 @@ static void get_insns(reader *r, gen_stencil *s)
 }
 
 /* Decoded into `t`; handed over only when everything checked out. */
-static bool decode(reader *r, uint64_t context, size_t nsymbols, gen_stencil *t, char **deps)
+static bool decode(reader *r, const digest *context, size_t nsymbols, gen_stencil *t,
+                   char **deps)
 {
     const uint8_t *m = get_bytes(r, sizeof magic);
     if (!m || memcmp(m, magic, sizeof magic)) {
@@ -215,8 +217,8 @@ static bool decode(reader *r, uint64_t context, size_t nsymbols, gen_stencil *t,
     if (!r->failed && version != STENCIL_BLOB_VERSION)
         fail(r, "format version %" PRIu32 ", this stencilgen reads %u", version,
              STENCIL_BLOB_VERSION);
-    uint64_t ctx = get_uint(r, 8);
-    if (!r->failed && ctx != context)
+    const uint8_t *ctx = get_bytes(r, sizeof context->b);
+    if (!r->failed && memcmp(ctx, context->b, sizeof context->b))
         fail(r, "made by another generator, LLVM or symbol list");
     size_t left = (size_t)(r->end - r->p); /* bounds every count below */
     t->code_size = get_size(r, left, "code size");
@@ -264,7 +266,7 @@ static bool decode(reader *r, uint64_t context, size_t nsymbols, gen_stencil *t,
     return !r->failed;
 }
 
-bool stencil_blob_decode(const uint8_t *buf, size_t size, uint64_t context, size_t nsymbols,
+bool stencil_blob_decode(const uint8_t *buf, size_t size, const digest *context, size_t nsymbols,
                           gen_stencil *s, char **deps, char *err, size_t errsz)
 {
     reader r = {buf, buf, buf + size, false, err, errsz};

@@ -9,7 +9,7 @@
  * stored: they come from this run's discovery.
  *
  * Layout (integers little-endian; "str" is a length then that many bytes, no NUL):
- *   magic "SGSTNCL\0", u32 version, u64 context,
+ *   magic "SGSTNCL\0", u32 version, 32-byte context (a digest),
  *   u64 code_size, data_size, data_align, entry, removed_jump,
  *   u32 code holes, data holes, instructions, u32-length str deps,
  *   code bytes, data bytes,
@@ -30,23 +30,25 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "digest.h"
 #include "stencil.h"
 #include "util.h"
 
 /* Bump on any change to the layout above; older blobs are then misses. */
-#define STENCIL_BLOB_VERSION 3u
+#define STENCIL_BLOB_VERSION 4u
 
 /* Appends the blob of `s` (its instructions all decoded, none writing the frame
- * pointer: a checked stencil) to `out`. `context` hashes what the stencil was
+ * pointer: a checked stencil) to `out`. `context` digests what the stencil was
  * made under besides its object (the generator build, the LLVM version, the
  * run-time symbols); `deps` is the compile's depfile text. */
-void stencil_blob_encode(strbuf *out, const gen_stencil *s, const char *deps, uint64_t context);
+void stencil_blob_encode(strbuf *out, const gen_stencil *s, const char *deps,
+                         const digest *context);
 
 /* Fills s's code, data, holes, entry, removed jump and instructions, and
  * *deps (caller frees), from a blob written under the same `context`, for a
  * manifest with `nsymbols` run-time symbols. On any problem leaves s and *deps
  * alone, writes the reason into err and returns false. */
-bool stencil_blob_decode(const uint8_t *buf, size_t size, uint64_t context, size_t nsymbols,
+bool stencil_blob_decode(const uint8_t *buf, size_t size, const digest *context, size_t nsymbols,
                           gen_stencil *s, char **deps, char *err, size_t errsz);
 
 #endif

@@ -479,30 +479,19 @@ static uint64_t hash_final(uint64_t h)
     return h ^ h >> 33;
 }
 
-void hash128(const void *data, size_t size, uint64_t h[2])
+uint64_t hash64(const void *data, size_t size, uint64_t seed)
 {
     const uint8_t *p = data;
-    uint64_t a = h[0] ^ 0xcbf29ce484222325ull ^ size, b = h[1] ^ 0x9e3779b97f4a7c15ull ^ size;
+    uint64_t a = seed ^ 0xcbf29ce484222325ull ^ size;
     for (; size >= 8; p += 8, size -= 8) {
         uint64_t w;
         memcpy(&w, p, 8);
         a = hash_round(a, w);
-        b = hash_round(b, w ^ 0x5851f42d4c957f2dull);
     }
     uint64_t tail = 0;
     if (size)
         memcpy(&tail, p, size);
-    a = hash_round(a, tail ^ (uint64_t)size << 56);
-    b = hash_round(b, tail ^ (uint64_t)size << 56 ^ 0x5851f42d4c957f2dull);
-    h[0] = hash_final(a);
-    h[1] = hash_final(b ^ a);
-}
-
-uint64_t hash64(const void *data, size_t size, uint64_t seed)
-{
-    uint64_t h[2] = {seed, seed};
-    hash128(data, size, h);
-    return h[0];
+    return hash_final(hash_round(a, tail ^ (uint64_t)size << 56));
 }
 
 int hex_digit(char c)

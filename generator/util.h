@@ -95,10 +95,10 @@ char *path_absolute(const char *path);
 /* `path` relative to directory `base` (both absolute and normalised), e.g. "../templates/t.h". */
 char *path_relative_to(const char *path, const char *base);
 
-/* 64- and 128-bit hashes of bytes, for cache keys and checksums (not for
- * security). hash128 continues from h and leaves the result there. */
+/* A fast 64-bit hash of bytes, for in-memory indexes, checksums against
+ * damage and names of temporaries: never for what an attacker may choose
+ * (cache keys and digests are SHA-256, digest.h). */
 uint64_t hash64(const void *data, size_t size, uint64_t seed);
-void hash128(const void *data, size_t size, uint64_t h[2]);
 
 /* An open-addressing index over an array its user owns: each slot holds an
  * item's hash and its index + 1 (0: empty); the user compares the keys.

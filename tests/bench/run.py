@@ -430,11 +430,10 @@ def pipeline_sample_seconds(commands, out, jobs, tmp, sample=60):
     return pipeline_seconds(chosen, jobs, tmp) / len(chosen), len(chosen)
 
 
-def scale_figures(build, jobs=2):
+def scale_figures(stencilgen, jobs=2):
     """The CPython-shaped corpus at -j2: cold build of the 5 triples against
     CPython's pipeline, no-op (and its work for twice the ops in one file),
     one-op edit, peak memory, header bytes per stencil."""
-    stencilgen = os.path.join(build, "generator", "stencilgen")
     tmp = tempfile.mkdtemp(prefix="sgscale-")
     try:
         corpus, manifest, out = cpython_corpus(tmp)
@@ -583,7 +582,41 @@ def variant_figures(build, n=40, jobs=2):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def scale_rows(c, jobs=2):
+def baseline_stencilgen(rev, tmp):
+    """stencilgen as revision `rev` of this repository builds it (its sources
+    from git, configured and built apart), to measure before and after a
+    change in one run."""
+    src, bdir = os.path.join(tmp, "src"), os.path.join(tmp, "build")
+    os.makedirs(src)
+    archive = subprocess.run(["git", "-C", ROOT, "archive", rev], stdout=subprocess.PIPE,
+                             check=True, timeout=120).stdout
+    subprocess.run(["tar", "-x", "-C", src], input=archive, check=True, timeout=120)
+    run(["meson", "setup", bdir, src], timeout=600)
+    run(["ninja", "-C", bdir, "generator/stencilgen"], timeout=3600)
+    return os.path.join(bdir, "generator", "stencilgen")
+
+
+def scale_rows(c, jobs=2, label=""):
+    rows = scale_rows_of(c, jobs)
+    return [(label + r[0], r[1], r[2]) for r in rows]
+
+
+def scale_before_after_rows(before, after, rev):
+    """The scale work's no-op and one-op edit, this tree against `rev`, each
+    measured in this run."""
+    return [
+        ("CPython-shaped corpus, 5 triples: no-op best, %s / this tree" % rev,
+         "%.0f / %.0f ms" % (before["noop"] * 1e3, after["noop"] * 1e3),
+         "ratio %.2f (target: no-op <= 50 ms)" % (after["noop"] / before["noop"])),
+        ("CPython-shaped corpus, 5 triples: one-op edit best of 3, %s / this tree" % rev,
+         "%.0f / %.0f ms" % (before["edit"][0] * 1e3, after["edit"][0] * 1e3),
+         "ratio %.2f; outside the compiles %.0f / %.0f ms (target <= 150 ms)" % (
+             after["edit"][0] / before["edit"][0], (before["edit"][0] - before["edit"][1]) * 1e3,
+             (after["edit"][0] - after["edit"][1]) * 1e3)),
+    ]
+
+
+def scale_rows_of(c, jobs=2):
     (n1, t1, k1), (n2, t2, k2) = c["doubling"]
     return [
         ("CPython-shaped corpus, %d stencils on %d triples, -j%d: cold build / CPython's 4-tool "
@@ -896,8 +929,15 @@ def hot_cold_windows_rows(build):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", required=True)
+    ap.add_argument("--scale-only", action="store_true",
+                    help="only the CPython-shaped corpus's rows")
+    ap.add_argument("--baseline", metavar="REV",
+                    help="with --scale-only: also measure stencilgen as git revision REV "
+                         "builds it, side by side")
     args = ap.parse_args()
     build = os.path.abspath(args.build)
+    if args.scale_only:
+        return print_rows(scale_only_rows(build, args.baseline))
     f = runtime_figures(build)
     g = generator_figures(build)
     rows = []
@@ -916,7 +956,7 @@ def main():
                      g["cold"] / g["pipeline"], g["ops"], min(g["colds"]), max(g["colds"]),
                      min(g["pipelines"]), max(g["pipelines"]))))
     rows += batched_rows(batched_figures(build, g), g)
-    rows += scale_rows(scale_figures(build))
+    rows += scale_rows(scale_figures(os.path.join(build, "generator", "stencilgen")))
     rows += variant_rows(variant_figures(build))
     rows += farm_rows(build)
     rows.append(("no-op rebuild, 300 ops: best / median of 10", "%.0f / %.0f ms" % (
@@ -1008,6 +1048,23 @@ def main():
     rows += hot_cold_rows(build)
     rows += hot_cold_windows_rows(build)
     rows += tinyvm_variant_rows(build)
+    return print_rows(rows)
+
+
+def scale_only_rows(build, baseline):
+    after = scale_figures(os.path.join(build, "generator", "stencilgen"))
+    if not baseline:
+        return scale_rows(after)
+    tmp = tempfile.mkdtemp(prefix="sgbaseline-")
+    try:
+        before = scale_figures(baseline_stencilgen(baseline, tmp))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return (scale_rows(before, label="[%s] " % baseline) + scale_rows(after) +
+            scale_before_after_rows(before, after, baseline))
+
+
+def print_rows(rows):
     width = max(len(r[0]) for r in rows)
     print("stencilgen benchmarks on %s" % machine())
     print("%-*s  %-22s  %s" % (width, "measure", "figure", "comparison"))

@@ -1,6 +1,6 @@
 /* fuzz_cache_index.c - libFuzzer target for the record index of generator/cache.c.
  *
- * Input: the bytes of a cache directory's records2.idx, which any run sharing
+ * Input: the bytes of a cache directory's records3.idx, which any run sharing
  * the directory may have written (or torn). Besides "no crash", the target
  * traps when what the cache saves after reading the input does not read back
  * to itself: the input is loaded, one record added and the index saved
@@ -45,14 +45,14 @@ static strbuf save_with_one_record(const char *dir, const char *index)
 {
     gen_cache *c = cache_open(dir);
     char *dep = path_join(dir, "header.h");
-    gen_key absent = {{1, 2}}, key;
+    gen_key absent = {{1, 2}}, key, args = {{0x12, 0x34}};
     bool positional;
-    check(cache_record(c, "x86_64-unknown-linux-gnu/op_add.o", 0x1234, &dep, 1, &absent, NULL,
+    check(cache_record(c, "x86_64-unknown-linux-gnu/op_add.o", &args, &dep, 1, &absent, NULL,
                        &key, &positional));
     gen_key again;
-    check(cache_key_for(c, "x86_64-unknown-linux-gnu/op_add.o", 0x1234, &again, &absent,
+    check(cache_key_for(c, "x86_64-unknown-linux-gnu/op_add.o", &args, &again, &absent,
                         &positional));
-    check(again.h[0] == key.h[0] && again.h[1] == key.h[1]);
+    check(digest_equal(&again, &key));
     cache_close(c);
     free(dep);
     uint8_t *data = NULL;
@@ -67,7 +67,7 @@ static strbuf save_with_one_record(const char *dir, const char *index)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     const char *dir = fuzz_dir();
-    char *index = path_join(dir, "records2.idx");
+    char *index = path_join(dir, "records3.idx");
     check(write_file(index, data, size));
     strbuf first = save_with_one_record(dir, index);
     strbuf second = save_with_one_record(dir, index);

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Write a seed corpus for fuzz_cache_index into the directory argv[1].
 
-Each seed is a records2.idx as generator/cache.c writes it: file lists ("L
+Each seed is a records3.idx as generator/cache.c writes it: file lists ("L
 <n>", paths, ".") before the records ("R <args> <absent> <list> <slot>") that
 name them; one list shared by several slots, an empty list, a slot kept
 under several argument hashes, one index torn in the middle of a record, and
@@ -15,7 +15,7 @@ HEADERS = ["/usr/include/stdint.h", "/usr/include/features.h", "/work/vm/templat
 
 
 def record(args, absent, lst, slot):
-    return "R %016x %032x %d %s\n" % (args, absent, lst, slot)
+    return "R %064x %064x %d %s\n" % (args, absent, lst, slot)
 
 
 def index(lists, records):

@@ -11,7 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define FUZZ_CONTEXT 0x5eedc0de5eedc0deull
+/* The seeds' context, as the generator's is a digest. */
+static const digest fuzz_context = {{0x5e, 0xed, 0xc0, 0xde, 0x5e, 0xed, 0xc0, 0xde}};
+#define FUZZ_CONTEXT (&fuzz_context)
 
 typedef struct insn_spec {
     unsigned size;

@@ -32,9 +32,11 @@ TARGETS = {
     "cfi": ("tests/fuzz/fuzz_cfi.c", ["generator/cfi.c"], "tests/fuzz/make_cfi_seeds.c", []),
     # the seeds are written by the encoder itself
     "stencil_blob": ("tests/fuzz/fuzz_stencil_blob.c",
-                      ["generator/stencil_blob.c", "generator/util.c"],
+                      ["generator/stencil_blob.c", "generator/util.c", "generator/digest.c",
+                       "-lcrypto"],
                       "tests/fuzz/make_stencil_blob_seeds.c",
-                      ["generator/stencil_blob.c", "generator/util.c"]),
+                      ["generator/stencil_blob.c", "generator/util.c", "generator/digest.c",
+                       "-lcrypto"]),
     # every manifest in the repository
     "manifest": ("tests/fuzz/fuzz_manifest.c",
                  ["generator/manifest.c", "generator/util.c", "generator/diag.c", "-lyaml"],
@@ -56,7 +58,8 @@ TARGETS = {
                 "tests/fuzz/make_objfile_seeds.py", []),
     # a shared cache directory's record index, which any run may have written
     "cache_index": ("tests/fuzz/fuzz_cache_index.c",
-                    ["generator/cache.c", "generator/opunit.c", "generator/util.c"],
+                    ["generator/cache.c", "generator/opunit.c", "generator/util.c",
+                     "generator/digest.c", "-lcrypto"],
                     "tests/fuzz/make_cache_index_seeds.py", []),
 }
 

@@ -168,7 +168,7 @@ def test_cache_stats_and_clean(ctx):
     p = ctx.generator("cache", "--clean", "--outdir", out, check=True)
     check("removed %d bytes" % sum(there.values()) in p.stdout, "--clean says %r", p.stdout)
     check(blobs(os.path.join(out, ".stencilgen")) == {} and not os.path.exists(
-          os.path.join(out, ".stencilgen", "records2.idx")), "--clean left blobs or the index")
+          os.path.join(out, ".stencilgen", "records3.idx")), "--clean left blobs or the index")
     check(build(ctx, proj, out, "--no-hot-cold") == ops, "after --clean not every op compiled")
     for args, needle in ((["--stats"], "exactly one of --cache-dir DIR and --outdir DIR"),
                          (["--stats", "--clean", "--outdir", out], "exactly one of --stats"),

@@ -3,6 +3,7 @@ each stencil was made from; `stencilgen check-prebuilt` says which are stale,
 and why, without LLVM; a checkout with current prebuilt headers builds tinyvm
 with gcc alone; an edit to one op changes only that op's part of the header."""
 import difflib
+import hashlib
 import os
 import re
 import shutil
@@ -345,8 +346,7 @@ def test_reordered_op_files_are_stale_as_a_clean_build_says(ctx):
 def test_the_layout_is_recorded_and_checked(ctx):
     """Headers built with --no-hot-cold say so (sg-layout whole): check-prebuilt without
     --no-hot-cold calls every op stale, as a clean build without it writes other stencils;
-    with it, current. And the other way round. A header of provenance format 1 (0.3.0, which
-    recorded no layout) still reads, as laid out hot and cold."""
+    with it, current. And the other way round."""
     base = project(ctx, "layout")
     whole = read(os.path.join(prebuild(ctx, base, "--no-hot-cold"), HEADER))
     check(" * sg-layout whole\n" in whole, "no sg-layout whole line")
@@ -366,15 +366,43 @@ def test_the_layout_is_recorded_and_checked(ctx):
           "a split header checked with --no-hot-cold: exit %d\n%s%s", p.returncode, p.stdout,
           p.stderr)
     path = os.path.join(base, "prebuilt", HEADER)
-    write(path, split.replace(" * sg-provenance 2\n", " * sg-provenance 1\n")
-                     .replace(" * sg-layout hot-cold\n", ""))
-    p = check_prebuilt(ctx, base)
-    check(p.returncode == 0 and p.stdout == "", "a format-1 header: exit %d\n%s%s", p.returncode,
-          p.stdout, p.stderr)
     write(path, split.replace(" * sg-layout hot-cold\n", ""))
     p = check_prebuilt(ctx, base)
     check(p.returncode == 2 and "lacks the generator, ABI, layout or shim line" in p.stderr,
-          "a format-2 header without its layout: exit %d\n%s", p.returncode, p.stderr)
+          "a format-3 header without its layout: exit %d\n%s", p.returncode, p.stderr)
+
+
+def older_digests(text, fmt):
+    """The header as provenance format 1 or 2 wrote it: 32 hex digits a digest
+    (those formats' 128-bit hash; any will do, as none can match)."""
+    text = re.sub(r"\b([0-9a-f]{32})[0-9a-f]{32}\b", r"\1", text)
+    text = text.replace(" * sg-provenance 3\n", " * sg-provenance %d\n" % fmt)
+    return text.replace(" * sg-layout hot-cold\n", "") if fmt == 1 else text
+
+
+def test_digests_are_sha256_and_older_formats_are_stale(ctx):
+    """Every digest is SHA-256: an sg-file line's is hashlib's of the file's bytes.
+    A header of provenance format 1 or 2 (digests of stencilgen's own 128-bit hash)
+    is read, and every op called stale for that reason alone, never misread as
+    current or as edited."""
+    base = project(ctx, "sha256")
+    out = prebuild(ctx, base)
+    path = os.path.join(out, HEADER)
+    text = read(path)
+    manifest_dir = os.path.join(base, "stencils")
+    files = re.findall(r"^ \* sg-file (\S+) ([0-9a-f]+)$", text, re.M)
+    check(files, "no sg-file lines")
+    for name, recorded in files:
+        with open(os.path.join(manifest_dir, name), "rb") as f:
+            actual = hashlib.sha256(f.read()).hexdigest()
+        check(recorded == actual, "sg-file %s: %s, its SHA-256 is %s", name, recorded, actual)
+    for fmt in (1, 2):
+        write(path, older_digests(text, fmt))
+        p = check_prebuilt(ctx, base)
+        reason = ("provenance format %d digests files with a 128-bit hash of stencilgen's own, "
+                  "format 3 with SHA-256: regenerate the header" % fmt)
+        check(p.returncode == 1 and stale_lines(p) == {"every op: " + reason, "shim: " + reason},
+              "a format-%d header: exit %d\n%s%s", fmt, p.returncode, p.stdout, p.stderr)
 
 
 def test_an_op_body_edit_regenerates_what_check_prebuilt_listed(ctx):

@@ -85,7 +85,7 @@ def test_damaged_cache_entries_are_rebuilt(ctx):
         b = f.read(1)
         f.seek(64)
         f.write(bytes([b[0] ^ 0xFF]))
-    index = os.path.join(out, ".stencilgen", "records2.idx")
+    index = os.path.join(out, ".stencilgen", "records3.idx")
     with open(index, "r+b") as f:  # tear the last record of the index
         f.truncate(os.path.getsize(index) - 3)
     # Its outputs as it left them, a no-op build would read no object (its memo).

@@ -35,7 +35,7 @@ def hash_final(h):
 
 
 def hash64(data, seed):
-    """util.c hash64 (the first lane of hash128)."""
+    """util.c hash64: the blobs' checksum against damage."""
     n = len(data)
     a = seed ^ 0xcbf29ce484222325 ^ n
     whole = n - n % 8
@@ -57,7 +57,8 @@ def payload(path):
 
 def rewrite(path, body):
     """Store `body` with a correct trailer, so that only the stencil decoder can object."""
-    seed = int(os.path.basename(path)[:16], 16)  # the checksum is seeded with key.h[0]
+    # The checksum is seeded with the key's first 8 bytes (digest_word), little-endian.
+    seed = int.from_bytes(bytes.fromhex(os.path.basename(path)[:16]), "little")
     with open(path, "wb") as f:
         f.write(body + struct.pack("<QQQ", TRAILER_MAGIC, len(body), hash64(body, seed)))
 
@@ -119,7 +120,7 @@ def test_noop_build_dates_outputs_it_does_not_change(ctx):
 def index_parts(out):
     """The parts of the cache's record index: its first, then one a line "S <n>"
     (a build that only added records appended them, cache.c)."""
-    text = read(os.path.join(out, ".stencilgen", "records2.idx"), "rb")
+    text = read(os.path.join(out, ".stencilgen", "records3.idx"), "rb")
     return 1 + len(re.findall(rb"^S \d+$", text, re.M))
 
 
@@ -162,7 +163,7 @@ def test_record_index_grows_by_parts_and_is_written_whole_again(ctx):
     check(all(compiled) and index_parts(out) == 3,
           "two edits compiled nothing or did not append two parts (%d parts)", index_parts(out))
     check(built(1) == 0, "edited back to a version built before: compiled again")
-    idx = os.path.join(out, ".stencilgen", "records2.idx")
+    idx = os.path.join(out, ".stencilgen", "records3.idx")
     text = read(idx, "rb")
     last = text.rindex(b"\nS ")
     with open(idx, "r+b") as f:  # the last part torn in its middle
@@ -206,6 +207,34 @@ def test_noop_build_uses_cached_stencils(ctx):
     counts, _ = build(ctx, manifest, out)
     check(counts == (n, 0, n, n), "no-op build after damaging the unwind entry: %s", counts)
     check(header(out) == cold, "header after rebuilding the shim's facts differs")
+
+
+def test_keys_are_sha256_names_and_an_older_cache_is_left_alone(ctx):
+    """Keys are SHA-256 digests: every blob is named by 64 hex digits. A cache
+    directory an older stencilgen filled (0.3's records2.idx and blobs named by
+    its 128-bit hash) is neither read nor misread: the build compiles every op,
+    writes the header a clean build writes, and leaves the old files to
+    eviction."""
+    base = ctx.bundled_copy()
+    manifest = os.path.join(base, "stencils", "stencils.yaml")
+    out, fresh = os.path.join(base, "out"), os.path.join(base, "fresh")
+    blobs = os.path.join(out, ".stencilgen", "blobs")
+    os.makedirs(blobs)
+    old_index = os.path.join(out, ".stencilgen", "records2.idx")
+    write(old_index, "L 0\n%s\n.\nR %016x %032x 0 %s/op_push_operand.o\n" %
+          (os.path.join(base, "stencils", "tinyvm.h"), 0x1234, 0, TRIPLE))
+    old_blob = os.path.join(blobs, "%032x.o" % 0x1234)
+    write(old_blob, "not an object")
+    (n, compiled, _, _), _ = build(ctx, manifest, out)
+    check(compiled == n, "a build over an older cache compiled %d of %d ops", compiled, n)
+    (_, fresh_compiled, _, _), _ = build(ctx, manifest, fresh)
+    check(fresh_compiled == n and header(out) == header(fresh),
+          "the header over an older cache differs from a clean build's")
+    names = [f for f in os.listdir(blobs) if f != os.path.basename(old_blob)]
+    bad = [f for f in names if not re.fullmatch(r"[0-9a-f]{64}\.[a-z-]+", f)]
+    check(names and not bad, "blobs not named by a SHA-256 key: %s", bad or "none at all")
+    check(read(old_blob) == "not an object" and os.path.exists(old_index),
+          "the older cache's files were changed or removed")
 
 
 def test_noop_memo_is_dropped_by_every_change_to_what_it_remembers(ctx):

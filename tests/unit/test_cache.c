@@ -48,8 +48,14 @@ static void unit_cleanup(void)
 
 #include "unit_harness.h"
 
-#define ARGS 0x0123456789abcdefull
-#define ABSENT "00000000000000000000000000000000"
+/* A record's argument digest, in memory and as the index writes it. */
+#define ARGS_HEX "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+static const gen_key args = {{0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef,
+                              0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef,
+                              0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef,
+                              0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef}};
+#define ARGS (&args)
+#define ABSENT "0000000000000000000000000000000000000000000000000000000000000000"
 
 static char *in_dir(const char *name)
 {
@@ -70,15 +76,15 @@ static void part(strbuf *sb, size_t n, const char *file, const char *slot)
 {
     if (n)
         sb_printf(sb, "S %zu\n", n);
-    sb_printf(sb, "L 0\n%s/%s\n.\nR %016llx %s 0 %s\n", dir, file, (unsigned long long)ARGS,
-              ABSENT, slot);
+    sb_printf(sb, "L 0\n%s/%s\n.\nR %s %s 0 %s\n", dir, file, ARGS_HEX, ABSENT,
+              slot);
 }
 
 /* The key the cache at `cachedir` (an index of `text`) gives `slot`; 0 when none. */
 static int key_of(const char *cachedir, const char *text, const char *slot, gen_key *key)
 {
     char *d = in_dir(cachedir);
-    char *idx = path_join(d, "records2.idx");
+    char *idx = path_join(d, "records3.idx");
     int ok = mkdir_p(d) && write_file(idx, text, strlen(text));
     gen_cache *c = ok ? cache_open(d) : NULL;
     gen_key absent;
@@ -92,7 +98,7 @@ static int key_of(const char *cachedir, const char *text, const char *slot, gen_
 
 static int same_key(gen_key a, gen_key b)
 {
-    return a.h[0] == b.h[0] && a.h[1] == b.h[1];
+    return digest_equal(&a, &b);
 }
 
 TEST(an_appended_part_holds_the_newest_record_of_a_key)
@@ -143,7 +149,7 @@ static int record(const char *d, const char *slot)
     struct timespec since;
     usleep(20000); /* a.h was written before the work "started" */
     cache_now(&since);
-    gen_key key, absent = {{0, 0}};
+    gen_key key, absent = {{0}};
     bool positional;
     int ok = c && cache_record(c, slot, ARGS, &a, 1, &absent, &since, &key, &positional);
     cache_close(c);
@@ -169,11 +175,11 @@ TEST(a_run_that_adds_records_appends_them_and_a_changed_index_is_merged)
 {
     CHECK(put("a.h", "int a;\n"));
     cachedir = in_dir("c");
-    idx = path_join(cachedir, "records2.idx");
+    idx = path_join(cachedir, "records3.idx");
     strbuf sb = {0}; /* a first part of 50 records of one list */
     sb_printf(&sb, "L 0\n%s/a.h\n.\n", dir);
     for (int i = 0; i < 50; i++)
-        sb_printf(&sb, "R %016llx %s 0 x/op%d.o\n", (unsigned long long)ARGS, ABSENT, i);
+        sb_printf(&sb, "R %s %s 0 x/op%d.o\n", ARGS_HEX, ABSENT, i);
     int wrote = mkdir_p(cachedir) && write_file(idx, sb.data, sb.len);
     sb_free(&sb);
     size_t nbefore = 0, nafter = 0;
@@ -194,7 +200,7 @@ TEST(a_run_that_adds_records_appends_them_and_a_changed_index_is_merged)
     gen_cache *c = cache_open(cachedir);
     struct timespec since;
     cache_now(&since);
-    gen_key key, absent = {{0, 0}};
+    gen_key key, absent = {{0}};
     bool positional;
     int recorded = cache_record(c, "x/newer.o", ARGS, &a, 1, &absent, &since, &key, &positional);
     free(a);

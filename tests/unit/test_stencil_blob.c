@@ -24,7 +24,8 @@ static void unit_cleanup(void) {}
 
 /* ------------------------------------------------------------- samples */
 
-#define CONTEXT 0x0123456789abcdefull
+static const digest context = {{0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef}};
+#define CONTEXT (&context)
 #define NSYMBOLS 4
 static const char DEPS[] = "op_add.o: tu/op_add.c stencil_template.h\n";
 
@@ -152,11 +153,14 @@ TEST(version_and_context_refused)
     gen_stencil in = sample();
     strbuf b = encode(&in);
     b.data[8]++; /* the version's low byte */
-    CHECK(refused(b.data, b.len, NSYMBOLS, "format version 4, this stencilgen reads 3"));
+    CHECK(refused(b.data, b.len, NSYMBOLS, "format version 5, this stencilgen reads 4"));
     b.data[8]--;
     b.data[12] ^= 1; /* the context */
     CHECK(refused(b.data, b.len, NSYMBOLS, "another generator"));
     b.data[12] ^= 1;
+    b.data[12 + 31] ^= 1; /* its last byte: the whole digest is compared */
+    CHECK(refused(b.data, b.len, NSYMBOLS, "another generator"));
+    b.data[12 + 31] ^= 1;
     b.data[0] = 'X';
     CHECK(refused(b.data, b.len, NSYMBOLS, "not a stencil blob"));
     sb_free(&b);

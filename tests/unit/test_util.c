@@ -1,10 +1,12 @@
 /* test_util.c - unit tests for generator/util.c's hash_index: every item is
  * found again after the index grows, items of one hash stay apart, the
  * index stays at most half full; path_search finds programs the shell's way
- * and LLVM's way. Prints "ok NAME" / "FAIL NAME: why" per
+ * and LLVM's way; digest.c is SHA-256 (FIPS 180-4's vectors), fields stay
+ * apart, hex round-trips. Prints "ok NAME" / "FAIL NAME: why" per
  * test and a final "N passed, N failed" line; exits 0 iff all passed. */
 #define _GNU_SOURCE /* mkdtemp */
 #include "../../generator/util.h"
+#include "../../generator/digest.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -113,10 +115,49 @@ TEST(path_search_finds_the_first_program_and_reads_empty_entries_both_ways)
     return 1;
 }
 
+static int digest_is(const digest *d, const char *hex)
+{
+    char got[DIGEST_HEX + 1];
+    digest_hex(d, got);
+    return !strcmp(got, hex);
+}
+
+TEST(digest_is_sha256_and_keeps_fields_apart)
+{
+    digest d = digest_of("abc", 3);
+    CHECK(digest_is(&d, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"));
+    /* Two adds hash as one run of bytes, across a 64-byte block. */
+    static const char two[] = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
+    digest_ctx c;
+    digest_begin(&c);
+    digest_add(&c, two, 20);
+    digest_add(&c, two + 20, sizeof two - 1 - 20);
+    d = digest_end(&c);
+    CHECK(digest_is(&d, "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"));
+    /* Fields: ("ab", "c") and ("a", "bc") differ, NULL and "" differ. */
+    digest f[4];
+    const char *parts[4][2] = {{"ab", "c"}, {"a", "bc"}, {NULL, "x"}, {"", "x"}};
+    for (int i = 0; i < 4; i++) {
+        digest_begin(&c);
+        digest_add_str(&c, parts[i][0]);
+        digest_add_str(&c, parts[i][1]);
+        f[i] = digest_end(&c);
+    }
+    CHECK(!digest_equal(&f[0], &f[1]) && !digest_equal(&f[2], &f[3]));
+    char hex[DIGEST_HEX + 1];
+    digest back;
+    digest_hex(&f[0], hex);
+    CHECK(digest_from_hex(hex, &back) && digest_equal(&back, &f[0]));
+    hex[DIGEST_HEX - 1] = 'G';
+    CHECK(!digest_from_hex(hex, &back));
+    return 1;
+}
+
 int main(void)
 {
     RUN(hash_index_finds_every_item_after_growing);
     RUN(hash_index_keeps_items_of_one_hash_apart);
     RUN(path_search_finds_the_first_program_and_reads_empty_entries_both_ways);
+    RUN(digest_is_sha256_and_keeps_fields_apart);
     return unit_summary();
 }

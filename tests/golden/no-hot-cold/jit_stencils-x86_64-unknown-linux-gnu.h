@@ -389,23 +389,23 @@ static const uint8_t sg_executor_cfi[17] = {
 /* Provenance, read by `stencilgen check-prebuilt` (docs/build.md, "Prebuilt
  * headers"): what each stencil was made from; paths are relative to the
  * manifest, digests cover the files' bytes.
- * sg-provenance 2
+ * sg-provenance 3
  * sg-generator stencilgen 0.3.0
  * sg-compiler clang, LLVM 22.1.8
  * sg-abi 7
  * sg-layout whole
- * sg-file ../../stencils/stencil_template.h 39e68127511ebe9720b89a80c5f73fcd
- * sg-file ../../stencils/tinyvm.h 3ef42e1286a28a048c71130ead8a9836
+ * sg-file ../../stencils/stencil_template.h 1c37739e59f3559600051a26d8b60579c8fb3060e3093fbb7802ed755d1f30ac
+ * sg-file ../../stencils/tinyvm.h 130f0a9b9f5c3de35caa040e7e67f405672be1a73db0e9c674631af9ef4a4161
  * sg-absent 0 ../../stencils/bits ../../stencils/features-time64.h ../../stencils/features.h ../../stencils/gnu ../../stencils/stdc-predef.h ../../stencils/stdint.h ../../stencils/stencil_op.h ../../stencils/stencil_template.h.gch ../../stencils/stencil_template.h.pch ../../stencils/sys
  * sg-absent 1 ../../stencils/bits ../../stencils/features-time64.h ../../stencils/features.h ../../stencils/gnu ../../stencils/stdc-predef.h ../../stencils/stdint.h ../../stencils/stencil_op.h ../../stencils/stencil_template.h.gch ../../stencils/stencil_template.h.pch ../../stencils/sys stencil_op.h
- * sg-shim ../../stencils/shim.c unit b031be2007f58b336ec678af61777260 flags 629dea943df982abfdfc63b97c75d0c0 absent 0 reads ../../stencils/stencil_template.h ../../stencils/tinyvm.h
- * sg-op push_operand ops.c at 1f9d287440c2c471d54e1b9e4572084f unit ded802e7e7c9966a68ce6e035563c2a7 flags 427dc9a75e2e9b2134e9317ba5bdb1ee absent 1 reads ../../stencils/stencil_template.h ../../stencils/tinyvm.h
- * sg-op branch_if_zero ops.c at 45ff51550cc575c7e1ebde0f6f9c2eb0 unit b2ad03df65efd8670a14699855c8112e flags 427dc9a75e2e9b2134e9317ba5bdb1ee absent 1 reads ../../stencils/stencil_template.h ../../stencils/tinyvm.h
- * sg-op print ops.c at 1331811c744ed79d4c62686737c783a4 unit 3a115d44bef5268afe3384f613a201ba flags 427dc9a75e2e9b2134e9317ba5bdb1ee absent 1 reads ../../stencils/stencil_template.h ../../stencils/tinyvm.h
- * sg-op square_small ops.c at 3f4ba451fe0d34d8e984ae02fc0f4f68 unit 34a547c82db21a216b03efe63e8242f3 flags 427dc9a75e2e9b2134e9317ba5bdb1ee absent 1 reads ../../stencils/stencil_template.h ../../stencils/tinyvm.h
- * sg-op trap ops.c at 66bccd2c5a7267d635875c73c370ffa7 unit c676800793d7c5618509105cafe0bd40 flags 427dc9a75e2e9b2134e9317ba5bdb1ee absent 1 reads ../../stencils/stencil_template.h ../../stencils/tinyvm.h
- * sg-op ret ops.c at 618da61f458faae1f5806304b1c155a3 unit 3a35ca7df86c75e00521a2d69d26bca5 flags 427dc9a75e2e9b2134e9317ba5bdb1ee absent 1 reads ../../stencils/stencil_template.h ../../stencils/tinyvm.h
- * sg-op checked_neg ops.c at 92fcc7d25922b6b0ef905dbb4ffef4ee unit 011cfa7857174b122aa6138cfc107c09 flags 427dc9a75e2e9b2134e9317ba5bdb1ee absent 1 reads ../../stencils/stencil_template.h ../../stencils/tinyvm.h
+ * sg-shim ../../stencils/shim.c unit 4b173f1db7d56ff95b107ed67132e445d45d051ec9ba04ba9b0cdc711e6ccc67 flags 8495ad435a8e8b3835ae0a3739c2407a4748d781c7eeb906c3c96f20cb79570b absent 0 reads ../../stencils/stencil_template.h ../../stencils/tinyvm.h
+ * sg-op push_operand ops.c at 3e2e69ac9910832d96e29515a12d4b802244356c3fd6eed214236d77a5356964 unit 52ef8f58c8951d5251f0ba9a5925abda0c17fbcb39ad36c56904f8da3e6baddd flags b4cf79bf000a8569995001d55325bce6d80557bcdbc51363260a316b57b82b47 absent 1 reads ../../stencils/stencil_template.h ../../stencils/tinyvm.h
+ * sg-op branch_if_zero ops.c at aaa0cc2a27fbafceda060fb8574c11d87ff5a537c85d4a1c223d0ed78700ad7d unit d758660e33d522883054a4381533c6af14e15baede105bad7b732b246cfd31ab flags b4cf79bf000a8569995001d55325bce6d80557bcdbc51363260a316b57b82b47 absent 1 reads ../../stencils/stencil_template.h ../../stencils/tinyvm.h
+ * sg-op print ops.c at 47cf74dbb6836c427134f858b0f52a1fde8059bf31e234b29564f6af86287d22 unit e448cbdf2fcb07e7a910a69c270676348c7cadb96fa07f7497ae06a1c22aa373 flags b4cf79bf000a8569995001d55325bce6d80557bcdbc51363260a316b57b82b47 absent 1 reads ../../stencils/stencil_template.h ../../stencils/tinyvm.h
+ * sg-op square_small ops.c at 2ea592a59e89c8cdd32052a103923d1a57d75bddd8a3ab9fec258b15200c7068 unit a6e584e67e4611025e57daf8cd2268f0d3426a4bb9abcc1d8d13a04622bcb59d flags b4cf79bf000a8569995001d55325bce6d80557bcdbc51363260a316b57b82b47 absent 1 reads ../../stencils/stencil_template.h ../../stencils/tinyvm.h
+ * sg-op trap ops.c at 3e92440e64f243500b34a571b69c0b1889f1e1f0757b4bce7dc5879c4d4fca26 unit aced15d4ab80f3737579c81bab4b6f8c86dad5e8fd9e6969970f7a6b7e8bc919 flags b4cf79bf000a8569995001d55325bce6d80557bcdbc51363260a316b57b82b47 absent 1 reads ../../stencils/stencil_template.h ../../stencils/tinyvm.h
+ * sg-op ret ops.c at d4bee39c0744e825fd32bb14e61b1cabdf1f8411174132d55cbebba4cd266891 unit d82a82300ff5bfed4e66f4d6815910e5b4ba343833550b162e7cc8b0d6643b9f flags b4cf79bf000a8569995001d55325bce6d80557bcdbc51363260a316b57b82b47 absent 1 reads ../../stencils/stencil_template.h ../../stencils/tinyvm.h
+ * sg-op checked_neg ops.c at ae674fd5e277940ce6d3e8ac456a8d0afea448181964f28bef729f8b11737b10 unit fcf306e74722fe46003cac8b094bb824a4cf1791e7a6b80c84e7e694c9f6dd9a flags b4cf79bf000a8569995001d55325bce6d80557bcdbc51363260a316b57b82b47 absent 1 reads ../../stencils/stencil_template.h ../../stencils/tinyvm.h
  */
 
 #endif /* JIT_STENCILS_X86_64_UNKNOWN_LINUX_GNU_H */
