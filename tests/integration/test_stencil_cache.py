@@ -314,7 +314,8 @@ def damaged_entries_are_rebuilt(ctx, units):
     rewrite(blobs[3], body[3] + b"\0")                                      # a byte too many
     rewrite(blobs[4], body[4][:12] + bytes([body[4][12] ^ 1]) + body[4][13:])  # context
     rewrite(blobs[5], body[5][:-1])                                         # a byte short
-    rewrite(blobs[6], body[6][:20] + struct.pack("<Q", 1 << 40) + body[6][28:])  # code size
+    # code size: after the magic, the version and the 32-byte context
+    rewrite(blobs[6], body[6][:44] + struct.pack("<Q", 1 << 40) + body[6][52:])
     damaged = 7
     drop_header(out)
     (n, compiled, cached, stencils), p = build(ctx, manifest, out, "--units", units)
