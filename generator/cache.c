@@ -608,9 +608,14 @@ bool cache_clean(const char *dir, uint64_t *removed)
     now.tv_sec += 1; /* every blob, also one dated this very moment */
     uint64_t before;
     uint64_t left = evict(dir, 0, &now, &before);
-    char *index = xasprintf("%s/records3.idx", dir);
-    bool ok = (unlink(index) == 0 || errno == ENOENT) && left == 0;
-    free(index);
+    bool ok = left == 0;
+    /* This stencilgen's index and the older ones (see the top): nothing is left. */
+    static const char *const indexes[] = {"records3.idx", "records2.idx", "records.idx"};
+    for (size_t i = 0; i < sizeof indexes / sizeof *indexes; i++) {
+        char *index = path_join(dir, indexes[i]);
+        ok &= unlink(index) == 0 || errno == ENOENT;
+        free(index);
+    }
     write_size_file(dir, left);
     *removed = before - left;
     if (lock >= 0)

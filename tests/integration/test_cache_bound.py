@@ -151,7 +151,7 @@ def test_the_least_recently_used_blobs_go_first(ctx):
 
 def test_cache_stats_and_clean(ctx):
     """`stencilgen cache --stats` counts the blobs and bytes there are; `--clean` removes them
-    and the record index, and the next build compiles everything; bad usage and a bad
+    and the record index (an older stencilgen's too), and the next build compiles everything; bad usage and a bad
     --cache-max-size exit 2 naming what is wrong."""
     proj = ctx.bundled_copy()
     out = os.path.join(ctx.tmp, "out")
@@ -165,10 +165,14 @@ def test_cache_stats_and_clean(ctx):
     check(re.search(r"^record index: [1-9]\d* bytes$", p.stdout, re.M), "--stats: %s", p.stdout)
     check(build(ctx, proj, out) == 0 and build(ctx, proj, out, "--no-listing") == 0,
           "the warm cache compiled")
+    older = os.path.join(out, ".stencilgen", "records2.idx")  # an older stencilgen's index
+    with open(older, "w") as f:
+        f.write("R 0000000000001234 %032x 0 x/op.o\n" % 0)
     p = ctx.generator("cache", "--clean", "--outdir", out, check=True)
     check("removed %d bytes" % sum(there.values()) in p.stdout, "--clean says %r", p.stdout)
     check(blobs(os.path.join(out, ".stencilgen")) == {} and not os.path.exists(
-          os.path.join(out, ".stencilgen", "records3.idx")), "--clean left blobs or the index")
+          os.path.join(out, ".stencilgen", "records3.idx")) and not os.path.exists(older),
+          "--clean left blobs, the index or an older stencilgen's index")
     check(build(ctx, proj, out, "--no-hot-cold") == ops, "after --clean not every op compiled")
     for args, needle in ((["--stats"], "exactly one of --cache-dir DIR and --outdir DIR"),
                          (["--stats", "--clean", "--outdir", out], "exactly one of --stats"),
