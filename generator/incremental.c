@@ -22,7 +22,7 @@
  * paths and the environment; 3 the batched mark as an ingredient of its own;
  * 4 the unit's text as hashes made a file at a time (op_keys_for_file);
  * 5 SHA-256 digests (digest.h) for every part. */
-#define KEY_VERSION 5 /* 5: SHA-256 digests (digest.h) for every part */
+#define KEY_VERSION 5
 
 /* The environment variables clang reads that can change an object (or which
  * ops a source holds), from clang's driver and its toolchains. The value of
