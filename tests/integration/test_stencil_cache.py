@@ -221,8 +221,9 @@ def test_keys_are_sha256_names_and_an_older_cache_is_left_alone(ctx):
     blobs = os.path.join(out, ".stencilgen", "blobs")
     os.makedirs(blobs)
     old_index = os.path.join(out, ".stencilgen", "records2.idx")
-    write(old_index, "L 0\n%s\n.\nR %016x %032x 0 %s/op_push_operand.o\n" %
-          (os.path.join(base, "stencils", "tinyvm.h"), 0x1234, 0, TRIPLE))
+    old_text = "L 0\n%s\n.\nR %016x %032x 0 %s/op_push_operand.o\n" % (
+        os.path.join(base, "stencils", "tinyvm.h"), 0x1234, 0, TRIPLE)
+    write(old_index, old_text)
     old_blob = os.path.join(blobs, "%032x.o" % 0x1234)
     write(old_blob, "not an object")
     (n, compiled, _, _), _ = build(ctx, manifest, out)
@@ -233,8 +234,8 @@ def test_keys_are_sha256_names_and_an_older_cache_is_left_alone(ctx):
     names = [f for f in os.listdir(blobs) if f != os.path.basename(old_blob)]
     bad = [f for f in names if not re.fullmatch(r"[0-9a-f]{64}\.[a-z-]+", f)]
     check(names and not bad, "blobs not named by a SHA-256 key: %s", bad or "none at all")
-    check(read(old_blob) == "not an object" and os.path.exists(old_index),
-          "the older cache's files were changed or removed")
+    check(read(old_blob) == "not an object" and os.path.exists(old_index) and
+          read(old_index) == old_text, "the older cache's files were changed or removed")
 
 
 def test_noop_memo_is_dropped_by_every_change_to_what_it_remembers(ctx):
