@@ -60,7 +60,7 @@ typedef struct dep_lists {
     hash_index index; /* of items, by their text */
 } dep_lists;
 
-/* One record per slot and argument hash: the files the result depended on. */
+/* One record per slot and argument digest: the files the result depended on. */
 typedef struct record {
     char *slot;
     gen_key args;

@@ -3,7 +3,7 @@
  * A result (an op's object and its checked stencil, an op source's discovered
  * ops) is stored under a key that hashes everything it was made from: the
  * exact arguments, the compiler's identity, and the contents of every file the
- * previous run found it depended on. A "record" per slot and argument hash
+ * previous run found it depended on. A "record" per slot and argument digest
  * (e.g. "x86_64-unknown-linux-gnu/op_add.o" built with these flags from this
  * unit) remembers that file list, so the next run recomputes the key from the
  * files' current contents without running anything. A record also names the

@@ -215,7 +215,7 @@ void inc_close(gen_incremental *inc)
  * blob under the hash of its text: a target's ops mostly share one, so a run
  * reads and checks each list once, with one stat per path. */
 
-static inc_absent_verdict *verdict_of(gen_incremental *inc, const gen_key *id)
+static inc_absent_verdict *verdict_of(const gen_incremental *inc, const gen_key *id)
 {
     for (size_t i = 0; i < inc->nverdicts; i++)
         if (digest_equal(&inc->verdicts[i].id, id))
@@ -894,10 +894,6 @@ void inc_store(gen_incremental *inc, inc_unit *u, const inc_output *fresh,
 
 const char *inc_absent_list(const gen_incremental *inc, const inc_unit *u)
 {
-    for (size_t i = 0; u->absent_known && i < inc->nverdicts; i++) {
-        const inc_absent_verdict *v = &inc->verdicts[i];
-        if (digest_equal(&v->id, &u->absent))
-            return v->text;
-    }
-    return NULL;
+    const inc_absent_verdict *v = u->absent_known ? verdict_of(inc, &u->absent) : NULL;
+    return v ? v->text : NULL;
 }

@@ -66,8 +66,7 @@ typedef struct pb_record {
     pb_absent *absent;
     size_t nabsent, absent_cap;
     bool has_shim;
-    int format;         /* sg-provenance's number */
-    size_t digest_hex;  /* the digests' length: PROV_DIGEST_HEX, or formats 1 and 2's 32 */
+    int format; /* sg-provenance's number */
     char *text; /* the record's lines, tokens cut in place */
 } pb_record;
 
@@ -91,7 +90,8 @@ static int cmp_file(const void *key, const void *item)
 
 static bool digest_token(const pb_record *r, const char *tok, char out[PROV_DIGEST_HEX + 1])
 {
-    size_t n = r->digest_hex;
+    /* formats 1 and 2 wrote 32 digits a digest */
+    size_t n = r->format < PROV_SHA256_FORMAT ? 32 : PROV_DIGEST_HEX;
     if (!tok || strlen(tok) != n || strspn(tok, "0123456789abcdef") != n)
         return false;
     memcpy(out, tok, n + 1);
@@ -270,7 +270,6 @@ static int parse_record(const char *path, const char *text, size_t size, pb_reco
                               "reads formats 1 to %d", line + 17, PROV_FORMAT_VERSION);
                 return SG_EXIT_USAGE;
             }
-            r->digest_hex = r->format < PROV_SHA256_FORMAT ? 32 : PROV_DIGEST_HEX;
             continue;
         }
         if (!r->format || !parse_line(r, line + 3)) {

@@ -596,11 +596,6 @@ def baseline_stencilgen(rev, tmp):
     return os.path.join(bdir, "generator", "stencilgen")
 
 
-def scale_rows(c, jobs=2, label=""):
-    rows = scale_rows_of(c, jobs)
-    return [(label + r[0], r[1], r[2]) for r in rows]
-
-
 def scale_before_after_rows(before, after, rev):
     """The scale work's no-op and one-op edit, this tree against `rev`, each
     measured in this run."""
@@ -616,9 +611,10 @@ def scale_before_after_rows(before, after, rev):
     ]
 
 
-def scale_rows_of(c, jobs=2):
+def scale_rows(c, jobs=2, label=""):
+    """The rows of scale_figures' `c`, each measure prefixed with `label`."""
     (n1, t1, k1), (n2, t2, k2) = c["doubling"]
-    return [
+    rows = [
         ("CPython-shaped corpus, %d stencils on %d triples, -j%d: cold build / CPython's 4-tool "
          "pipeline" % (c["stencils"], c["triples"], jobs),
          "%.1f / %.1f s" % (c["cold"], c["pipeline"]),
@@ -643,6 +639,7 @@ def scale_rows_of(c, jobs=2):
          "%.2f KB" % (c["header_bytes"] / c["stencils"] / 1024),
          "%d headers, %.1f MB" % (c["triples"], c["header_bytes"] / 1e6)),
     ]
+    return [(label + measure, figure, comparison) for measure, figure, comparison in rows]
 
 
 def variant_rows(v, n=40):
