@@ -157,6 +157,6 @@ class Server:
 
 def stats(conn):
     """pgstencil_stats() of this session's backend."""
-    conn.execute("CREATE FUNCTION pg_temp.pgstencil_stats() RETURNS json "
+    conn.execute("CREATE OR REPLACE FUNCTION pg_temp.pgstencil_stats() RETURNS json "
                  "AS 'pgstencil' LANGUAGE C")
     return json.loads(conn.execute("SELECT pg_temp.pgstencil_stats()")[0][0])

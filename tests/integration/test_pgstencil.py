@@ -1,0 +1,181 @@
+"""pgstencil, the PostgreSQL 15 JIT provider, against a real server.
+
+Each test starts servers of its own from Debian's postgresql-15
+(tests/pgstencil/pgserver.py) with the provider just built, installed where
+PostgreSQL loads providers from, and llvmjit, the provider that ships with
+PostgreSQL, as the peer: same data, same queries, and the outcomes (rows, or
+the error's SQLSTATE) must be equal with jit off, llvmjit and pgstencil.
+"""
+import contextlib
+import os
+import re
+import sys
+
+import sgtest
+
+sys.path.insert(0, os.path.join(sgtest.ROOT, "tests", "pgstencil"))
+import corpus  # noqa: E402
+import differential  # noqa: E402
+import libpq  # noqa: E402
+import pgserver  # noqa: E402
+
+SEED = 20261202
+CORPUS_QUERIES = 10000
+JIT_ALL = {"jit_above_cost": "0"}
+
+
+def _need_server(ctx):
+    why = pgserver.available()
+    if why:
+        raise sgtest.Skip(why)
+    pgserver.install_provider(ctx.build)
+
+
+@contextlib.contextmanager
+def _pair(ctx, setup):
+    """A pgstencil server and an llvmjit server, both after `setup`."""
+    _need_server(ctx)
+    with pgserver.Server(ctx, "pgstencil") as pgs, pgserver.Server(ctx, "llvmjit") as llvm:
+        for srv in (pgs, llvm):
+            conn = srv.connect()
+            for stmt in setup:
+                conn.execute(stmt)
+        yield pgs, llvm
+
+
+def _check_no_mismatch(mismatches, what):
+    sgtest.check(not mismatches, "%d of %s differ between jit off, llvmjit and pgstencil:\n%s",
+                 len(mismatches), what,
+                 "\n".join(differential.describe(m) for m in mismatches[:10]))
+
+
+def test_pgstencil_corpus_matches_jit_off_and_llvmjit(ctx):
+    queries = corpus.queries(SEED, CORPUS_QUERIES)
+    with _pair(ctx, corpus.setup_sql(SEED)) as (pgs, llvm):
+        mismatches, counts = differential.run(pgs, llvm, queries)
+        _check_no_mismatch(mismatches, "%d generated queries" % len(queries))
+        # The corpus must keep meaning something: mostly rows, some errors
+        # of several kinds, and pgstencil really compiling.
+        errors = sum(v for k, v in counts.items() if k != "rows")
+        sgtest.check(counts.get("rows", 0) >= 0.85 * len(queries) and errors >= 50 and
+                     len(counts) >= 4, "the corpus's outcomes degenerated: %s", counts)
+        conn = pgs.connect(**JIT_ALL)
+        plan = "\n".join(r[0] for r in conn.execute("EXPLAIN (ANALYZE) " + queries[0]))
+        sgtest.check(re.search(r"Functions: [1-9]", plan), "pgstencil compiled nothing:\n%s", plan)
+
+
+def _step_kinds():
+    setup, queries, part = [], [], None
+    with open(os.path.join(sgtest.ROOT, "tests", "pgstencil", "step_kinds.sql")) as f:
+        for line in f:
+            line = line.rstrip("\n")
+            if line in ("-- setup", "-- queries"):
+                part = line
+            elif line and not line.startswith("--"):
+                (setup if part == "-- setup" else queries).append(line.split(" -- ")[0])
+    return setup, queries
+
+
+def test_pgstencil_step_kinds_match_jit_off_and_llvmjit(ctx):
+    setup, queries = _step_kinds()
+    with _pair(ctx, setup) as (pgs, llvm):
+        # one worker: the statements that write are in order
+        mismatches, counts = differential.run(pgs, llvm, queries, threads=1)
+        _check_no_mismatch(mismatches, "the step-kind queries")
+        sgtest.check(counts.get("rows", 0) >= len(queries) - 8, "%s", counts)
+
+
+def _jit_section(conn, sql):
+    plan = [r[0] for r in conn.execute("EXPLAIN (ANALYZE) " + sql)]
+    i = plan.index("JIT:") if "JIT:" in plan else len(plan)
+    return plan[i:i + 4]
+
+
+def test_pgstencil_explain_shows_its_jit_section(ctx):
+    _need_server(ctx)
+    with pgserver.Server(ctx, "pgstencil") as pgs:
+        conn = pgs.connect(**JIT_ALL)
+        conn.execute("CREATE TABLE e AS SELECT i, i % 7 AS b FROM generate_series(1, 10000) i")
+        section = _jit_section(conn, "SELECT sum(b), count(*) FILTER (WHERE i > 5) FROM e "
+                                     "WHERE b <> 3")
+        text = "\n".join(section)
+        sgtest.check(len(section) == 4 and re.match(r"\s*Functions: [2-9]", section[1]) and
+                     re.match(r"\s*Options: Inlining false, Optimization false, Expressions "
+                              r"true, Deforming true", section[2]) and
+                     re.match(r"\s*Timing: Generation [\d.]+ ms, Inlining 0\.000 ms, "
+                              r"Optimization 0\.000 ms, Emission [\d.]+ ms, Total [\d.]+ ms",
+                              section[3]), "EXPLAIN's JIT section:\n%s", text)
+        total = float(re.search(r"Total ([\d.]+) ms", section[3]).group(1))
+        sgtest.check(0 < total < 50, "pgstencil's Total JIT time is %s ms", total)
+        off = conn.execute("SET jit = off") or _jit_section(conn, "SELECT count(*) FROM e")
+        sgtest.check(off == [], "jit off still shows a JIT section: %s", off)
+
+
+def test_pgstencil_errors_leave_the_backend_usable_and_free(ctx):
+    """100,000 queries failing inside JIT code in one backend: it still
+    answers, and its JIT memory and registrations end where they started."""
+    _need_server(ctx)
+    with pgserver.Server(ctx, "pgstencil") as pgs:
+        conn = pgs.connect(**JIT_ALL)
+        conn.execute("CREATE TABLE z AS SELECT i, i - 3 AS d, 'x' || i AS s, i * 1000000 AS m "
+                     "FROM generate_series(1, 5) i")
+        before = pgserver.stats(conn)
+        failing = [("SELECT i / (d - d) FROM z", "22012"),
+                   ("SELECT m * m * m FROM z", "22003"),
+                   ("SELECT s::int FROM z", "22P02"),
+                   ("SELECT (m * 10000)::int2 FROM z WHERE i > 2", "22003")]
+        rounds = 100000
+        for k in range(rounds):
+            sql, state = failing[k % len(failing)]
+            try:
+                conn.execute(sql)
+                raise sgtest.TestFailure("%s did not fail" % sql)
+            except libpq.Error as e:
+                sgtest.check(e.sqlstate == state, "%s: %s, not %s", sql, e, state)
+            if k % 5000 == 0:
+                sgtest.check(conn.execute("SELECT sum(i) FROM z") == [("15",)],
+                             "the backend gives wrong results after errors")
+        sgtest.check(conn.execute("SELECT sum(i * 2) FROM z WHERE d > 0") == [("18",)],
+                     "the backend gives wrong results after %d errors", rounds)
+        after = pgserver.stats(conn)
+        sgtest.check(after == before, "after %d failed queries the backend's JIT state is %s, "
+                     "before it was %s", rounds, after, before)
+        sgtest.check(before["executors"] >= 1 and before["frames_registered"] >= 2,
+                     "pgstencil_stats does not see the compiled code: %s", before)
+
+
+LONG_QUERY = "SELECT count(*) FROM generate_series(1, 400000000) g WHERE g % 7 = 3"
+
+
+def test_pgstencil_timeout_and_cancel_leave_the_backend_usable(ctx):
+    """statement_timeout and pg_cancel_backend interrupt a query while its
+    JIT code runs; the backend answers afterwards and has freed the code."""
+    _need_server(ctx)
+    with pgserver.Server(ctx, "pgstencil") as pgs:
+        conn = pgs.connect(**JIT_ALL)
+        before = pgserver.stats(conn)
+        conn.execute("SET statement_timeout = '300ms'")
+        try:
+            conn.execute(LONG_QUERY)
+            raise sgtest.TestFailure("the long query was not stopped by statement_timeout")
+        except libpq.Error as e:
+            sgtest.check(e.sqlstate == "57014", "statement_timeout: %s", e)
+        conn.execute("SET statement_timeout = '60s'")
+        other = pgs.connect()
+        pid = conn.pid()
+        import threading
+        timer = threading.Timer(0.5, lambda: other.execute(
+            "SELECT pg_cancel_backend(%d)" % pid))
+        timer.start()
+        try:
+            conn.execute(LONG_QUERY)
+            raise sgtest.TestFailure("the long query was not cancelled")
+        except libpq.Error as e:
+            sgtest.check(e.sqlstate == "57014", "pg_cancel_backend: %s", e)
+        finally:
+            timer.join()
+        sgtest.check(conn.execute("SELECT count(*) FROM generate_series(1, 1000) g "
+                                  "WHERE g % 7 = 3") == [("143",)], "wrong result afterwards")
+        after = pgserver.stats(conn)
+        sgtest.check(after == before, "JIT state after the interrupts %s, before %s", after,
+                     before)
