@@ -179,3 +179,159 @@ def test_pgstencil_timeout_and_cancel_leave_the_backend_usable(ctx):
         after = pgserver.stats(conn)
         sgtest.check(after == before, "JIT state after the interrupts %s, before %s", after,
                      before)
+
+
+# ---- unwinding where PostgreSQL's users look --------------------------------
+
+DIV_TABLE = "CREATE TABLE w AS SELECT i, i - 3 AS d FROM generate_series(1, 5) i"
+JIT_NAME = re.compile(r"[a-z_]+(\[[a-z0-9=,]+\])?@evalexpr_\d+_\d+\[\d+\]")
+SCAN_LOAD = ("CREATE TABLE big AS SELECT i, i % 13 AS d, i::float8 AS f "
+             "FROM generate_series(1, 200000) i")
+SCAN_QUERY = "SELECT count(*) FROM big WHERE d + i > 5 AND f * 2 > 3"
+
+
+def _perf_map(pid):
+    """{start: (size, name)} of a backend's perf map (jit_profiling_support)."""
+    entries = {}
+    with open("/tmp/perf-%d.map" % pid) as f:
+        for line in f:
+            start, size, name = line.rstrip("\n").split(" ", 2)
+            entries[int(start, 16)] = (int(size, 16), name)
+    return entries
+
+
+def _name_at(entries, pc):
+    """The innermost (instruction) name covering pc."""
+    best = None
+    for start, (size, name) in entries.items():
+        if start <= pc < start + size and (best is None or size < best[0]):
+            best = (size, name)
+    return best[1] if best else None
+
+
+def test_pgstencil_backtrace_functions_passes_through_jit_frames(ctx):
+    """backtrace_functions = 'int4div': the backtrace PostgreSQL logs for a
+    division by zero in JIT code goes through the JIT frame (named by the
+    backend's perf map) on to ExecScan, PostgresMain and main."""
+    _need_server(ctx)
+    with pgserver.Server(ctx, "pgstencil", {"backtrace_functions": "'int4div'"}) as pgs:
+        conn = pgs.connect(jit_profiling_support="on", **JIT_ALL)
+        conn.execute(DIV_TABLE)
+        try:
+            conn.execute("SELECT i / (d - d) FROM w")
+            raise sgtest.TestFailure("no division by zero")
+        except libpq.Error as e:
+            sgtest.check(e.sqlstate == "22012", "%s", e)
+        log = pgs.log_text()
+        m = re.search(r"BACKTRACE:\s*\n((?:\t.*\n)+)", log)
+        sgtest.check(m, "no BACKTRACE in the server's log:\n%s", log[-3000:])
+        frames = m.group(1).strip("\n").split("\n")
+        pcs = [int(re.search(r"\[(0x[0-9a-f]+)\]", f).group(1), 16) for f in frames]
+        names = _perf_map(conn.pid())
+        jit = [i for i, pc in enumerate(pcs) if _name_at(names, pc)]
+        sgtest.check(jit, "no JIT frame in the backtrace:\n%s", m.group(1))
+        named = _name_at(names, pcs[jit[0]])
+        sgtest.check(jit[-1] + 1 < len(frames), "the backtrace ends at the JIT frame %s "
+                     "(JIT code not registered with libgcc's unwinder?):\n%s", named, m.group(1))
+        after = "\n".join(frames[jit[-1] + 1:])
+        sgtest.check(named.startswith("funcexpr_strict") and JIT_NAME.fullmatch(named) and
+                     "(ExecScan+" in frames[jit[-1] + 1] and "(PostgresMain+" in after and
+                     "(main+" in after, "the backtrace, with %s at its JIT frame:\n%s", named,
+                     m.group(1))
+        os.unlink("/tmp/perf-%d.map" % conn.pid())
+
+
+def test_pgstencil_gdb_names_jit_frames_down_to_main(ctx):
+    """GDB attached to a backend (batch, no inferior calls), stopped in
+    int4div called from JIT code: a named JIT frame, then every native frame
+    down to main."""
+    _need_server(ctx)
+    import subprocess
+    import threading
+    with pgserver.Server(ctx, "pgstencil") as pgs:
+        conn = pgs.connect(jit_debugging_support="on", **JIT_ALL)
+        conn.execute(DIV_TABLE)
+        gdb = subprocess.Popen(["timeout", "120", "gdb", "-batch", "-nx", "-p", str(conn.pid()),
+                                "-ex", "break int4div", "-ex", "echo READY\\n", "-ex", "continue",
+                                "-ex", "bt", "-ex", "detach"],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        out = []
+        for line in gdb.stdout:  # bounded by timeout(1) above
+            out.append(line)
+            if line.startswith("READY"):
+                break
+        query = threading.Thread(target=lambda: _ignore(conn.execute, "SELECT i / d FROM w"))
+        query.start()
+        out.append(gdb.communicate(timeout=150)[0])
+        query.join(60)
+        bt = [l for l in "".join(out).split("\n") if re.match(r"#\d+ ", l)]
+        text = "\n".join(bt)
+        sgtest.check(len(bt) > 4 and " int4div " in bt[0] and JIT_NAME.search(bt[1]) and
+                     " ExecScan " in bt[2] and any(" PostgresMain " in l for l in bt) and
+                     " main " in bt[-1], "GDB's backtrace:\n%s\n%s", text, "".join(out)[-2000:])
+
+
+def _ignore(fn, *args):
+    try:
+        fn(*args)
+    except libpq.Error:
+        pass
+
+
+def _busy(conn, stop):
+    while not stop:
+        conn.execute(SCAN_QUERY)
+
+
+def test_pgstencil_perf_names_stencils_per_backend(ctx):
+    """perf record of a backend attributes samples to named stencils, read
+    from the backend's own perf map (jit_profiling_support)."""
+    _need_server(ctx)
+    import threading
+    with pgserver.Server(ctx, "pgstencil") as pgs:
+        conn = pgs.connect(jit_profiling_support="on", **JIT_ALL)
+        conn.execute(SCAN_LOAD)
+        stop = []
+        busy = threading.Thread(target=_busy, args=(conn, stop))
+        busy.start()
+        data = os.path.join(ctx.tmp, "perf.data")
+        try:
+            rec = ctx.run(["perf", "record", "-q", "-e", "cpu-clock", "-p", str(conn.pid()),
+                           "-o", data, "--", "sleep", "2"], timeout=60)
+        finally:
+            stop.append(True)
+            busy.join(60)
+        if rec.returncode != 0 and re.search(r"paranoid|ermission|not permitted", rec.stderr):
+            raise sgtest.Skip("the kernel refuses perf events: " + rec.stderr.strip()[-200:])
+        sgtest.check(rec.returncode == 0, "perf record failed:\n%s", rec.stderr[-2000:])
+        rep = ctx.run(["perf", "report", "-f", "-i", data, "--stdio", "--sort", "sym"],
+                      timeout=120)
+        named = [l for l in rep.stdout.split("\n") if JIT_NAME.search(l)]
+        sgtest.check(any("var[slot=2]@" in l for l in named) and
+                     any("funcexpr_strict[nargs=2]@" in l for l in named),
+                     "perf report names no stencils:\n%s", rep.stdout[:3000])
+        os.unlink("/tmp/perf-%d.map" % conn.pid())
+
+
+def test_pgstencil_stencilrt_stack_names_jit_frames(ctx):
+    """stencilrt-stack sampling a backend in a JIT-compiled scan names its
+    JIT frames from the registry the runtime publishes."""
+    _need_server(ctx)
+    import threading
+    tool = os.path.join(ctx.build, "tools", "stack", "stencilrt-stack")
+    with pgserver.Server(ctx, "pgstencil") as pgs:
+        conn = pgs.connect(**JIT_ALL)
+        conn.execute(SCAN_LOAD)
+        stop = []
+        busy = threading.Thread(target=_busy, args=(conn, stop))
+        busy.start()
+        try:
+            p = ctx.run([tool, "--sample", "200", "--duration", "2", str(conn.pid())], timeout=60)
+        finally:
+            stop.append(True)
+            busy.join(60)
+        sgtest.check(p.returncode == 0, "stencilrt-stack exited %d:\n%s", p.returncode, p.stderr)
+        stacks = [l for l in p.stdout.split("\n") if JIT_NAME.search(l)]
+        sgtest.check(any(";ExecScan" in l and ";main" in l for l in stacks),
+                     "no sampled stack has a named JIT frame under ExecScan and main:\n%s",
+                     p.stdout[:3000])
