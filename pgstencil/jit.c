@@ -4,6 +4,7 @@
 #include "pgstencil.h"
 
 #include "portability/instr_time.h"
+#include "storage/ipc.h"
 #include "utils/expandeddatum.h"
 
 static const sr_stencil_set stencil_set = SR_STENCIL_SET_FROM_HEADER;
@@ -49,6 +50,17 @@ static const void *const symbols[SG_SYM__COUNT] = {
     [SG_SYM_ExecEvalAggOrderedTransTuple] = (const void *)ExecEvalAggOrderedTransTuple,
 };
 
+/* At backend exit (on_proc_exit: after the resource owners have released
+ * every JIT context): every registration undone. */
+static void runtime_destroy(int code, Datum arg)
+{
+    (void)code;
+    (void)arg;
+    sr_runtime_destroy(runtime);
+    runtime = NULL;
+    shim = NULL;
+}
+
 sr_runtime *pgs_runtime(void)
 {
     if (runtime || runtime_failed)
@@ -65,12 +77,8 @@ sr_runtime *pgs_runtime(void)
         return NULL;
     }
     shim = (shim_fn *)sr_shim_entry(runtime);
+    on_proc_exit(runtime_destroy, (Datum)0);
     return runtime;
-}
-
-shim_fn *pgs_shim(void)
-{
-    return shim;
 }
 
 sr_runtime *pgs_runtime_if_created(void)
@@ -78,11 +86,26 @@ sr_runtime *pgs_runtime_if_created(void)
     return runtime;
 }
 
-void pgs_runtime_destroy(void)
+/* ExprState's evalfunc: the expression's executor, entered through the shim. */
+static Datum eval_compiled(ExprState *state, ExprContext *econtext, bool *isnull)
 {
-    sr_runtime_destroy(runtime);
-    runtime = NULL;
-    shim = NULL;
+    return shim(state, econtext, isnull, state->evalfunc_private);
+}
+
+/* The first evaluation checks, as the interpreter's does, that the slots'
+ * tuple descriptors still match the plan (CheckExprStillValid), then goes
+ * straight to the executor from then on. */
+static Datum eval_first(ExprState *state, ExprContext *econtext, bool *isnull)
+{
+    CheckExprStillValid(state, econtext);
+    state->evalfunc = eval_compiled;
+    return eval_compiled(state, econtext, isnull);
+}
+
+void pgs_install(ExprState *state, sr_executor *ex)
+{
+    state->evalfunc = eval_first;
+    state->evalfunc_private = sr_executor_entry(ex);
 }
 
 /* The stencil of step `op`, for every ExprEvalOp: the switch has no default,

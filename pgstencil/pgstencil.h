@@ -17,13 +17,11 @@ typedef Datum shim_fn(ExprState *state, ExprContext *econtext, bool *isnull, voi
 /* jit.c */
 
 /* The backend's runtime, created on first use with PostgreSQL's JIT switches
- * (jit_debugging_support: GDB; jit_profiling_support: perf's map). NULL after
- * a WARNING when it cannot be created: expressions are then interpreted. */
+ * (jit_debugging_support: GDB; jit_profiling_support: perf's map) and
+ * destroyed at backend exit. NULL after a WARNING when it cannot be created:
+ * expressions are then interpreted. */
 sr_runtime *pgs_runtime(void);
-shim_fn *pgs_shim(void);
 sr_runtime *pgs_runtime_if_created(void); /* NULL before the first compile */
-/* At backend exit: every registration undone. */
-void pgs_runtime_destroy(void);
 
 /* The executor for `state`'s steps, named `name`; NULL with the reason in
  * *error. Reads the steps only: the caller installs it. The time spent
@@ -31,5 +29,7 @@ void pgs_runtime_destroy(void);
  * them to its emission counter. */
 sr_executor *pgs_compile_steps(ExprState *state, const char *name, JitInstrumentation *instr,
                                const char **error);
+/* Makes `ex` (compiled from `state`'s steps) state's evalfunc. */
+void pgs_install(ExprState *state, sr_executor *ex);
 
 #endif

@@ -6,7 +6,6 @@
 #include "fmgr.h"
 #include "lib/stringinfo.h"
 #include "nodes/execnodes.h"
-#include "storage/ipc.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
 #include "utils/resowner_private.h"
@@ -25,14 +24,6 @@ typedef struct pgs_context {
 
 static uint64 contexts_created;
 static size_t contexts_live;
-static bool exit_hook_set;
-
-static void pgs_at_exit(int code, Datum arg)
-{
-    (void)code;
-    (void)arg;
-    pgs_runtime_destroy();
-}
 
 static pgs_context *context_of(EState *estate)
 {
@@ -49,30 +40,10 @@ static pgs_context *context_of(EState *estate)
     return ctx;
 }
 
-/* ExprState's evalfunc: the expression's executor, entered through the shim. */
-static Datum pgs_eval(ExprState *state, ExprContext *econtext, bool *isnull)
-{
-    return pgs_shim()(state, econtext, isnull, state->evalfunc_private);
-}
-
-/* The first evaluation checks, as the interpreter's does, that the slots'
- * tuple descriptors still match the plan (CheckExprStillValid), then goes
- * straight to the executor from then on. */
-static Datum pgs_eval_first(ExprState *state, ExprContext *econtext, bool *isnull)
-{
-    CheckExprStillValid(state, econtext);
-    state->evalfunc = pgs_eval;
-    return pgs_eval(state, econtext, isnull);
-}
-
 static bool pgs_compile_expr(ExprState *state)
 {
     if (!pgs_runtime())
         return false;
-    if (!exit_hook_set) {
-        on_proc_exit(pgs_at_exit, (Datum)0);
-        exit_hook_set = true;
-    }
     pgs_context *ctx = context_of(state->parent->state);
     if (ctx->n == ctx->cap) { /* room first: nothing can fail once the code exists */
         size_t cap = ctx->cap ? 2 * ctx->cap : 8;
@@ -90,8 +61,7 @@ static bool pgs_compile_expr(ExprState *state)
         return false;
     }
     ctx->executors[ctx->n++] = ex;
-    state->evalfunc = pgs_eval_first;
-    state->evalfunc_private = sr_executor_entry(ex);
+    pgs_install(state, ex);
     ctx->base.instr.created_functions++;
     return true;
 }

@@ -23,32 +23,22 @@ OP(param_callback)
 }
 
 /* EEOP_CASE_TESTVAL and EEOP_DOMAIN_TESTVAL: the value being tested, from
- * the step when it has one, else from the expression context. */
-OP(case_testval)
-{
-    ExprEvalStep *op = STEP;
-    if (op->d.casetest.value) {
-        *op->resvalue = *op->d.casetest.value;
-        *op->resnull = *op->d.casetest.isnull;
-    } else {
-        *op->resvalue = econtext->caseValue_datum;
-        *op->resnull = econtext->caseValue_isNull;
+ * the step when it has one, else from the expression context's `field`. */
+#define TESTVAL(name, field)                                                             \
+    OP(name)                                                                             \
+    {                                                                                    \
+        ExprEvalStep *op = STEP;                                                         \
+        if (op->d.casetest.value) {                                                      \
+            *op->resvalue = *op->d.casetest.value;                                       \
+            *op->resnull = *op->d.casetest.isnull;                                       \
+        } else {                                                                         \
+            *op->resvalue = econtext->field##_datum;                                     \
+            *op->resnull = econtext->field##_isNull;                                     \
+        }                                                                                \
+        CONTINUE();                                                                      \
     }
-    CONTINUE();
-}
-
-OP(domain_testval)
-{
-    ExprEvalStep *op = STEP;
-    if (op->d.casetest.value) {
-        *op->resvalue = *op->d.casetest.value;
-        *op->resnull = *op->d.casetest.isnull;
-    } else {
-        *op->resvalue = econtext->domainValue_datum;
-        *op->resnull = econtext->domainValue_isNull;
-    }
-    CONTINUE();
-}
+TESTVAL(case_testval, caseValue)
+TESTVAL(domain_testval, domainValue)
 
 /* EEOP_MAKE_READONLY */
 OP(make_readonly)

@@ -9,7 +9,9 @@ the error's SQLSTATE) must be equal with jit off, llvmjit and pgstencil.
 import contextlib
 import os
 import re
+import subprocess
 import sys
+import threading
 
 import sgtest
 
@@ -107,7 +109,8 @@ def test_pgstencil_explain_shows_its_jit_section(ctx):
                               section[3]), "EXPLAIN's JIT section:\n%s", text)
         total = float(re.search(r"Total ([\d.]+) ms", section[3]).group(1))
         sgtest.check(0 < total < 50, "pgstencil's Total JIT time is %s ms", total)
-        off = conn.execute("SET jit = off") or _jit_section(conn, "SELECT count(*) FROM e")
+        conn.execute("SET jit = off")
+        off = _jit_section(conn, "SELECT count(*) FROM e")
         sgtest.check(off == [], "jit off still shows a JIT section: %s", off)
 
 
@@ -163,7 +166,6 @@ def test_pgstencil_timeout_and_cancel_leave_the_backend_usable(ctx):
         conn.execute("SET statement_timeout = '60s'")
         other = pgs.connect()
         pid = conn.pid()
-        import threading
         timer = threading.Timer(0.5, lambda: other.execute(
             "SELECT pg_cancel_backend(%d)" % pid))
         timer.start()
@@ -246,8 +248,6 @@ def test_pgstencil_gdb_names_jit_frames_down_to_main(ctx):
     int4div called from JIT code: a named JIT frame, then every native frame
     down to main."""
     _need_server(ctx)
-    import subprocess
-    import threading
     with pgserver.Server(ctx, "pgstencil") as pgs:
         conn = pgs.connect(jit_debugging_support="on", **JIT_ALL)
         conn.execute(DIV_TABLE)
@@ -287,7 +287,6 @@ def test_pgstencil_perf_names_stencils_per_backend(ctx):
     """perf record of a backend attributes samples to named stencils, read
     from the backend's own perf map (jit_profiling_support)."""
     _need_server(ctx)
-    import threading
     with pgserver.Server(ctx, "pgstencil") as pgs:
         conn = pgs.connect(jit_profiling_support="on", **JIT_ALL)
         conn.execute(SCAN_LOAD)
@@ -317,7 +316,6 @@ def test_pgstencil_stencilrt_stack_names_jit_frames(ctx):
     """stencilrt-stack sampling a backend in a JIT-compiled scan names its
     JIT frames from the registry the runtime publishes."""
     _need_server(ctx)
-    import threading
     tool = os.path.join(ctx.build, "tools", "stack", "stencilrt-stack")
     with pgserver.Server(ctx, "pgstencil") as pgs:
         conn = pgs.connect(**JIT_ALL)
