@@ -5,7 +5,8 @@
 
 README.md shows the demo's output in the fenced block under "What the demo shows". Each of
 its lines must match the demo's line at the same place: the same text, save numbers (times,
-addresses, process ids, counts), and `...` where the README cuts a long line. The output may
+addresses, process ids, counts) and the runs of spaces that align a column
+of numbers, and `...` where the README cuts a long line. The output may
 begin with what `./run.sh` printed before the demo (installs, builds), up to the first line of
 the block. Exit status 0 when they match, 1 (and each difference) when not.
 """
@@ -13,7 +14,7 @@ import re
 import sys
 
 HEADING = "## What the demo shows"
-_TOKEN = re.compile(r"\.\.\.|0x[0-9a-f]+|\d+(?:\.\d+)?")
+_TOKEN = re.compile(r"\.\.\.|0x[0-9a-f]+|\d+(?:\.\d+)?|  +")
 
 
 def readme_demo(readme_text):
@@ -40,6 +41,8 @@ def line_pattern(line):
         tok = m.group(0)
         if tok == "...":
             out.append(".*")
+        elif tok.startswith("  "):
+            out.append(" +")  # a table's padding, which a number's width changes
         elif tok.startswith("0x"):
             out.append("0x[0-9a-f]+")
         else:

@@ -9,6 +9,7 @@ the error's SQLSTATE) must be equal with jit off, llvmjit and pgstencil.
 import contextlib
 import os
 import re
+import struct
 import subprocess
 import sys
 import threading
@@ -112,6 +113,135 @@ def test_pgstencil_explain_shows_its_jit_section(ctx):
         conn.execute("SET jit = off")
         off = _jit_section(conn, "SELECT count(*) FROM e")
         sgtest.check(off == [], "jit off still shows a JIT section: %s", off)
+
+
+PGBENCH_SCRIPTS = ("tpcb-like", "simple-update", "select-only")
+PGBENCH_SEED = "20261202"
+BALANCES = ["SELECT aid, abalance FROM pgbench_accounts WHERE abalance <> 0 ORDER BY aid",
+            "SELECT tid, tbalance FROM pgbench_tellers ORDER BY tid",
+            "SELECT bid, bbalance FROM pgbench_branches ORDER BY bid",
+            "SELECT count(*), sum(delta) FROM pgbench_history"]
+
+
+def test_pgstencil_pgbench_balances_equal_jit_off(ctx):
+    """pgbench's built-in scripts, 2 clients, a fixed seed: with pgstencil
+    compiling every statement, no transaction fails and every balance ends
+    as it does with jit off. Each client draws its own deterministic
+    sequence and the updates add, so the balances do not depend on how the
+    clients interleave."""
+    _need_server(ctx)
+    settings = {"shared_preload_libraries": "'pg_stat_statements'"}
+    with pgserver.Server(ctx, "pgstencil", settings) as pgs:
+        conn = pgs.connect()
+        for db in ("bench_off", "bench_pgs"):
+            conn.execute("CREATE DATABASE " + db)
+            p = pgs.pgbench(["-i", "-s", "1", "-q"], dbname=db)
+            sgtest.check(p.returncode == 0, "pgbench -i %s failed:\n%s", db, p.stdout[-2000:])
+        conn.execute("CREATE EXTENSION pg_stat_statements")
+        for script in PGBENCH_SCRIPTS:
+            for db, jit in (("bench_off", {"jit": "off"}), ("bench_pgs", JIT_ALL)):
+                p = pgs.pgbench(["-b", script, "-c", "2", "-j", "2", "-t", "500",
+                                 "--random-seed", PGBENCH_SEED], dbname=db, **jit)
+                sgtest.check(p.returncode == 0 and
+                             re.search(r"number of failed transactions: 0 ", p.stdout),
+                             "pgbench -b %s on %s:\n%s", script, db, p.stdout[-3000:])
+        for sql in BALANCES:
+            off, pgs_rows = (pgs.connect(db).execute(sql) for db in ("bench_off", "bench_pgs"))
+            sgtest.check(off == pgs_rows and off, "%s: %d rows with jit off, %d with pgstencil "
+                         "(first difference %s)", sql, len(off), len(pgs_rows),
+                         next((a, b) for a, b in zip(off + [None], pgs_rows + [None]) if a != b)
+                         if off != pgs_rows else None)
+        jitted = conn.execute("SELECT sum(s.jit_functions) FROM pg_stat_statements s "
+                              "JOIN pg_database d ON d.oid = s.dbid "
+                              "WHERE d.datname = 'bench_pgs' AND s.query LIKE 'UPDATE%'")
+        sgtest.check(jitted[0][0] and int(jitted[0][0]) > 0,
+                     "pgbench's UPDATEs were not JIT-compiled: %s", jitted)
+
+
+PARALLEL = {"max_parallel_workers_per_gather": "2", "parallel_setup_cost": "0",
+            "parallel_tuple_cost": "0", "min_parallel_table_scan_size": "0"}
+PARALLEL_QUERY = ("SELECT b, count(*), sum(i * 2 + b), avg(f) FROM p WHERE i % 5 <> 1 "
+                  "GROUP BY b ORDER BY b")
+
+
+def test_pgstencil_parallel_workers_compile_their_own(ctx):
+    """A parallel scan: each worker compiles its own expressions (EXPLAIN
+    VERBOSE shows a JIT section per worker) and the rows are jit off's."""
+    _need_server(ctx)
+    with pgserver.Server(ctx, "pgstencil") as pgs:
+        conn = pgs.connect(**JIT_ALL, **PARALLEL)
+        conn.execute("CREATE TABLE p AS SELECT i, i % 9 AS b, i * 0.5::float8 AS f "
+                     "FROM generate_series(1, 300000) i")
+        conn.execute("ANALYZE p")
+        plan = "\n".join(r[0] for r in conn.execute("EXPLAIN (ANALYZE, VERBOSE) " +
+                                                      PARALLEL_QUERY))
+        # PostgreSQL 15 prints a worker's JIT section under "Worker N:" of
+        # the node the worker ran; the leader's ends the plan.
+        launched = re.search(r"Workers Launched: (\d+)", plan)
+        workers = set(re.findall(r"Worker (\d+): [^\n]*\n(?:[^\n]*\n)?\s+JIT:\n"
+                                 r"\s+Functions: [1-9]", plan))
+        sgtest.check(launched and int(launched.group(1)) >= 1 and
+                     len(workers) == int(launched.group(1)) and
+                     re.search(r"^\s*JIT:\n\s+Functions: [1-9]\d*\n(.*\n){2}\s*Execution Time",
+                               plan, re.M),
+                     "no JIT section for the leader and each worker:\n%s", plan)
+        rows = conn.execute(PARALLEL_QUERY)
+        off = pgs.query(PARALLEL_QUERY, jit="off", **PARALLEL)
+        sgtest.check(rows == off and len(rows) == 9, "parallel rows differ:\n%s\n%s",
+                     rows, off)
+
+
+def test_pgstencil_missing_provider_disables_jit(ctx):
+    """jit_provider names no library: PostgreSQL runs every query without
+    JIT, as it does for a missing llvmjit."""
+    _need_server(ctx)
+    with pgserver.Server(ctx, "nosuch_provider") as srv:
+        conn = srv.connect(**JIT_ALL)
+        rows = conn.execute("SELECT sum(g * 3) FROM generate_series(1, 1000) g WHERE g % 2 = 0")
+        sgtest.check(rows == [("751500",)], "wrong rows without a provider: %s", rows)
+        off = _jit_section(conn, "SELECT count(*) FROM generate_series(1, 100) g WHERE g > 3")
+        sgtest.check(off == [], "a JIT section without a provider: %s", off)
+        sgtest.check("terminated by signal" not in srv.log_text(), "%s", srv.log_text())
+
+
+def _as_major(path, dest, major):
+    """A copy of the provider at dest whose module magic says PostgreSQL
+    `major` (what a build against that version's headers would carry)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    # fmgr.h's Pg_magic_struct: len, version (major * 100), FUNC_MAX_ARGS,
+    # INDEX_MAX_KEYS, NAMEDATALEN, FLOAT8PASSBYVAL, then abi_extra.
+    magic = struct.pack("<6i", 56, 1500, 100, 32, 64, 1) + b"PostgreSQL\0"
+    sgtest.check(data.count(magic) == 1, "%s: %d copies of PostgreSQL 15's module magic",
+                 path, data.count(magic))
+    with open(dest, "wb") as f:
+        f.write(data.replace(magic, struct.pack("<6i", 56, major * 100, 100, 32, 64, 1) +
+                             b"PostgreSQL\0"))
+    os.chmod(dest, 0o755)
+
+
+def test_pgstencil_built_for_another_major_refuses_to_load(ctx):
+    """A provider carrying PostgreSQL 16's magic: the first query that would
+    compile gets PostgreSQL's version-mismatch error, later ones run
+    without JIT; nothing crashes."""
+    _need_server(ctx)
+    dest = os.path.join(pgserver.pkglibdir(), "pgstencil_as16.so")
+    _as_major(pgserver.install_provider(ctx.build), dest, 16)
+    try:
+        with pgserver.Server(ctx, "pgstencil_as16") as srv:
+            conn = srv.connect(**JIT_ALL)
+            try:
+                conn.execute("SELECT sum(g) FROM generate_series(1, 10) g WHERE g > 1")
+                raise sgtest.TestFailure("a provider built for PostgreSQL 16 was loaded")
+            except libpq.Error as e:
+                sgtest.check("incompatible library" in str(e) and
+                             "Server is version 15, library is version 16" in str(e),
+                             "the refusal: %s", e)
+            rows = conn.execute("SELECT sum(g) FROM generate_series(1, 10) g WHERE g > 1")
+            sgtest.check(rows == [("54",)], "after the refusal: %s", rows)
+            sgtest.check("terminated by signal" not in srv.log_text(), "%s", srv.log_text())
+    finally:
+        os.unlink(dest)
 
 
 def test_pgstencil_errors_leave_the_backend_usable_and_free(ctx):

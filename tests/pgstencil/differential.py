@@ -8,7 +8,13 @@ whose jit_provider is pgstencil, llvmjit on the other (jit_provider is a
 server setting); both servers hold the same data. All three compile every
 expression (jit_above_cost=0), llvmjit with inlining and optimization.
 Queries are shared among `threads` workers, each with its own three sessions.
+
+    smaller = differential.reduce(query, lambda q: differs(pgs, llvm, q))
+
+shrinks a mismatching query to one that still mismatches, for a regression
+test (regressions.sql).
 """
+import re
 import threading
 
 import libpq
@@ -103,3 +109,114 @@ def describe(mismatch, limit=3000):
     for mode, r in results.items():
         lines.append("  %-9s %s" % (mode, repr(r)[:400]))
     return "\n".join(lines)[:limit]
+
+
+def differs(pgs_server, llvm_server, query):
+    """Whether the query's outcomes differ among the three modes (fresh
+    sessions, so no state of an earlier query is involved)."""
+    sessions = _Sessions({"pgs": pgs_server, "llvm": llvm_server})
+    try:
+        return len({repr(outcome(sessions.get(mode), query)) for mode in MODES}) > 1
+    finally:
+        for name in list(sessions.conns):
+            sessions.drop(name)
+
+
+LEAF = re.compile(r"\b[a-z]\w*\.[a-z]\w*\b|'[^']*'|-?\b\d+(\.\d+)?\b|\bNULL\b")
+
+
+def _groups(sql):
+    """(start, end) of each balanced parenthesis group outside string
+    literals, the longest first."""
+    stack, groups, quoted = [], [], False
+    for i, ch in enumerate(sql):
+        if ch == "'":
+            quoted = not quoted
+        elif quoted:
+            continue
+        elif ch == "(":
+            stack.append(i)
+        elif ch == ")" and stack:
+            groups.append((stack.pop(), i + 1))
+    return sorted(groups, key=lambda g: (g[0] - g[1], g[0]))
+
+
+def _split_top(text, sep):
+    """text split at each `sep` outside parentheses and string literals."""
+    parts, depth, quoted, last = [], 0, False, 0
+    for i, ch in enumerate(text):
+        if ch == "'":
+            quoted = not quoted
+        elif not quoted:
+            depth += (ch == "(") - (ch == ")")
+            if depth == 0 and text.startswith(sep, i):
+                parts.append(text[last:i])
+                last = i + len(sep)
+    return parts + [text[last:]]
+
+
+def _top_index(text, word, start=0):
+    """Where `word` first occurs at or after start outside parentheses and
+    string literals, or -1."""
+    depth, quoted = 0, False
+    for i in range(start, len(text)):
+        ch = text[i]
+        if ch == "'":
+            quoted = not quoted
+        elif not quoted:
+            depth += (ch == "(") - (ch == ")")
+            if depth == 0 and text.startswith(word, i):
+                return i
+    return -1
+
+
+def _candidates(sql):
+    """Smaller variants of sql, the most promising first: fewer select-list
+    items, a WHERE of `true`, then each group replaced by an inner group or
+    by one of its columns or literals."""
+    select = sql.find("SELECT ")
+    frm = _top_index(sql, " FROM ", select + 1) if select >= 0 else -1
+    if frm > 0:
+        items = _split_top(sql[select + 7:frm], ", ")
+        for k in range(len(items) if len(items) > 1 else 0):
+            yield sql[:select + 7] + ", ".join(items[:k] + items[k + 1:]) + sql[frm:]
+    where = _top_index(sql, " WHERE ")
+    if where > 0:
+        ends = [i for i in (_top_index(sql, w, where) for w in (" GROUP BY", " ORDER BY",
+                                                                 " LIMIT")) if i > 0]
+        end = min(ends) if ends else len(sql)
+        if sql[where + 7:end] != "true":
+            yield sql[:where + 7] + "true" + sql[end:]
+    for start, end in _groups(sql):
+        while start > 0 and (sql[start - 1].isalnum() or sql[start - 1] == "_"):
+            start -= 1  # a call: replaced whole, by an argument
+        inner = sql[start:end]
+        subs = [inner[a:b] for a, b in _groups(inner) if (a, b) != (0, len(inner))]
+        for sub in subs + [x.group(0) for x in LEAF.finditer(inner)] + ["NULL"]:
+            if len(sub) < len(inner):
+                yield sql[:start] + sub + sql[end:]
+
+
+def reduce(query, still_differs, budget=400):
+    """The smallest variant of query found (greedily, at most `budget`
+    checks) for which still_differs holds. Of a tuple of statements, the
+    one holding the query (SELECT or PREPARE ... AS SELECT) is reduced."""
+    if not isinstance(query, str):
+        k = max(range(len(query)), key=lambda i: ("SELECT" in query[i], len(query[i])))
+        rest = lambda q: tuple(query[:k]) + (q,) + tuple(query[k + 1:])  # noqa: E731
+        return rest(reduce(query[k], lambda q: still_differs(rest(q)), budget))
+    best, checked, seen = query, 0, {query}
+    progress = True
+    while progress and checked < budget:
+        progress = False
+        for cand in _candidates(best):
+            if cand in seen:
+                continue
+            seen.add(cand)
+            checked += 1
+            if still_differs(cand):
+                best, progress = cand, True
+                break
+            if checked >= budget:
+                break
+    return best

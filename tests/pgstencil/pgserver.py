@@ -126,12 +126,13 @@ class Server:
         shutil.rmtree(self.dir, ignore_errors=True)
         return False
 
-    def connect(self, **settings):
-        """A session (libpq.Connection); settings become `-c name=value` options."""
+    def connect(self, dbname="postgres", **settings):
+        """A session (libpq.Connection) to dbname; settings become `-c
+        name=value` options."""
         opts = {"statement_timeout": STATEMENT_TIMEOUT_MS}
         opts.update(settings)
         options = " ".join("-c %s=%s" % (k, v) for k, v in opts.items())
-        conn = libpq.Connection(host=self.dir, dbname="postgres", user="postgres",
+        conn = libpq.Connection(host=self.dir, dbname=dbname, user="postgres",
                                 options=options, connect_timeout=30)
         self.conns.append(conn)
         return conn
@@ -146,6 +147,14 @@ class Server:
         finally:
             conn.close()
             self.conns.remove(conn)
+
+    def pgbench(self, args, dbname="postgres", timeout=600, **settings):
+        """Run pgbench (PostgreSQL 15's) against this server; settings reach
+        its sessions as PGOPTIONS. The CompletedProcess, stderr in stdout."""
+        env = dict(os.environ, PGOPTIONS=" ".join("-c %s=%s" % kv for kv in settings.items()))
+        return subprocess.run([os.path.join(PG_BIN, "pgbench"), "-h", self.dir, "-U",
+                               "postgres"] + list(args) + [dbname], env=env, timeout=timeout,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
     def log_text(self):
         try:
