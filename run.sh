@@ -8,7 +8,8 @@
 #               tests/clean_room/clean-room.sh)
 #   bench       benchmarks (ratios measured side by side in one run); --scale-only
 #               [--baseline REV]: the CPython-shaped rows, also as git revision REV builds
-#   fuzz        longer fuzzing of the parsers of untrusted bytes (FUZZ_SECONDS, default 600)
+#   fuzz        longer fuzzing of the parsers of untrusted bytes (FUZZ_SECONDS, default 600),
+#               then pgstencil's differential corpus (FUZZ_QUERIES, default 50,000, today's seed)
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -16,20 +17,19 @@ cd "$(dirname "$0")"
 # C library (tinyvm's stencils are made for every triple; clang finds the
 # AArch64 headers through the cross GCC's crtbegin.o, libgcc-12-dev-arm64-cross,
 # and without them reads the host's <stdint.h>), tinyvm, GDB and stencilrt-stack
-# (libdw), OpenSSL's libcrypto (the cache's SHA-256). The tests need the rest:
-# other compilers and unwinders, perf, valgrind, qemu and the AArch64 cross
-# toolchain, Wine and MinGW-w64, LLDB, PostgreSQL 15's server and headers
-# (pgstencil, the PostgreSQL JIT provider, and its tests).
+# (libdw), OpenSSL's libcrypto (the cache's SHA-256), PostgreSQL 15's server
+# and headers (pgstencil, the PostgreSQL JIT provider, beside llvmjit). The
+# tests need the rest: other compilers and unwinders, perf, valgrind, qemu and
+# the AArch64 cross toolchain, Wine and MinGW-w64, LLDB.
 # tests/clean_room/clean-room.sh proves both lists on a bare Debian 12.
 DEMO_PACKAGES=(clang-22 llvm-22 llvm-22-dev libclang-22-dev libclang-cpp22-dev libyaml-dev
                libc6-dev-arm64-cross libgcc-12-dev-arm64-cross meson ninja-build pkg-config
-               gcc g++ python3 gdb libdw-dev libssl-dev)
+               gcc g++ python3 gdb libdw-dev libssl-dev postgresql-15 postgresql-server-dev-15)
 TEST_PACKAGES=("${DEMO_PACKAGES[@]}" clang-14 libclang-rt-22-dev lld-22 valgrind linux-perf
                qemu-user gcc-aarch64-linux-gnu g++-aarch64-linux-gnu
                gdb-multiarch binutils elfutils libunwind-22-dev libc++-22-dev libc++abi-22-dev
                lldb-22 python3-lldb-22 wine64 mingw-w64-x86-64-dev g++-mingw-w64-x86-64-win32
-               distcc icecc ccache sccache cmake make
-               postgresql-15 postgresql-server-dev-15)
+               distcc icecc ccache sccache cmake make)
 
 # ensure_packages PACKAGE...: install those that are missing.
 ensure_packages() {
@@ -119,7 +119,8 @@ cmd=${1:-}
 case "$cmd" in
 demo)
     ensure_packages "${DEMO_PACKAGES[@]}"
-    build build -- generator/stencilgen stencils/tinyvm tools/stack/stencilrt-stack
+    build build -- generator/stencilgen stencils/tinyvm tools/stack/stencilrt-stack \
+        pgstencil/pgstencil.so
     exec stencils/demo.sh build build/demo
     ;;
 test|test-setup)
@@ -146,7 +147,8 @@ bench)  # [--scale-only [--baseline REV]]: the CPython-shaped rows, against REV'
 fuzz)
     ensure_packages "${TEST_PACKAGES[@]}"
     build build
-    exec python3 tests/fuzz/run.py --build build --seconds "${FUZZ_SECONDS:-600}"
+    python3 tests/fuzz/run.py --build build --seconds "${FUZZ_SECONDS:-600}"
+    exec python3 tests/pgstencil/fuzz_corpus.py --build build --queries "${FUZZ_QUERIES:-50000}"
     ;;
 *)
     echo "usage: ./run.sh demo|test|test-setup|clean-room|bench|fuzz" >&2

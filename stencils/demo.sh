@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # demo.sh BUILD OUTDIR: the demo's main job, over a built tree (`./run.sh demo` installs and
 # builds first). Generates the bundled stencils into OUTDIR, runs tinyvm interpreted and
-# JIT-compiled, takes a GDB backtrace inside JIT code and reads a running tinyvm's stack with
-# stencilrt-stack. README.md shows what it prints; tests/integration/test_demo.py holds the two
-# to each other.
+# JIT-compiled, takes a GDB backtrace inside JIT code, reads a running tinyvm's stack with
+# stencilrt-stack and shows one PostgreSQL query's JIT section under llvmjit and pgstencil.
+# README.md shows what it prints; tests/integration/test_demo.py holds the two to each other.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:?usage: stencils/demo.sh BUILD OUTDIR}
@@ -38,3 +38,7 @@ trap 'kill "$spin" 2>/dev/null || true' EXIT
 sleep 0.5
 timeout 60 "$build/tools/stack/stencilrt-stack" "$spin" || true
 kill "$spin"; wait "$spin" 2>/dev/null || true
+echo
+echo "== PostgreSQL 15: one TPC-H Q1-shaped query's EXPLAIN (ANALYZE) JIT section, llvmjit"
+echo "   (inlining and optimization) beside pgstencil, every expression compiled (jit_above_cost=0)"
+timeout 300 python3 pgstencil/demo.py "$build"

@@ -67,6 +67,45 @@ def test_pgstencil_corpus_matches_jit_off_and_llvmjit(ctx):
         sgtest.check(re.search(r"Functions: [1-9]", plan), "pgstencil compiled nothing:\n%s", plan)
 
 
+def _balanced(sql):
+    depth = 0
+    for ch in sql:
+        depth += (ch == "(") - (ch == ")")
+        if depth < 0:
+            return False
+    return depth == 0
+
+
+def test_pgstencil_reducer_shrinks_a_mismatch(ctx):
+    # The reducer is driven by a predicate; here the "mismatch" is a NULLIF
+    # call in a well-formed SELECT, so what it keeps is checkable without a
+    # server. Each corpus query must shrink to under half its length, keep
+    # the predicate true and stay within its budget of checks.
+    queries = [q for q in corpus.queries(SEED, 3000)
+               if isinstance(q, str) and "NULLIF(" in q and len(q) > 200][:20]
+    sgtest.check(len(queries) == 20, "the corpus has %d long NULLIF queries", len(queries))
+    for query in queries:
+        calls = []
+
+        def still_differs(sql):
+            calls.append(sql)
+            return ("NULLIF(" in sql and _balanced(sql) and sql.startswith("SELECT ") and
+                    " FROM t" in sql)
+        reduced = differential.reduce(query, still_differs, budget=60)
+        sgtest.check(still_differs(reduced) and len(reduced) * 2 < len(query) and
+                     len(calls) <= 61, "%r reduced to %r in %d checks", query, reduced,
+                     len(calls))
+    # Of a sequence of statements, the SELECT is reduced and the rest kept.
+    setup = "PREPARE p AS SELECT 1"
+    reduced = differential.reduce((setup, queries[0]), lambda q: q[0] == setup and
+                                  still_differs(q[1]))
+    sgtest.check(reduced[0] == setup and len(reduced[1]) * 2 < len(queries[0]),
+                 "a statement sequence reduced to %r", reduced)
+    # Nothing smaller differs: the query comes back whole.
+    sgtest.check(differential.reduce(queries[1], lambda q: q == queries[1]) == queries[1],
+                 "a query that cannot shrink changed")
+
+
 def _step_kinds():
     setup, queries, part = [], [], None
     with open(os.path.join(sgtest.ROOT, "tests", "pgstencil", "step_kinds.sql")) as f:

@@ -126,8 +126,8 @@ LEAF = re.compile(r"\b[a-z]\w*\.[a-z]\w*\b|'[^']*'|-?\b\d+(\.\d+)?\b|\bNULL\b")
 
 
 def _groups(sql):
-    """(start, end) of each balanced parenthesis group outside string
-    literals, the longest first."""
+    """(start, end) of each balanced parenthesis group and CASE ... END
+    outside string literals, the longest first."""
     stack, groups, quoted = [], [], False
     for i, ch in enumerate(sql):
         if ch == "'":
@@ -135,10 +135,20 @@ def _groups(sql):
         elif quoted:
             continue
         elif ch == "(":
-            stack.append(i)
-        elif ch == ")" and stack:
-            groups.append((stack.pop(), i + 1))
+            stack.append((i, ")"))
+        elif ch == ")" and stack and stack[-1][1] == ")":
+            groups.append((stack.pop()[0], i + 1))
+        elif _word_at(sql, i, "CASE"):
+            stack.append((i, "END"))
+        elif _word_at(sql, i, "END") and stack and stack[-1][1] == "END":
+            groups.append((stack.pop()[0], i + 3))
     return sorted(groups, key=lambda g: (g[0] - g[1], g[0]))
+
+
+def _word_at(sql, i, word):
+    def boundary(k):
+        return k < 0 or k >= len(sql) or not (sql[k].isalnum() or sql[k] == "_")
+    return sql.startswith(word, i) and boundary(i - 1) and boundary(i + len(word))
 
 
 def _split_top(text, sep):

@@ -6,7 +6,8 @@
 Generates N queries (default 50,000) from seed S (default: today's date,
 so each day's run explores queries the suite's fixed seed never made), runs
 them with jit off, llvmjit and pgstencil on servers of its own, and reduces
-each mismatch (differential.reduce) to a query to keep in regressions.sql.
+each mismatch (differential.reduce) to the smallest query found that still
+mismatches: the query to fix and keep as a regression test.
 Prints the outcome counts; exit status 1 if any query mismatched.
 """
 import argparse
@@ -48,7 +49,7 @@ def main():
         for m in mismatches[:REDUCED_AT_MOST]:
             print(differential.describe(m))
             reduced = differential.reduce(m[1], lambda q: differential.differs(pgs, llvm, q))
-            print("  reduced, for regressions.sql: %s" % (reduced,))
+            print("  reduced: %s" % (reduced,))
     return 1 if mismatches else 0
 
 

@@ -118,6 +118,17 @@ class Server:
         except (sgtest.TestFailure, subprocess.TimeoutExpired):
             subprocess.run(self._as_server_user(ctl + ["-m", "immediate"]), timeout=60)
 
+    def restart(self, provider):
+        """The same data directory served again with another jit_provider
+        (a postmaster setting: only a restart changes it)."""
+        self.stop()
+        self.provider = provider
+        with open(os.path.join(self.data, "postgresql.auto.conf"), "a") as f:
+            f.write("jit_provider = '%s'\n" % provider)
+        self._run([os.path.join(PG_BIN, "pg_ctl"), "-D", self.data, "-l", self.log, "-w",
+                   "-t", "60", "start"])
+        self.running = True
+
     def __enter__(self):
         return self.start()
 
