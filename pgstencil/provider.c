@@ -29,6 +29,9 @@ static pgs_context *context_of(EState *estate)
 {
     if (estate->es_jit)
         return (pgs_context *)estate->es_jit;
+    /* pgstencil neither inlines, optimizes nor compiles tuple deforming:
+     * EXPLAIN prints these flags as what the JIT did, so they say false. */
+    estate->es_jit_flags &= ~(PGJIT_OPT3 | PGJIT_INLINE | PGJIT_DEFORM);
     ResourceOwnerEnlargeJIT(CurrentResourceOwner);
     pgs_context *ctx = MemoryContextAllocZero(TopMemoryContext, sizeof *ctx);
     ctx->base.flags = estate->es_jit_flags;
