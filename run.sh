@@ -7,7 +7,8 @@
 #   clean-room  the demo and test-setup in a new minimal Debian 12 root (root only;
 #               tests/clean_room/clean-room.sh)
 #   bench       benchmarks (ratios measured side by side in one run); --scale-only
-#               [--baseline REV]: the CPython-shaped rows, also as git revision REV builds
+#               [--baseline REV]: the CPython-shaped rows, also as git revision REV builds;
+#               --pg-only: the PostgreSQL rows (pgstencil beside llvmjit and jit off)
 #   fuzz        longer fuzzing of the parsers of untrusted bytes (FUZZ_SECONDS, default 600),
 #               then pgstencil's differential corpus (FUZZ_QUERIES, default 50,000, today's seed)
 set -euo pipefail
@@ -96,8 +97,12 @@ ensure_aarch64_llvm() {
 
 # Meson puts ccache or sccache in front of the compiler when it finds one and
 # CC is unset; the tests install both (as launchers under test), and a build
-# should neither leave a compile server running nor depend on a cache.
+# should neither leave a compile server running nor depend on a cache. A cross
+# build reads the build machine's compilers from the *_FOR_BUILD variables (an
+# sccache that could not start its server once left build-aarch64 with no C
+# compiler for the generator).
 export CC=${CC:-gcc} CXX=${CXX:-g++}
+export CC_FOR_BUILD=${CC_FOR_BUILD:-$CC} CXX_FOR_BUILD=${CXX_FOR_BUILD:-$CXX}
 
 # build DIR [meson options...] [-- ninja targets...]: configure once, then let
 # ninja decide what to redo (every target unless some are named).
@@ -138,7 +143,7 @@ clean-room)
     ensure_packages mmdebstrap git python3
     exec tests/clean_room/clean-room.sh "$@"
     ;;
-bench)  # [--scale-only [--baseline REV]]: the CPython-shaped rows, against REV's generator
+bench)  # [--scale-only [--baseline REV] | --pg-only]
     shift
     ensure_packages "${TEST_PACKAGES[@]}"
     build build

@@ -19,6 +19,7 @@ import tempfile
 import time
 
 from hot_cold_bench import hot_cold_rows, _hot_and_whole  # tests/bench/hot_cold_bench.py
+from pg_bench import pg_rows  # tests/bench/pg_bench.py
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PROGRAMS = [("loop.tvm", 5), ("fib.tvm", 20)]
@@ -928,6 +929,8 @@ def main():
     ap.add_argument("--build", required=True)
     ap.add_argument("--scale-only", action="store_true",
                     help="only the CPython-shaped corpus's rows")
+    ap.add_argument("--pg-only", action="store_true",
+                    help="only the PostgreSQL rows (pgstencil, llvmjit, jit off)")
     ap.add_argument("--baseline", metavar="REV",
                     help="with --scale-only: also measure stencilgen as git revision REV "
                          "builds it, side by side")
@@ -935,6 +938,8 @@ def main():
     build = os.path.abspath(args.build)
     if args.scale_only:
         return print_rows(scale_only_rows(build, args.baseline))
+    if args.pg_only:
+        return print_rows(pg_rows(build))
     f = runtime_figures(build)
     g = generator_figures(build)
     rows = []
@@ -1045,6 +1050,7 @@ def main():
     rows += hot_cold_rows(build)
     rows += hot_cold_windows_rows(build)
     rows += tinyvm_variant_rows(build)
+    rows += pg_rows(build)
     return print_rows(rows)
 
 
