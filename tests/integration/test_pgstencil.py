@@ -122,7 +122,8 @@ def test_pgstencil_step_kinds_match_jit_off_and_llvmjit(ctx):
     setup, queries = _step_kinds()
     with _pair(ctx, setup) as (pgs, llvm):
         # one worker: the statements that write are in order
-        mismatches, counts = differential.run(pgs, llvm, queries, threads=1)
+        mismatches, counts = differential.run(pgs, llvm, queries, threads=1,
+                                               optimized_every=1)
         _check_no_mismatch(mismatches, "the step-kind queries")
         sgtest.check(counts.get("rows", 0) >= len(queries) - 8, "%s", counts)
 

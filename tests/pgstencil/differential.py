@@ -6,7 +6,9 @@ A query's outcome is its rows (PostgreSQL's text output) or its error's
 SQLSTATE; the three must be equal. jit off and pgstencil run on the server
 whose jit_provider is pgstencil, llvmjit on the other (jit_provider is a
 server setting); both servers hold the same data. All three compile every
-expression (jit_above_cost=0), llvmjit with inlining and optimization.
+expression (jit_above_cost=0); llvmjit inlines and optimizes every
+OPTIMIZED_EVERY-th query (at about 70 ms a query, optimizing all of them would
+be nine tenths of the run) and compiles the others unoptimized.
 Queries are shared among `threads` workers, each with its own three sessions.
 
     smaller = differential.reduce(query, lambda q: differs(pgs, llvm, q))
@@ -19,12 +21,18 @@ import threading
 
 import libpq
 
-MODES = [
-    ("off", "pgs", {"jit": "off"}),
-    ("pgstencil", "pgs", {"jit": "on", "jit_above_cost": "0"}),
-    ("llvmjit", "llvm", {"jit": "on", "jit_above_cost": "0", "jit_inline_above_cost": "0",
-                         "jit_optimize_above_cost": "0"}),
-]
+OFF = ("off", "pgs", {"jit": "off"})
+PGSTENCIL = ("pgstencil", "pgs", {"jit": "on", "jit_above_cost": "0"})
+LLVMJIT = ("llvmjit", "llvm", {"jit": "on", "jit_above_cost": "0"})
+LLVMJIT_OPT = ("llvmjit-opt", "llvm", {"jit": "on", "jit_above_cost": "0",
+                                       "jit_inline_above_cost": "0",
+                                       "jit_optimize_above_cost": "0"})
+OPTIMIZED_EVERY = 10
+
+
+def modes(i, optimized_every=OPTIMIZED_EVERY):
+    """The three modes query i runs in."""
+    return [OFF, PGSTENCIL, LLVMJIT_OPT if i % optimized_every == 0 else LLVMJIT]
 # After a query made of several statements (corpus.queries).
 CLEANUP = ["DEALLOCATE ALL", "RESET plan_cache_mode"]
 CONNECTION_LOST = ("08006", "08003", "57P01", "57P02", "57P03")
@@ -66,11 +74,11 @@ class _Sessions:
             conn.close()
 
 
-def _worker(servers, queries, indexes, mismatches, counts, lock):
+def _worker(servers, queries, indexes, optimized_every, mismatches, counts, lock):
     sessions = _Sessions(servers)
     for i in indexes:
         results = {}
-        for mode in MODES:
+        for mode in modes(i, optimized_every):
             try:
                 results[mode[0]] = outcome(sessions.get(mode), queries[i])
             except libpq.Error as e:  # cannot connect: the server went away
@@ -87,14 +95,15 @@ def _worker(servers, queries, indexes, mismatches, counts, lock):
         sessions.drop(name)
 
 
-def run(pgs_server, llvm_server, queries, threads=2):
+def run(pgs_server, llvm_server, queries, threads=2, optimized_every=OPTIMIZED_EVERY):
     """[(index, query, {mode: outcome})] of the queries whose outcomes differ,
-    and how many queries gave rows, and each SQLSTATE, with jit off."""
+    and how many queries gave rows, and each SQLSTATE, with jit off; llvmjit
+    optimizes every optimized_every-th query."""
     servers = {"pgs": pgs_server, "llvm": llvm_server}
     mismatches, counts, lock = [], {}, threading.Lock()
     workers = [threading.Thread(target=_worker,
                                 args=(servers, queries, range(k, len(queries), threads),
-                                      mismatches, counts, lock))
+                                      optimized_every, mismatches, counts, lock))
                for k in range(threads)]
     for w in workers:
         w.start()
@@ -112,11 +121,12 @@ def describe(mismatch, limit=3000):
 
 
 def differs(pgs_server, llvm_server, query):
-    """Whether the query's outcomes differ among the three modes (fresh
-    sessions, so no state of an earlier query is involved)."""
+    """Whether the query's outcomes differ among jit off, pgstencil and
+    llvmjit optimizing (fresh sessions, so no state of an earlier query is
+    involved)."""
     sessions = _Sessions({"pgs": pgs_server, "llvm": llvm_server})
     try:
-        return len({repr(outcome(sessions.get(mode), query)) for mode in MODES}) > 1
+        return len({repr(outcome(sessions.get(mode), query)) for mode in modes(0)}) > 1
     finally:
         for name in list(sessions.conns):
             sessions.drop(name)
