@@ -13,6 +13,7 @@
 #include "pipeline.h"
 #include "prebuilt.h"
 #include "provenance.h"
+#include "report.h"
 #include "util.h"
 
 static const char usage_text[] =
@@ -28,6 +29,7 @@ static const char usage_text[] =
     "       stencilgen check-prebuilt --manifest FILE --prebuilt DIR [--target TRIPLE]... [--no-hot-cold]\n"
     "       stencilgen check --manifest FILE [--target TRIPLE]...   (all checks, writes nothing)\n"
     "       stencilgen dump  --manifest FILE --target TRIPLE [--op NAME]\n"
+    "       stencilgen report [-o FILE] [--format html|json] [--against DIR]... [--max-growth PERCENT] DIR...\n"
     "       stencilgen cache (--stats | --clean) (--cache-dir DIR | --outdir DIR)\n"
     "       stencilgen --version\n"
     "\n"
@@ -221,6 +223,8 @@ int main(int argc, char **argv)
      * where there is none (prebuilt.c). */
     if (!strcmp(argv[1], "check-prebuilt"))
         return prebuilt_main(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "report"))
+        return report_main(argc - 1, argv + 1);
     if (!strcmp(argv[1], "cache"))
         return cache_command_main(argc - 1, argv + 1);
     gen_options o = {.command = argv[1]};
