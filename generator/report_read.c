@@ -583,13 +583,12 @@ static const char *variant_display(const reader *r, const char *id)
 static bool finish(reader *r)
 {
     rp_target *t = r->t;
-    if (!t->triple) {
-        r->at = 0;
-        return fail(r, 0, "not a stencilgen target header: it defines no SG_TARGET_TRIPLE");
-    }
-    if (!r->norder) {
-        r->at = 0;
-        return fail(r, 0, "not a stencilgen target header: it has no sg_stencils table");
+    const char *missing = !t->triple ? "it defines no SG_TARGET_TRIPLE"
+                          : !r->norder ? "it has no sg_stencils table"
+                                       : NULL;
+    if (missing) { /* about the whole file: no line */
+        diag_error_at(r->path, 0, 0, "not a stencilgen target header: %s", missing);
+        return false;
     }
     t->stencils = xcalloc(r->norder, sizeof *t->stencils);
     for (size_t i = 0; i < r->norder; i++) {

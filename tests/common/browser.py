@@ -158,16 +158,20 @@ class Browser:
     def open(self, url, ready, timeout=None):
         """Navigate and wait until `ready` (an expression) is truthy; returns it."""
         self.call("Page.navigate", {"url": url})
+        return self.wait("document.readyState === 'complete' && (%s)" % ready, timeout, url)
+
+    def wait(self, expression, timeout=None, what="the page"):
+        """Poll until `expression` is truthy; returns its value."""
         deadline = time.monotonic() + (timeout or self.timeout)
         while time.monotonic() < deadline:
             try:
-                value = self.eval("document.readyState === 'complete' && (%s)" % ready)
+                value = self.eval(expression)
             except BrowserError:
-                value = None  # the new document may not exist yet
+                value = None  # a new document may not exist yet
             if value:
                 return value
             time.sleep(0.05)
-        raise BrowserError("%s: not ready (%s) within the deadline" % (url, ready))
+        raise BrowserError("%s: not ready (%s) within the deadline" % (what, expression))
 
     def screenshot(self, scale=1.0):
         """The viewport as a PNG; scale < 1 makes it smaller (quicker to check)."""
