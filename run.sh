@@ -21,7 +21,8 @@ cd "$(dirname "$0")"
 # (libdw), OpenSSL's libcrypto (the cache's SHA-256), PostgreSQL 15's server
 # and headers (pgstencil, the PostgreSQL JIT provider, beside llvmjit). The
 # tests need the rest: other compilers and unwinders, perf, valgrind, qemu and
-# the AArch64 cross toolchain, Wine and MinGW-w64, LLDB.
+# the AArch64 cross toolchain, Wine and MinGW-w64, LLDB, and Debian's headless
+# Chromium (the report's browser tests).
 # tests/clean_room/clean-room.sh proves both lists on a bare Debian 12.
 DEMO_PACKAGES=(clang-22 llvm-22 llvm-22-dev libclang-22-dev libclang-cpp22-dev libyaml-dev
                libc6-dev-arm64-cross libgcc-12-dev-arm64-cross meson ninja-build pkg-config
@@ -30,7 +31,7 @@ TEST_PACKAGES=("${DEMO_PACKAGES[@]}" clang-14 libclang-rt-22-dev lld-22 valgrind
                qemu-user gcc-aarch64-linux-gnu g++-aarch64-linux-gnu
                gdb-multiarch binutils elfutils libunwind-22-dev libc++-22-dev libc++abi-22-dev
                lldb-22 python3-lldb-22 wine64 mingw-w64-x86-64-dev g++-mingw-w64-x86-64-win32
-               distcc icecc ccache sccache cmake make)
+               distcc icecc ccache sccache cmake make chromium)
 
 # ensure_packages PACKAGE...: install those that are missing.
 ensure_packages() {

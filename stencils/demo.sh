@@ -42,3 +42,7 @@ echo
 echo "== PostgreSQL 15: one TPC-H Q1-shaped query's EXPLAIN (ANALYZE) JIT section, llvmjit"
 echo "   (inlining and optimization) beside pgstencil, every expression compiled (jit_above_cost=0)"
 timeout 300 python3 pgstencil/demo.py "$build"
+echo
+echo "== stencilgen report: the bundled stencils' sizes, holes, listings and frames, one page"
+"$build/generator/stencilgen" report -o "$outdir/report.html" "$outdir"
+echo "open $(cd "$outdir" && pwd)/report.html (self-contained: works from disk)"

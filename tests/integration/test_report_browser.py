@@ -19,7 +19,7 @@ import browser  # noqa: E402
 ASAN = False  # the browser is the subject here; the reader runs under ASan in test_report.py
 MAX_PAGE_BYTES = 5 * 1024 * 1024
 READY = "document.body.dataset.ready"
-ROWS = "[...document.querySelectorAll('#stencils tbody tr')]"
+ROWS = "[...document.querySelectorAll('#stencil-table tbody tr')]"
 
 
 def header_counts(out):
@@ -53,7 +53,7 @@ def report(ctx, name, *args):
 
 def column(b, key):
     """The table's values in column `key`, in row order."""
-    return b.eval("(() => { const i = [...document.querySelectorAll('#stencils th')]"
+    return b.eval("(() => { const i = [...document.querySelectorAll('#stencil-table th')]"
                   ".findIndex((th) => th.dataset.key === %r); return %s.map((tr) => "
                   "tr.children[i].textContent); })()" % (key, ROWS))
 
@@ -75,11 +75,11 @@ def test_report_page_of_the_bundled_stencils_in_chromium(ctx):
         check(b.eval("%s.length" % ROWS) == total, "rows: %s, headers: %d stencils",
               b.eval("%s.length" % ROWS), total)
         check_drawn(b, "the table")
-        b.eval("document.querySelector('#stencils th[data-key=code]').click()")
+        b.eval("document.querySelector('#stencil-table th[data-key=code]').click()")
         codes = [int(x) for x in column(b, "code")]
         check(codes == sorted(codes, reverse=True) and codes[0] > codes[-1],
               "sorted by code, largest first: %s", codes[:12])
-        b.eval("document.querySelector('#stencils th[data-key=code]').click()")
+        b.eval("document.querySelector('#stencil-table th[data-key=code]').click()")
         codes = [int(x) for x in column(b, "code")]
         check(codes == sorted(codes), "sorted by code, smallest first: %s", codes[:12])
         n = set_filter(b, "div")
@@ -130,11 +130,11 @@ def edit_and_compare(ctx, man, edit_file, old, new, outs, *build_args):
 
 def check_changes_view(b, page, op, targets):
     b.open("file://" + page + "#changes", READY + " && document.body.dataset.view === 'changes'")
-    names = b.eval("[...document.querySelectorAll('#changes tbody tr')].map((tr) => "
+    names = b.eval("[...document.querySelectorAll('#change-table tbody tr')].map((tr) => "
                    "tr.dataset.name)")
     ops = {re.sub(r"\[.*\]$", "", n) for n in names}
     check(names and ops == {op}, "the comparison names %s, the edit changed %s alone", ops, op)
-    shown = b.eval("[...document.querySelectorAll('#changes tbody tr')].map((tr) => "
+    shown = b.eval("[...document.querySelectorAll('#change-table tbody tr')].map((tr) => "
                    "tr.children[1].textContent)")
     check(set(shown) == set(targets), "changed on %s, want %s", set(shown), targets)
     check(b.eval("document.querySelectorAll('#totals tbody tr').length") == len(targets),
@@ -184,7 +184,7 @@ def test_report_of_cpythons_scale_in_chromium(ctx):
         total = sum(counts.values())
         check(b.eval("%s.length" % ROWS) == total, "rows %s, stencils %d",
               b.eval("%s.length" % ROWS), total)
-        b.eval("document.querySelector('#stencils th[data-key=holes]').click()")
+        b.eval("document.querySelector('#stencil-table th[data-key=holes]').click()")
         holes = [int(x) for x in column(b, "holes")]
         check(holes == sorted(holes, reverse=True), "sorted by holes: %s", holes[:10])
         n = set_filter(b, "pop_top_012")
