@@ -93,7 +93,8 @@ static bool headers_in(const char *dir, char ***paths, size_t *n)
         }
     }
     closedir(d);
-    qsort(*paths, *n, sizeof **paths, by_string);
+    if (*n) /* qsort wants an array, even of none */
+        qsort(*paths, *n, sizeof **paths, by_string);
     return true;
 }
 

@@ -271,7 +271,12 @@ static bool stencil_row(reader *r, const char *line, void *unused)
     p += ident_len(p);
     if (!expect(r, &p, ", ") || !read_number(&p, &code) || !expect(r, &p, ", "))
         return r->failed ? false : fail(r, (size_t)(p - line) + 1, "a code size is not a number");
-    p += starts(p, "NULL") ? 4 : strlen("sg_data_") + ident_len(p + strlen("sg_data_"));
+    if (starts(p, "NULL"))
+        p += 4;
+    else if (expect(r, &p, "sg_data_"))
+        p += ident_len(p);
+    else
+        return false;
     if (!expect(r, &p, ", ") || !read_number(&p, &data))
         return r->failed ? false : fail(r, (size_t)(p - line) + 1, "a data size is not a number");
     if (!s->has_code || (size_t)code != s->s.code || (data && (size_t)data != s->s.data) ||
@@ -680,15 +685,23 @@ static bool split_lines(char *text, size_t size, reader *r)
 
 bool rp_read_header(const char *path, rp_target *t)
 {
-    *t = (rp_target){.path = xstrdup(path)};
     uint8_t *data;
     size_t size;
     if (!read_file(path, &data, &size)) {
+        *t = (rp_target){0};
         diag_error("cannot read %s: %s", path, strerror(errno));
-        rp_target_free(t);
         return false;
     }
-    char *text = xrealloc(data, size + 1);
+    bool ok = rp_read_text(path, data, size, t);
+    free(data);
+    return ok;
+}
+
+bool rp_read_text(const char *path, const void *data, size_t size, rp_target *t)
+{
+    *t = (rp_target){.path = xstrdup(path)};
+    char *text = xmalloc(size + 1); /* split into lines in place */
+    memcpy(text, data, size);
     text[size] = '\0';
     reader r = {.path = path, .t = t};
     bool ok = split_lines(text, size, &r);

@@ -50,6 +50,8 @@ typedef struct rp_target {
  * damaged, prints "path:line:col: error: ..." and returns false (t is then
  * freed). */
 bool rp_read_header(const char *path, rp_target *t);
+/* The same over a header's bytes already read (`path` names them in messages). */
+bool rp_read_text(const char *path, const void *data, size_t size, rp_target *t);
 void rp_target_free(rp_target *t);
 
 #endif

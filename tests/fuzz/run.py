@@ -2,7 +2,8 @@
 """Build and run the libFuzzer targets (clang-22, ASan+UBSan) from a seed corpus.
 
   tests/fuzz/run.py --build build (--seconds N | --brief)
-                    [--target cfi|win64_unwind|stencil_blob|manifest|registry|objfile|cache_index]
+                    [--target cfi|win64_unwind|stencil_blob|manifest|registry|objfile|cache_index|
+                     report_header]
 
 --seconds: each target for N seconds, growing its corpus in build/fuzz/ from
 run to run (./run.sh fuzz). --brief: each target a fixed number of inputs
@@ -57,6 +58,11 @@ TARGETS = {
                 ["generator/objfile.c", "generator/util.c", "generator/llvm/objreader.cpp"],
                 "tests/fuzz/make_objfile_seeds.py", []),
     # a shared cache directory's record index, which any run may have written
+    # a generated header, as `stencilgen report` reads it from anywhere; the
+    # seeds are the golden headers
+    "report_header": ("tests/fuzz/fuzz_report_header.c",
+                      ["generator/report_read.c", "generator/util.c", "generator/diag.c"],
+                      ["tests/golden/*.h", "tests/golden/no-hot-cold/*.h"], []),
     "cache_index": ("tests/fuzz/fuzz_cache_index.c",
                     ["generator/cache.c", "generator/opunit.c", "generator/util.c",
                      "generator/digest.c", "-lcrypto"],
@@ -66,7 +72,8 @@ TARGETS = {
 
 # --brief: inputs per target, 10-30 s each on a 2-core AMD EPYC.
 BRIEF_RUNS = {"cfi": 900000, "stencil_blob": 5000000, "manifest": 700000, "registry": 25000,
-              "win64_unwind": 800000, "objfile": 1500000, "cache_index": 30000}
+              "win64_unwind": 800000, "objfile": 1500000, "cache_index": 30000,
+              "report_header": 200000}
 
 
 def include_flags(build):
