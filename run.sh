@@ -8,7 +8,8 @@
 #               tests/clean_room/clean-room.sh)
 #   bench       benchmarks (ratios measured side by side in one run); --scale-only
 #               [--baseline REV]: the CPython-shaped rows, also as git revision REV builds;
-#               --pg-only: the PostgreSQL rows (pgstencil beside llvmjit and jit off)
+#               --pg-only: the PostgreSQL rows (pgstencil beside llvmjit and jit off);
+#               --html FILE: also the table as a page, with charts of the scale curve
 #   fuzz        longer fuzzing of the parsers of untrusted bytes (FUZZ_SECONDS, default 600),
 #               then pgstencil's differential corpus (FUZZ_QUERIES, default 50,000, today's seed)
 set -euo pipefail
@@ -144,7 +145,7 @@ clean-room)
     ensure_packages mmdebstrap git python3
     exec tests/clean_room/clean-room.sh "$@"
     ;;
-bench)  # [--scale-only [--baseline REV] | --pg-only]
+bench)  # [--scale-only [--baseline REV] | --pg-only] [--html FILE]
     shift
     ensure_packages "${TEST_PACKAGES[@]}"
     build build

@@ -924,6 +924,41 @@ def hot_cold_windows_rows(build):
     return rows
 
 
+def report_rows(build, opens=3):
+    """`stencilgen report` at CPython's scale: the 5-triple corpus's page,
+    its size and write time, and how soon headless Chromium has it drawn."""
+    sys.path.insert(0, os.path.join(ROOT, "tests", "common"))
+    import browser
+    stencilgen = os.path.join(build, "generator", "stencilgen")
+    tmp = tempfile.mkdtemp(prefix="sgreport-")
+    try:
+        corpus, manifest, out = cpython_corpus(tmp)
+        run([stencilgen, "build", "--manifest", manifest, "--outdir", out, "-j", "2"],
+            timeout=3600)
+        page = os.path.join(tmp, "report.html")
+        write = min(timed([stencilgen, "report", "-o", page, out])[0] for _ in range(3))
+        as_json = min(timed([stencilgen, "report", "--format", "json", "-o",
+                             os.path.join(tmp, "r.json"), out])[0] for _ in range(3))
+        headers = sum(os.path.getsize(os.path.join(out, f)) for f in os.listdir(out)
+                      if f.startswith("jit_stencils-"))
+        ready = []
+        with browser.Browser(tmp) as b:
+            for _ in range(opens):
+                b.call("Page.navigate", {"url": "about:blank"})
+                ready.append(float(b.open("file://" + page, "document.body.dataset.ready",
+                                          timeout=120)))
+        ready.sort()
+        return [("stencilgen report, CPython-shaped corpus (5 triples): write the page / the JSON",
+                 "%.2f / %.2f s" % (write, as_json),
+                 "page %.1f MB from %.1f MB of headers (target < 5 MB)" % (
+                     os.path.getsize(page) / 1e6, headers / 1e6)),
+                ("stencilgen report, that page in headless Chromium: drawn after navigation, "
+                 "median of %d" % opens, "%.0f ms" % ready[len(ready) // 2],
+                 "target < 2 s; runs %.0f-%.0f ms" % (ready[0], ready[-1]))]
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", required=True)
@@ -934,12 +969,15 @@ def main():
     ap.add_argument("--baseline", metavar="REV",
                     help="with --scale-only: also measure stencilgen as git revision REV "
                          "builds it, side by side")
+    ap.add_argument("--html", metavar="FILE",
+                    help="also write the table as an HTML page, with charts of the "
+                         "CPython-shaped corpus's cold, no-op and edit against stencil count")
     args = ap.parse_args()
     build = os.path.abspath(args.build)
     if args.scale_only:
-        return print_rows(scale_only_rows(build, args.baseline))
+        return finish(build, args, scale_only_rows(build, args.baseline))
     if args.pg_only:
-        return print_rows(pg_rows(build))
+        return finish(build, args, pg_rows(build))
     f = runtime_figures(build)
     g = generator_figures(build)
     rows = []
@@ -1050,8 +1088,29 @@ def main():
     rows += hot_cold_rows(build)
     rows += hot_cold_windows_rows(build)
     rows += tinyvm_variant_rows(build)
+    rows += report_rows(build)
     rows += pg_rows(build)
-    return print_rows(rows)
+    return finish(build, args, rows)
+
+
+# The scale curve's corpus sizes: generated micro-ops, about 4 stencils each.
+CURVE_OPS = (35, 70, 140, 280)
+
+
+def finish(build, args, rows):
+    """Print the table; with --html, measure the scale curve and write the page."""
+    rc = print_rows(rows)
+    if args.html:
+        import bench_html
+        curve = bench_html.scale_curve(os.path.join(build, "generator", "stencilgen"),
+                                       CURVE_OPS)
+        for p in curve:
+            print("scale curve: %d stencils x %d triples: cold %.2f s, no-op %.0f ms, "
+                  "edit %.0f ms" % (p["stencils"], p["triples"], p["cold"], p["noop"] * 1e3,
+                                    p["edit"] * 1e3))
+        bench_html.write(args.html, "stencilgen benchmarks on %s" % machine(), rows, curve)
+        print("wrote %s" % args.html)
+    return rc
 
 
 def scale_only_rows(build, baseline):

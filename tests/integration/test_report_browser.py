@@ -191,3 +191,30 @@ def test_report_of_cpythons_scale_in_chromium(ctx):
         check(n == 5, "filter pop_top_012: %d rows, want one per triple", n)
         check_drawn(b, "the 5-triple table")
         check_changes_view(b, page, "pop_top_012", sorted(counts))
+
+
+def test_bench_html_page_in_chromium(ctx):
+    """./run.sh bench --html's page (tests/bench/bench_html.py) from a real,
+    small scale curve (two corpus sizes, 5 triples): a chart per series with a
+    point per size at the measured values, the table's rows, drawn."""
+    sys.path.insert(0, ctx.path("tests", "bench"))
+    import bench_html
+    curve = bench_html.scale_curve(ctx.stencilgen, (8, 16))
+    check([p["triples"] for p in curve] == [5, 5] and curve[0]["stencils"] < curve[1]["stencils"],
+          "the curve: %s", curve)
+    rows = [("curve, %d stencils a triple: cold" % p["stencils"], "%.2f s" % p["cold"], "")
+            for p in curve]
+    page = os.path.join(ctx.tmp, "bench.html")
+    bench_html.write(page, "this machine", rows, curve)
+    with chromium(ctx) as b:
+        b.open("file://" + page, "document.getElementById('bench') !== null")
+        figures = b.eval("[...document.querySelectorAll('#curve figure')].map((f) => "
+                         "f.querySelectorAll('circle.point').length)")
+        check(figures == [2, 2, 2], "charts and their points: %s", figures)
+        titles = b.eval("[...document.querySelectorAll('#curve circle.point title')]"
+                        ".map((t) => t.textContent)")
+        want = "%d stencils: %.3g s" % (curve[1]["stencils"], curve[1]["cold"])
+        check(want in titles, "the cold chart's last point: %s not in %s", want, titles)
+        check(b.eval("document.querySelectorAll('#bench tbody tr').length") == len(rows),
+              "the table's rows")
+        check_drawn(b, "the benchmark page")
