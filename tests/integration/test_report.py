@@ -213,3 +213,20 @@ def test_report_html_is_self_contained(ctx):
     page2 = os.path.join(ctx.tmp, "r2.html")
     ctx.generator("report", "-o", page2, moved, check=True)
     check(read(page2) == html, "the page depends on where the headers are")
+
+
+def test_report_needs_no_llvm(ctx):
+    """The stencilgen executable alone (no LLVM module beside it or where it
+    looks), as on a machine without LLVM: it writes the report and loads no
+    LLVM or clang library while it does."""
+    d = os.path.join(ctx.tmp, "lone", "bin")
+    os.makedirs(d)
+    exe = shutil.copy2(ctx.stencilgen, os.path.join(d, "stencilgen"))
+    page = os.path.join(ctx.tmp, "r.html")
+    p = ctx.run([exe, "report", "-o", page, os.path.join(ctx.build, "stencils")],
+                env={"LD_DEBUG": "files"}, timeout=120)
+    loaded = re.findall(r"file=(\S+)", p.stderr)
+    check(p.returncode == 0 and os.path.getsize(page) > 0, "report: exit %d\n%s",
+          p.returncode, p.stderr[-2000:])
+    check(loaded and not [f for f in loaded if re.search(r"LLVM|clang|stencilgen-", f)],
+          "report loaded %s", loaded)
