@@ -4,7 +4,7 @@ Every wait has a deadline, and the browser is killed on every exit path.
 
     with Browser(tmpdir) as b:
         b.open("file:///.../report.html", ready="document.body.dataset.ready")
-        rows = b.eval("document.querySelectorAll('#stencils tbody tr').length")
+        rows = b.eval("document.querySelectorAll('#stencil-table tbody tr').length")
         png = b.screenshot()
 """
 import base64
