@@ -611,9 +611,10 @@ static bool finish(reader *r)
         t->stencils[t->nstencils++] = p->s;
         p->s = (rp_stencil){0}; /* moved */
     }
-    for (char **f = &t->compiler; f <= &t->layout; f++)
-        if (!*f)
-            *f = xstrdup("");
+    char **provenance[] = {&t->compiler, &t->generator, &t->layout};
+    for (size_t i = 0; i < sizeof provenance / sizeof provenance[0]; i++)
+        if (!*provenance[i])
+            *provenance[i] = xstrdup("");
     if (!t->shim)
         t->shim = xstrdup("");
     return true;
