@@ -169,6 +169,7 @@ static gen_verify_in verify_inputs(const gen_run *run, job_ref *ref, const gen_j
                           .disasm = ref->result->disasm,
                           .op = ref->op,
                           .label = ref->op_label ? ref->op_label : job->label,
+                          .command = job->argv,
                           .batch_entry = entry,
                           .alone = ref->alone,
                           .alone_size = sizeof ref->alone};

@@ -25,7 +25,7 @@ typedef enum obj_format { OBJ_FORMAT_ELF, OBJ_FORMAT_COFF, OBJ_FORMAT_MACHO } ob
 typedef struct obj_section {
     char *name; /* Mach-O: "segment,section", e.g. "__TEXT,__text" */
     obj_sec_kind kind;
-    uint8_t *bytes; /* owned copy; NULL for OBJ_SEC_BSS */
+    uint8_t *bytes; /* owned copy; NULL for OBJ_SEC_BSS and OBJ_SEC_OTHER but .note.gnu.property */
     uint64_t size;
     uint64_t align;
     /* Where the object places it: Mach-O sections share one address space

@@ -3,11 +3,13 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "fp_check.h"
 #include "hotcold.h"
 #include "objfile.h"
+#include "property_notes.h"
 #include "split.h"
 #include "util.h"
 
@@ -67,10 +69,38 @@ static bool check_pin(const gen_unwind *u, const gen_frame_pin *pin, const gen_t
     return false;
 }
 
+/* A shim object without the property notes its flags ask for says the flags
+ * did not reach the compiler as written (a launcher or wrapper that rewrites
+ * them): a VM that links the shim's source with those flags would lose the
+ * feature in the whole program, and its stencils are not what the manifest
+ * says. A warning: the stencils themselves are sound. */
+static void check_property_notes(const objfile *obj, const gen_verify_in *in)
+{
+    const char *flag;
+    uint32_t asked = in->command ? pn_asked(in->command, obj->machine, &flag) : 0, has;
+    char err[160];
+    if (!asked || obj->kind != OBJ_FORMAT_ELF)
+        return;
+    if (!pn_object_features(obj, &has, err, sizeof err)) {
+        diag_warning("%s: the shim's .note.gnu.property cannot be read: %s", in->label, err);
+        return;
+    }
+    if ((asked & has) == asked)
+        return;
+    strbuf missing = {0};
+    pn_describe(&missing, obj->machine, asked & ~has);
+    diag_warning("%s: the shim's object has no %s property note, which %s asks for: the flag "
+                 "did not reach the compiler as given (a launcher or wrapper that rewrites "
+                 "flags?), and a program that links such an object loses the feature",
+                 in->label, missing.data, flag);
+    free(missing.data);
+}
+
 /* The shim's unwind facts, and its pin. */
 static bool check_shim(const objfile *obj, const gen_verify_in *in, const gen_stencil *s,
                        const gen_where *where, gen_unwind *unwind)
 {
+    check_property_notes(obj, in);
     if (!frame_shape_analyze(obj, s, in->target, where, unwind))
         return false;
     if (in->mt && in->mt->has_pin)

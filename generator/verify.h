@@ -25,6 +25,9 @@ typedef struct gen_verify_in {
     lb_disasm *disasm;
     const gen_op *op;   /* NULL: the shim */
     const char *label; /* "op add (x86_64-unknown-linux-gnu)" */
+    /* The compile command that made the object (the shim's property notes are
+     * checked against what it asks for), or NULL. */
+    char *const *command;
     /* An op whose object may be a batched unit's: its entry symbol there
      * (split.h), else NULL. An object that defines _JIT_ENTRY is the op's own,
      * whatever this says (an op a batch could not reproduce was compiled alone). */

@@ -176,7 +176,10 @@ bool read_sections(const ObjectFile &obj, objfile *out, std::vector<uint64_t> &i
             o->merge = (flags & ELF::SHF_MERGE) != 0;
             o->strings = (flags & ELF::SHF_STRINGS) != 0;
         }
-        if (o->kind == OBJ_SEC_BSS || o->kind == OBJ_SEC_OTHER)
+        // Of the sections not loaded, only the property note's bytes are
+        // read (property_notes.h: what the object was built with).
+        if (o->kind == OBJ_SEC_BSS ||
+            (o->kind == OBJ_SEC_OTHER && *name != ".note.gnu.property"))
             continue;
         Expected<StringRef> contents = s.getContents();
         if (!contents)

@@ -13,7 +13,8 @@
  * are in range, relocations are sorted by (section, offset). Then it runs
  * the format-neutral consumers every caller runs on what it read
  * (objfile_is_for for each format and machine stencilgen reads,
- * objfile_find_defined for every symbol's name).
+ * objfile_find_defined for every symbol's name, pn_object_features on its
+ * property note).
  *
  * Known crashes, kept out (elf_known_crash): ELF inputs that abort in LLVM
  * before objreader.cpp can refuse them. A section whose sh_addralign is
@@ -38,6 +39,7 @@
  * reads past the end of the file when its string table does not end in NUL.
  */
 #include "objfile.h"
+#include "property_notes.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -257,6 +259,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             check(o.syms[i].undefined || o.syms[i].section < 0);
     }
     check(objfile_find_defined(&o, "") >= -1);
+    uint32_t features;
+    err[0] = '\0';
+    if (!pn_object_features(&o, &features, err, sizeof err))
+        check(err[0] != '\0' && features == 0);
     objfile_free(&o);
     return 0;
 }

@@ -55,7 +55,8 @@ TARGETS = {
     # LLVM's object library and objreader.cpp's normalisation (C++, linked
     # with libLLVM, see build_cxx_target); the seeds are compiled by clang-22
     "objfile": ("tests/fuzz/fuzz_objfile.c",
-                ["generator/objfile.c", "generator/util.c", "generator/llvm/objreader.cpp"],
+                ["generator/objfile.c", "generator/util.c", "generator/property_notes.c",
+                 "generator/llvm/objreader.cpp"],
                 "tests/fuzz/make_objfile_seeds.py", []),
     # a shared cache directory's record index, which any run may have written
     # a generated header, as `stencilgen report` reads it from anywhere; the
