@@ -3,7 +3,7 @@
 #   demo        generate the bundled stencils and show what they contain
 #   test        every test suite (also under ASan+UBSan, AArch64 under qemu, Windows
 #               x64 under Wine); last line "N passed, N failed"
-#   test-setup  what `test` does before its suites: install and build all four trees
+#   test-setup  what `test` does before its suites: install and build all five trees
 #   clean-room  the demo and test-setup in a new minimal Debian 12 root (root only;
 #               tests/clean_room/clean-room.sh)
 #   bench       benchmarks (ratios measured side by side in one run); --scale-only
@@ -28,7 +28,7 @@ cd "$(dirname "$0")"
 DEMO_PACKAGES=(clang-22 llvm-22 llvm-22-dev libclang-22-dev libclang-cpp22-dev libyaml-dev
                libc6-dev-arm64-cross libgcc-12-dev-arm64-cross meson ninja-build pkg-config
                gcc g++ python3 gdb libdw-dev libssl-dev postgresql-15 postgresql-server-dev-15)
-TEST_PACKAGES=("${DEMO_PACKAGES[@]}" clang-14 libclang-rt-22-dev lld-22 valgrind linux-perf
+TEST_PACKAGES=("${DEMO_PACKAGES[@]}" clang-14 clang-19 libclang-rt-22-dev lld-22 valgrind linux-perf
                qemu-user gcc-aarch64-linux-gnu g++-aarch64-linux-gnu
                gdb-multiarch binutils elfutils libunwind-22-dev libc++-22-dev libc++abi-22-dev
                lldb-22 python3-lldb-22 wine64 mingw-w64-x86-64-dev g++-mingw-w64-x86-64-win32
@@ -137,8 +137,13 @@ test|test-setup)
     build build-asan -Db_sanitize=address,undefined -Db_lundef=false
     build build-aarch64 --cross-file cross/aarch64-linux-gnu.ini   # run under qemu-aarch64
     build build-windows --cross-file cross/x86_64-w64-mingw32.ini  # run under wine64
+    # The bundled stencils compiled by Debian's clang-19, and the programs the
+    # unwinding suite runs on them (tinyvm's own set needs clang 22 on x86-64:
+    # docs/build.md, "Which clang").
+    build build-clang19 -Dstencil_clang=clang-19 -- generator/stencilgen \
+        tests/unwind/unwind_step tests/unwind/unwind_bt tests/unwind/unwind_throw
     [ "$cmd" = test-setup ] && exit 0
-    exec python3 tests/run.py --build build --asan-build build-asan
+    exec python3 tests/run.py --build build --asan-build build-asan --clang19-build build-clang19
     ;;
 clean-room)
     shift

@@ -458,12 +458,22 @@ size_t compile_run(gen_job *jobs, size_t n, const gen_compile_opts *opts, gen_jo
     return failures;
 }
 
-/* stencilgen needs clang 22: -mframe-pointer=reserved keeps x86-64 code off
- * %rbp only from 22 on (19 ignores it, 14 rejects it), and stencils use
- * preserve_none (19 on). */
-#define MIN_CLANG_MAJOR 22
+/* stencilgen needs clang 19: stencils use preserve_none, and every op is
+ * compiled with -mframe-pointer=reserved (clang 18 and older have neither;
+ * 14 rejects the flag). */
+#define MIN_CLANG_MAJOR 19
 
-int compile_check_clang(const char *clang, const char *dir, const gen_compile_opts *co)
+/* The value of `#define NAME N` in clang's -dM output, or -1. */
+static int macro_number(const char *macros, const char *name)
+{
+    char line[64];
+    snprintf(line, sizeof line, "#define %s ", name);
+    const char *m = strstr(macros, line);
+    return m ? atoi(m + strlen(line)) : -1;
+}
+
+int compile_check_clang(const char *clang, const char *dir, const gen_compile_opts *co,
+                        char *version, size_t version_size)
 {
     char *out = path_join(dir, "compiler-macros.h");
     char *argv[] = {(char *)clang, "-dM", "-E", "-x", "c", "/dev/null", "-o", out, NULL};
@@ -480,18 +490,20 @@ int compile_check_clang(const char *clang, const char *dir, const gen_compile_op
     size_t size = 0;
     if (compile_run(&job, 1, &o, NULL, NULL, &spawn_failed) == 0 && read_file(out, &text, &size)) {
         char *macros = xstrndup((const char *)text, size);
-        const char *m = strstr(macros, "#define __clang_major__ ");
-        int major = m ? atoi(m + strlen("#define __clang_major__ ")) : 0;
-        if (!m)
+        int major = macro_number(macros, "__clang_major__");
+        if (major < 0)
             diag_error("'%s' is not clang (it does not define __clang_major__); stencilgen needs "
                        "clang %d or newer", clang, MIN_CLANG_MAJOR);
         else if (major < MIN_CLANG_MAJOR)
-            diag_error("'%s' is clang %d; stencilgen needs clang %d or newer "
-                       "(-mframe-pointer=reserved keeps x86-64 stencils off %%rbp only from "
-                       "clang 22 on, and stencils use preserve_none)",
+            diag_error("'%s' is clang %d; stencilgen needs clang %d or newer (stencils use "
+                       "preserve_none, and ops are compiled with -mframe-pointer=reserved)",
                        clang, major, MIN_CLANG_MAJOR);
         else
             rc = SG_EXIT_OK;
+        if (rc == SG_EXIT_OK)
+            snprintf(version, version_size, "%d.%d.%d", major,
+                     macro_number(macros, "__clang_minor__"),
+                     macro_number(macros, "__clang_patchlevel__"));
         free(macros);
     }
     free(text);

@@ -80,9 +80,11 @@ size_t compile_run(gen_job *jobs, size_t n, const gen_compile_opts *opts, gen_jo
 
 /* Ask `clang` for the macros it predefines (vendors reword --version, never
  * __clang_major__) before compiling anything with it, in directory `dir`: one
- * clear error instead of one per op. Returns an exit code (3: not clang 22 or
- * newer, or it could not say). */
-int compile_check_clang(const char *clang, const char *dir, const gen_compile_opts *co);
+ * clear error instead of one per op. Returns an exit code (3: not clang 19 or
+ * newer, or it could not say); on success its version ("19.1.7") is written
+ * into version. */
+int compile_check_clang(const char *clang, const char *dir, const gen_compile_opts *co,
+                        char *version, size_t version_size);
 
 /* argv helpers */
 typedef struct gen_argv {

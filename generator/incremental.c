@@ -378,21 +378,29 @@ static gen_key compiler_key(const gen_incremental *inc)
     return digest_end(&h);
 }
 
-bool inc_compiler_verified(gen_incremental *inc)
+/* The entry holds the version; one that holds "ok" (written before the
+ * header named the compiler's own version) is asked again. */
+bool inc_compiler_verified(gen_incremental *inc, char *version, size_t version_size)
 {
     gen_key key = compiler_key(inc);
     uint8_t *seen;
     size_t size;
     if (!cache_get(inc->cache, &key, "clang-ok", &seen, &size))
         return false;
+    bool usable = size > 0 && size < version_size && seen[0] >= '1' && seen[0] <= '9' &&
+                  !memchr(seen, '\0', size);
+    if (usable) {
+        memcpy(version, seen, size);
+        version[size] = '\0';
+    }
     free(seen);
-    return true;
+    return usable;
 }
 
-void inc_compiler_verdict(gen_incremental *inc)
+void inc_compiler_verdict(gen_incremental *inc, const char *version)
 {
     gen_key key = compiler_key(inc);
-    cache_put(inc->cache, &key, "clang-ok", "ok", 2);
+    cache_put(inc->cache, &key, "clang-ok", version, strlen(version));
 }
 
 /* ---- discovery */

@@ -80,10 +80,11 @@ void inc_open(gen_incremental *inc, gen_cache *cache, const char *clang, const c
               char *const *symbols, size_t nsymbols, bool verbose);
 void inc_close(gen_incremental *inc);
 
-/* Whether this compiler (by its identity) was already found to be clang 22 or
- * newer; inc_compiler_verdict records that it was. */
-bool inc_compiler_verified(gen_incremental *inc);
-void inc_compiler_verdict(gen_incremental *inc);
+/* Whether this compiler (by its identity) was already found to be clang 19 or
+ * newer, with the version it said ("19.1.7", for the provenance) written into
+ * version; inc_compiler_verdict records that it was. */
+bool inc_compiler_verified(gen_incremental *inc, char *version, size_t version_size);
+void inc_compiler_verdict(gen_incremental *inc, const char *version);
 
 typedef struct inc_pending inc_pending;
 

@@ -170,6 +170,7 @@ static gen_verify_in verify_inputs(const gen_run *run, job_ref *ref, const gen_j
                           .op = ref->op,
                           .label = ref->op_label ? ref->op_label : job->label,
                           .command = job->argv,
+                          .compiler_version = run->compiler_version,
                           .batch_entry = entry,
                           .alone = ref->alone,
                           .alone_size = sizeof ref->alone};
@@ -656,13 +657,16 @@ int jobs_run(gen_run *run, job_set *js)
     }
     failures += write_translation_units(run, js, &texts);
     co.in_process = run->compiled_in_process = must_compile && compile_can_fork(run->clang, run->opt.exec_clang || run->opt.launcher);
-    /* Once per compiler: the verdict is cached under its identity. */
-    if (must_compile && !inc_compiler_verified(&run->inc)) {
-        if (compile_check_clang(run->clang, run->rundir.path, &co) != SG_EXIT_OK) {
+    /* Once per compiler: the verdict, and the version the headers name, are
+     * cached under its identity. */
+    if (!inc_compiler_verified(&run->inc, run->compiler_version, sizeof run->compiler_version)) {
+        if (!make_run_dirs(run) ||
+            compile_check_clang(run->clang, run->rundir.path, &co, run->compiler_version,
+                                sizeof run->compiler_version) != SG_EXIT_OK) {
             op_sources_free(&texts);
             return SG_EXIT_TOOLCHAIN;
         }
-        inc_compiler_verdict(&run->inc);
+        inc_compiler_verdict(&run->inc, run->compiler_version);
     }
     bool spawn_failed, spawn_failed2 = false;
     inc_name_probes(js->jobs, js->count);

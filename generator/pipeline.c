@@ -242,7 +242,7 @@ static strbuf provenance_of(const gen_run *run, const job_set *js, const gen_tar
     }
     prov_inputs in = {&run->manifest, r->target->triple, r->mt, &run->ops,
                       deps, shim_deps, run->workdir, !run->opt.no_hot_cold, absent, shim_absent,
-                      run->compiler_prefix};
+                      run->compiler_prefix, run->compiler_version};
     strbuf sb = {0};
     prov_write(&sb, &in);
     free(absent);

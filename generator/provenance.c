@@ -12,7 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "llvm_bridge.h"
 #include "opunit.h"
 #include "outputs.h"
 #include "../runtime/stencilrt_abi.h" /* the ABI, owned by the runtime */
@@ -649,19 +648,19 @@ static op_fact *op_facts(const gen_oplist *ops)
     return facts;
 }
 
-static void put_header_lines(strbuf *sb, bool hot_cold)
+static void put_header_lines(strbuf *sb, const prov_inputs *in)
 {
     sb_puts(sb, "/* Provenance, read by `stencilgen check-prebuilt` (docs/build.md, \"Prebuilt\n"
                 " * headers\"): what each stencil was made from; paths are relative to the\n"
                 " * manifest, digests cover the files' bytes.\n");
     sb_printf(sb, " * sg-provenance %d\n", PROV_FORMAT_VERSION);
     sb_printf(sb, " * sg-generator %s\n", prov_generator());
-    /* The LLVM stencilgen links, whose clang compiles in-process; not the
+    /* The version the compiler itself says (its predefined macros), not the
      * --clang path or name, nor a launcher: the same compiler reached another
      * way writes the same header (test_in_process). */
-    sb_printf(sb, " * sg-compiler clang, LLVM %s\n", lb_llvm_version());
+    sb_printf(sb, " * sg-compiler clang, LLVM %s\n", in->compiler_version);
     sb_printf(sb, " * sg-abi %d\n", SG_ABI_VERSION);
-    sb_printf(sb, " * sg-layout %s\n", hot_cold ? "hot-cold" : "whole");
+    sb_printf(sb, " * sg-layout %s\n", in->hot_cold ? "hot-cold" : "whole");
 }
 
 void prov_write(strbuf *sb, const prov_inputs *in)
@@ -681,7 +680,7 @@ void prov_write(strbuf *sb, const prov_inputs *in)
     sort_unique(&all);
     op_fact *facts = op_facts(in->ops);
     absent_lists absent = absent_lists_make(in);
-    put_header_lines(sb, in->hot_cold);
+    put_header_lines(sb, in);
     put_files(sb, in, &all);
     put_absent_lists(sb, &absent);
     char *shim_rel = manifest_relpath(m, m->shim_source);

@@ -107,6 +107,7 @@ typedef struct prov_inputs {
                                      one a line (NULL: unknown) */
     const char *shim_absent;    /* the shim's */
     const char *compiler_prefix; /* clang's installation (its headers are its own), or NULL */
+    const char *compiler_version; /* what that clang says it is: "19.1.7" */
 } prov_inputs;
 
 /* The record, as the header's closing comment. */

@@ -72,6 +72,7 @@ typedef struct gen_run {
     gen_rundir rundir; /* this run's own files: units, objects, logs */
     char *clang;      /* resolved compiler path */
     char *compiler_prefix; /* its installation: the directory above its real bin/ (provenance.h) */
+    char compiler_version[32]; /* what it says it is ("19.1.7"), once a header needs it */
     char *op_template_dir; /* WORKDIR/include: stencil_op.h for every compile */
     struct gen_cache *cache;
     gen_incremental inc; /* the cache protocol, over `cache` */

@@ -69,6 +69,21 @@ static bool check_pin(const gen_unwind *u, const gen_frame_pin *pin, const gen_t
     return false;
 }
 
+/* clang 19 to 21 accept -mframe-pointer=reserved but their x86-64 backend does
+ * not reserve %rbp (22's does), so an op that keeps more values across a call
+ * than the other callee-saved registers hold is given %rbp: say so once per
+ * refused op, as the way out is a compiler, not an edit the errors suggest. */
+static void note_old_x86_clang(const gen_verify_in *in, const gen_where *where)
+{
+    int major = in->compiler_version ? atoi(in->compiler_version) : 0;
+    if (major <= 0 || major >= 22 || in->target->elf_machine != 62 /* EM_X86_64 */)
+        return;
+    diag_note_at(where->file, where->line, where->col,
+                 "%s: clang %s does not keep x86-64 code off %%rbp (-mframe-pointer=reserved "
+                 "takes effect there from clang 22 on): build with clang 22, or let the op keep "
+                 "fewer values across its calls", where->label, in->compiler_version);
+}
+
 /* A shim object without the property notes its flags ask for says the flags
  * did not reach the compiler as written (a launcher or wrapper that rewrites
  * them): a VM that links the shim's source with those flags would lose the
@@ -176,8 +191,10 @@ bool verify_objfile(const objfile *obj, const gen_verify_in *in, gen_stencil *s,
         stencil_disassemble(s, in->disasm);
     if (ok && in->op) /* from the fresh decode; the cache keeps its result */
         hotcold_analyse(s, in->target);
-    if (ok)
-        ok = in->op ? fp_check(s, in->target, &where) : check_shim(o, in, s, &where, unwind);
+    if (ok && in->op && !(ok = fp_check(s, in->target, &where)))
+        note_old_x86_clang(in, &where);
+    else if (ok && !in->op)
+        ok = check_shim(o, in, s, &where, unwind);
     if (batched)
         objfile_free(&own);
     return ok;

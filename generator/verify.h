@@ -28,6 +28,8 @@ typedef struct gen_verify_in {
     /* The compile command that made the object (the shim's property notes are
      * checked against what it asks for), or NULL. */
     char *const *command;
+    /* What the compiler says it is ("19.1.7"), or "" when not asked yet. */
+    const char *compiler_version;
     /* An op whose object may be a batched unit's: its entry symbol there
      * (split.h), else NULL. An object that defines _JIT_ENTRY is the op's own,
      * whatever this says (an op a batch could not reproduce was compiled alone). */

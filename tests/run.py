@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
 """Run every test suite; the last line is "N passed, N failed".
 
-  tests/run.py --build build [--asan-build build-asan] [-k SUBSTRING]
+  tests/run.py --build build [--asan-build build-asan] [--clang19-build build-clang19]
+               [-k SUBSTRING]
 
 Integration tests (tests/integration/test_*.py) run against --build; the unit
 test programs run from both builds; with --asan-build the generator tests that
-exercise parsing and error paths run again with the sanitized generator.
+exercise parsing and error paths run again with the sanitized generator; with
+--clang19-build the modules that set CLANG19 run again on that tree, whose
+bundled stencils clang-19 compiled (meson option stencil_clang).
 """
 import argparse
 import importlib.util
@@ -43,7 +46,8 @@ def load_tests(pattern):
             fn = getattr(mod, name)
             full = "%s.%s" % (fname[:-3], name)
             if name.startswith("test_") and callable(fn) and (not pattern or pattern in full):
-                tests.append((full, fn, getattr(mod, "ASAN", False)))
+                tests.append((full, fn, {"asan": getattr(mod, "ASAN", False),
+                                         "clang-19": getattr(mod, "CLANG19", False)}))
     return tests
 
 
@@ -95,19 +99,22 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", required=True)
     ap.add_argument("--asan-build")
+    ap.add_argument("--clang19-build")
     ap.add_argument("-k", dest="pattern")
     args = ap.parse_args()
     passed = failed = 0
     p, f = run_unit(args.build, "")
     passed, failed = passed + p, failed + f
-    builds = [(args.build, "")]
+    builds = [(args.build, "", None)]
     if args.asan_build:
         p, f = run_unit(args.asan_build, " [asan]")
         passed, failed = passed + p, failed + f
-        builds.append((args.asan_build, " [asan]"))
-    for full, fn, asan in load_tests(args.pattern):
-        for build, label in builds:
-            if label and not asan:
+        builds.append((args.asan_build, " [asan]", "asan"))
+    if args.clang19_build:
+        builds.append((args.clang19_build, " [clang-19]", "clang-19"))
+    for full, fn, runs_in in load_tests(args.pattern):
+        for build, label, kind in builds:
+            if kind and not runs_in[kind]:
                 continue
             ok = run_one(full, fn, build, label)
             if ok:

@@ -277,6 +277,49 @@ def generator_figures(build, jobs=2):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def code_bytes(stdout):
+    """{triple: bytes of code} from a build's summary lines."""
+    return {m.group(1): int(m.group(2)) for m in
+            re.finditer(r"^stencilgen: (\S+): \d+ ops .*?, (\d+) bytes of code", stdout, re.M)}
+
+
+def compiler_rows(build, jobs=2, old="clang-19"):
+    """Debian's clang-19 beside clang 22 on the same sources: the 300-op
+    corpus's cold build (batched units, both compilers started per compile:
+    clang 22 with --exec-clang; best of 3, alternating), and the code size of
+    that corpus and of tinyvm's bundled stencils per target."""
+    if not shutil.which(old):
+        return [("stencils from %s" % old, "not measured", "%s is not installed" % old)]
+    stencilgen = os.path.join(build, "generator", "stencilgen")
+    tmp = tempfile.mkdtemp(prefix="sgbench-cc-")
+    try:
+        _, manifest, out = new_corpus(tmp)
+        base = [stencilgen, "build", "--manifest", manifest, "--outdir", out, "-j", str(jobs)]
+        times, sizes = {old: [], "clang-22": []}, {}
+        for _ in range(3):
+            for cc, extra in ((old, ["--clang", old]), ("clang-22", ["--exec-clang"])):
+                shutil.rmtree(out, ignore_errors=True)
+                t, p = timed(base + extra)
+                times[cc].append(t)
+                sizes[("300-op corpus", cc)] = code_bytes(p.stdout)
+        for cc, extra in ((old, ["--clang", old]), ("clang-22", [])):
+            p = run([stencilgen, "build", "--manifest", os.path.join(ROOT, "stencils",
+                     "stencils.yaml"), "--outdir", os.path.join(tmp, cc)] + extra)
+            sizes[("tinyvm's bundled stencils", cc)] = code_bytes(p.stdout)
+        a, b = min(times[old]), min(times["clang-22"])
+        rows = [("cold build, 300-op corpus, -j2: %s / clang-22, each started per compile" % old,
+                 "%.2f / %.2f s" % (a, b), "ratio %.2f" % (a / b))]
+        for what in ("300-op corpus", "tinyvm's bundled stencils"):
+            new = sizes[(what, "clang-22")]
+            for triple in sorted(new):
+                x = sizes[(what, old)].get(triple, 0)
+                rows.append(("%s, %s: code from %s / clang-22" % (what, triple, old),
+                             "%d / %d bytes" % (x, new[triple]), "ratio %.2f" % (x / new[triple])))
+        return rows
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def one_file_corpus(corpus):
     """The corpus's 300 ops as one file, as in a CPython-style interpreter;
     returns that file and its manifest."""
@@ -996,6 +1039,7 @@ def main():
                      g["cold"] / g["pipeline"], g["ops"], min(g["colds"]), max(g["colds"]),
                      min(g["pipelines"]), max(g["pipelines"]))))
     rows += batched_rows(batched_figures(build, g), g)
+    rows += compiler_rows(build)
     rows += scale_rows(scale_figures(os.path.join(build, "generator", "stencilgen")))
     rows += variant_rows(variant_figures(build))
     rows += farm_rows(build)

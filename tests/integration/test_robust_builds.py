@@ -262,12 +262,12 @@ def test_compiler_that_hangs(ctx):
 
 
 def test_compiler_too_old_or_not_clang(ctx):
-    """clang-14 (rejects -mframe-pointer=reserved) and gcc: one message naming
+    """clang-14 (has no preserve_none, rejects -mframe-pointer=reserved) and gcc: one message naming
     the version found and the one needed, before any op compiles; exit 3. A
     build that needs no compile does not ask, and a compiler is asked once."""
     proj = ctx.bundled_copy()
     out = os.path.join(ctx.tmp, "out")
-    for cc, needle in (("clang-14", "is clang 14; stencilgen needs clang 22 or newer"),
+    for cc, needle in (("clang-14", "is clang 14; stencilgen needs clang 19 or newer"),
                        ("gcc", "is not clang (it does not define __clang_major__)")):
         p = build(ctx, proj, out, "--clang", cc)
         expect(p, EXIT_TOOLCHAIN, cc, needle)

@@ -23,6 +23,7 @@ import sgtest
 from sgtest import TRIPLE, TestFailure, check, read, sleb, uleb
 
 ASAN = True
+CLANG19 = True  # again on stencils clang-19 compiled (tests/run.py --clang19-build)
 
 T = 120  # seconds per program run; each takes well under 2 s, even under ASan
 
