@@ -16,6 +16,9 @@
 typedef struct gen_target {
     const char *triple;         /* canonical LLVM triple, as written in manifests */
     const char *host_condition; /* preprocessor test that is true on this host */
+    /* Tested before the others in jit_stencils.h: its condition is a special
+     * case of another target's (MSVC's environment of Windows'). */
+    bool dispatch_first;
     const char *const *op_cflags;   /* NULL-terminated; flags every op needs here */
     const char *const *shim_cflags; /* NULL-terminated; flags the shim needs here */
     /* Position independence as the object format has it (-fPIC -fno-plt
@@ -79,6 +82,7 @@ extern const char *const sg_elf_pic_cflags[];
 /* Per-architecture tables (target_<arch>.c). */
 extern const gen_target sg_target_x86_64_linux;
 extern const gen_target sg_target_x86_64_windows;
+extern const gen_target sg_target_x86_64_msvc;
 extern const gen_target sg_target_x86_64_darwin;
 extern const gen_target sg_target_aarch64_linux;
 extern const gen_target sg_target_aarch64_darwin;

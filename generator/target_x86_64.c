@@ -211,6 +211,37 @@ const gen_target sg_target_x86_64_windows = {
     .short_jump_size = sizeof short_jump,
 };
 
+/* Windows x64 as MSVC's environment has it: the same ABI, COFF and unwind
+ * codes as MinGW-w64's, so the same stencils but for what the environment's
+ * headers and predefined macros make of the sources (string literals, for
+ * one, become COMDAT symbols of their own). Ops that need no C library build
+ * with clang's own headers (<stdint.h>, <stddef.h>) where no Windows SDK is
+ * installed. Listed before MinGW's in the dispatcher: `_WIN32` is true for
+ * both, `_MSC_VER` for this one only. */
+
+const gen_target sg_target_x86_64_msvc = {
+    .triple = "x86_64-pc-windows-msvc",
+    .host_condition = "defined(_M_X64) && defined(_MSC_VER) && !defined(_M_ARM64EC)",
+    .dispatch_first = true,
+    .op_cflags = op_cflags,
+    .shim_cflags = shim_cflags,
+    .pic_cflags = no_cflags,
+    .fp_reg = 6,
+    .elf_machine = 62, /* EM_X86_64: the architecture's number, whatever the format */
+    .object_format = OBJ_FORMAT_COFF,
+    .fp_writers = fp_writers,
+    .reg_name = reg_name,
+    .classify_reloc = classify_coff,
+    .trailing_jump = trailing_jump,
+    .landing_pad = landing_pad,
+    .landing_pad_flag = "-fcf-protection=branch (or full)",
+    .long_branch = long_branch,
+    .set_branch = set_branch,
+    .invert_branch = invert_branch,
+    .short_jump = short_jump,
+    .short_jump_size = sizeof short_jump,
+};
+
 /* Mach-O relocation numbers (<mach-o/x86_64/reloc.h>); objfile.h puts the
  * field's log2 width in bits 8-9 of the type. */
 enum {

@@ -51,7 +51,7 @@ import shutil
 import subprocess
 import sys
 
-from sgtest import TestFailure, check
+from sgtest import TestFailure, check, read
 
 
 def _find(name):
@@ -341,8 +341,8 @@ STEP_PROGRAMS = [("tests", "windows", "step.tvm"), ("stencils", "programs", "cou
                  ("stencils", "programs", "reenter.tvm")]
 
 
-def run_step(ctx, xb, env=None, prog=STEP_PROGRAMS[0]):
-    p = wine(ctx, xb, [exe(xb, "tests", "windows", "win_unwind.exe"), "step",
+def run_step(ctx, xb, env=None, prog=STEP_PROGRAMS[0], program="win_unwind.exe"):
+    p = wine(ctx, xb, [exe(xb, "tests", "windows", program), "step",
                        ctx.path(*prog)], env=env, timeout=600)
     m = STEP_RE.search(p.stdout)
     check(m, "win_unwind step (env %s): exit %d, no summary\nstdout:\n%s\nstderr:\n%s", env,
@@ -581,3 +581,58 @@ if _why_not:
     sys.stderr.write("test_windows: %s: its tests are not collected\n" % _why_not)
     for _name in [n for n in list(globals()) if n.startswith("test_")]:
         del globals()[_name]
+
+
+MSVC_UNWIND = "win_unwind_msvc.exe"  # the same program on x86_64-pc-windows-msvc's stencils
+
+
+def test_windows_msvc_triple_stencils_name_their_triple(ctx):
+    """The stencils of MSVC's triple are COFF x86-64, made with clang's own
+    headers, and the header the MSVC test program includes is theirs: its
+    dispatcher tests _MSC_VER before MinGW's _WIN32."""
+    with wine_session(ctx) as xb:
+        d = os.path.join(xb, "tests", "windows", "msvc")
+        text = read(os.path.join(d, "jit_stencils-x86_64-pc-windows-msvc.h"))
+        check('#define SG_TARGET_TRIPLE "x86_64-pc-windows-msvc"' in text and
+              "#define SG_UNWIND_WIN64 1" in text, "not MSVC's triple's header")
+        dispatcher = read(os.path.join(d, "jit_stencils.h"))
+        check(dispatcher.splitlines()[2].startswith("#if defined(_M_X64) && defined(_MSC_VER)"),
+              "the dispatcher:\n%s", dispatcher)
+
+
+def test_windows_msvc_triple_unwind_at_every_jit_instruction(ctx):
+    """tinyvm's VM on x86_64-pc-windows-msvc's stencils, single-stepped under
+    Wine: RtlVirtualUnwind reaches main from every PC of every JIT frame, and
+    each program's result is the interpreter's."""
+    with wine_session(ctx) as xb:
+        for prog in STEP_PROGRAMS:
+            name = prog[-1]
+            interp = wine(ctx, xb, [exe(xb, "stencils", "tinyvm.exe"), "--interp",
+                                    ctx.path(*prog)])
+            r = run_step(ctx, xb, prog=prog, program=MSVC_UNWIND)
+            check(r["rc"] == 0 and r["failures"] == 0 and r["shim"] > 0 and
+                  r["distinct"] >= 80, "%s: the unwinder failed at %d of %d JIT PCs:\n%s",
+                  name, r["failures"], r["checked"], r["out"][-4000:])
+            check(interp.returncode == 0 and str(r["result"]) == interp.stdout.split()[-1],
+                  "%s: %d under the single-step, %r interpreted", name, r["result"],
+                  interp.stdout)
+        bad = run_step(ctx, xb, env={"WIN_TEST_MUTATE": "frame-offset"}, program=MSVC_UNWIND)
+        check(bad["failures"] > 0, "a wrong frame offset passed: %s", bad)
+
+
+def test_windows_msvc_triple_backtrace_and_seh(ctx):
+    """On MSVC's triple's stencils: RtlCaptureStackBackTrace from a helper
+    called by JIT code sees its three tinyvm calls and reaches main; an SEH
+    exception raised there crosses the JIT frames to main's __except."""
+    with wine_session(ctx) as xb:
+        p = wine(ctx, xb, [exe(xb, "tests", "windows", MSVC_UNWIND), "backtrace",
+                           ctx.path("tests", "windows", "backtrace.tvm")])
+        m = BT_RE.search(p.stdout)
+        check(p.returncode == 0 and m and m.group(3) == "3" and m.group(5) == "reached",
+              "backtrace: exit %d\n%s\n%s", p.returncode, p.stdout[-3000:], p.stderr[-2000:])
+        p = wine(ctx, xb, [exe(xb, "tests", "windows", MSVC_UNWIND), "seh",
+                           ctx.path("tests", "windows", "throw.tvm"), "4"])
+        want = "seh: caught in main (result 0, 6 tinyvm calls were active), walk from the raise: ok"
+        check(p.returncode == 0 and want in p.stdout, "seh: exit %d\n%s\n%s", p.returncode,
+              p.stdout[-2000:], p.stderr[-2000:])
+
