@@ -185,30 +185,24 @@ static bool classify_coff(uint32_t type, const uint8_t *bytes, uint64_t size, ui
     return false;
 }
 
+/* Windows x64, in either environment: COFF code is position-independent as
+ * compiled. Hot and cold parts take the same instructions as on ELF: the
+ * jumps between the parts are holes of their own (PCREL32, never a veneer),
+ * and the executor's one RUNTIME_FUNCTION covers its cold parts
+ * (docs/platforms.md, "Hot and cold parts on Windows"). */
+#define WIN64_COFF_FIELDS                                                                \
+    .op_cflags = op_cflags, .shim_cflags = shim_cflags, .pic_cflags = no_cflags,       \
+    .fp_reg = 6, .elf_machine = 62, /* EM_X86_64, whatever the format */             \
+    .object_format = OBJ_FORMAT_COFF, .fp_writers = fp_writers, .reg_name = reg_name,  \
+    .classify_reloc = classify_coff, .trailing_jump = trailing_jump,                   \
+    .landing_pad = landing_pad, .landing_pad_flag = "-fcf-protection=branch (or full)", \
+    .long_branch = long_branch, .set_branch = set_branch, .invert_branch = invert_branch, \
+    .short_jump = short_jump, .short_jump_size = sizeof short_jump
+
 const gen_target sg_target_x86_64_windows = {
     .triple = "x86_64-w64-windows-gnu",
     .host_condition = "defined(__x86_64__) && defined(_WIN32)",
-    .op_cflags = op_cflags,
-    .shim_cflags = shim_cflags,
-    .pic_cflags = no_cflags, /* COFF code is position-independent as compiled */
-    .fp_reg = 6,
-    .elf_machine = 62, /* EM_X86_64: the architecture's number, whatever the format */
-    .object_format = OBJ_FORMAT_COFF,
-    .fp_writers = fp_writers,
-    .reg_name = reg_name,
-    .classify_reloc = classify_coff,
-    .trailing_jump = trailing_jump,
-    .landing_pad = landing_pad,
-    .landing_pad_flag = "-fcf-protection=branch (or full)",
-    /* The same instructions as on ELF: the jumps between the parts are holes
-     * of their own (PCREL32, never a veneer), and the executor's one
-     * RUNTIME_FUNCTION covers its cold parts (docs/platforms.md, "Hot and
-     * cold parts on Windows"). */
-    .long_branch = long_branch,
-    .set_branch = set_branch,
-    .invert_branch = invert_branch,
-    .short_jump = short_jump,
-    .short_jump_size = sizeof short_jump,
+    WIN64_COFF_FIELDS,
 };
 
 /* Windows x64 as MSVC's environment has it: the same ABI, COFF and unwind
@@ -218,28 +212,11 @@ const gen_target sg_target_x86_64_windows = {
  * with clang's own headers (<stdint.h>, <stddef.h>) where no Windows SDK is
  * installed. Listed before MinGW's in the dispatcher: `_WIN32` is true for
  * both, `_MSC_VER` for this one only. */
-
 const gen_target sg_target_x86_64_msvc = {
     .triple = "x86_64-pc-windows-msvc",
     .host_condition = "defined(_M_X64) && defined(_MSC_VER) && !defined(_M_ARM64EC)",
     .dispatch_first = true,
-    .op_cflags = op_cflags,
-    .shim_cflags = shim_cflags,
-    .pic_cflags = no_cflags,
-    .fp_reg = 6,
-    .elf_machine = 62, /* EM_X86_64: the architecture's number, whatever the format */
-    .object_format = OBJ_FORMAT_COFF,
-    .fp_writers = fp_writers,
-    .reg_name = reg_name,
-    .classify_reloc = classify_coff,
-    .trailing_jump = trailing_jump,
-    .landing_pad = landing_pad,
-    .landing_pad_flag = "-fcf-protection=branch (or full)",
-    .long_branch = long_branch,
-    .set_branch = set_branch,
-    .invert_branch = invert_branch,
-    .short_jump = short_jump,
-    .short_jump_size = sizeof short_jump,
+    WIN64_COFF_FIELDS,
 };
 
 /* Mach-O relocation numbers (<mach-o/x86_64/reloc.h>); objfile.h puts the
