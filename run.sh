@@ -3,7 +3,7 @@
 #   demo        generate the bundled stencils and show what they contain
 #   test        every test suite (also under ASan+UBSan, AArch64 under qemu, Windows
 #               x64 under Wine); last line "N passed, N failed"
-#   test-setup  what `test` does before its suites: install and build all five trees
+#   test-setup  what `test` does before its suites: install and build all six trees
 #   clean-room  the demo and test-setup in a new minimal Debian 12 root (root only;
 #               tests/clean_room/clean-room.sh)
 #   bench       benchmarks (ratios measured side by side in one run); --scale-only
@@ -139,9 +139,10 @@ test|test-setup)
     build build-windows --cross-file cross/x86_64-w64-mingw32.ini  # run under wine64
     # The bundled stencils compiled by Debian's clang-19, and the programs the
     # unwinding suite runs on them (tinyvm's own set needs clang 22 on x86-64:
-    # docs/build.md, "Which clang").
+    # docs/build.md, "Which clang"); the AArch64 cross build all of it.
     build build-clang19 -Dstencil_clang=clang-19 -- generator/stencilgen \
         tests/unwind/unwind_step tests/unwind/unwind_bt tests/unwind/unwind_throw
+    build build-clang19-aarch64 -Dstencil_clang=clang-19 --cross-file cross/aarch64-linux-gnu.ini
     [ "$cmd" = test-setup ] && exit 0
     exec python3 tests/run.py --build build --asan-build build-asan --clang19-build build-clang19
     ;;

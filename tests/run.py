@@ -8,7 +8,8 @@ Integration tests (tests/integration/test_*.py) run against --build; the unit
 test programs run from both builds; with --asan-build the generator tests that
 exercise parsing and error paths run again with the sanitized generator; with
 --clang19-build the modules that set CLANG19 run again on that tree, whose
-bundled stencils clang-19 compiled (meson option stencil_clang).
+stencils clang-19 compiled (meson option stencil_clang), and on its AArch64
+cross build beside it (DIR-aarch64).
 """
 import argparse
 import importlib.util
