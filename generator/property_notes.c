@@ -108,8 +108,8 @@ static uint32_t cf_protection(const char *value)
 }
 
 /* -mbranch-protection=none|standard|<part>[+<part>...]: bti, pac-ret (with
- * +leaf, +b-key, +pc modifiers), gcs. Standard's GCS is left out: clang 19
- * does not mark it, and the runtime asks nothing of it. */
+ * +leaf, +b-key, +pc modifiers), gcs. Standard's GCS is left out: GCC 12's
+ * `standard` does not mark it, and the runtime asks nothing of it. */
 static uint32_t branch_protection(const char *value)
 {
     if (!strcmp(value, "standard"))
