@@ -119,6 +119,10 @@ def check_program(ctx, build, arch):
     check_link(ctx, build, os.path.relpath(
         sorted(glob.glob(os.path.join(build, "runtime", "libstencilrt.so.*.*.*")))[0], build),
         arch)
+    # PostgreSQL's provider links stencilrt too (built where the server's
+    # headers are, x86-64 only).
+    if os.path.exists(os.path.join(build, "pgstencil", "pgstencil.so")):
+        check_link(ctx, build, "pgstencil/pgstencil.so", arch)
     # The project's inputs together, as the linker ANDs their notes.
     together = os.path.join(ctx.tmp, "tinyvm-r.o")
     cc = link_command(ctx, build, "stencils/tinyvm")[0]
@@ -138,9 +142,11 @@ def check_program(ctx, build, arch):
 
 
 def test_x86_64_tinyvm_keeps_ibt_and_shstk(ctx):
-    """Every object linked into tinyvm and libstencilrt.so carries
-    GNU_PROPERTY_X86_FEATURE_1_AND (IBT, SHSTK); linked together they keep
+    """Every object linked into tinyvm, libstencilrt.so and pgstencil.so carries
+    GNU_PROPERTY_X86_FEATURE_1_AND (IBT, SHSTK); tinyvm's linked together keep
     it; ld names none of them as lacking it."""
+    check(os.path.exists(os.path.join(ctx.build, "pgstencil", "pgstencil.so")),
+          "pgstencil.so is not built in %s", ctx.build)
     check_program(ctx, ctx.build, X86)
 
 
