@@ -22,10 +22,14 @@ typedef enum obj_sec_kind {
 
 typedef enum obj_format { OBJ_FORMAT_ELF, OBJ_FORMAT_COFF, OBJ_FORMAT_MACHO } obj_format;
 
+/* The one section not loaded whose bytes are read: what an ELF object says it
+ * was built with (property_notes.h). */
+#define OBJ_PROPERTY_NOTE ".note.gnu.property"
+
 typedef struct obj_section {
     char *name; /* Mach-O: "segment,section", e.g. "__TEXT,__text" */
     obj_sec_kind kind;
-    uint8_t *bytes; /* owned copy; NULL for OBJ_SEC_BSS and OBJ_SEC_OTHER but .note.gnu.property */
+    uint8_t *bytes; /* owned copy; NULL for OBJ_SEC_BSS and OBJ_SEC_OTHER but OBJ_PROPERTY_NOTE */
     uint64_t size;
     uint64_t align;
     /* Where the object places it: Mach-O sections share one address space

@@ -88,7 +88,7 @@ bool pn_object_features(const objfile *o, uint32_t *features, char *err, size_t 
 {
     *features = 0;
     for (size_t i = 0; i < o->nsecs; i++)
-        if (!strcmp(o->secs[i].name, ".note.gnu.property") && o->secs[i].bytes)
+        if (!strcmp(o->secs[i].name, OBJ_PROPERTY_NOTE) && o->secs[i].bytes)
             return pn_parse(o->secs[i].bytes, o->secs[i].size, o->machine, features, err,
                             errsz);
     return true;

@@ -179,7 +179,7 @@ bool read_sections(const ObjectFile &obj, objfile *out, std::vector<uint64_t> &i
         // Of the sections not loaded, only the property note's bytes are
         // read (property_notes.h: what the object was built with).
         if (o->kind == OBJ_SEC_BSS ||
-            (o->kind == OBJ_SEC_OTHER && *name != ".note.gnu.property"))
+            (o->kind == OBJ_SEC_OTHER && *name != OBJ_PROPERTY_NOTE))
             continue;
         Expected<StringRef> contents = s.getContents();
         if (!contents)

@@ -97,25 +97,29 @@ def relink(ctx, build, output, dest, *extra):
     return ctx.run(cmd + list(extra), cwd=build, check=True, timeout=T)
 
 
-def reported_inputs(ctx, build, output, arch):
-    """The inputs the linker names as lacking the feature, for `output`'s link."""
-    p = relink(ctx, build, output, os.path.join(ctx.tmp, "relinked"), arch.report)
+def linker_named(p, arch):
+    """The inputs a link run with arch.report names as lacking the feature."""
     return [m.group(1) for m in (re.match(arch.reported, l) for l in p.stderr.splitlines()) if m]
 
 
 def check_link(ctx, build, output, arch):
+    """`output`'s project inputs all carry the note and the linker names none
+    of them; returns (those inputs, every input the linker names)."""
     inputs = project_inputs(ctx, build, output)
     missing = objects_without(ctx, inputs, arch.note)
     check(not missing, "objects linked into %s without '%s':\n  %s", output, arch.note,
           "\n  ".join(missing))
-    ours = [i for i in reported_inputs(ctx, build, output, arch)
+    named = linker_named(relink(ctx, build, output, os.path.join(ctx.tmp, "relinked"),
+                                arch.report), arch)
+    ours = [i for i in named
             if os.path.abspath(os.path.join(build, i.split("(")[0])).startswith(ctx.root)]
     check(not ours, "the linker names the project's inputs of %s as lacking '%s':\n  %s",
           output, arch.note, "\n  ".join(ours))
+    return inputs, named
 
 
 def check_program(ctx, build, arch):
-    check_link(ctx, build, "stencils/tinyvm", arch)
+    inputs, named = check_link(ctx, build, "stencils/tinyvm", arch)
     check_link(ctx, build, os.path.relpath(
         sorted(glob.glob(os.path.join(build, "runtime", "libstencilrt.so.*.*.*")))[0], build),
         arch)
@@ -126,8 +130,8 @@ def check_program(ctx, build, arch):
     # The project's inputs together, as the linker ANDs their notes.
     together = os.path.join(ctx.tmp, "tinyvm-r.o")
     cc = link_command(ctx, build, "stencils/tinyvm")[0]
-    objs = [i for i in project_inputs(ctx, build, "stencils/tinyvm") if i.endswith(".o")]
-    libs = [i for i in project_inputs(ctx, build, "stencils/tinyvm") if i.endswith(".a")]
+    objs = [i for i in inputs if i.endswith(".o")]
+    libs = [i for i in inputs if i.endswith(".a")]
     ctx.run([cc, "-r", "-nostdlib", "-o", together] + objs + ["-Wl,--whole-archive"] + libs +
             ["-Wl,--no-whole-archive"], check=True, timeout=T)
     props = features(ctx, together)[together]
@@ -135,7 +139,7 @@ def check_program(ctx, build, arch):
           "'%s', not '%s'", "; ".join(props) or "no property note", arch.note)
     # The program itself: the note, unless the C library's inputs drop it.
     tinyvm = os.path.join(build, "stencils", "tinyvm")
-    if not reported_inputs(ctx, build, "stencils/tinyvm", arch):
+    if not named:
         props = features(ctx, tinyvm)[tinyvm]
         check(has_note(props, arch.note), "%s keeps '%s' of its inputs' '%s'", tinyvm,
               "; ".join(props) or "no property note", arch.note)
@@ -171,7 +175,7 @@ def test_the_linker_names_an_object_without_notes(ctx):
     check(missing == ["%s: no property note" % obj], "readelf's reading named: %r", missing)
     p = relink(ctx, ctx.build, "stencils/tinyvm", os.path.join(ctx.tmp, "relinked"), obj,
                X86.report)
-    named = [m.group(1) for m in (re.match(X86.reported, l) for l in p.stderr.splitlines()) if m]
+    named = linker_named(p, X86)
     check(obj in named, "the linker's report does not name %s:\n%s", obj, p.stderr)
 
 
