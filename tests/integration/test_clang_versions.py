@@ -6,20 +6,18 @@ unwind facts are the same as clang 22's. What differs is tested too: clang 19's
 x86-64 backend does not honour -mframe-pointer=reserved, so an op that keeps
 more values across a call than the other callee-saved registers hold is
 refused on x86-64 (with a note naming the compiler) and compiles with clang
-22. The every-instruction unwinding suite runs on clang-19's stencils as well
-(test_unwind with CLANG19, tests/run.py --clang19-build), and a compiler older
-than 19 is one clear error (test_robust_builds)."""
+22. The unwinding and AArch64 qemu suites run on clang-19's stencils as well
+(test_unwind and test_aarch64_qemu set CLANG19: tests/run.py --clang19-build),
+and a compiler older than 19 is one clear error (test_robust_builds)."""
 import os
 import re
 
-from sgtest import check, read
+from sgtest import BUNDLED_TRIPLES, check, read
 
 ASAN = True  # the generator's reading of another compiler's objects, sanitized too
 
 T = 300
 CLANG19 = "clang-19"
-BUNDLED = ("x86_64-unknown-linux-gnu", "aarch64-unknown-linux-gnu", "x86_64-w64-windows-gnu",
-           "x86_64-apple-darwin", "aarch64-apple-darwin")
 X86_64 = ("x86_64-unknown-linux-gnu", "x86_64-apple-darwin")
 
 
@@ -49,7 +47,7 @@ def test_clang19_builds_the_bundled_stencils_for_every_target(ctx):
     old, new = os.path.join(ctx.tmp, "19"), os.path.join(ctx.tmp, "22")
     p = build(ctx, manifest, old, "--clang", CLANG19)
     build(ctx, manifest, new)
-    for triple in BUNDLED:
+    for triple in BUNDLED_TRIPLES:
         check(re.search(r"^stencilgen: %s: 22 ops" % re.escape(triple), p.stdout, re.M),
               "no summary for %s:\n%s", triple, p.stdout)
         a, b = header(old, triple), header(new, triple)
@@ -66,7 +64,7 @@ def test_the_compiler_is_named_from_the_cache_too(ctx):
     names the compiler that made them, not the generator's own clang."""
     manifest = ctx.path("stencils", "stencils.yaml")
     out = os.path.join(ctx.tmp, "out")
-    triple = BUNDLED[0]
+    triple = BUNDLED_TRIPLES[0]
     build(ctx, manifest, out, "--clang", CLANG19, "--target", triple)
     os.unlink(os.path.join(out, "jit_stencils-%s.h" % triple))
     p = build(ctx, manifest, out, "--clang", CLANG19, "--target", triple)
