@@ -17,11 +17,19 @@ import os
 import re
 import struct
 
-from sgtest import check, read, write
+from sgtest import check, for_targets, read, write
 
 ASAN = True  # the COFF reader and the UNWIND_INFO replay in the sanitized generator too
 
 TRIPLE = "x86_64-w64-windows-gnu"
+
+
+class CoffTarget:
+    def __init__(self, name, triple):
+        self.name, self.triple = name, triple
+
+
+COFF_TARGETS = (CoffTarget("mingw", TRIPLE), CoffTarget("msvc", "x86_64-pc-windows-msvc"))
 LLD_LINK = "lld-link-22"
 FIXTURE = ("tests", "fixtures", "coff", "coff.yaml")
 IMAGE_BASE = 0x10000000
@@ -34,17 +42,21 @@ SYMBOLS = {"vm_call": 0x30000000, "vm_print": 0x30000040, "vm_native": 0x3000008
 OPERANDS = [0x07654321, 0x89ABCDEF, 0x00000123, 0x00000456]
 
 
-def build_fixture(ctx):
+def build_fixture(ctx, triple=TRIPLE):
     out = os.path.join(ctx.tmp, "out")
+    ops = os.path.join(os.path.dirname(ctx.path(*FIXTURE)), "ops.c")
+    manifest = ctx.fixture_manifest(ctx.path(*FIXTURE), os.path.join(ctx.tmp, "coff.yaml"),
+                                    ("triple: %s" % TRIPLE, "triple: %s" % triple),
+                                    ("  - ops.c", "  - " + ops))
     # Per-op units keep each op's own object, which lld-link links.
-    ctx.build_stencils(ctx.path(*FIXTURE), out, "--units", "per-op", timeout=300)
+    ctx.build_stencils(manifest, out, "--units", "per-op", timeout=300)
     return out
 
 
-def compile_emitter(ctx, out):
+def compile_emitter(ctx, out, triple=TRIPLE):
     exe = os.path.join(ctx.tmp, "emit_diff")
     ctx.run(["clang-22", "-std=c11", "-O1", "-Wall", "-Wextra", "-Werror",
-             '-DJIT_HEADER="jit_stencils-%s.h"' % TRIPLE, "-I", out, "-I", ctx.path("runtime"),
+             '-DJIT_HEADER="jit_stencils-%s.h"' % triple, "-I", out, "-I", ctx.path("runtime"),
              ctx.path("tests", "patch", "emit_diff.c"), "-o", exe], check=True, timeout=300)
     return exe
 
@@ -83,13 +95,15 @@ def link(ctx, name, obj, values):
     return pe_sections(read(exe, "rb"))
 
 
-def test_patched_bytes_equal_lld_link(ctx):
-    out = build_fixture(ctx)
-    emitter = compile_emitter(ctx, out)
+@for_targets(*COFF_TARGETS)
+def patched_bytes_equal_lld_link(ctx, triple):
+    """Each op of the fixture, for MinGW-w64's triple and for MSVC's."""
+    out = build_fixture(ctx, triple.triple)
+    emitter = compile_emitter(ctx, out, triple.triple)
     stencils = [l.split() for l in ctx.run([emitter, "list"], check=True).stdout.splitlines()]
-    objdir = os.path.join(out, ".stencilgen", TRIPLE)
+    objdir = os.path.join(out, ".stencilgen", triple.triple)
     problems, kinds = [], set()
-    header = read(os.path.join(out, "jit_stencils-%s.h" % TRIPLE))
+    header = read(os.path.join(out, "jit_stencils-%s.h" % triple.triple))
     for index, name, code_size, data_size, falls in stencils:
         code_size, data_size = int(code_size), int(data_size)
         # The image's layout fixes the addresses: .text at base + 0x1000,

@@ -107,6 +107,31 @@ def test_dispatcher_rejects_unknown_host(ctx):
           "riscv64 include did not #error: %s", p.stderr)
 
 
+def test_dispatcher_picks_msvc_before_mingw(ctx):
+    """A manifest listing MinGW-w64's Windows x64 triple before MSVC's: an
+    MSVC-environment compile (clang's x86_64-pc-windows-msvc, _MSC_VER) takes
+    MSVC's header and a MinGW one MinGW's, though `_WIN32` holds for both."""
+    base = ctx.bundled_copy()
+    manifest = os.path.join(base, "stencils", "stencils.yaml")
+    text = read(manifest)
+    mingw = "  - triple: x86_64-w64-windows-gnu\n"
+    check(mingw in text, "the bundled manifest lists no %s", mingw.strip())
+    write(manifest, text.replace(mingw, mingw + "  - triple: x86_64-pc-windows-msvc\n", 1))
+    out = os.path.join(ctx.tmp, "out")
+    ctx.build_stencils(manifest, out, "--target", "x86_64-w64-windows-gnu", "--target",
+                       "x86_64-pc-windows-msvc", timeout=300)
+    src = os.path.join(ctx.tmp, "use.c")
+    write(src, '#include "jit_stencils.h"\n#pragma message("picked " SG_TARGET_TRIPLE)\n')
+    # Preprocessed only, against an empty <string.h>: there is no Windows SDK
+    # here for MSVC's environment.
+    stub = os.path.join(ctx.tmp, "stub")
+    write(os.path.join(stub, "string.h"), "")
+    for triple in ("x86_64-pc-windows-msvc", "x86_64-w64-windows-gnu"):
+        p = ctx.run(["clang-22", "--target=%s" % triple, "-std=c11", "-E", "-o", os.devnull,
+                     "-isystem", stub, "-I", out, "-I", ctx.path("runtime"), src], timeout=120)
+        check(p.returncode == 0 and "picked %s" % triple in p.stderr, "%s took another header:\n%s", triple, p.stderr)
+
+
 def test_depfile_and_compile_commands(ctx):
     base = ctx.bundled_copy()
     out = os.path.join(base, "out")
