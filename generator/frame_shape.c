@@ -10,6 +10,7 @@
 
 #include "diag.h"
 #include "util.h"
+#include "arm64_unwind.h"
 #include "win64_unwind.h"
 
 /* Symbols in code sections other than the shim's land here: far away, so an
@@ -357,7 +358,7 @@ static bool derive(const cfi_cie *cie, const cfi_fde *fde, const gen_target *t,
     return true;
 }
 
-/* ---- Windows x64 (COFF): .pdata and .xdata ------------------------------ */
+/* ---- Windows (COFF): .pdata and .xdata ------------------------------------ */
 
 /* What the .pdata field at `off` names (an ADDR32NB relocation resolved):
  * its section and offset there. */
@@ -380,62 +381,110 @@ static bool pdata_field(const objfile *obj, int pdata, uint64_t off, int *sec, u
     return false;
 }
 
-/* The shim's RUNTIME_FUNCTION: the one whose start is the shim's entry. */
-static bool win64_function(const objfile *obj, int entry_sec, uint64_t entry,
-                           const gen_where *where, gen_unwind *u, int *xdata, uint64_t *xoff)
+/* The shim's RUNTIME_FUNCTION: the one whose start is the shim's entry (x64:
+ * begin, end and UNWIND_INFO, 12 bytes; ARM64: begin and the unwind word,
+ * packed or the .xdata record's address, 8 bytes). *at: its offset in .pdata
+ * section *pdata. */
+static bool find_runtime_function(const objfile *obj, const gen_target *t, int entry_sec,
+                                  uint64_t entry, const gen_where *where, int *pdata,
+                                  uint64_t *at)
 {
+    uint64_t stride = t->win_unwind == WIN_UNWIND_ARM64 ? 8 : 12;
     for (size_t p = 0; p < obj->nsecs; p++) {
         if (obj->secs[p].kind != OBJ_SEC_PDATA)
             continue;
-        for (uint64_t at = 0; at + 12 <= obj->secs[p].size; at += 12) {
-            int bsec, esec;
-            uint64_t begin, end;
-            if (!pdata_field(obj, (int)p, at, &bsec, &begin) || bsec != entry_sec ||
-                begin != entry)
-                continue;
-            if (!pdata_field(obj, (int)p, at + 4, &esec, &end) || esec != entry_sec ||
-                end <= begin || !pdata_field(obj, (int)p, at + 8, xdata, xoff) ||
-                obj->secs[*xdata].kind != OBJ_SEC_XDATA) {
-                diag_error_in(where, "malformed RUNTIME_FUNCTION for the shim at %s+0x%" PRIx64
-                                     ": its end or unwind-data field is not a relocation to "
-                                     "the shim's code and to .xdata",
-                              obj->secs[p].name, at);
-                return false;
+        for (*at = 0; *at + stride <= obj->secs[p].size; *at += stride) {
+            int bsec;
+            uint64_t begin;
+            if (pdata_field(obj, (int)p, *at, &bsec, &begin) && bsec == entry_sec &&
+                begin == entry) {
+                *pdata = (int)p;
+                return true;
             }
-            u->fde_start = begin;
-            u->fde_size = end - begin;
-            return true;
         }
     }
-    diag_error_in(where, "no .pdata entry (RUNTIME_FUNCTION) covers the shim; Windows x64 "
+    diag_error_in(where, "no .pdata entry (RUNTIME_FUNCTION) covers the shim; Windows "
                          "objects have one for every function that is not a leaf");
     return false;
 }
 
-/* The rows of the shim's UNWIND_INFO (u->win64_info). */
-static bool win64_rows(const gen_unwind *u, const gen_where *where, w64_info *info,
-                       cfi_table *rows)
+static bool malformed_function(const objfile *obj, int pdata, uint64_t at,
+                               const gen_where *where, const char *what)
 {
-    cfi_error err = {0};
-    if (w64_parse_info(u->win64_info, u->win64_info_len, 0, info, &err) != 0 ||
-        w64_rows(info, u->fde_start, u->fde_start + u->fde_size, rows, &err) != 0) {
-        diag_error_in(where, "malformed UNWIND_INFO of the shim (at its byte 0x%zx): %s",
-                      err.offset, err.msg);
-        return false;
-    }
+    diag_error_in(where, "malformed RUNTIME_FUNCTION for the shim at %s+0x%" PRIx64 ": %s",
+                  obj->secs[pdata].name, at, what);
+    return false;
+}
+
+/* x64: the function's end and its UNWIND_INFO in .xdata. */
+static bool win64_function(const objfile *obj, int pdata, uint64_t at, int entry_sec,
+                           const gen_where *where, gen_unwind *u, int *xdata, uint64_t *xoff)
+{
+    int esec;
+    uint64_t begin, end;
+    if (!pdata_field(obj, pdata, at, &esec, &begin) ||
+        !pdata_field(obj, pdata, at + 4, &esec, &end) || esec != entry_sec || end <= begin ||
+        !pdata_field(obj, pdata, at + 8, xdata, xoff) ||
+        obj->secs[*xdata].kind != OBJ_SEC_XDATA)
+        return malformed_function(obj, pdata, at, where,
+                                  "its end or unwind-data field is not a relocation to the "
+                                  "shim's code and to .xdata");
+    u->fde_start = begin;
+    u->fde_size = end - begin;
     return true;
 }
 
-/* The COFF counterpart of derive(): the row at the call, its checks, and the
- * executors' UNWIND_INFO. */
-static bool derive_win64(const gen_target *t, const gen_where *where, const w64_info *info,
-                         gen_unwind *u)
+/* The rows of the shim's unwind record (u->win64_info), and where its prolog
+ * ends. */
+static bool win_rows(const gen_target *t, gen_unwind *u, const gen_where *where,
+                     uint64_t *prolog_end)
 {
-    if (u->call_offset < u->fde_start + info->prolog_size) {
+    cfi_error err = {0};
+    int rc;
+    if (t->win_unwind == WIN_UNWIND_ARM64) {
+        a64w_info info;
+        rc = a64w_parse_xdata(u->win64_info, u->win64_info_len, 0, &info, &err);
+        if (rc == 0 && (uint64_t)info.function_words * 4 != u->fde_size)
+            rc = -1, snprintf(err.msg, sizeof err.msg, "it covers %" PRIu64 " bytes, the "
+                                                       "shim's RUNTIME_FUNCTION %" PRIu64,
+                              (uint64_t)info.function_words * 4, u->fde_size);
+        rc = rc ? rc
+                : a64w_rows(&info, u->fde_start, u->fde_start + u->fde_size, &u->rows,
+                            &u->ra_signed, &err);
+        if (rc == 0) {
+            strbuf enc = {0};
+            a64w_after_prolog(&info, &enc);
+            u->executor_win64_info = (uint8_t *)enc.data;
+            u->executor_win64_info_len = enc.len;
+            *prolog_end = u->rows.rows[u->rows.count - 1].loc;
+        }
+    } else {
+        w64_info info;
+        rc = w64_parse_info(u->win64_info, u->win64_info_len, 0, &info, &err);
+        rc = rc ? rc : w64_rows(&info, u->fde_start, u->fde_start + u->fde_size, &u->rows, &err);
+        if (rc == 0) {
+            strbuf enc = {0};
+            w64_after_prolog(&info, &enc);
+            u->executor_win64_info = (uint8_t *)enc.data;
+            u->executor_win64_info_len = enc.len;
+            *prolog_end = u->fde_start + info.prolog_size;
+        }
+    }
+    if (rc != 0)
+        diag_error_in(where, "malformed unwind data of the shim (%s, at its byte 0x%zx): %s",
+                      u->win_packed ? "expanded from its packed .pdata entry" : "its .xdata record",
+                      err.offset, err.msg);
+    return rc == 0;
+}
+
+/* The COFF counterpart of derive(): the row at the call and its checks. */
+static bool derive_win(const gen_target *t, const gen_where *where, uint64_t prolog_end,
+                       gen_unwind *u)
+{
+    if (u->call_offset < prolog_end) {
         diag_error_in(where, "the call into JIT code at shim+0x%zx (%s) is inside the shim's "
                              "prolog (0x%" PRIx64 "-0x%" PRIx64 ")",
-                      u->call_offset, u->call_text, u->fde_start,
-                      u->fde_start + info->prolog_size);
+                      u->call_offset, u->call_text, u->fde_start, prolog_end);
         return false;
     }
     u->call_row = cfi_row_at(&u->rows, u->call_offset);
@@ -443,37 +492,90 @@ static bool derive_win64(const gen_target *t, const gen_where *where, const w64_
         diag_error_in(where, "no unwind row covers the call at shim+0x%zx", u->call_offset);
         return false;
     }
-    if (!check_shape(u->call_row, t, W64_RA_COLUMN, where, u, &u->shape))
+    u->ra_column = t->win_unwind == WIN_UNWIND_ARM64 ? A64W_RA_COLUMN : W64_RA_COLUMN;
+    if (!check_shape(u->call_row, t, u->ra_column, where, u, &u->shape))
         return false;
-    strbuf enc = {0};
-    w64_after_prolog(info, &enc);
-    u->executor_win64_info = (uint8_t *)enc.data;
-    u->executor_win64_info_len = enc.len;
-    u->ra_column = W64_RA_COLUMN;
     u->derived = true;
     return true;
 }
 
-static bool analyze_win64(const objfile *obj, const gen_stencil *shim, int entry,
-                          const gen_target *t, const gen_where *where, gen_unwind *u)
+/* ARM64: the unwind word, packed (then expanded into the record it stands
+ * for) or a relocation to the .xdata record, copied. */
+static bool arm64_function(const objfile *obj, int pdata, uint64_t at, const gen_where *where,
+                           gen_unwind *u)
 {
-    int xdata;
-    uint64_t xoff;
-    w64_info info;
+    const obj_section *ps = &obj->secs[pdata];
+    int bsec, xdata;
+    uint64_t begin, xoff;
+    (void)pdata_field(obj, pdata, at, &bsec, &begin);
+    u->fde_start = begin;
     cfi_error err = {0};
-    if (!win64_function(obj, obj->syms[entry].section, obj->syms[entry].value, where, u, &xdata,
-                        &xoff))
-        return false;
-    const obj_section *xs = &obj->secs[xdata];
-    if (w64_parse_info(xs->bytes, xs->size, xoff, &info, &err) != 0) {
-        diag_error_in(where, "malformed UNWIND_INFO in %s at 0x%zx: %s", xs->name, err.offset,
-                      err.msg);
-        return false;
+    a64w_info info;
+    if (pdata_field(obj, pdata, at + 4, &xdata, &xoff)) {
+        const obj_section *xs = &obj->secs[xdata];
+        if (xs->kind != OBJ_SEC_XDATA)
+            return malformed_function(obj, pdata, at, where,
+                                      "its unwind word is a relocation to a section other "
+                                      "than .xdata");
+        if (a64w_parse_xdata(xs->bytes, xs->size, xoff, &info, &err) != 0) {
+            diag_error_in(where, "malformed .xdata record in %s at 0x%zx: %s", xs->name,
+                          err.offset, err.msg);
+            return false;
+        }
+        u->win64_info = copy_insns(xs->bytes + xoff, info.size, &u->win64_info_len);
+    } else {
+        if (!ps->bytes || at + 8 > ps->size)
+            return malformed_function(obj, pdata, at, where, "it is past the section's end");
+        uint32_t word = (uint32_t)load_le(ps->bytes + at + 4, 4);
+        strbuf rec = {0};
+        u->win_packed = true;
+        if ((word & 3) == A64W_PDATA_XDATA)
+            return malformed_function(obj, pdata, at, where,
+                                      "its unwind word points at .xdata without a relocation");
+        if (a64w_expand_packed(word, &rec, &err) != 0) {
+            free(rec.data);
+            diag_error_in(where, "malformed packed unwind data of the shim (%s+0x%" PRIx64
+                                 ", word 0x%08" PRIx32 "): %s",
+                          ps->name, at + 4, word, err.msg);
+            return false;
+        }
+        u->win64_info = (uint8_t *)rec.data;
+        u->win64_info_len = rec.len;
     }
-    u->win64_info = copy_insns(xs->bytes + xoff, info.size, &u->win64_info_len);
+    if (a64w_parse_xdata(u->win64_info, u->win64_info_len, 0, &info, &err) != 0)
+        return false; /* copied or expanded just above: never */
+    u->fde_size = (uint64_t)info.function_words * 4;
+    return true;
+}
+
+static bool analyze_win(const objfile *obj, const gen_stencil *shim, int entry,
+                        const gen_target *t, const gen_where *where, gen_unwind *u)
+{
+    int pdata, sec = obj->syms[entry].section;
+    uint64_t at, prolog_end = 0;
+    if (!find_runtime_function(obj, t, sec, obj->syms[entry].value, where, &pdata, &at))
+        return false;
+    if (t->win_unwind == WIN_UNWIND_ARM64) {
+        if (!arm64_function(obj, pdata, at, where, u))
+            return false;
+    } else {
+        int xdata;
+        uint64_t xoff;
+        w64_info info;
+        cfi_error err = {0};
+        if (!win64_function(obj, pdata, at, sec, where, u, &xdata, &xoff))
+            return false;
+        const obj_section *xs = &obj->secs[xdata];
+        if (w64_parse_info(xs->bytes, xs->size, xoff, &info, &err) != 0) {
+            diag_error_in(where, "malformed UNWIND_INFO in %s at 0x%zx: %s", xs->name,
+                          err.offset, err.msg);
+            return false;
+        }
+        u->win64_info = copy_insns(xs->bytes + xoff, info.size, &u->win64_info_len);
+    }
     cfi_fde fde = {.pc_begin = u->fde_start, .pc_range = u->fde_size};
-    return win64_rows(u, where, &info, &u->rows) && find_jit_call(shim, &fde, where, u) &&
-           derive_win64(t, where, &info, u);
+    return win_rows(t, u, where, &prolog_end) && find_jit_call(shim, &fde, where, u) &&
+           derive_win(t, where, prolog_end, u);
 }
 
 bool frame_shape_analyze(const objfile *obj, const gen_stencil *shim, const gen_target *t,
@@ -486,7 +588,7 @@ bool frame_shape_analyze(const objfile *obj, const gen_stencil *shim, const gen_
         return false;
     }
     if (t->object_format == OBJ_FORMAT_COFF)
-        return analyze_win64(obj, shim, entry, t, where, u);
+        return analyze_win(obj, shim, entry, t, where, u);
     cfi_section sec;
     cfi_cie cie;
     cfi_fde fde;
@@ -506,7 +608,8 @@ bool frame_shape_analyze(const objfile *obj, const gen_stencil *shim, const gen_
 }
 
 /* The cache entry: the unwind tables the facts come from (the relocated
- * .eh_frame, or the shim's UNWIND_INFO and RUNTIME_FUNCTION range) and where
+ * .eh_frame, or the shim's unwind record and RUNTIME_FUNCTION range, field 1
+ * then saying whether the record was expanded from packed data) and where
  * the call into JIT code is (finding it takes the disassembler's call and
  * register facts, which a cached stencil does not keep). Little-endian
  * fields, then the bytes. */
@@ -515,7 +618,9 @@ enum { UNWIND_CACHE_VERSION = 2, NFIELDS = 8 };
 void unwind_cache_encode(strbuf *out, const gen_unwind *u)
 {
     bool win64 = u->win64_info != NULL;
-    uint64_t fields[NFIELDS] = {UNWIND_CACHE_VERSION, u->eh_frame_addr, u->eh_addr_size,
+    uint64_t fields[NFIELDS] = {UNWIND_CACHE_VERSION,
+                                win64 ? (uint64_t)u->win_packed : u->eh_frame_addr,
+                                u->eh_addr_size,
                                 u->call_offset, u->call_size,
                                 win64 ? u->win64_info_len : u->eh_frame_size,
                                 win64 ? u->fde_start : 0, win64 ? u->fde_size : 0};
@@ -526,14 +631,15 @@ void unwind_cache_encode(strbuf *out, const gen_unwind *u)
             (size_t)fields[5]);
 }
 
-static bool win64_from_cache(const uint8_t *bytes, size_t size, uint64_t begin, uint64_t len,
-                             const gen_target *t, const gen_where *where, gen_unwind *u)
+static bool win_from_cache(const uint8_t *bytes, size_t size, const uint64_t *f,
+                           const gen_target *t, const gen_where *where, gen_unwind *u)
 {
-    w64_info info;
+    uint64_t prolog_end = 0;
     u->win64_info = copy_insns(bytes, size, &u->win64_info_len);
-    u->fde_start = begin;
-    u->fde_size = len;
-    return win64_rows(u, where, &info, &u->rows) && derive_win64(t, where, &info, u);
+    u->win_packed = f[1] != 0;
+    u->fde_start = f[6];
+    u->fde_size = f[7];
+    return win_rows(t, u, where, &prolog_end) && derive_win(t, where, prolog_end, u);
 }
 
 bool frame_shape_from_cache(const uint8_t *buf, size_t size, const gen_stencil *shim,
@@ -547,14 +653,15 @@ bool frame_shape_from_cache(const uint8_t *buf, size_t size, const gen_stencil *
         f[i] = load_le(buf + 8 * i, 8);
     if (size < HEAD || f[0] != UNWIND_CACHE_VERSION || f[5] != size - HEAD ||
         (!win64 && f[2] != 4 && f[2] != 8) || f[3] >= shim->code_size ||
-        (win64 && (f[7] == 0 || f[6] > shim->code_size || f[7] > shim->code_size - f[6])) ||
+        (win64 && (f[1] > 1 || f[7] == 0 || f[6] > shim->code_size ||
+                   f[7] > shim->code_size - f[6])) ||
         buf[8 * NFIELDS + sizeof u->call_text - 1] != '\0')
         return false; /* not an entry this generator wrote: a miss */
     u->call_offset = (size_t)f[3];
     u->call_size = (size_t)f[4];
     memcpy(u->call_text, buf + 8 * NFIELDS, sizeof u->call_text);
     if (win64)
-        return win64_from_cache(buf + HEAD, (size_t)f[5], f[6], f[7], t, where, u);
+        return win_from_cache(buf + HEAD, (size_t)f[5], f, t, where, u);
     u->eh_frame_size = (size_t)f[5];
     u->eh_frame = xmalloc(u->eh_frame_size ? u->eh_frame_size : 1);
     memcpy(u->eh_frame, buf + HEAD, u->eh_frame_size);

@@ -1,6 +1,6 @@
 /* frame_shape.h - derive the shim's frame shape from its compiled unwind
- * tables: .eh_frame (ELF), or .pdata/.xdata (COFF, Windows x64), whose
- * UNWIND_INFO is replayed into the same rows (win64_unwind.h).
+ * tables: .eh_frame (ELF and Mach-O), or .pdata/.xdata (COFF), whose unwind
+ * codes are replayed into the same rows (win64_unwind.h, arm64_unwind.h).
  *
  * The shim calls JIT code exactly once, through a register or memory operand.
  * The CFI row in force at that call is what every executor PC inherits (the
@@ -47,9 +47,12 @@ typedef struct gen_unwind {
      * the runtime's executor FDE. */
     uint8_t *executor_cfi;
     size_t executor_cfi_len;
-    /* COFF: the shim's UNWIND_INFO as compiled, and the executors' (the same
-     * codes with the prolog done: win64_unwind.h). fde_start and fde_size
-     * above are then the shim's RUNTIME_FUNCTION; the DWARF fields unused. */
+    /* COFF: the shim's unwind record (x64: its UNWIND_INFO as compiled;
+     * ARM64: its .xdata record, or the one its packed .pdata entry stands
+     * for, win_packed), and the executors' (the same codes with the prolog
+     * done: win64_unwind.h, arm64_unwind.h). fde_start and fde_size above are
+     * then the shim's RUNTIME_FUNCTION; the DWARF fields unused. */
+    bool win_packed;
     uint8_t *win64_info;
     size_t win64_info_len;
     uint8_t *executor_win64_info;

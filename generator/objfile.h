@@ -65,7 +65,11 @@ typedef struct obj_symbol {
  * is r_type | r_length << 8 (the field's width is not in the type), a
  * relocation against a section (r_extern 0) names that section's symbol,
  * and the reader resolves the __eh_frame's relocations (SUBTRACTOR pairs)
- * itself, in the object's address space (obj_section.addr). */
+ * itself, in the object's address space (obj_section.addr). ARM64 COFF has
+ * no GOT, but a dllimport symbol's address is loaded from its import slot,
+ * __imp_NAME: the reader names the symbol NAME and sets OBJ_COFF_IMPORT_SLOT
+ * in the types of the relocations that reach the slot. */
+#define OBJ_COFF_IMPORT_SLOT 0x10000u
 typedef struct obj_reloc {
     int section; /* index of the section the relocation applies to */
     uint64_t offset;

@@ -12,6 +12,7 @@ static const gen_target *const registry[] = {
     &sg_target_x86_64_msvc,
     &sg_target_x86_64_darwin,
     &sg_target_aarch64_darwin,
+    &sg_target_aarch64_windows,
 };
 
 const gen_target *target_lookup(const char *triple)

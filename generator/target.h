@@ -28,8 +28,10 @@ typedef struct gen_target {
     unsigned elf_machine;            /* e_machine, for the runtime's in-memory ELF objects */
     /* ELF and Mach-O: the shim's unwind facts come from its (__)eh_frame
      * (DWARF CFI). COFF: from its .pdata/.xdata (Windows x64 UNWIND_INFO,
-     * win64_unwind.h). */
+     * win64_unwind.h; ARM64 unwind codes, arm64_unwind.h). */
     obj_format object_format;
+    /* COFF: whose .pdata and .xdata layout and unwind codes. */
+    enum { WIN_UNWIND_NONE, WIN_UNWIND_X64, WIN_UNWIND_ARM64 } win_unwind;
     /* LLVM opcode-name prefixes that write the frame pointer although LLVM's
      * instruction description does not say so (NULL-terminated). */
     const char *const *fp_writers;
@@ -86,5 +88,6 @@ extern const gen_target sg_target_x86_64_msvc;
 extern const gen_target sg_target_x86_64_darwin;
 extern const gen_target sg_target_aarch64_linux;
 extern const gen_target sg_target_aarch64_darwin;
+extern const gen_target sg_target_aarch64_windows;
 
 #endif

@@ -308,3 +308,80 @@ const gen_target sg_target_aarch64_darwin = {
     .landing_pad = landing_pad,
     .landing_pad_flag = "-mbranch-protection=bti (or standard)",
 };
+
+/* COFF relocation numbers for ARM64, from the PE/COFF specification. */
+enum {
+    IMAGE_REL_ARM64_ADDR32 = 0x1,
+    IMAGE_REL_ARM64_BRANCH26 = 0x3,
+    IMAGE_REL_ARM64_PAGEBASE_REL21 = 0x4,
+    IMAGE_REL_ARM64_REL21 = 0x5,
+    IMAGE_REL_ARM64_PAGEOFFSET_12A = 0x6,
+    IMAGE_REL_ARM64_PAGEOFFSET_12L = 0x7,
+    IMAGE_REL_ARM64_ADDR64 = 0xe,
+    IMAGE_REL_ARM64_BRANCH19 = 0xf,
+    IMAGE_REL_ARM64_BRANCH14 = 0x10,
+    IMAGE_REL_ARM64_REL32 = 0x11,
+};
+
+/* COFF has no GOT: a symbol's address is reached with ADRP and ADD (or a
+ * load), and one PAGEOFFSET_12L serves loads and stores of every size, told
+ * apart by the instruction. An operand is declared dllimport (stencil_op.h)
+ * and loaded from its import slot, which serves as its GOT entry
+ * (OBJ_COFF_IMPORT_SLOT). The objects' implicit addends (in the
+ * instructions) were moved out by the reader. */
+static bool classify_coff(uint32_t type, const uint8_t *bytes, uint64_t size, uint64_t field,
+                          sg_patch *patch)
+{
+    uint32_t insn;
+    if (type & OBJ_COFF_IMPORT_SLOT) { /* the slot is the symbol's GOT entry */
+        switch (type & ~OBJ_COFF_IMPORT_SLOT) {
+        case IMAGE_REL_ARM64_PAGEBASE_REL21: *patch = SG_PATCH_AARCH64_GOT_ADRP; return true;
+        case IMAGE_REL_ARM64_PAGEOFFSET_12L: /* LDR x (unsigned offset), the slot's one form */
+            *patch = SG_PATCH_AARCH64_GOT_LO12;
+            return insn_at(bytes, size, field, &insn) && (insn & 0xffc00000u) == 0xf9400000u;
+        default: return false;
+        }
+    }
+    switch (type) {
+    case IMAGE_REL_ARM64_ADDR64: *patch = SG_PATCH_ABS64; return true;
+    case IMAGE_REL_ARM64_ADDR32: *patch = SG_PATCH_ABS32; return true;
+    case IMAGE_REL_ARM64_REL32: *patch = SG_PATCH_PCREL32; return true;
+    case IMAGE_REL_ARM64_BRANCH26: *patch = SG_PATCH_AARCH64_BRANCH26; return true;
+    case IMAGE_REL_ARM64_BRANCH19: *patch = SG_PATCH_AARCH64_PCREL19; return true;
+    case IMAGE_REL_ARM64_BRANCH14: *patch = SG_PATCH_AARCH64_TSTBR14; return true;
+    case IMAGE_REL_ARM64_REL21: *patch = SG_PATCH_AARCH64_ADR21; return true;
+    case IMAGE_REL_ARM64_PAGEBASE_REL21: *patch = SG_PATCH_AARCH64_ADRP; return true;
+    case IMAGE_REL_ARM64_PAGEOFFSET_12A: /* ADD (immediate) only */
+        *patch = SG_PATCH_AARCH64_ADD_LO12;
+        return insn_at(bytes, size, field, &insn) && (insn & 0x7f800000u) == 0x11000000u;
+    case IMAGE_REL_ARM64_PAGEOFFSET_12L:
+        return insn_at(bytes, size, field, &insn) && (insn & 0x3b000000u) == 0x39000000u &&
+               lo12_kind(insn, patch);
+    default: return false;
+    }
+}
+
+/* Windows on ARM64 (MSVC's environment): COFF, code position-independent as
+ * compiled, x18 reserved for the TEB (clang does that for the triple). The
+ * shim's frame comes from its .pdata/.xdata (arm64_unwind.h). Ops keep
+ * whole: hot and cold parts on this target would need an unwind record per
+ * cold part, which the runtime does not write. No Windows on ARM64 runs
+ * here: the tests link the stencils with lld-link instead. */
+const gen_target sg_target_aarch64_windows = {
+    .triple = "aarch64-pc-windows-msvc",
+    .host_condition = "(defined(_M_ARM64) || defined(__aarch64__)) && defined(_WIN32) && "
+                      "!defined(_M_ARM64EC)",
+    .op_cflags = no_cflags,
+    .shim_cflags = no_cflags,
+    .pic_cflags = no_cflags,
+    .fp_reg = 29,
+    .elf_machine = 183, /* EM_AARCH64 */
+    .fp_writers = fp_writers,
+    .reg_name = reg_name,
+    .object_format = OBJ_FORMAT_COFF,
+    .win_unwind = WIN_UNWIND_ARM64,
+    .classify_reloc = classify_coff,
+    .trailing_jump = trailing_jump,
+    .landing_pad = landing_pad,
+    .landing_pad_flag = "-mbranch-protection=bti (or standard)",
+};

@@ -193,7 +193,8 @@ static bool classify_coff(uint32_t type, const uint8_t *bytes, uint64_t size, ui
 #define WIN64_COFF_FIELDS                                                                \
     .op_cflags = op_cflags, .shim_cflags = shim_cflags, .pic_cflags = no_cflags,       \
     .fp_reg = 6, .elf_machine = 62, /* EM_X86_64, whatever the format */             \
-    .object_format = OBJ_FORMAT_COFF, .fp_writers = fp_writers, .reg_name = reg_name,  \
+    .object_format = OBJ_FORMAT_COFF, .win_unwind = WIN_UNWIND_X64,                    \
+    .fp_writers = fp_writers, .reg_name = reg_name,                                    \
     .classify_reloc = classify_coff, .trailing_jump = trailing_jump,                   \
     .landing_pad = landing_pad, .landing_pad_flag = "-fcf-protection=branch (or full)", \
     .long_branch = long_branch, .set_branch = set_branch, .invert_branch = invert_branch, \

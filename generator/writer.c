@@ -352,6 +352,14 @@ static void put_cold_sizes(strbuf *sb, const gen_header_model *m)
     sb_puts(sb, "};\n\n");
 }
 
+/* What the shim's COFF unwind facts were read from. */
+static const char *win_record_name(const gen_target *t, const gen_unwind *u)
+{
+    if (t->win_unwind != WIN_UNWIND_ARM64)
+        return "UNWIND_INFO";
+    return u->win_packed ? "packed .pdata entry" : ".xdata record";
+}
+
 char *writer_target_filename(const gen_target *t)
 {
     return xasprintf("jit_stencils-%s.h", t->triple);
@@ -361,8 +369,8 @@ void writer_unwind_rows(strbuf *sb, const gen_target *t, const gen_unwind *u, co
 {
     char row[512];
     if (u->derived && u->win64_info)
-        sb_printf(sb, "%sunwind rows of the shim, from its UNWIND_INFO (return address in %s):\n",
-                  prefix, reg_or_number(t, u->ra_column));
+        sb_printf(sb, "%sunwind rows of the shim, from its %s (return address in %s):\n", prefix,
+                  win_record_name(t, u), reg_or_number(t, u->ra_column));
     else if (u->derived)
         sb_printf(sb, "%sCFI rows of the shim (code_align %" PRIu64 ", data_align %" PRId64
                       ", return address in %s):\n",
@@ -427,26 +435,47 @@ static void put_rows(strbuf *sb, const gen_target *t, const gen_unwind *u)
     sb_puts(sb, " */\n");
 }
 
-/* The facts every executor's UNWIND_INFO and the shim's RUNTIME_FUNCTION
+/* The facts every executor's unwind record and the shim's RUNTIME_FUNCTION
  * need (COFF targets). */
-static void put_unwind_win64(strbuf *sb, const gen_target *t, const gen_unwind *u)
+static void put_unwind_win(strbuf *sb, const gen_target *t, const gen_unwind *u)
 {
+    bool arm64 = t->win_unwind == WIN_UNWIND_ARM64;
     put_facts(sb, t, u,
-              "/* Unwind facts, all derived from the shim's compiled .pdata/.xdata (Windows\n"
-              " * x64 UNWIND_INFO). No stencil writes the frame pointer (checked), so the\n"
-              " * state after the shim's prolog, at its call into JIT code, holds at every\n"
-              " * executor PC:\n");
-    sb_puts(sb, "#define SG_UNWIND_WIN64 1 /* unwind facts are UNWIND_INFO, not DWARF CFI */\n");
+              arm64 ? "/* Unwind facts, all derived from the shim's compiled .pdata/.xdata (Windows\n"
+                      " * ARM64 unwind codes). No stencil writes the frame pointer (checked), so the\n"
+                      " * state after the shim's prolog, at its call into JIT code, holds at every\n"
+                      " * executor PC:\n"
+                    : "/* Unwind facts, all derived from the shim's compiled .pdata/.xdata (Windows\n"
+                      " * x64 UNWIND_INFO). No stencil writes the frame pointer (checked), so the\n"
+                      " * state after the shim's prolog, at its call into JIT code, holds at every\n"
+                      " * executor PC:\n");
+    if (arm64) {
+        sb_puts(sb, "#define SG_UNWIND_WIN_ARM64 1 /* unwind facts are ARM64 .xdata codes, not "
+                    "DWARF CFI */\n");
+        sb_printf(sb, "#define SG_SHIM_UNWIND_PACKED %d /* %s */\n", u->win_packed,
+                  u->win_packed ? "clang packed the shim's unwind data into its .pdata entry; "
+                                  "sg_shim_unwind_info is the .xdata record it stands for"
+                                : "the shim's unwind data is an .xdata record, copied");
+    } else {
+        sb_puts(sb, "#define SG_UNWIND_WIN64 1 /* unwind facts are UNWIND_INFO, not DWARF CFI */\n");
+    }
     put_shape(sb, t, u);
     sb_printf(sb, "#define SG_SHIM_FUNCTION_START 0x%" PRIx64 " /* the shim's RUNTIME_FUNCTION "
                   "covers sg_shim.code[START, START + SIZE) */\n",
               u->fde_start);
     sb_printf(sb, "#define SG_SHIM_FUNCTION_SIZE 0x%" PRIx64 "\n\n", u->fde_size);
-    sb_puts(sb, "/* The shim's UNWIND_INFO as compiled; its rows:\n");
+    sb_printf(sb, "/* The shim's %s; its rows:\n",
+              arm64 ? "unwind data as an .xdata record" : "UNWIND_INFO as compiled");
     put_rows(sb, t, u);
     put_bytes(sb, "sg_shim_unwind_info", "", u->win64_info, u->win64_info_len);
-    sb_puts(sb, "/* The executors' UNWIND_INFO: the shim's frame register, offset and codes\n"
-                " * with no prolog, so that every code applies at every executor PC. */\n");
+    if (arm64)
+        sb_puts(sb, "/* The executors' .xdata record: no prolog of their own (end_c), then the\n"
+                    " * shim's prolog codes, so that every code applies at every executor PC; a\n"
+                    " * single epilog with no instructions. Bits 0-17 (the length, in words) are\n"
+                    " * 0: the runtime writes each executor's. */\n");
+    else
+        sb_puts(sb, "/* The executors' UNWIND_INFO: the shim's frame register, offset and codes\n"
+                    " * with no prolog, so that every code applies at every executor PC. */\n");
     put_bytes(sb, "sg_executor_unwind_info", "", u->executor_win64_info,
               u->executor_win64_info_len);
     sb_putc(sb, '\n');
@@ -456,7 +485,7 @@ static void put_unwind(strbuf *sb, const gen_target *t, const gen_unwind *u)
 {
     char row[512];
     if (t->object_format == OBJ_FORMAT_COFF) {
-        put_unwind_win64(sb, t, u);
+        put_unwind_win(sb, t, u);
         return;
     }
     put_facts(sb, t, u,

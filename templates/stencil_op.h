@@ -59,10 +59,20 @@ extern STENCIL_HIDDEN stencil_fn _JIT_JUMP_TARGET;
 /* The operands' hole symbols. Referenced directly (not through
  * STENCIL_OPERAND) they are GOT loads under PIC, or narrower immediates with
  * -fno-pic (R_X86_64_32 and the like, range-checked at emit). */
-extern char _JIT_OPERAND0[];
-extern char _JIT_OPERAND1[];
-extern char _JIT_OPERAND2[];
-extern char _JIT_OPERAND3[];
+#if defined(_WIN32) && defined(__aarch64__)
+/* ARM64 COFF has no GOT and no MOVZ/MOVK relocations: an operand's value is
+ * loaded from its import slot, which stencilgen makes a GOT slot. */
+#define STENCIL_OPERAND_DECL_ __declspec(dllimport)
+#ifndef STENCIL_OPERANDS_IN_GOT
+#define STENCIL_OPERANDS_IN_GOT
+#endif
+#else
+#define STENCIL_OPERAND_DECL_
+#endif
+extern STENCIL_OPERAND_DECL_ char _JIT_OPERAND0[];
+extern STENCIL_OPERAND_DECL_ char _JIT_OPERAND1[];
+extern STENCIL_OPERAND_DECL_ char _JIT_OPERAND2[];
+extern STENCIL_OPERAND_DECL_ char _JIT_OPERAND3[];
 
 /* An operand is a 64-bit immediate in the instruction that uses it (x86-64
  * movabs, AArch64 movz+3 movk): any value fits, no memory is read, and the

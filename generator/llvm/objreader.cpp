@@ -19,6 +19,7 @@
 #include "llvm/Object/ELFObjectFile.h"
 #include "llvm/Object/MachO.h"
 #include "llvm/Object/ObjectFile.h"
+#include "llvm/Support/MathExtras.h"
 #include "llvm/Support/MemoryBuffer.h"
 
 using namespace llvm;
@@ -316,6 +317,90 @@ bool coff_addend(objfile *out, obj_reloc *o, char *err, size_t errsz)
     return true;
 }
 
+// An ARM64 COFF relocation keeps its addend in the immediate of the
+// instruction it patches (or in the data field), as lld-link reads it: ADRP
+// and ADR their 21 bits in bytes, ADD its 12 bits, a load or store its 12
+// bits scaled by the access size, a branch its word offset. Moved into the
+// explicit RELA form, the immediate zeroed.
+bool coff_arm64_addend(objfile *out, obj_reloc *o, char *err, size_t errsz)
+{
+    unsigned width = 4, pc_bias = 0;
+    switch (o->type) {
+    case COFF::IMAGE_REL_ARM64_ADDR64: width = 8; break;
+    case COFF::IMAGE_REL_ARM64_ADDR32:
+    case COFF::IMAGE_REL_ARM64_ADDR32NB:
+    case COFF::IMAGE_REL_ARM64_SECREL: break;
+    case COFF::IMAGE_REL_ARM64_REL32: pc_bias = 4; break;
+    case COFF::IMAGE_REL_ARM64_BRANCH26:
+    case COFF::IMAGE_REL_ARM64_BRANCH19:
+    case COFF::IMAGE_REL_ARM64_BRANCH14:
+    case COFF::IMAGE_REL_ARM64_PAGEBASE_REL21:
+    case COFF::IMAGE_REL_ARM64_REL21:
+    case COFF::IMAGE_REL_ARM64_PAGEOFFSET_12A:
+    case COFF::IMAGE_REL_ARM64_PAGEOFFSET_12L: width = 0; break; // in the instruction
+    default: return true; // unknown to stencilgen: classify_reloc refuses it by name
+    }
+    obj_section *sec = o->section >= 0 ? &out->secs[o->section] : nullptr;
+    int64_t field;
+    if (!sec || !read_field(sec, o->offset, width ? width : 4, &field)) {
+        snprintf(err, errsz, "relocation %s at offset 0x%" PRIx64 " of section %s is past its end",
+                 o->type_name, o->offset, sec ? sec->name : "?");
+        return false;
+    }
+    if (width) {
+        write_field(sec, o->offset, width, 0);
+        o->addend = field - (int64_t)pc_bias;
+        return true;
+    }
+    uint32_t insn = (uint32_t)field, mask;
+    switch (o->type) {
+    case COFF::IMAGE_REL_ARM64_BRANCH26:
+        mask = 0x03ffffffu;
+        o->addend = SignExtend64<28>((uint64_t)(insn & mask) << 2);
+        break;
+    case COFF::IMAGE_REL_ARM64_BRANCH19:
+        mask = 0x7ffffu << 5;
+        o->addend = SignExtend64<21>((uint64_t)((insn & mask) >> 5) << 2);
+        break;
+    case COFF::IMAGE_REL_ARM64_BRANCH14:
+        mask = 0x3fffu << 5;
+        o->addend = SignExtend64<16>((uint64_t)((insn & mask) >> 5) << 2);
+        break;
+    case COFF::IMAGE_REL_ARM64_PAGEBASE_REL21:
+    case COFF::IMAGE_REL_ARM64_REL21:
+        mask = 3u << 29 | 0x7ffffu << 5;
+        o->addend = SignExtend64<21>((insn >> 29 & 3) | (insn >> 3 & 0x1ffffc));
+        break;
+    default: { // PAGEOFFSET_12A and _12L
+        mask = 0xfffu << 10;
+        unsigned scale = 0;
+        if (o->type == COFF::IMAGE_REL_ARM64_PAGEOFFSET_12L) {
+            scale = insn >> 30;
+            if ((insn & 0x04800000u) == 0x04800000u) // a 128-bit SIMD access
+                scale += 4;
+        }
+        o->addend = (int64_t)((insn & mask) >> 10) << scale;
+        break;
+    }
+    }
+    write_field(sec, o->offset, 4, insn & ~mask);
+    return true;
+}
+
+// The symbol of an ARM64 COFF import slot, __imp_NAME, is named NAME: its
+// relocations carry OBJ_COFF_IMPORT_SLOT, so the slot is NAME's GOT entry.
+const char COFF_IMPORT_PREFIX[] = "__imp_";
+
+void name_import_slots(objfile *out)
+{
+    size_t n = strlen(COFF_IMPORT_PREFIX);
+    for (size_t i = 0; i < out->nsyms; i++) {
+        char *name = out->syms[i].name;
+        if (out->syms[i].undefined && !strncmp(name, COFF_IMPORT_PREFIX, n) && name[n])
+            memmove(name, name + n, strlen(name + n) + 1);
+    }
+}
+
 // objfile.h's order: by section, then offset.
 void store_relocations(objfile *out, std::vector<obj_reloc> &relocs)
 {
@@ -368,6 +453,12 @@ bool read_relocations(const ObjectFile &obj, objfile *out, const std::vector<uin
                 // refused as another machine's objects (objfile_is_for).
                 if (out->machine == ELF::EM_X86_64 && !coff_addend(out, &o, err, errsz))
                     return false;
+                if (out->machine == ELF::EM_AARCH64 && !coff_arm64_addend(out, &o, err, errsz))
+                    return false;
+                if (out->machine == ELF::EM_AARCH64 && o.symbol >= 0 &&
+                    !strncmp(out->syms[o.symbol].name, COFF_IMPORT_PREFIX,
+                             strlen(COFF_IMPORT_PREFIX)))
+                    o.type |= OBJ_COFF_IMPORT_SLOT;
             } else {
                 Expected<int64_t> addend = ELFRelocationRef(r).getAddend(); // fails for REL
                 if (addend)
@@ -379,6 +470,8 @@ bool read_relocations(const ObjectFile &obj, objfile *out, const std::vector<uin
         }
     }
     store_relocations(out, relocs);
+    if (isa<COFFObjectFile>(obj) && out->machine == ELF::EM_AARCH64)
+        name_import_slots(out);
     return true;
 }
 
