@@ -267,10 +267,10 @@ static void push_row(cfi_table *t, const cfi_row *r, uint64_t loc)
 }
 
 int a64w_rows(const a64w_info *info, uint64_t begin, uint64_t end, cfi_table *out,
-              bool *signs_ra, cfi_error *err)
+              uint64_t *sign_at, cfi_error *err)
 {
     *out = (cfi_table){0};
-    *signs_ra = false;
+    *sign_at = UINT64_MAX;
     code *codes = NULL;
     size_t n = 0;
     cfi_row *row = malloc(sizeof *row);
@@ -287,7 +287,8 @@ int a64w_rows(const a64w_info *info, uint64_t begin, uint64_t end, cfi_table *ou
     for (size_t i = 0; rc == 0 && i < n; i++) { /* the prolog's order: the list's last first */
         const code *c = &codes[n - 1 - i];
         rc = apply(c, row, &depth, &last, err);
-        *signs_ra |= c->kind == K_SIGN_RA;
+        if (c->kind == K_SIGN_RA)
+            *sign_at = begin + 4 * i;
         if (rc == 0)
             push_row(out, row, begin + 4 * (i + 1));
     }
@@ -441,20 +442,30 @@ int a64w_expand_packed(uint32_t word, strbuf *out, cfi_error *err)
     return 0;
 }
 
-void a64w_after_prolog(const a64w_info *info, strbuf *out)
+int a64w_after_prolog(const a64w_info *info, strbuf *out, cfi_error *err)
 {
     /* The prolog's codes, found as a64w_rows finds them. */
     size_t len = 4 * (size_t)info->code_words, used = 0;
     while (used < len && info->codes[used] != OP_END)
         used += code_length(info->codes[used]);
     used = used < len ? used : len;
-    size_t total = (1 + used + 1 + 3) & ~(size_t)3;
+    size_t total = (1 + used + 1 + 3) & ~(size_t)3, words = total / 4;
+    if (words > 0xff)
+        return fail(err, 0, "the prolog's %zu bytes of unwind codes do not fit an .xdata "
+                            "record with end_c before them", used);
     /* A single epilog whose codes are end_c's: it has no instructions, so no
-     * executor PC is in an epilog either. */
-    sb_put_le(out, 1u << 21 | (uint32_t)(total / 4) << 27, 4);
+     * executor PC is in an epilog either. More than 31 code words take the
+     * extended header. */
+    if (words <= 31) {
+        sb_put_le(out, 1u << 21 | (uint32_t)words << 27, 4);
+    } else {
+        sb_put_le(out, 1u << 21, 4);
+        sb_put_le(out, (uint32_t)words << 16, 4);
+    }
     sb_putc(out, (char)OP_END_C);
     sb_putn(out, (const char *)info->codes, used);
     sb_putc(out, (char)OP_END);
     for (size_t k = 1 + used + 1; k < total; k++)
         sb_putc(out, (char)OP_NOP);
+    return 0;
 }

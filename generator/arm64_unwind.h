@@ -47,16 +47,18 @@ int a64w_expand_packed(uint32_t word, strbuf *out, cfi_error *err);
 
 /* Replay the prolog's codes of a function covering [begin, end): one row per
  * instruction of the prolog, the last one to `end`; DWARF register numbers
- * (AADWARF64). *signs_ra: the prolog signs the return address (pacibsp). 0,
+ * (AADWARF64). *sign_at: the address of the instruction that signs the
+ * return address (pac_sign_lr, which stands for pacibsp), or UINT64_MAX. 0,
  * or -1 (*out then freed and zeroed; the error's offset counts from the
  * record's first byte). */
 int a64w_rows(const a64w_info *info, uint64_t begin, uint64_t end, cfi_table *out,
-              bool *signs_ra, cfi_error *err);
+              uint64_t *sign_at, cfi_error *err);
 
 /* The .xdata record of code that runs in this function's frame after its
  * prolog, appended to out: no prolog of its own (end_c), then the shim's
  * prolog codes as its parent's, so unwinders apply every code at every PC.
- * Its length field is 0: the runtime writes each executor's. */
-void a64w_after_prolog(const a64w_info *info, strbuf *out);
+ * Its length field is 0: the runtime writes each executor's. 0, or -1 when
+ * the codes do not fit a record (255 words). */
+int a64w_after_prolog(const a64w_info *info, strbuf *out, cfi_error *err);
 
 #endif

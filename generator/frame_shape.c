@@ -434,13 +434,31 @@ static bool win64_function(const objfile *obj, int pdata, uint64_t at, int entry
     return true;
 }
 
+/* Windows on ARM64 defines its one signing unwind code (pac_sign_lr) as
+ * pacibsp: a shim that signs with the A key would be authenticated with the
+ * wrong one by every Windows unwinder. */
+static bool b_key_signed(const gen_stencil *shim, uint64_t at, const gen_where *where)
+{
+    enum { PACIBSP = 0xd503237f, PACIASP = 0xd503233f };
+    uint32_t insn = at <= shim->code_size - 4 ? (uint32_t)load_le(shim->code + at, 4) : 0;
+    if (insn == PACIBSP)
+        return true;
+    diag_error_in(where, "the shim's unwind codes say it signs its return address with "
+                         "pacibsp (B key) at shim+0x%" PRIx64 ", but the instruction there is "
+                         "%s (0x%08" PRIx32 "): compile it with "
+                         "-mbranch-protection=pac-ret+b-key (or standard+b-key)",
+                  at, insn == PACIASP ? "paciasp (A key)" : "another one", insn);
+    return false;
+}
+
 /* The rows of the shim's unwind record (u->win64_info), and where its prolog
  * ends. */
-static bool win_rows(const gen_target *t, gen_unwind *u, const gen_where *where,
-                     uint64_t *prolog_end)
+static bool win_rows(const gen_target *t, const gen_stencil *shim, gen_unwind *u,
+                     const gen_where *where, uint64_t *prolog_end)
 {
     cfi_error err = {0};
     int rc;
+    uint64_t sign_at = UINT64_MAX;
     if (t->win_unwind == WIN_UNWIND_ARM64) {
         a64w_info info;
         rc = a64w_parse_xdata(u->win64_info, u->win64_info_len, 0, &info, &err);
@@ -450,14 +468,13 @@ static bool win_rows(const gen_target *t, gen_unwind *u, const gen_where *where,
                               (uint64_t)info.function_words * 4, u->fde_size);
         rc = rc ? rc
                 : a64w_rows(&info, u->fde_start, u->fde_start + u->fde_size, &u->rows,
-                            &u->ra_signed, &err);
-        if (rc == 0) {
-            strbuf enc = {0};
-            a64w_after_prolog(&info, &enc);
-            u->executor_win64_info = (uint8_t *)enc.data;
-            u->executor_win64_info_len = enc.len;
+                            &sign_at, &err);
+        strbuf enc = {0};
+        rc = rc ? rc : a64w_after_prolog(&info, &enc, &err);
+        u->executor_win64_info = (uint8_t *)enc.data;
+        u->executor_win64_info_len = enc.len;
+        if (rc == 0)
             *prolog_end = u->rows.rows[u->rows.count - 1].loc;
-        }
     } else {
         w64_info info;
         rc = w64_parse_info(u->win64_info, u->win64_info_len, 0, &info, &err);
@@ -470,11 +487,14 @@ static bool win_rows(const gen_target *t, gen_unwind *u, const gen_where *where,
             *prolog_end = u->fde_start + info.prolog_size;
         }
     }
-    if (rc != 0)
+    if (rc != 0) {
         diag_error_in(where, "malformed unwind data of the shim (%s, at its byte 0x%zx): %s",
                       u->win_packed ? "expanded from its packed .pdata entry" : "its .xdata record",
                       err.offset, err.msg);
-    return rc == 0;
+        return false;
+    }
+    u->ra_signed = sign_at != UINT64_MAX;
+    return !u->ra_signed || b_key_signed(shim, sign_at, where);
 }
 
 /* The COFF counterpart of derive(): the row at the call and its checks. */
@@ -574,7 +594,7 @@ static bool analyze_win(const objfile *obj, const gen_stencil *shim, int entry,
         u->win64_info = copy_insns(xs->bytes + xoff, info.size, &u->win64_info_len);
     }
     cfi_fde fde = {.pc_begin = u->fde_start, .pc_range = u->fde_size};
-    return win_rows(t, u, where, &prolog_end) && find_jit_call(shim, &fde, where, u) &&
+    return win_rows(t, shim, u, where, &prolog_end) && find_jit_call(shim, &fde, where, u) &&
            derive_win(t, where, prolog_end, u);
 }
 
@@ -632,14 +652,15 @@ void unwind_cache_encode(strbuf *out, const gen_unwind *u)
 }
 
 static bool win_from_cache(const uint8_t *bytes, size_t size, const uint64_t *f,
-                           const gen_target *t, const gen_where *where, gen_unwind *u)
+                           const gen_stencil *shim, const gen_target *t,
+                           const gen_where *where, gen_unwind *u)
 {
     uint64_t prolog_end = 0;
     u->win64_info = copy_insns(bytes, size, &u->win64_info_len);
     u->win_packed = f[1] != 0;
     u->fde_start = f[6];
     u->fde_size = f[7];
-    return win_rows(t, u, where, &prolog_end) && derive_win(t, where, prolog_end, u);
+    return win_rows(t, shim, u, where, &prolog_end) && derive_win(t, where, prolog_end, u);
 }
 
 bool frame_shape_from_cache(const uint8_t *buf, size_t size, const gen_stencil *shim,
@@ -661,7 +682,7 @@ bool frame_shape_from_cache(const uint8_t *buf, size_t size, const gen_stencil *
     u->call_size = (size_t)f[4];
     memcpy(u->call_text, buf + 8 * NFIELDS, sizeof u->call_text);
     if (win64)
-        return win_from_cache(buf + HEAD, (size_t)f[5], f, t, where, u);
+        return win_from_cache(buf + HEAD, (size_t)f[5], f, shim, t, where, u);
     u->eh_frame_size = (size_t)f[5];
     u->eh_frame = xmalloc(u->eh_frame_size ? u->eh_frame_size : 1);
     memcpy(u->eh_frame, buf + HEAD, u->eh_frame_size);

@@ -7,6 +7,7 @@ timeout, so no test can hang the suite.
 import os
 import re
 import shutil
+import struct
 import subprocess
 import tempfile
 
@@ -427,3 +428,79 @@ def value_of(symbol, symbols):
 def manifest_symbols(path):
     m = re.search(r"^symbols: \[(.*)\]$", read(path), re.M)
     return [s.strip() for s in m.group(1).split(",")] if m else []
+
+
+# --- linker differentials: what the linkers' images hold ------------------------
+
+def pe_sections(image):
+    """{name: (virtual address, bytes)} of a PE32+ image."""
+    pe = struct.unpack_from("<I", image, 0x3C)[0]
+    check(image[pe:pe + 4] == b"PE\0\0", "not a PE image")
+    nsec, opt_size = struct.unpack_from("<2xH12xH", image, pe + 4)
+    base = struct.unpack_from("<Q", image, pe + 24 + 24)[0]
+    sections = {}
+    at = pe + 24 + opt_size
+    for i in range(nsec):
+        name, vsize, va, raw_size, raw_at = struct.unpack_from("<8sIIII", image, at + 40 * i)
+        data = image[raw_at:raw_at + min(vsize, raw_size)].ljust(vsize, b"\0")
+        sections[name.rstrip(b"\0").decode()] = (base + va, data)
+    return sections
+
+
+GOT_PATCHES = {"GOTPCREL32", "AARCH64_GOT_ADRP", "AARCH64_GOT_LO12"}
+
+
+def a64_adrp_page(insn, pc):
+    imm = ((insn >> 29) & 3) | (((insn >> 5) & 0x7FFFF) << 2)
+    if imm & (1 << 20):
+        imm -= 1 << 21
+    return (pc & ~0xFFF) + (imm << 12)
+
+
+def got_reach(code, code_at, holes):
+    """For the code's GOT holes: {offset: (address, relaxed)}, the GOT slot
+    its instruction(s) read, or, where the linker made the load an address
+    computation (x86-64 movq -> leaq, arm64 ldr -> add, for a symbol the
+    image defines), the address computed (relaxed True), decoded from the
+    instructions alone (the holes' addends are the generator's claim: x86-64
+    GOT loads end with their disp32, and an ADRP + LDR pair names its slot
+    exactly); and {offset:
+    (width, mask)}, the bits the holes own: x86-64's disp32 (and the opcode
+    of a relaxed load), ADRP's immediate, LDR's imm12 (and the opcode of a
+    relaxed one)."""
+    reach, owned = {}, {}
+    adrps = {}  # destination register -> (hole, page)
+    for h in sorted(holes, key=lambda h: h["offset"]):
+        off, patch, key = h["offset"], h["patch"], (h["value"], h["index"])
+        if patch not in GOT_PATCHES:
+            continue
+        if patch == "GOTPCREL32":
+            relaxed = off >= 2 and code[off - 2] == 0x8D  # leaq
+            reach[off] = (code_at + off + 4 + struct.unpack_from("<i", code, off)[0], relaxed)
+            owned[off] = (4, 0xFFFFFFFF)
+            if relaxed:
+                owned[off - 2] = (1, 0xFF)
+            continue
+        insn = struct.unpack_from("<I", code, off)[0]
+        if patch == "AARCH64_GOT_ADRP":
+            adrps[insn & 31] = (key, a64_adrp_page(insn, code_at + off))
+            owned[off] = (4, 0x60FFFFE0)
+            continue
+        # AARCH64_GOT_LO12: ldr xt, [xn, #imm12 * 8], or relaxed, add xd, xn, #imm12
+        relaxed = insn & 0xFFC00000 == 0x91000000
+        adrp = adrps.get((insn >> 5) & 31)
+        scale = 1 if relaxed else 8
+        reach[off] = (None if adrp is None or adrp[0] != key else
+                      adrp[1] + ((insn >> 10) & 0xFFF) * scale, relaxed)
+        owned[off] = (4, 0xFFFFFC00 if relaxed else 0x003FFC00)
+    return reach, owned
+
+
+def masked(code, *owned):
+    """code with the bits any of the `owned` maps names cleared."""
+    b = bytearray(code)
+    for each in owned:
+        for off, (width, mask) in each.items():
+            v = int.from_bytes(b[off:off + width], "little") & ~mask
+            b[off:off + width] = v.to_bytes(width, "little")
+    return bytes(b)

@@ -2,7 +2,7 @@
 """Write a seed corpus for fuzz_objfile into the directory argv[1].
 
 Each seed is an object file clang-22 writes for a target stencilgen reads
-(ELF x86-64 and AArch64, COFF x86-64, Mach-O x86-64 and arm64), compiled with
+(ELF x86-64 and AArch64, COFF x86-64 and ARM64, Mach-O x86-64 and arm64), compiled with
 the flags `stencilgen build -vv` shows: tinyvm's shim (asynchronous unwind
 tables: .eh_frame, .pdata/.xdata, and on arm64 Mach-O an __eh_frame with
 SUBTRACTOR pairs), and ops under tinyvm's template, one unit per source file
@@ -26,6 +26,7 @@ TRIPLES = {
     "aarch64-unknown-linux-gnu": ["-fPIC", "-fno-plt", "-mno-outline-atomics",
                                   "-mbranch-protection=standard"],
     "x86_64-w64-windows-gnu": [],
+    "aarch64-pc-windows-msvc": [],
     "x86_64-apple-darwin": ["-mmacosx-version-min=11.0", "-nostdlibinc"],
     "aarch64-apple-darwin": ["-mno-outline-atomics", "-mmacosx-version-min=11.0",
                              "-nostdlibinc"],
@@ -49,6 +50,8 @@ with open(os.path.join(ROOT, "stencils", "stencils.yaml")) as manifest:
     BUNDLED = re.findall(r"^  - ops/(\w+\.c)$", manifest.read(), re.M)
 UNITS += [("ops_" + f[:-2], "stencils/ops/" + f, WHOLE, "") for f in sorted(BUNDLED)]
 UNITS += [("coff_fixture_ops", "tests/fixtures/coff/ops.c", WHOLE, "x86_64")]  # x86 asm
+UNITS += [("coff_arm64_fixture_ops", "tests/fixtures/coff_arm64/ops.c", WHOLE,
+           "aarch64-pc-windows")]  # import slots, addends in instructions
 UNITS += [("op_" + op, "stencils/ops/" + src, OPS + ["-DSTENCILGEN_OP=" + op], "")
           for op, src in (("push", "stack.c"), ("div", "arith.c"), ("call", "calls.c"),
                           ("jump_if_zero", "control.c"))]

@@ -2,7 +2,7 @@
 """Build and run the libFuzzer targets (clang-22, ASan+UBSan) from a seed corpus.
 
   tests/fuzz/run.py --build build (--seconds N | --brief)
-                    [--target cfi|win64_unwind|stencil_blob|manifest|registry|objfile|cache_index|
+                    [--target cfi|win64_unwind|arm64_unwind|stencil_blob|manifest|registry|objfile|cache_index|
                      report_header]
 
 --seconds: each target for N seconds, growing its corpus in build/fuzz/ from
@@ -51,6 +51,11 @@ TARGETS = {
     "win64_unwind": ("tests/fuzz/fuzz_win64_unwind.c",
                      ["generator/win64_unwind.c", "generator/cfi.c", "generator/util.c"],
                      "tests/fuzz/make_win64_unwind_seeds.c", []),
+    # a Windows ARM64 shim's .xdata record or packed .pdata word; the seeds
+    # are real and documented ones
+    "arm64_unwind": ("tests/fuzz/fuzz_arm64_unwind.c",
+                     ["generator/arm64_unwind.c", "generator/cfi.c", "generator/util.c"],
+                     "tests/fuzz/make_arm64_unwind_seeds.py", []),
     # an object file, as the compiler or the cache hands it to the generator:
     # LLVM's object library and objreader.cpp's normalisation (C++, linked
     # with libLLVM, see build_cxx_target); the seeds are compiled by clang-22
@@ -73,7 +78,7 @@ TARGETS = {
 
 # --brief: inputs per target, 10-30 s each on a 2-core AMD EPYC.
 BRIEF_RUNS = {"cfi": 900000, "stencil_blob": 5000000, "manifest": 700000, "registry": 25000,
-              "win64_unwind": 800000, "objfile": 1500000, "cache_index": 30000,
+              "win64_unwind": 800000, "arm64_unwind": 40000, "objfile": 1500000, "cache_index": 30000,
               "report_header": 200000}
 
 

@@ -17,7 +17,7 @@ import os
 import re
 import struct
 
-from sgtest import check, for_targets, read, write
+from sgtest import check, for_targets, pe_sections, read, write
 
 ASAN = True  # the COFF reader and the UNWIND_INFO replay in the sanitized generator too
 
@@ -59,21 +59,6 @@ def compile_emitter(ctx, out, triple=TRIPLE):
              '-DJIT_HEADER="jit_stencils-%s.h"' % triple, "-I", out, "-I", ctx.path("runtime"),
              ctx.path("tests", "patch", "emit_diff.c"), "-o", exe], check=True, timeout=300)
     return exe
-
-
-def pe_sections(image):
-    """{name: (virtual address, bytes)} of a PE32+ image."""
-    pe = struct.unpack_from("<I", image, 0x3C)[0]
-    check(image[pe:pe + 4] == b"PE\0\0", "not a PE image")
-    nsec, opt_size = struct.unpack_from("<2xH12xH", image, pe + 4)
-    base = struct.unpack_from("<Q", image, pe + 24 + 24)[0]
-    sections = {}
-    at = pe + 24 + opt_size
-    for i in range(nsec):
-        name, vsize, va, raw_size, raw_at = struct.unpack_from("<8sIIII", image, at + 40 * i)
-        data = image[raw_at:raw_at + min(vsize, raw_size)].ljust(vsize, b"\0")
-        sections[name.rstrip(b"\0").decode()] = (base + va, data)
-    return sections
 
 
 def absolute_symbols(ctx, values):
