@@ -11,6 +11,7 @@
 #include "diag.h"
 #include "util.h"
 #include "arm64_unwind.h"
+#include "fp_chain.h"
 #include "win64_unwind.h"
 
 /* Symbols in code sections other than the shim's land here: far away, so an
@@ -459,7 +460,12 @@ static bool win_rows(const gen_target *t, const gen_stencil *shim, gen_unwind *u
     cfi_error err = {0};
     int rc;
     uint64_t sign_at = UINT64_MAX;
-    if (t->win_unwind == WIN_UNWIND_ARM64) {
+    if (t->win_unwind == WIN_UNWIND_X86_FP) {
+        size_t size;
+        rc = fpc_rows(u->win64_info, u->win64_info_len, u->fde_start, u->fde_start + u->fde_size,
+                      &u->rows, &size, &err);
+        *prolog_end = u->fde_start + size;
+    } else if (t->win_unwind == WIN_UNWIND_ARM64) {
         a64w_info info;
         rc = a64w_parse_xdata(u->win64_info, u->win64_info_len, 0, &info, &err);
         if (rc == 0 && (uint64_t)info.function_words * 4 != u->fde_size)
@@ -512,7 +518,9 @@ static bool derive_win(const gen_target *t, const gen_where *where, uint64_t pro
         diag_error_in(where, "no unwind row covers the call at shim+0x%zx", u->call_offset);
         return false;
     }
-    u->ra_column = t->win_unwind == WIN_UNWIND_ARM64 ? A64W_RA_COLUMN : W64_RA_COLUMN;
+    u->ra_column = t->win_unwind == WIN_UNWIND_ARM64    ? A64W_RA_COLUMN
+                   : t->win_unwind == WIN_UNWIND_X86_FP ? FPC_RA_COLUMN
+                                                        : W64_RA_COLUMN;
     if (!check_shape(u->call_row, t, u->ra_column, where, u, &u->shape))
         return false;
     u->derived = true;
@@ -568,9 +576,55 @@ static bool arm64_function(const objfile *obj, int pdata, uint64_t at, const gen
     return true;
 }
 
+/* 32-bit x86: the function's range from its symbol, and its code up to the
+ * end, of which fp_chain keeps the prolog as the shim's "record". */
+static bool x86_fp_function(const objfile *obj, const gen_stencil *shim, int entry,
+                            const gen_where *where, gen_unwind *u)
+{
+    const obj_symbol *s = &obj->syms[entry];
+    uint64_t size = s->size ? s->size : shim->code_size - s->value;
+    if (s->value >= shim->code_size || size > shim->code_size - s->value) {
+        diag_error_in(where, "the shim's symbol (0x%" PRIx64 ", %" PRIu64 " bytes) is not "
+                             "inside its code (%zu bytes)", s->value, size, shim->code_size);
+        return false;
+    }
+    u->fde_start = s->value;
+    u->fde_size = size;
+    u->win64_info = copy_insns(shim->code + s->value, (size_t)size, &u->win64_info_len);
+    return true;
+}
+
+/* Between the prolog and the call, nothing may move ebp off the chain (at
+ * the call the frame is read from it). */
+static bool chain_kept(const gen_stencil *shim, uint64_t prolog_end, const gen_where *where,
+                       const gen_unwind *u)
+{
+    for (size_t k = 0; k < shim->ninsns; k++) {
+        const gen_insn *in = &shim->insns[k];
+        if (in->offset >= prolog_end && in->offset < u->call_offset && in->writes_fp) {
+            diag_error_in_code(where, in->offset, "%s writes ebp between the shim's prolog and "
+                                                  "its call into JIT code: the ebp chain breaks",
+                               stencil_insn_text(shim, in));
+            return false;
+        }
+    }
+    return true;
+}
+
 static bool analyze_win(const objfile *obj, const gen_stencil *shim, int entry,
                         const gen_target *t, const gen_where *where, gen_unwind *u)
 {
+    if (t->win_unwind == WIN_UNWIND_X86_FP) {
+        uint64_t prolog_end = 0;
+        if (!x86_fp_function(obj, shim, entry, where, u) ||
+            !win_rows(t, shim, u, where, &prolog_end))
+            return false;
+        /* The record kept is the prolog: what the cache replays. */
+        u->win64_info_len = (size_t)(prolog_end - u->fde_start);
+        cfi_fde fde = {.pc_begin = u->fde_start, .pc_range = u->fde_size};
+        return find_jit_call(shim, &fde, where, u) && chain_kept(shim, prolog_end, where, u) &&
+               derive_win(t, where, prolog_end, u);
+    }
     int pdata, sec = obj->syms[entry].section;
     uint64_t at, prolog_end = 0;
     if (!find_runtime_function(obj, t, sec, obj->syms[entry].value, where, &pdata, &at))

@@ -64,12 +64,13 @@ static const char *format_name(obj_format kind)
 bool objfile_is_for(const objfile *o, obj_format kind, unsigned machine, char *err,
                     size_t errsz)
 {
-    if (o->kind != kind || o->machine != machine || !o->is64 || !o->little_endian) {
-        snprintf(err, errsz, "the object is %s%s %s (%u) %s-endian, expected %s64 %s (%u) "
+    bool is64 = machine != 3; /* EM_386: every supported machine but 32-bit x86 is 64-bit */
+    if (o->kind != kind || o->machine != machine || o->is64 != is64 || !o->little_endian) {
+        snprintf(err, errsz, "the object is %s%s %s (%u) %s-endian, expected %s%s %s (%u) "
                  "little-endian (is the compiler targeting another machine?)",
                  format_name(o->kind), o->is64 ? "64" : "32", machine_name(o->machine),
                  o->machine, o->little_endian ? "little" : "big", format_name(kind),
-                 machine_name(machine), machine);
+                 is64 ? "64" : "32", machine_name(machine), machine);
         return false;
     }
     if (o->rel_section[0]) {

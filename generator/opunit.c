@@ -115,7 +115,7 @@ static void add_entry(op_unit *u, const gen_op *op)
               op->name, op->name, prefix, op->name);
     sb_printf(&u->unit,
               "extern __typeof__(%s%s) " SPLIT_ENTRY_PREFIX "%s "
-              "__attribute__((alias(\"%s%s\")));\n#endif\n",
+              "__attribute__((alias(STENCIL_ALIAS_PREFIX \"%s%s\")));\n#endif\n",
               prefix, op->name, op->name, prefix, op->name);
 }
 

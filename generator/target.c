@@ -10,6 +10,7 @@ static const gen_target *const registry[] = {
     &sg_target_aarch64_linux,
     &sg_target_x86_64_windows,
     &sg_target_x86_64_msvc,
+    &sg_target_i686_windows,
     &sg_target_x86_64_darwin,
     &sg_target_aarch64_darwin,
     &sg_target_aarch64_windows,

@@ -30,8 +30,9 @@ typedef struct gen_target {
      * (DWARF CFI). COFF: from its .pdata/.xdata (Windows x64 UNWIND_INFO,
      * win64_unwind.h; ARM64 unwind codes, arm64_unwind.h). */
     obj_format object_format;
-    /* COFF: whose .pdata and .xdata layout and unwind codes. */
-    enum { WIN_UNWIND_NONE, WIN_UNWIND_X64, WIN_UNWIND_ARM64 } win_unwind;
+    /* COFF: whose .pdata and .xdata layout and unwind codes (X86_FP: none,
+     * the shim's prolog puts it on the ebp chain, fp_chain.h). */
+    enum { WIN_UNWIND_NONE, WIN_UNWIND_X64, WIN_UNWIND_ARM64, WIN_UNWIND_X86_FP } win_unwind;
     /* LLVM opcode-name prefixes that write the frame pointer although LLVM's
      * instruction description does not say so (NULL-terminated). */
     const char *const *fp_writers;
@@ -89,5 +90,6 @@ extern const gen_target sg_target_x86_64_darwin;
 extern const gen_target sg_target_aarch64_linux;
 extern const gen_target sg_target_aarch64_darwin;
 extern const gen_target sg_target_aarch64_windows;
+extern const gen_target sg_target_i686_windows;
 
 #endif

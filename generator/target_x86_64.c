@@ -1,5 +1,5 @@
 /* target_x86_64.c - x86-64: Linux (ELF), Windows (COFF, the MinGW-w64 ABI) and
- * macOS (Mach-O). */
+ * macOS (Mach-O); and 32-bit x86 Windows (COFF), at the end. */
 #include "target.h"
 
 #include <string.h>
@@ -272,5 +272,64 @@ const gen_target sg_target_x86_64_darwin = {
     .classify_reloc = classify_macho,
     .trailing_jump = trailing_jump,
     .landing_pad = landing_pad,
+    .landing_pad_flag = "-fcf-protection=branch (or full)",
+};
+
+/* 32-bit x86 COFF relocation numbers, from the PE/COFF specification. */
+enum {
+    IMAGE_REL_I386_DIR32 = 6,
+    IMAGE_REL_I386_REL32 = 20,
+};
+
+/* 32-bit code has no PC-relative data references: REL32 is a call's or a
+ * jump's (E8, E9, 0F 8x), and an address is a DIR32, in code or data. */
+static bool classify_i386(uint32_t type, const uint8_t *bytes, uint64_t size, uint64_t field,
+                          sg_patch *patch)
+{
+    if (type == IMAGE_REL_I386_DIR32) {
+        *patch = SG_PATCH_ABS32;
+        return true;
+    }
+    if (type != IMAGE_REL_I386_REL32 || !bytes || field < 1 || field > size)
+        return false;
+    uint8_t before = bytes[field - 1];
+    bool jcc = field >= 2 && bytes[field - 2] == 0x0f && (before & 0xf0) == 0x80;
+    *patch = SG_PATCH_X86_BRANCH32;
+    return before == 0xe8 || before == 0xe9 || jcc;
+}
+
+/* DWARF numbers of the i386 psABI. */
+static const char *reg_name_i386(uint32_t r)
+{
+    static const char *const names[] = {"eax", "ecx", "edx", "ebx", "esp",
+                                        "ebp", "esi", "edi", "eip"};
+    return r < sizeof names / sizeof *names ? names[r] : NULL;
+}
+
+/* IBT on 32-bit x86: an indirect call must land on ENDBR32. */
+static bool landing_pad_i386(const uint8_t *code, size_t size)
+{
+    return size >= 4 && code[0] == 0xf3 && code[1] == 0x0f && code[2] == 0x1e && code[3] == 0xfb;
+}
+
+/* 32-bit Windows in MSVC's environment. No .pdata: x86 Windows unwinds by
+ * the ebp chain where a function has no FPO data, so the shim's frame is
+ * read from its prolog (fp_chain.h) and must put it on the chain. Ops use
+ * regcall (stencil_op.h). Ops keep whole: no hot and cold parts here. */
+const gen_target sg_target_i686_windows = {
+    .triple = "i686-pc-windows-msvc",
+    .host_condition = "(defined(_M_IX86) || defined(__i386__)) && defined(_WIN32)",
+    .op_cflags = op_cflags,
+    .shim_cflags = shim_cflags,
+    .pic_cflags = no_cflags,
+    .fp_reg = 5,       /* ebp */
+    .elf_machine = 3,  /* EM_386 */
+    .object_format = OBJ_FORMAT_COFF,
+    .win_unwind = WIN_UNWIND_X86_FP,
+    .fp_writers = fp_writers,
+    .reg_name = reg_name_i386,
+    .classify_reloc = classify_i386,
+    .trailing_jump = trailing_jump,
+    .landing_pad = landing_pad_i386,
     .landing_pad_flag = "-fcf-protection=branch (or full)",
 };

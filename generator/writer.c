@@ -355,6 +355,8 @@ static void put_cold_sizes(strbuf *sb, const gen_header_model *m)
 /* What the shim's COFF unwind facts were read from. */
 static const char *win_record_name(const gen_target *t, const gen_unwind *u)
 {
+    if (t->win_unwind == WIN_UNWIND_X86_FP)
+        return "prolog's instructions";
     if (t->win_unwind != WIN_UNWIND_ARM64)
         return "UNWIND_INFO";
     return u->win_packed ? "packed .pdata entry" : ".xdata record";
@@ -437,9 +439,32 @@ static void put_rows(strbuf *sb, const gen_target *t, const gen_unwind *u)
 
 /* The facts every executor's unwind record and the shim's RUNTIME_FUNCTION
  * need (COFF targets). */
+/* 32-bit x86 Windows: no unwind tables, the ebp chain. */
+static void put_unwind_fp_chain(strbuf *sb, const gen_target *t, const gen_unwind *u)
+{
+    put_facts(sb, t, u,
+              "/* Unwind facts, all derived from the shim's prolog (32-bit Windows has no\n"
+              " * unwind tables: debuggers and stack walkers follow the ebp chain). No stencil\n"
+              " * writes the frame pointer (checked), so the state after the shim's prolog, at\n"
+              " * its call into JIT code, holds at every executor PC:\n");
+    sb_puts(sb, "#define SG_UNWIND_FP_CHAIN 1 /* frames are walked by the ebp chain, no tables */\n");
+    put_shape(sb, t, u);
+    sb_printf(sb, "#define SG_SHIM_FUNCTION_START 0x%" PRIx64 " /* the shim covers "
+                  "sg_shim.code[START, START + SIZE) */\n",
+              u->fde_start);
+    sb_printf(sb, "#define SG_SHIM_FUNCTION_SIZE 0x%" PRIx64 "\n\n", u->fde_size);
+    sb_puts(sb, "/* The shim's prolog, replayed; its rows:\n");
+    put_rows(sb, t, u);
+    sb_putc(sb, '\n');
+}
+
 static void put_unwind_win(strbuf *sb, const gen_target *t, const gen_unwind *u)
 {
     bool arm64 = t->win_unwind == WIN_UNWIND_ARM64;
+    if (t->win_unwind == WIN_UNWIND_X86_FP) {
+        put_unwind_fp_chain(sb, t, u);
+        return;
+    }
     put_facts(sb, t, u,
               arm64 ? "/* Unwind facts, all derived from the shim's compiled .pdata/.xdata (Windows\n"
                       " * ARM64 unwind codes). No stencil writes the frame pointer (checked), so the\n"

@@ -12,7 +12,7 @@
  *
  * and may define STENCIL_CC first (default: preserve_none, which leaves every
  * register to arguments and scratch so VM state stays in registers from op to
- * op). An op is then written
+ * op; regcall on 32-bit x86, which has no preserve_none). An op is then written
  *
  *     OP(add) { acc = *--sp + acc; CONTINUE(); }
  *
@@ -45,8 +45,21 @@
 #error "define STENCIL_RETURN, STENCIL_PARAMS and STENCIL_ARGS before including stencil_op.h"
 #endif
 
-#ifndef STENCIL_CC
+#if !defined(STENCIL_CC) && defined(__i386__)
+/* 32-bit x86 has no preserve_none: regcall passes the first five integer
+ * arguments in eax, ecx, edx, edi and esi, so the VM's state still travels in
+ * registers from op to op. */
+#define STENCIL_CC __attribute__((regcall))
+#ifndef STENCIL_ALIAS_PREFIX
+#define STENCIL_ALIAS_PREFIX "__regcall3__"
+#endif
+#elif !defined(STENCIL_CC)
 #define STENCIL_CC __attribute__((preserve_none))
+#endif
+/* An alias names its function as the object does: regcall's functions with a
+ * prefix (define it too when defining STENCIL_CC as regcall). */
+#ifndef STENCIL_ALIAS_PREFIX
+#define STENCIL_ALIAS_PREFIX ""
 #endif
 
 /* The type of every op, of JIT code, and of what the shim calls. */
@@ -200,7 +213,8 @@ STENCIL_CC STENCIL_RETURN _JIT_ENTRY(STENCIL_PARAMS)
 #else
 #define STENCIL_STR_(x) #x
 #define STENCIL_STR(x) STENCIL_STR_(x)
-extern stencil_fn _JIT_ENTRY __attribute__((alias("op_" STENCIL_STR(STENCILGEN_OP))));
+extern stencil_fn _JIT_ENTRY
+    __attribute__((alias(STENCIL_ALIAS_PREFIX "op_" STENCIL_STR(STENCILGEN_OP))));
 #endif
 #endif
 

@@ -26,7 +26,7 @@ import sgtest  # noqa: E402
 UNIT_PROGRAMS = ["tests/unit/test_cfi", "tests/unit/test_stencil_blob", "tests/unit/test_util", "tests/unit/test_cache",
                  "tests/unit/test_emit", "tests/unit/test_runtime_api", "tests/unit/test_alloc_failures",
                  "tests/unit/test_registry", "tests/stack/test_registry_reader",
-                 "tests/unit/test_win64_unwind", "tests/unit/test_arm64_unwind",
+                 "tests/unit/test_win64_unwind", "tests/unit/test_arm64_unwind", "tests/unit/test_fp_chain",
                  "tests/unit/test_property_notes",
                  "tests/unit/test_misuse"]
 # Built and run in the unsanitized build only: ThreadSanitizer cannot be

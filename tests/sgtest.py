@@ -433,11 +433,14 @@ def manifest_symbols(path):
 # --- linker differentials: what the linkers' images hold ------------------------
 
 def pe_sections(image):
-    """{name: (virtual address, bytes)} of a PE32+ image."""
+    """{name: (virtual address, bytes)} of a PE32+ or PE32 image."""
     pe = struct.unpack_from("<I", image, 0x3C)[0]
     check(image[pe:pe + 4] == b"PE\0\0", "not a PE image")
     nsec, opt_size = struct.unpack_from("<2xH12xH", image, pe + 4)
-    base = struct.unpack_from("<Q", image, pe + 24 + 24)[0]
+    magic = struct.unpack_from("<H", image, pe + 24)[0]
+    check(magic in (0x10B, 0x20B), "PE optional header magic 0x%x", magic)
+    base = (struct.unpack_from("<Q", image, pe + 24 + 24)[0] if magic == 0x20B else
+            struct.unpack_from("<I", image, pe + 24 + 28)[0])
     sections = {}
     at = pe + 24 + opt_size
     for i in range(nsec):

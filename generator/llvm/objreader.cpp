@@ -209,6 +209,17 @@ int section_position(const std::vector<uint64_t> &index_of, uint64_t index)
     return -1;
 }
 
+// C's names on 32-bit x86 COFF: an underscore before each, and regcall's
+// functions (the stencils' convention there) a __regcall3__ before that.
+void c_name_i386(char *name)
+{
+    static const char regcall[] = "__regcall3__";
+    if (name[0] == '_')
+        memmove(name, name + 1, strlen(name));
+    if (!strncmp(name, regcall, sizeof regcall - 1) && name[sizeof regcall - 1])
+        memmove(name, name + sizeof regcall - 1, strlen(name + sizeof regcall - 1) + 1);
+}
+
 bool read_symbols(const ObjectFile &obj, objfile *out, const std::vector<uint64_t> &index_of,
                   std::vector<SymbolRef> &syms, char *err, size_t errsz)
 {
@@ -239,6 +250,8 @@ bool read_symbols(const ObjectFile &obj, objfile *out, const std::vector<uint64_
             o->is_section = cs.isSectionDefinition();
             o->is_function = cs.isFunctionDefinition() ||
                              cs.getComplexType() == COFF::IMAGE_SYM_DTYPE_FUNCTION;
+            if (coff->getMachine() == COFF::IMAGE_FILE_MACHINE_I386 && !o->is_section)
+                c_name_i386(o->name);
         } else if (macho) {
             // C's names: Mach-O prefixes an underscore (temporaries such as
             // ltmp0 and l_.str have none). Values are addresses.
@@ -313,6 +326,30 @@ bool coff_addend(objfile *out, obj_reloc *o, char *err, size_t errsz)
         return false;
     }
     write_field(sec, o->offset, width, 0);
+    o->addend = implicit - (int64_t)pc_bias;
+    return true;
+}
+
+// A 32-bit x86 COFF relocation keeps its addend in the 4 bytes it patches,
+// REL32 measured from their end.
+bool coff_i386_addend(objfile *out, obj_reloc *o, char *err, size_t errsz)
+{
+    unsigned pc_bias = 0;
+    switch (o->type) {
+    case COFF::IMAGE_REL_I386_DIR32:
+    case COFF::IMAGE_REL_I386_DIR32NB:
+    case COFF::IMAGE_REL_I386_SECREL: break;
+    case COFF::IMAGE_REL_I386_REL32: pc_bias = 4; break;
+    default: return true; // unknown to stencilgen: classify_reloc refuses it by name
+    }
+    obj_section *sec = o->section >= 0 ? &out->secs[o->section] : nullptr;
+    int64_t implicit;
+    if (!sec || !read_field(sec, o->offset, 4, &implicit)) {
+        snprintf(err, errsz, "relocation %s at offset 0x%" PRIx64 " of section %s is past its end",
+                 o->type_name, o->offset, sec ? sec->name : "?");
+        return false;
+    }
+    write_field(sec, o->offset, 4, 0);
     o->addend = implicit - (int64_t)pc_bias;
     return true;
 }
@@ -454,6 +491,8 @@ bool read_relocations(const ObjectFile &obj, objfile *out, const std::vector<uin
                 if (out->machine == ELF::EM_X86_64 && !coff_addend(out, &o, err, errsz))
                     return false;
                 if (out->machine == ELF::EM_AARCH64 && !coff_arm64_addend(out, &o, err, errsz))
+                    return false;
+                if (out->machine == ELF::EM_386 && !coff_i386_addend(out, &o, err, errsz))
                     return false;
                 if (out->machine == ELF::EM_AARCH64 && o.symbol >= 0 &&
                     !strncmp(out->syms[o.symbol].name, COFF_IMPORT_PREFIX,

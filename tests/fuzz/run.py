@@ -2,7 +2,7 @@
 """Build and run the libFuzzer targets (clang-22, ASan+UBSan) from a seed corpus.
 
   tests/fuzz/run.py --build build (--seconds N | --brief)
-                    [--target cfi|win64_unwind|arm64_unwind|stencil_blob|manifest|registry|objfile|cache_index|
+                    [--target cfi|win64_unwind|arm64_unwind|fp_chain|stencil_blob|manifest|registry|objfile|cache_index|
                      report_header]
 
 --seconds: each target for N seconds, growing its corpus in build/fuzz/ from
@@ -56,6 +56,11 @@ TARGETS = {
     "arm64_unwind": ("tests/fuzz/fuzz_arm64_unwind.c",
                      ["generator/arm64_unwind.c", "generator/cfi.c", "generator/util.c"],
                      "tests/fuzz/make_arm64_unwind_seeds.py", []),
+    # a 32-bit x86 shim's code, or the prolog a cache entry keeps; the seeds
+    # are clang's prologs and hand-made ones
+    "fp_chain": ("tests/fuzz/fuzz_fp_chain.c",
+                 ["generator/fp_chain.c", "generator/cfi.c", "generator/util.c"],
+                 "tests/fuzz/make_fp_chain_seeds.py", []),
     # an object file, as the compiler or the cache hands it to the generator:
     # LLVM's object library and objreader.cpp's normalisation (C++, linked
     # with libLLVM, see build_cxx_target); the seeds are compiled by clang-22
@@ -78,7 +83,7 @@ TARGETS = {
 
 # --brief: inputs per target, 10-30 s each on a 2-core AMD EPYC.
 BRIEF_RUNS = {"cfi": 900000, "stencil_blob": 5000000, "manifest": 700000, "registry": 25000,
-              "win64_unwind": 800000, "arm64_unwind": 40000, "objfile": 1500000, "cache_index": 30000,
+              "win64_unwind": 800000, "arm64_unwind": 40000, "fp_chain": 200000, "objfile": 1500000, "cache_index": 30000,
               "report_header": 200000}
 
 

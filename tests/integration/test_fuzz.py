@@ -14,7 +14,7 @@ def test_fuzz_parsers_briefly(ctx):
                  "--brief"], timeout=3000)
     check(p.returncode == 0, "fuzzing failed:\n%s\n%s", p.stdout[-4000:], p.stderr[-2000:])
     check("0 crashes" in p.stdout, "no fuzz summary: %s", p.stdout)
-    for target in ("cfi", "win64_unwind", "arm64_unwind", "stencil_blob", "manifest", "registry", "objfile",
+    for target in ("cfi", "win64_unwind", "arm64_unwind", "fp_chain", "stencil_blob", "manifest", "registry", "objfile",
                    "cache_index"):
         check("fuzz %s: " % target in p.stdout, "target %s did not run: %s", target, p.stdout)
     print(p.stdout.strip())
