@@ -3,8 +3,6 @@
  * and the canonical prolog that packed data describes). */
 #include "arm64_unwind.h"
 
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,19 +19,6 @@ enum {
     OP_PAC_SIGN_LR = 0xfc,
 };
 
-static int fail(cfi_error *err, size_t off, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int fail(cfi_error *err, size_t off, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    err->offset = off;
-    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
 static uint32_t word_at(const uint8_t *p)
 {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
@@ -44,8 +29,8 @@ int a64w_parse_xdata(const uint8_t *data, size_t size, size_t offset, a64w_info 
 {
     *out = (a64w_info){0};
     if (offset > size || size - offset < 4)
-        return fail(err, offset, ".xdata record at 0x%zx: its header is past the end of the "
-                                 "section (size 0x%zx)", offset, size);
+        return cfi_fail(err, offset, ".xdata record at 0x%zx: its header is past the end of the "
+                                     "section (size 0x%zx)", offset, size);
     const uint8_t *p = data + offset;
     size_t left = size - offset, head = 4;
     uint32_t w = word_at(p);
@@ -56,15 +41,15 @@ int a64w_parse_xdata(const uint8_t *data, size_t size, size_t offset, a64w_info 
     out->epilogs = (w >> 22) & 0x1f;
     out->code_words = w >> 27;
     if (version != 0)
-        return fail(err, offset, ".xdata record at 0x%zx: version %u; stencilgen reads "
-                                 "version 0", offset, version);
+        return cfi_fail(err, offset, ".xdata record at 0x%zx: version %u; stencilgen reads "
+                                     "version 0", offset, version);
     if (handler)
-        return fail(err, offset, ".xdata record at 0x%zx: the shim has an exception handler; "
-                                 "it must have none", offset);
+        return cfi_fail(err, offset, ".xdata record at 0x%zx: the shim has an exception handler; "
+                                     "it must have none", offset);
     if (out->epilogs == 0 && out->code_words == 0) { /* the counts are in a second word */
         if (left < 8)
-            return fail(err, offset, ".xdata record at 0x%zx: its extended header is past the "
-                                     "end of the section", offset);
+            return cfi_fail(err, offset, ".xdata record at 0x%zx: its extended header is past the "
+                                         "end of the section", offset);
         uint32_t x = word_at(p + 4);
         out->epilogs = x & 0xffff;
         out->code_words = (x >> 16) & 0xff;
@@ -73,11 +58,11 @@ int a64w_parse_xdata(const uint8_t *data, size_t size, size_t offset, a64w_info 
     size_t scopes = out->single_epilog ? 0 : out->epilogs;
     size_t need = head + 4 * scopes + 4 * (size_t)out->code_words;
     if (out->code_words == 0)
-        return fail(err, offset, ".xdata record at 0x%zx: no unwind codes", offset);
+        return cfi_fail(err, offset, ".xdata record at 0x%zx: no unwind codes", offset);
     if (left < need)
-        return fail(err, offset, ".xdata record at 0x%zx: %zu epilog scopes and %u code words "
-                                 "run past the end of the section (size 0x%zx)",
-                    offset, scopes, out->code_words, size);
+        return cfi_fail(err, offset, ".xdata record at 0x%zx: %zu epilog scopes and %u code words "
+                                     "run past the end of the section (size 0x%zx)",
+                        offset, scopes, out->code_words, size);
     out->codes = p + head + 4 * scopes;
     out->size = need;
     return 0;
@@ -177,26 +162,26 @@ static int decode(const a64w_info *info, code **codes, size_t *n, cfi_error *err
     *n = 0;
     *codes = calloc(len, sizeof **codes);
     if (!*codes)
-        return fail(err, 0, "out of memory");
+        return cfi_fail(err, 0, "out of memory");
     for (size_t at = 0; at < len;) {
         uint8_t b = info->codes[at];
         if (b == OP_END)
             return 0;
         unsigned k = code_length(b);
         if (k > len - at)
-            return fail(err, base + at, "unwind code 0x%02x at byte %zu needs %u bytes, %zu "
-                                        "are left", b, at, k, len - at);
+            return cfi_fail(err, base + at, "unwind code 0x%02x at byte %zu needs %u bytes, %zu "
+                                            "are left", b, at, k, len - at);
         code c;
         if (!decode_one(info->codes + at, &c))
-            return fail(err, base + at, "unwind code 0x%02x at byte %zu is not one a shim's "
-                                        "prolog may use%s", b, at,
-                        b == OP_END_C ? " (end_c: chained scopes; the shim's must be one piece)"
-                                      : "");
+            return cfi_fail(err, base + at, "unwind code 0x%02x at byte %zu is not one a shim's "
+                                            "prolog may use%s", b, at,
+                            b == OP_END_C ? " (end_c: chained scopes; the shim's must be one piece)"
+                                          : "");
         c.at = base + at;
         (*codes)[(*n)++] = c;
         at += k;
     }
-    return fail(err, base, "the unwind codes have no end");
+    return cfi_fail(err, base, "the unwind codes have no end");
 }
 
 /* The state before any prolog instruction: nothing saved, the return
@@ -224,12 +209,12 @@ static int apply(const code *c, cfi_row *r, int64_t *depth, pair_state *last, cf
     code k = *c;
     if (k.kind == K_SAVE_NEXT) {
         if (!last->reg)
-            return fail(err, c->at, "save_next follows no register pair save");
+            return cfi_fail(err, c->at, "save_next follows no register pair save");
         uint32_t next = last->reg + 2;
         if (last->reg < DWARF_D0 && next + 1 > 28)
             next = DWARF_D0 + 8; /* after the last integer pair, the first FP one */
         if (next >= DWARF_D0 && next + 1 > DWARF_D0 + 15)
-            return fail(err, c->at, "save_next past d15");
+            return cfi_fail(err, c->at, "save_next past d15");
         k = save(next, true, last->off + 16, 0);
     }
     switch (k.kind) {
@@ -253,17 +238,8 @@ static int apply(const code *c, cfi_row *r, int64_t *depth, pair_state *last, cf
     if (r->cfa.reg == DWARF_SP)
         r->cfa.offset = *depth;
     if (*depth > INT32_MAX)
-        return fail(err, c->at, "the prolog allocates more than 2 GiB");
+        return cfi_fail(err, c->at, "the prolog allocates more than 2 GiB");
     return 0;
-}
-
-static void push_row(cfi_table *t, const cfi_row *r, uint64_t loc)
-{
-    if (t->count)
-        t->rows[t->count - 1].end = loc;
-    cfi_row row = *r;
-    row.loc = loc;
-    ARRAY_PUSH(t->rows, t->count, t->cap, row);
 }
 
 int a64w_rows(const a64w_info *info, uint64_t begin, uint64_t end, cfi_table *out,
@@ -274,15 +250,15 @@ int a64w_rows(const a64w_info *info, uint64_t begin, uint64_t end, cfi_table *ou
     code *codes = NULL;
     size_t n = 0;
     cfi_row *row = malloc(sizeof *row);
-    int rc = row ? decode(info, &codes, &n, err) : fail(err, 0, "out of memory");
+    int rc = row ? decode(info, &codes, &n, err) : cfi_fail(err, 0, "out of memory");
     if (rc == 0 && (end <= begin || (end - begin) / 4 <= n))
-        rc = fail(err, 0, "the prolog (%zu instructions) is not shorter than the function "
-                          "(%llu bytes)", n, (unsigned long long)(end - begin));
+        rc = cfi_fail(err, 0, "the prolog (%zu instructions) is not shorter than the function "
+                              "(%llu bytes)", n, (unsigned long long)(end - begin));
     int64_t depth = 0;
     pair_state last = {0, 0};
     if (rc == 0) {
         entry_row(row);
-        push_row(out, row, begin);
+        rc = cfi_table_push(out, row, begin, err);
     }
     for (size_t i = 0; rc == 0 && i < n; i++) { /* the prolog's order: the list's last first */
         const code *c = &codes[n - 1 - i];
@@ -290,7 +266,7 @@ int a64w_rows(const a64w_info *info, uint64_t begin, uint64_t end, cfi_table *ou
         if (c->kind == K_SIGN_RA)
             *sign_at = begin + 4 * i;
         if (rc == 0)
-            push_row(out, row, begin + 4 * (i + 1));
+            rc = cfi_table_push(out, row, begin + 4 * (i + 1), err);
     }
     if (rc == 0)
         out->rows[out->count - 1].end = end;
@@ -344,17 +320,17 @@ static int packed_codes(uint32_t word, code_list *l, cfi_error *err)
     unsigned intsz = 8 * regi + (cr == 1 ? 8 : 0), fpsz = regf ? 8 * regf + 8 : 0;
     unsigned savsz = (intsz + fpsz + 64 * h + 15) & ~15u;
     if (regi > 10)
-        return fail(err, 4, "packed unwind data saves %u integer registers (x19-x28 are 10)",
-                    regi);
+        return cfi_fail(err, 4, "packed unwind data saves %u integer registers (x19-x28 are 10)",
+                        regi);
     if (frame < savsz)
-        return fail(err, 4, "packed unwind data: a frame of %u bytes cannot hold its %u bytes "
-                            "of saved registers", frame, savsz);
+        return cfi_fail(err, 4, "packed unwind data: a frame of %u bytes cannot hold its %u bytes "
+                                "of saved registers", frame, savsz);
     if (cr == 1 && regi == 1)
-        return fail(err, 4, "packed unwind data: CR 1 with one integer register has no "
-                            "canonical prolog");
+        return cfi_fail(err, 4, "packed unwind data: CR 1 with one integer register has no "
+                                "canonical prolog");
     if (h && !regi && !regf && cr != 1)
-        return fail(err, 4, "packed unwind data: homed parameters with nothing else saved "
-                            "have no documented prolog");
+        return cfi_fail(err, 4, "packed unwind data: homed parameters with nothing else saved "
+                                "have no documented prolog");
     unsigned locsz = frame - savsz, pairs = (regi + 1) / 2;
     if (cr == 2)
         emit1(l, OP_PAC_SIGN_LR);
@@ -391,7 +367,8 @@ static int packed_codes(uint32_t word, code_list *l, cfi_error *err)
         emit1(l, OP_NOP);
     if (cr >= 2 && locsz <= 512) { /* stp x29, lr, [sp, #-locsz]!; mov x29, sp */
         if (locsz == 0)
-            return fail(err, 4, "packed unwind data: a chained frame with no room for x29 and lr");
+            return cfi_fail(err, 4, "packed unwind data: a chained frame with no room for x29 "
+                                    "and lr");
         emit1(l, 0x80 | (locsz / 8 - 1));
         emit1(l, OP_SET_FP);
         return 0;
@@ -399,7 +376,7 @@ static int packed_codes(uint32_t word, code_list *l, cfi_error *err)
     if (locsz > 4080) {
         emit_alloc(l, 4080);
         if (locsz - 4080 >= 32768)
-            return fail(err, 4, "packed unwind data: %u bytes of locals", locsz);
+            return cfi_fail(err, 4, "packed unwind data: %u bytes of locals", locsz);
         emit_alloc(l, locsz - 4080);
     } else if (locsz) {
         emit_alloc(l, locsz);
@@ -415,10 +392,10 @@ int a64w_expand_packed(uint32_t word, strbuf *out, cfi_error *err)
 {
     unsigned flag = word & 3, words = (word >> 2) & 0x7ff;
     if (flag == A64W_PDATA_FRAGMENT)
-        return fail(err, 4, "packed unwind data for a fragment (flag 2): the shim's entry has "
-                            "no prolog");
+        return cfi_fail(err, 4, "packed unwind data for a fragment (flag 2): the shim's entry has "
+                                "no prolog");
     if (flag != A64W_PDATA_PACKED)
-        return fail(err, 4, "packed unwind data with the reserved flag 3");
+        return cfi_fail(err, 4, "packed unwind data with the reserved flag 3");
     code_list l = {0};
     if (packed_codes(word, &l, err) != 0)
         return -1;
@@ -451,8 +428,8 @@ int a64w_after_prolog(const a64w_info *info, strbuf *out, cfi_error *err)
     used = used < len ? used : len;
     size_t total = (1 + used + 1 + 3) & ~(size_t)3, words = total / 4;
     if (words > 0xff)
-        return fail(err, 0, "the prolog's %zu bytes of unwind codes do not fit an .xdata "
-                            "record with end_c before them", used);
+        return cfi_fail(err, 0, "the prolog's %zu bytes of unwind codes do not fit an .xdata "
+                                "record with end_c before them", used);
     /* A single epilog whose codes are end_c's: it has no instructions, so no
      * executor PC is in an epilog either. More than 31 code words take the
      * extended header. */

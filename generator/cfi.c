@@ -995,6 +995,38 @@ int cfi_run(const cfi_section *sec, const cfi_cie *cie, const cfi_fde *fde, cfi_
 
 /* ------------------------------------------------------- table and format */
 
+int cfi_fail(cfi_error *err, size_t offset, const char *fmt, ...)
+{
+    where w = {err, NULL, 0};
+    va_list ap;
+    va_start(ap, fmt);
+    vfail(&w, offset, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+int cfi_table_push(cfi_table *t, const cfi_row *row, uint64_t loc, cfi_error *err)
+{
+    if (t->count && t->rows[t->count - 1].loc == loc) {
+        t->rows[t->count - 1] = *row;
+        t->rows[t->count - 1].loc = loc;
+        return 0;
+    }
+    if (t->count == t->cap) {
+        size_t cap = t->cap ? t->cap * 2 : 8;
+        cfi_row *rows = cap > SIZE_MAX / sizeof *rows ? NULL : realloc(t->rows, cap * sizeof *rows);
+        if (!rows)
+            return cfi_fail(err, 0, "out of memory for %zu rows", cap);
+        t->rows = rows;
+        t->cap = cap;
+    }
+    if (t->count)
+        t->rows[t->count - 1].end = loc;
+    t->rows[t->count] = *row;
+    t->rows[t->count++].loc = loc;
+    return 0;
+}
+
 void cfi_table_free(cfi_table *t)
 {
     if (!t)

@@ -133,6 +133,15 @@ int cfi_run(const cfi_section *sec, const cfi_cie *cie, const cfi_fde *fde, cfi_
 
 void cfi_table_free(cfi_table *t);
 
+/* For the readers of other unwind formats (win64_unwind.h, arm64_unwind.h,
+ * fp_chain.h), which build the same rows. cfi_fail sets *err and returns -1.
+ * cfi_table_push appends `row` from `loc` on, ending the last row there (a
+ * row at the last one's loc replaces it: several codes, one state); 0, or
+ * -1 out of memory. */
+int cfi_fail(cfi_error *err, size_t offset, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+int cfi_table_push(cfi_table *t, const cfi_row *row, uint64_t loc, cfi_error *err);
+
 /* The row whose range contains pc, or NULL. */
 const cfi_row *cfi_row_at(const cfi_table *t, uint64_t pc);
 

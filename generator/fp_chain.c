@@ -3,27 +3,12 @@
  * 81 /5 id). */
 #include "fp_chain.h"
 
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "util.h"
 
 enum { EAX, ECX, EDX, EBX, ESP, EBP, ESI, EDI }; /* the encoding's order, DWARF's too */
-
-static int fail(cfi_error *err, size_t off, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int fail(cfi_error *err, size_t off, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    err->offset = off;
-    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 /* One prolog instruction at p (n bytes left): its size, or 0 when it is not
  * one. *push: the register pushed (or -1), *sub: bytes taken from esp, *set:
@@ -42,15 +27,6 @@ static unsigned decode(const uint8_t *p, size_t n, int *push, uint32_t *sub, int
     return 0;
 }
 
-static void push_row(cfi_table *t, const cfi_row *r, uint64_t loc)
-{
-    if (t->count)
-        t->rows[t->count - 1].end = loc;
-    cfi_row row = *r;
-    row.loc = loc;
-    ARRAY_PUSH(t->rows, t->count, t->cap, row);
-}
-
 int fpc_rows(const uint8_t *code, size_t size, uint64_t begin, uint64_t end, cfi_table *out,
              size_t *prolog_size, cfi_error *err)
 {
@@ -58,11 +34,14 @@ int fpc_rows(const uint8_t *code, size_t size, uint64_t begin, uint64_t end, cfi
     *prolog_size = 0;
     cfi_row *r = calloc(1, sizeof *r);
     if (!r)
-        return fail(err, 0, "out of memory");
+        return cfi_fail(err, 0, "out of memory");
     /* At the entry: the return address just pushed. */
     r->cfa = (cfi_cfa_rule){.kind = CFI_CFA_REG_OFFSET, .reg = ESP, .offset = 4};
     r->regs[FPC_RA_COLUMN] = (cfi_reg_rule){.kind = CFI_REG_OFFSET, .offset = -4};
-    push_row(out, r, begin);
+    if (cfi_table_push(out, r, begin, err) != 0) {
+        free(r);
+        return -1;
+    }
     int64_t depth = 4; /* how far esp is below the CFA */
     size_t at = 0;
     unsigned k = 0;
@@ -73,10 +52,10 @@ int fpc_rows(const uint8_t *code, size_t size, uint64_t begin, uint64_t end, cfi
         if (!chain && k < 2) {
             free(r);
             cfi_table_free(out);
-            return fail(err, at, "the shim does not start with push ebp; mov ebp, esp "
-                                 "(instruction %u of its prolog, byte 0x%zx): its frame is not "
-                                 "on the ebp chain; compile it with -fno-omit-frame-pointer", k,
-                        at);
+            return cfi_fail(err, at, "the shim does not start with push ebp; mov ebp, esp "
+                                     "(instruction %u of its prolog, byte 0x%zx): its frame is not "
+                                     "on the ebp chain; compile it with -fno-omit-frame-pointer", k,
+                            at);
         }
         if (!chain)
             break;
@@ -88,17 +67,19 @@ int fpc_rows(const uint8_t *code, size_t size, uint64_t begin, uint64_t end, cfi
         if (r->cfa.reg == ESP)
             r->cfa.offset = depth;
         at += len;
-        if (begin + at >= end || depth > INT32_MAX) {
+        if (begin + at >= end || depth > INT32_MAX ||
+            cfi_table_push(out, r, begin + at, err) != 0) {
+            if (begin + at >= end || depth > INT32_MAX)
+                cfi_fail(err, at, "the prolog (%zu bytes) is not shorter than the function", at);
             free(r);
             cfi_table_free(out);
-            return fail(err, at, "the prolog (%zu bytes) is not shorter than the function", at);
+            return -1;
         }
-        push_row(out, r, begin + at);
     }
     if (out->count < 3) { /* the code ended inside push ebp; mov ebp, esp */
         free(r);
         cfi_table_free(out);
-        return fail(err, at, "the shim ends before its prolog sets ebp");
+        return cfi_fail(err, at, "the shim ends before its prolog sets ebp");
     }
     out->rows[out->count - 1].end = end;
     *prolog_size = at;

@@ -174,9 +174,13 @@ static op_unit unit_of(const gen_oplist *ops, const gen_op *const *members, size
      * them name the batched unit), and need nothing from the template but,
      * on Mach-O, the macros its own _JIT_ENTRY uses (STENCIL_CC and the
      * VM's three): any template that compiled per-op units, an older copy of
-     * stencil_op.h included, compiles batches too. */
+     * stencil_op.h included, compiles batches too (one without the aliases'
+     * prefix gets none). */
     if (batch)
-        sb_puts(&u.unit, "#line 1 \"<stencilgen batched unit>\"\n");
+        sb_puts(&u.unit, "#ifndef STENCIL_ALIAS_PREFIX\n"
+                         "#define STENCIL_ALIAS_PREFIX \"\"\n"
+                         "#endif\n"
+                         "#line 1 \"<stencilgen batched unit>\"\n");
     for (size_t i = 0; batch && i < n; i++)
         add_entry(&u, members[i]);
     if (!u.unit.data)

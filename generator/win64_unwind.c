@@ -2,8 +2,6 @@
  * Windows x64 exception-handling documentation (UNWIND_INFO, UNWIND_CODE). */
 #include "win64_unwind.h"
 
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,26 +29,13 @@ enum { DWARF_RSP = 7, DWARF_XMM0 = 17, W64_RSP = 4 };
  * r8-r15; DWARF rax rdx rcx rbx rsi rdi rbp rsp r8-r15. */
 static const uint8_t dwarf_of[16] = {0, 2, 1, 3, 7, 6, 4, 5, 8, 9, 10, 11, 12, 13, 14, 15};
 
-static int fail(cfi_error *err, size_t off, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int fail(cfi_error *err, size_t off, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    err->offset = off;
-    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
 int w64_parse_info(const uint8_t *data, size_t size, size_t offset, w64_info *out,
                    cfi_error *err)
 {
     *out = (w64_info){0};
     if (offset > size || size - offset < 4)
-        return fail(err, offset, "UNWIND_INFO at 0x%zx: its 4-byte header is past the end of "
-                                 "the section (size 0x%zx)", offset, size);
+        return cfi_fail(err, offset, "UNWIND_INFO at 0x%zx: its 4-byte header is past the end of "
+                                     "the section (size 0x%zx)", offset, size);
     const uint8_t *p = data + offset;
     out->version = p[0] & 7;
     out->flags = p[0] >> 3;
@@ -59,22 +44,23 @@ int w64_parse_info(const uint8_t *data, size_t size, size_t offset, w64_info *ou
     out->frame_reg = p[3] & 15;
     out->frame_offset = p[3] >> 4;
     if (out->version != 1)
-        return fail(err, offset, "UNWIND_INFO at 0x%zx: version %u; stencilgen reads version 1 "
-                                 "(version 2 adds epilog codes)", offset, out->version);
+        return cfi_fail(err, offset, "UNWIND_INFO at 0x%zx: version %u; stencilgen reads version 1 "
+                                     "(version 2 adds epilog codes)", offset, out->version);
     if (out->flags & (UNW_FLAG_EHANDLER | UNW_FLAG_UHANDLER))
-        return fail(err, offset, "UNWIND_INFO at 0x%zx: the shim has an exception handler "
-                                 "(flags 0x%x); it must have none", offset, out->flags);
+        return cfi_fail(err, offset, "UNWIND_INFO at 0x%zx: the shim has an exception handler "
+                                     "(flags 0x%x); it must have none", offset, out->flags);
     if (out->flags & UNW_FLAG_CHAININFO)
-        return fail(err, offset, "UNWIND_INFO at 0x%zx: chained unwind info (flags 0x%x); the "
-                                 "shim's must be one piece", offset, out->flags);
+        return cfi_fail(err, offset, "UNWIND_INFO at 0x%zx: chained unwind info (flags 0x%x); the "
+                                     "shim's must be one piece", offset, out->flags);
     if (out->flags)
-        return fail(err, offset, "UNWIND_INFO at 0x%zx: unknown flags 0x%x", offset, out->flags);
+        return cfi_fail(err, offset, "UNWIND_INFO at 0x%zx: unknown flags 0x%x", offset,
+                        out->flags);
     if (out->frame_reg == W64_RSP)
-        return fail(err, offset, "UNWIND_INFO at 0x%zx: the frame register is rsp", offset);
+        return cfi_fail(err, offset, "UNWIND_INFO at 0x%zx: the frame register is rsp", offset);
     size_t slot_bytes = 2 * (size_t)((out->nslots + 1u) & ~1u);
     if (size - offset - 4 < slot_bytes)
-        return fail(err, offset, "UNWIND_INFO at 0x%zx: %u unwind-code slots run past the end "
-                                 "of the section (size 0x%zx)", offset, out->nslots, size);
+        return cfi_fail(err, offset, "UNWIND_INFO at 0x%zx: %u unwind-code slots run past the end "
+                                     "of the section (size 0x%zx)", offset, out->nslots, size);
     out->slots = p + 4;
     out->size = 4 + slot_bytes;
     return 0;
@@ -139,11 +125,11 @@ static int fixed_allocation_first(const code *codes, size_t n, cfi_error *err)
     const code *fixed = NULL;
     for (size_t i = 0; i < n; i++) {
         if (moves_rsp(codes[i].op) && fixed)
-            return fail(err, 4 + 2 * codes[i].first_slot,
-                        "unwind code at slot %u moves rsp after the %s at slot %u (pushes and "
-                        "allocations come first)", codes[i].first_slot,
-                        fixed->op == UWOP_SET_FPREG ? "frame register is set" : "save",
-                        fixed->first_slot);
+            return cfi_fail(err, 4 + 2 * codes[i].first_slot,
+                            "unwind code at slot %u moves rsp after the %s at slot %u (pushes and "
+                            "allocations come first)", codes[i].first_slot,
+                            fixed->op == UWOP_SET_FPREG ? "frame register is set" : "save",
+                            fixed->first_slot);
         if (!moves_rsp(codes[i].op) && !fixed)
             fixed = &codes[i];
     }
@@ -161,20 +147,20 @@ static int decode(const w64_info *info, code *codes, size_t *n, cfi_error *err)
                   .info = info->slots[2 * i + 1] >> 4, .first_slot = i};
         unsigned k = slots_of(c.op, c.info);
         if (!k)
-            return fail(err, 4 + 2 * i, "unwind code %u (slot %u): operation %u (info %u) is not "
-                                        "one a shim's prolog may use here", (unsigned)*n, i,
-                        c.op, c.info);
+            return cfi_fail(err, 4 + 2 * i, "unwind code %u (slot %u): operation %u (info %u) "
+                                            "is not one a shim's prolog may use here",
+                            (unsigned)*n, i, c.op, c.info);
         if (k > info->nslots - i)
-            return fail(err, 4 + 2 * i, "unwind code at slot %u needs %u slots, %u are left", i,
-                        k, info->nslots - i);
+            return cfi_fail(err, 4 + 2 * i, "unwind code at slot %u needs %u slots, %u are left", i,
+                            k, info->nslots - i);
         if (c.at > info->prolog_size || c.at > prev_at)
-            return fail(err, 4 + 2 * i, "unwind code at slot %u: prolog offset %u is %s", i,
-                        c.at, c.at > info->prolog_size ? "past the prolog" : "out of order");
+            return cfi_fail(err, 4 + 2 * i, "unwind code at slot %u: prolog offset %u is %s", i,
+                            c.at, c.at > info->prolog_size ? "past the prolog" : "out of order");
         if (c.op == UWOP_SET_FPREG && !info->frame_reg)
-            return fail(err, 4 + 2 * i, "UWOP_SET_FPREG but the UNWIND_INFO names no frame "
-                                        "register");
+            return cfi_fail(err, 4 + 2 * i, "UWOP_SET_FPREG but the UNWIND_INFO names no frame "
+                                            "register");
         if (c.op == UWOP_PUSH_NONVOL && c.info == W64_RSP)
-            return fail(err, 4 + 2 * i, "unwind code at slot %u pushes rsp", i);
+            return cfi_fail(err, 4 + 2 * i, "unwind code at slot %u pushes rsp", i);
         c.arg = argument(info, &c);
         prev_at = c.at;
         codes[(*n)++] = c;
@@ -221,27 +207,13 @@ static int apply(const w64_info *info, const code *c, cfi_row *r, int64_t *depth
     case UWOP_SAVE_NONVOL_FAR: saved(r, dwarf_of[c->info], c->arg - *depth); break;
     case UWOP_SAVE_XMM128:
     case UWOP_SAVE_XMM128_FAR: saved(r, DWARF_XMM0 + c->info, c->arg - *depth); break;
-    default: return fail(err, 4 + 2 * c->first_slot, "unwind operation %u", c->op);
+    default: return cfi_fail(err, 4 + 2 * c->first_slot, "unwind operation %u", c->op);
     }
     if (r->cfa.reg == DWARF_RSP)
         r->cfa.offset = *depth;
     if (*depth > INT32_MAX)
-        return fail(err, 4 + 2 * c->first_slot, "the prolog allocates more than 2 GiB");
+        return cfi_fail(err, 4 + 2 * c->first_slot, "the prolog allocates more than 2 GiB");
     return 0;
-}
-
-static void push_row(cfi_table *t, const cfi_row *r, uint64_t loc)
-{
-    if (t->count && t->rows[t->count - 1].loc == loc) {
-        t->rows[t->count - 1] = *r; /* several codes at one offset: the last state */
-        t->rows[t->count - 1].loc = loc;
-        return;
-    }
-    if (t->count)
-        t->rows[t->count - 1].end = loc;
-    cfi_row row = *r;
-    row.loc = loc;
-    ARRAY_PUSH(t->rows, t->count, t->cap, row);
 }
 
 int w64_rows(const w64_info *info, uint64_t begin, uint64_t end, cfi_table *out,
@@ -249,21 +221,21 @@ int w64_rows(const w64_info *info, uint64_t begin, uint64_t end, cfi_table *out,
 {
     *out = (cfi_table){0};
     if (end <= begin || end - begin <= info->prolog_size)
-        return fail(err, 1, "the prolog (%u bytes) is not shorter than the function (%llu bytes)",
-                    info->prolog_size, (unsigned long long)(end - begin));
+        return cfi_fail(err, 1, "the prolog (%u bytes) is not shorter than the function (%llu "
+                                "bytes)", info->prolog_size, (unsigned long long)(end - begin));
     code *codes = calloc(info->nslots ? info->nslots : 1, sizeof *codes);
     cfi_row *row = malloc(sizeof *row);
     size_t n = 0;
-    int rc = codes && row ? decode(info, codes, &n, err) : fail(err, 0, "out of memory");
+    int rc = codes && row ? decode(info, codes, &n, err) : cfi_fail(err, 0, "out of memory");
     int64_t depth = 8;
     if (rc == 0) {
         entry_row(row);
-        push_row(out, row, begin);
+        rc = cfi_table_push(out, row, begin, err);
     }
     for (size_t i = 0; rc == 0 && i < n; i++) {
         rc = apply(info, &codes[i], row, &depth, err);
         if (rc == 0)
-            push_row(out, row, begin + codes[i].at);
+            rc = cfi_table_push(out, row, begin + codes[i].at, err);
     }
     if (rc == 0)
         out->rows[out->count - 1].end = end;

@@ -376,7 +376,7 @@ def op_texts(name, axes, body, expand):
     return texts
 
 
-def cpython_corpus(outdir, nops, expand):
+def cpython_corpus(outdir, nops, expand, triples="five"):
     """The generated file (nops micro-ops) and two hand-written files, with
     their template, shim and manifest for the 5 bundled targets."""
     rng = random.Random(20261128)  # the same corpus every time
@@ -400,9 +400,7 @@ def cpython_corpus(outdir, nops, expand):
         write(os.path.join(outdir, "ops", "hand%d.c" % k),
               "/* hand%d.c - hand-written micro-ops. */\n\n"
               "#define STENCIL_V_IP_BIAS 2\n\n%s" % (k, "\n".join(texts)))
-    targets = "".join("  - triple: %s\n" % t for t in (
-        "x86_64-unknown-linux-gnu", "aarch64-unknown-linux-gnu", "x86_64-w64-windows-gnu",
-        "x86_64-apple-darwin", "aarch64-apple-darwin"))
+    targets = "".join("  - triple: %s\n" % t for t in TRIPLES[triples])
     write(os.path.join(outdir, "corpus.yaml"), """# A CPython-shaped stencil set: %d micro-ops, %d stencils (tests/bench/make_corpus.py --cpython).
 targets:
 %stemplate: py_template.h
@@ -420,6 +418,17 @@ symbols: [py_dealloc, py_int_from, py_binary_op, py_compare, py_call, py_getattr
     return 0
 
 
+# The CPython-shaped corpus's targets: the five of the bundled set before it
+# grew, and CPython's own seven.
+TRIPLES = {
+    "five": ("x86_64-unknown-linux-gnu", "aarch64-unknown-linux-gnu", "x86_64-w64-windows-gnu",
+             "x86_64-apple-darwin", "aarch64-apple-darwin"),
+    "seven": ("x86_64-unknown-linux-gnu", "aarch64-unknown-linux-gnu", "x86_64-pc-windows-msvc",
+              "i686-pc-windows-msvc", "aarch64-pc-windows-msvc", "x86_64-apple-darwin",
+              "aarch64-apple-darwin"),
+}
+
+
 def write(path, text):
     with open(path, "w") as f:
         f.write(text)
@@ -432,12 +441,14 @@ def main():
                     help="ops (default 300; with --cpython, ops of the generated file: 270)")
     ap.add_argument("--per-file", type=int, default=10, help="ops per file (default 10)")
     ap.add_argument("--cpython", action="store_true", help="the CPython-shaped set")
+    ap.add_argument("--triples", choices=sorted(TRIPLES), default="five",
+                    help="--cpython: the targets (default: five; seven: CPython's)")
     ap.add_argument("--expand-variants", action="store_true",
                     help="--cpython: each variant written out as an op of its own")
     args = ap.parse_args()
     if args.cpython:
         return cpython_corpus(args.outdir, 270 if args.ops is None else args.ops,
-                              args.expand_variants)
+                              args.expand_variants, args.triples)
     args.ops = 300 if args.ops is None else args.ops
     per = max(1, args.per_file)
     rng = random.Random(20261122)  # the same corpus every time

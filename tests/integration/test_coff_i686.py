@@ -246,3 +246,26 @@ def test_section_relative_relocation_is_refused_by_name(ctx):
                     r"in \.text\S* at offset 0x[0-9a-f]+ against 'table'" % TRIPLE, p.stderr),
           "the error does not name op, relocation, section, offset and symbol:\n%s", p.stderr)
     check(not os.path.exists(os.path.join(out, "jit_stencils.h")), "a header was written")
+
+
+def test_tinyvm_bundled_ops_build(ctx):
+    """tinyvm's bundled ops, shim and frame on this triple (and on ARM64
+    Windows): every op builds, and div and mod divide without the C library's
+    _alldiv and _allrem, which are no run-time symbols (stencils/ops/arith.c)."""
+    base = ctx.bundled_copy()
+    manifest = os.path.join(base, "stencils", "stencils.yaml")
+    text = read(manifest)
+    targets = ("targets:\n  - triple: %s\n"
+               "    expect_frame: {cfa_register: ebp, cfa_offset: 8, fp_offset: -8, ra_offset: -4}\n"
+               "  - triple: aarch64-pc-windows-msvc\n"
+               "    expect_frame: {cfa_register: x29, cfa_offset: 80, fp_offset: -80, "
+               "ra_offset: -72}\n\n" % TRIPLE)
+    write(manifest, re.sub(r"(?ms)^targets:\n.*?^(?=template:)", targets, text))
+    out = os.path.join(ctx.tmp, "bundled")
+    p = ctx.build_stencils(manifest, out, check=False, timeout=300)
+    check(p.returncode == 0, "tinyvm's bundled ops did not build:\n%s", p.stderr[-3000:])
+    for triple in (TRIPLE, "aarch64-pc-windows-msvc"):
+        check(re.search(r"^stencilgen: %s: 22 ops \(22 compiled" % triple, p.stdout, re.M),
+              "no summary of 22 ops for %s:\n%s", triple, p.stdout)
+    header = read(os.path.join(out, "jit_stencils-%s.h" % TRIPLE))
+    check("_alldiv" not in header and "_allrem" not in header, "a helper of the C library is called")

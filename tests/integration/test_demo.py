@@ -1,4 +1,4 @@
-"""The demo prints what README.md says it prints: its sections, its five summary lines (one per
+"""The demo prints what README.md says it prints: its sections, its summary lines (one per
 triple), tinyvm's times, GDB's frames and stencilrt-stack's, in the README's order, numbers
 aside (tests/demo_output.py). The clean room (tests/clean_room/clean-room.sh) holds a new
 machine's `./run.sh demo` to the same block; this holds the demo of every build to it."""
