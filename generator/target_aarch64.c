@@ -361,6 +361,10 @@ static bool classify_coff(uint32_t type, const uint8_t *bytes, uint64_t size, ui
     }
 }
 
+/* MSVC's environment makes objects for incremental linking, whose COFF header
+ * holds the time of the compile: objects would differ from run to run. */
+static const char *const msvc_cflags[] = {"-mno-incremental-linker-compatible", NULL};
+
 /* Windows on ARM64 (MSVC's environment): COFF, code position-independent as
  * compiled, x18 reserved for the TEB (clang does that for the triple). The
  * shim's frame comes from its .pdata/.xdata (arm64_unwind.h). Ops keep
@@ -371,8 +375,8 @@ const gen_target sg_target_aarch64_windows = {
     .triple = "aarch64-pc-windows-msvc",
     .host_condition = "(defined(_M_ARM64) || defined(__aarch64__)) && defined(_WIN32) && "
                       "!defined(_M_ARM64EC)",
-    .op_cflags = no_cflags,
-    .shim_cflags = no_cflags,
+    .op_cflags = msvc_cflags,
+    .shim_cflags = msvc_cflags,
     .pic_cflags = no_cflags,
     .fp_reg = 29,
     .elf_machine = 183, /* EM_AARCH64 */

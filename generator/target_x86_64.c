@@ -191,7 +191,7 @@ static bool classify_coff(uint32_t type, const uint8_t *bytes, uint64_t size, ui
  * and the executor's one RUNTIME_FUNCTION covers its cold parts
  * (docs/platforms.md, "Hot and cold parts on Windows"). */
 #define WIN64_COFF_FIELDS                                                                \
-    .op_cflags = op_cflags, .shim_cflags = shim_cflags, .pic_cflags = no_cflags,       \
+    .pic_cflags = no_cflags,                                                           \
     .fp_reg = 6, .elf_machine = 62, /* EM_X86_64, whatever the format */             \
     .object_format = OBJ_FORMAT_COFF, .win_unwind = WIN_UNWIND_X64,                    \
     .fp_writers = fp_writers, .reg_name = reg_name,                                    \
@@ -203,8 +203,14 @@ static bool classify_coff(uint32_t type, const uint8_t *bytes, uint64_t size, ui
 const gen_target sg_target_x86_64_windows = {
     .triple = "x86_64-w64-windows-gnu",
     .host_condition = "defined(__x86_64__) && defined(_WIN32)",
+    .op_cflags = op_cflags,
+    .shim_cflags = shim_cflags,
     WIN64_COFF_FIELDS,
 };
+
+/* MSVC's environment makes objects for incremental linking, whose COFF header
+ * holds the time of the compile: objects would differ from run to run. */
+static const char *const msvc_cflags[] = {"-mno-incremental-linker-compatible", NULL};
 
 /* Windows x64 as MSVC's environment has it: the same ABI, COFF and unwind
  * codes as MinGW-w64's, so the same stencils but for what the environment's
@@ -217,6 +223,8 @@ const gen_target sg_target_x86_64_msvc = {
     .triple = "x86_64-pc-windows-msvc",
     .host_condition = "defined(_M_X64) && defined(_MSC_VER) && !defined(_M_ARM64EC)",
     .dispatch_first = true,
+    .op_cflags = msvc_cflags,
+    .shim_cflags = msvc_cflags,
     WIN64_COFF_FIELDS,
 };
 
@@ -319,8 +327,8 @@ static bool landing_pad_i386(const uint8_t *code, size_t size)
 const gen_target sg_target_i686_windows = {
     .triple = "i686-pc-windows-msvc",
     .host_condition = "(defined(_M_IX86) || defined(__i386__)) && defined(_WIN32)",
-    .op_cflags = op_cflags,
-    .shim_cflags = shim_cflags,
+    .op_cflags = msvc_cflags,
+    .shim_cflags = msvc_cflags,
     .pic_cflags = no_cflags,
     .fp_reg = 5,       /* ebp */
     .elf_machine = 3,  /* EM_386 */

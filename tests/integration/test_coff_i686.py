@@ -21,7 +21,7 @@ name; so does a relocation stencilgen cannot patch (a section-relative one).
 """
 import os
 import re
-import struct
+import time
 
 from sgtest import Header, check, pe_sections, read, write
 
@@ -269,3 +269,31 @@ def test_tinyvm_bundled_ops_build(ctx):
               "no summary of 22 ops for %s:\n%s", triple, p.stdout)
     header = read(os.path.join(out, "jit_stencils-%s.h" % TRIPLE))
     check("_alldiv" not in header and "_allrem" not in header, "a helper of the C library is called")
+
+
+def test_msvc_objects_do_not_depend_on_the_time(ctx):
+    """MSVC's environment writes the compile's time into a COFF header (for
+    incremental linking) unless told not to: the same build a second later
+    leaves byte-identical objects, for each of its three triples."""
+    fixtures = {TRIPLE: FIXTURE,
+                "aarch64-pc-windows-msvc": ("tests", "fixtures", "coff_arm64", "coff_arm64.yaml"),
+                "x86_64-pc-windows-msvc": ("tests", "fixtures", "coff", "coff.yaml")}
+    for triple, fixture in sorted(fixtures.items()):
+        here = os.path.dirname(ctx.path(*fixture))
+        manifest = ctx.fixture_manifest(
+            ctx.path(*fixture), os.path.join(ctx.tmp, triple + ".yaml"),
+            ("  - ops.c", "  - " + os.path.join(here, "ops.c")),
+            ("triple: x86_64-w64-windows-gnu", "triple: " + triple))
+        objects = []
+        for run in ("first", "second"):
+            out = os.path.join(ctx.tmp, "%s-%s" % (triple, run))
+            p = ctx.build_stencils(manifest, out, "--units", "per-op", check=False, timeout=300)
+            check(p.returncode == 0, "%s: did not build:\n%s", triple, p.stderr[-2000:])
+            objdir = os.path.join(out, ".stencilgen", triple)
+            objects.append({n: read(os.path.join(objdir, n), "rb")
+                            for n in sorted(os.listdir(objdir)) if n.endswith(".o")})
+            time.sleep(1.1)
+        check(objects[0] and objects[0].keys() == objects[1].keys(), "%s: objects %s and %s",
+              triple, sorted(objects[0]), sorted(objects[1]))
+        changed = [n for n in objects[0] if objects[0][n] != objects[1][n]]
+        check(not changed, "%s: objects differ a second later: %s", triple, changed)
