@@ -154,10 +154,19 @@ enum {
     IMAGE_REL_AMD64_REL32_5 = 9,
 };
 
+/* Whether the 4-byte field at `field` is a branch's displacement: it follows
+ * the opcode of a call (E8), a jump (E9) or a conditional jump (0F 8x). */
+static bool after_branch_opcode(const uint8_t *bytes, uint64_t field)
+{
+    uint8_t before = bytes[field - 1];
+    bool jcc = field >= 2 && bytes[field - 2] == 0x0f && (before & 0xf0) == 0x80;
+    return before == 0xe8 || before == 0xe9 || jcc;
+}
+
 /* COFF has one PC-relative type for calls, jumps and data references alike
- * (ELF says PLT32 or PC32). A branch's field follows its opcode (E8 call, E9
- * jmp, 0F 8x jcc) and may go through a veneer; a data reference's follows a
- * ModRM byte that selects RIP-relative addressing (mod 00, r/m 101). */
+ * (ELF says PLT32 or PC32). A branch's field follows its opcode and may go
+ * through a veneer; a data reference's follows a ModRM byte that selects
+ * RIP-relative addressing (mod 00, r/m 101). */
 static bool classify_coff(uint32_t type, const uint8_t *bytes, uint64_t size, uint64_t field,
                           sg_patch *patch)
 {
@@ -172,13 +181,11 @@ static bool classify_coff(uint32_t type, const uint8_t *bytes, uint64_t size, ui
     if (type < IMAGE_REL_AMD64_REL32 || type > IMAGE_REL_AMD64_REL32_5 || !bytes || field < 1 ||
         field > size)
         return false;
-    uint8_t before = bytes[field - 1];
-    bool jcc = field >= 2 && bytes[field - 2] == 0x0f && (before & 0xf0) == 0x80;
-    if (type == IMAGE_REL_AMD64_REL32 && (before == 0xe8 || before == 0xe9 || jcc)) {
+    if (type == IMAGE_REL_AMD64_REL32 && after_branch_opcode(bytes, field)) {
         *patch = SG_PATCH_X86_BRANCH32;
         return true;
     }
-    if ((before & 0xc7) == 0x05) {
+    if ((bytes[field - 1] & 0xc7) == 0x05) {
         *patch = SG_PATCH_PCREL32;
         return true;
     }
@@ -300,10 +307,8 @@ static bool classify_i386(uint32_t type, const uint8_t *bytes, uint64_t size, ui
     }
     if (type != IMAGE_REL_I386_REL32 || !bytes || field < 1 || field > size)
         return false;
-    uint8_t before = bytes[field - 1];
-    bool jcc = field >= 2 && bytes[field - 2] == 0x0f && (before & 0xf0) == 0x80;
     *patch = SG_PATCH_X86_BRANCH32;
-    return before == 0xe8 || before == 0xe9 || jcc;
+    return after_branch_opcode(bytes, field);
 }
 
 /* DWARF numbers of the i386 psABI. */
