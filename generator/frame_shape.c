@@ -452,6 +452,15 @@ static bool b_key_signed(const gen_stencil *shim, uint64_t at, const gen_where *
     return false;
 }
 
+const char *unwind_record_name(const gen_target *t, const gen_unwind *u)
+{
+    if (t->win_unwind == WIN_UNWIND_X86_FP)
+        return "prolog's instructions";
+    if (t->win_unwind == WIN_UNWIND_ARM64)
+        return u->win_packed ? "packed .pdata entry" : ".xdata record";
+    return "UNWIND_INFO";
+}
+
 /* The rows of the shim's unwind record (u->win64_info), and where its prolog
  * ends. */
 static bool win_rows(const gen_target *t, const gen_stencil *shim, gen_unwind *u,
@@ -494,8 +503,7 @@ static bool win_rows(const gen_target *t, const gen_stencil *shim, gen_unwind *u
         }
     }
     if (rc != 0) {
-        diag_error_in(where, "malformed unwind data of the shim (%s, at its byte 0x%zx): %s",
-                      u->win_packed ? "expanded from its packed .pdata entry" : "its .xdata record",
+        diag_error_in(where, "the shim's %s (at its byte 0x%zx): %s", unwind_record_name(t, u),
                       err.offset, err.msg);
         return false;
     }

@@ -73,6 +73,11 @@ typedef struct gen_unwind {
 uint8_t *eh_frame_relocated(const objfile *obj, int code_sec, uint64_t code_size,
                             const gen_target *t, const gen_where *where, cfi_section *out);
 
+/* What a COFF shim's unwind facts are read from, for messages and comments:
+ * "UNWIND_INFO", ".xdata record", "packed .pdata entry" or "prolog's
+ * instructions". */
+const char *unwind_record_name(const gen_target *t, const gen_unwind *u);
+
 /* Analyse the compiled shim. `shim` is its stencil (code as placed at 0,
  * decoded by stencil_disassemble). */
 bool frame_shape_analyze(const objfile *obj, const gen_stencil *shim, const gen_target *t,

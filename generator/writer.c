@@ -352,16 +352,6 @@ static void put_cold_sizes(strbuf *sb, const gen_header_model *m)
     sb_puts(sb, "};\n\n");
 }
 
-/* What the shim's COFF unwind facts were read from. */
-static const char *win_record_name(const gen_target *t, const gen_unwind *u)
-{
-    if (t->win_unwind == WIN_UNWIND_X86_FP)
-        return "prolog's instructions";
-    if (t->win_unwind != WIN_UNWIND_ARM64)
-        return "UNWIND_INFO";
-    return u->win_packed ? "packed .pdata entry" : ".xdata record";
-}
-
 char *writer_target_filename(const gen_target *t)
 {
     return xasprintf("jit_stencils-%s.h", t->triple);
@@ -372,7 +362,7 @@ void writer_unwind_rows(strbuf *sb, const gen_target *t, const gen_unwind *u, co
     char row[512];
     if (u->derived && u->win64_info)
         sb_printf(sb, "%sunwind rows of the shim, from its %s (return address in %s):\n", prefix,
-                  win_record_name(t, u), reg_or_number(t, u->ra_column));
+                  unwind_record_name(t, u), reg_or_number(t, u->ra_column));
     else if (u->derived)
         sb_printf(sb, "%sCFI rows of the shim (code_align %" PRIu64 ", data_align %" PRId64
                       ", return address in %s):\n",
