@@ -103,6 +103,31 @@ class Ctx:
         write(dest, text)
         return dest
 
+    def build_fixture(self, fixture, triple, name, ops=None, shim=None, function=None,
+                      **target_keys):
+        """The fixture manifest `fixture` (its path's parts) built for `triple`
+        into tmp/name, per-op units: `ops` (C text) in place of its ops.c,
+        `shim` (a path) in place of tinyvm's shim.c, `function` the shim's
+        name, and keys added to the target's entry (cflags=..., ...).
+        Returns the outdir and the process."""
+        here = os.path.dirname(self.path(*fixture))
+        ops_file = os.path.join(here, "ops.c")
+        if ops:
+            ops_file = os.path.join(self.tmp, name + "-ops.c")
+            write(ops_file, ops)
+        changes = [("  - ops.c", "  - " + ops_file)]
+        if shim:
+            changes.append((self.path("") + "/stencils/shim.c", shim))
+        if function:
+            changes.append(("function: tinyvm_shim", "function: " + function))
+        under = "  - triple: %s\n" % triple
+        changes += [(under, under + "    %s: %s\n" % kv) for kv in sorted(target_keys.items())]
+        manifest = self.fixture_manifest(self.path(*fixture),
+                                         os.path.join(self.tmp, name + ".yaml"), *changes)
+        out = os.path.join(self.tmp, name)
+        return out, self.build_stencils(manifest, out, "--units", "per-op", check=False,
+                                        timeout=300)
+
     def copy_tree(self, src, dst):
         shutil.copytree(src, dst, symlinks=True)
         return dst

@@ -48,24 +48,11 @@ OPERANDS = [0x07654321, 0x89ABCDEF, 0x00000123, 0x00000456]
 
 
 def build(ctx, name, shim=None, ops=None, **target_keys):
-    """The fixture built for the triple, per-op units, with `shim` (a function
-    of shims.c) in place of tinyvm's when given, `ops` (C text) in place of
-    ops.c, and keys added to the target's entry (cflags=..., shim_cflags=...)."""
-    here = os.path.dirname(ctx.path(*FIXTURE))
-    changes = [("  - ops.c", "  - " + os.path.join(here, "ops.c"))]
-    if shim:
-        changes += [("stencils/shim.c", "tests/fixtures/coff_arm64/shims.c"),
-                    ("function: tinyvm_shim", "function: " + shim)]
-    if ops:
-        write(os.path.join(ctx.tmp, name + "-ops.c"), ops)
-        changes[0] = ("  - ops.c", "  - " + os.path.join(ctx.tmp, name + "-ops.c"))
-    under = "  - triple: %s\n" % TRIPLE
-    changes += [(under, under + "    %s: %s\n" % kv) for kv in sorted(target_keys.items())]
-    manifest = ctx.fixture_manifest(ctx.path(*FIXTURE), os.path.join(ctx.tmp, name + ".yaml"),
-                                    *changes)
-    out = os.path.join(ctx.tmp, name)
-    p = ctx.build_stencils(manifest, out, "--units", "per-op", check=False, timeout=300)
-    return out, p
+    """The fixture built for the triple (sgtest's build_fixture), with `shim`,
+    a function of shims.c, in place of tinyvm's when given."""
+    return ctx.build_fixture(FIXTURE, TRIPLE, name, ops,
+                             shim and os.path.join(os.path.dirname(ctx.path(*FIXTURE)),
+                                                   "shims.c"), shim, **target_keys)
 
 
 def header_path(out):

@@ -38,24 +38,13 @@ OPERANDS = [0x07654321, 0x89ABCDEF, 0x00000123, 0x00000456]
 
 
 def build(ctx, name, ops=None, shim_source=None, **target_keys):
-    """The fixture built for the triple, per-op units; `ops` (C text) in place
-    of ops.c, `shim_source` (C text defining tinyvm_shim) in place of
-    tinyvm's shim, and keys added to the target's entry."""
-    here = os.path.dirname(ctx.path(*FIXTURE))
-    changes = [("  - ops.c", "  - " + os.path.join(here, "ops.c"))]
-    if ops:
-        write(os.path.join(ctx.tmp, name + "-ops.c"), ops)
-        changes[0] = ("  - ops.c", "  - " + os.path.join(ctx.tmp, name + "-ops.c"))
+    """The fixture built for the triple (sgtest's build_fixture), with
+    `shim_source` (C text defining tinyvm_shim) in place of tinyvm's shim."""
+    shim = None
     if shim_source:
-        write(os.path.join(ctx.tmp, name + "-shim.c"), shim_source)
-        changes.append((ctx.path("") + "/stencils/shim.c",
-                        os.path.join(ctx.tmp, name + "-shim.c")))
-    under = "  - triple: %s\n" % TRIPLE
-    changes += [(under, under + "    %s: %s\n" % kv) for kv in sorted(target_keys.items())]
-    manifest = ctx.fixture_manifest(ctx.path(*FIXTURE), os.path.join(ctx.tmp, name + ".yaml"),
-                                    *changes)
-    out = os.path.join(ctx.tmp, name)
-    return out, ctx.build_stencils(manifest, out, "--units", "per-op", check=False, timeout=300)
+        shim = os.path.join(ctx.tmp, name + "-shim.c")
+        write(shim, shim_source)
+    return ctx.build_fixture(FIXTURE, TRIPLE, name, ops, shim, **target_keys)
 
 
 def c_name(symbol):
